@@ -1,0 +1,21 @@
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install test test-slow lint bench
+
+install:
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+
+test:
+	$(PY) -m pytest
+
+test-slow:
+	$(PY) -m pytest -m slow
+
+lint:
+	$(VENV)/bin/ruff check src tests benchmarks
+
+bench:
+	$(PY) benchmarks/accounting.py
