@@ -1,0 +1,121 @@
+"""Input validation shared by every public function.
+
+Each checker raises ``ValueError`` whose message names the argument, the value it got and
+the allowed range, e.g. ``noise_multiplier = -1.0 is out of range: must be in (0, inf)``.
+They return the value converted to the checked type so callers can write
+``z = check_positive("noise_multiplier", z)``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def _fail(name: str, value: object, allowed: str) -> ValueError:
+    return ValueError(f"{name} = {value!r} is out of range: must be {allowed}")
+
+
+def check_real(name: str, value: object) -> float:
+    """A finite real number (bools, strings, NaN and infinities are refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} = {value!r} is not a real number")
+    value = float(value)
+    if math.isnan(value):
+        raise _fail(name, value, "a number, not NaN")
+    if math.isinf(value):
+        raise _fail(name, value, "finite")
+    return value
+
+
+def check_range(
+    name: str,
+    value: object,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """A finite real number in the interval given by ``low``, ``high`` and openness flags."""
+    allowed = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isnan(value):
+        raise _fail(name, float(value), allowed + ", not NaN")
+    x = check_real(name, value)
+    too_low = x <= low if low_open else x < low
+    too_high = x >= high if high_open else x > high
+    if too_low or too_high:
+        raise _fail(name, x, allowed)
+    return x
+
+
+def check_positive(name: str, value: object) -> float:
+    """A finite real number > 0."""
+    return check_range(name, value, 0.0, math.inf, low_open=True, high_open=True)
+
+
+def check_nonnegative(name: str, value: object) -> float:
+    """A finite real number >= 0."""
+    return check_range(name, value, 0.0, math.inf, high_open=True)
+
+
+def check_epsilon(name: str, value: object) -> float:
+    """An epsilon: finite and >= 0."""
+    return check_nonnegative(name, value)
+
+
+def check_delta(name: str, value: object) -> float:
+    """A delta: strictly inside (0, 1)."""
+    return check_range(name, value, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def check_rate(name: str, value: object) -> float:
+    """A sampling rate or probability in (0, 1]."""
+    return check_range(name, value, 0.0, 1.0, low_open=True)
+
+
+def check_probability(name: str, value: object) -> float:
+    """A probability in [0, 1]."""
+    return check_range(name, value, 0.0, 1.0)
+
+
+def check_int(name: str, value: object, minimum: int = 0) -> int:
+    """An integer >= ``minimum`` (floats with an integral value such as 3.0 are accepted)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} = {value!r} is not an integer")
+    if isinstance(value, numbers.Integral):
+        result = int(value)
+    elif isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+        result = int(value)
+    else:
+        raise ValueError(
+            f"{name} = {value!r} is not an integer: must be an integer >= {minimum}"
+        )
+    if result < minimum:
+        raise _fail(name, result, f"an integer >= {minimum}")
+    return result
+
+
+def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
+    """One of a fixed set of strings."""
+    options = list(choices)
+    if value not in options:
+        raise ValueError(f"{name} = {value!r} is not allowed: must be one of {', '.join(options)}")
+    return str(value)
+
+
+def check_orders(name: str, orders: object) -> np.ndarray:
+    """A non-empty 1-D array of finite Renyi orders, each > 1, returned sorted and unique."""
+    try:
+        array = np.asarray(orders, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} = {orders!r} is not a list of numbers") from error
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"{name} = {orders!r} must be a non-empty list of orders > 1")
+    bad = array[~np.isfinite(array) | (array <= 1.0)]
+    if bad.size:
+        raise _fail(name, float(bad[0]), "a list of finite orders, each in (1, inf)")
+    return np.unique(array)

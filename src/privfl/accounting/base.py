@@ -1,0 +1,52 @@
+"""The interface every accountant implements: answer a :class:`PrivacyEvent`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from privfl._validation import check_delta, check_epsilon
+from privfl.accounting.events import PrivacyEvent, UnsupportedEventError
+from privfl.accounting.results import Kind, PrivacyResult
+
+
+class Accountant(ABC):
+    """An accountant turns a description of what ran into a labelled (epsilon, delta).
+
+    Subclasses set ``name`` (the method name printed in reports, e.g. ``"rdp"``) and ``kind``
+    (``"bound"`` or ``"estimate"``), implement :meth:`unsupported_reason` and the two solvers.
+    """
+
+    name: str
+    kind: Kind
+
+    @abstractmethod
+    def unsupported_reason(self, event: PrivacyEvent) -> str | None:
+        """``None`` if the event can be accounted, else a sentence naming what is unsupported."""
+
+    def supports(self, event: PrivacyEvent) -> bool:
+        return self.unsupported_reason(event) is None
+
+    def _require_supported(self, event: PrivacyEvent) -> None:
+        if not isinstance(event, PrivacyEvent):
+            raise ValueError(f"event = {event!r} is not a PrivacyEvent")
+        reason = self.unsupported_reason(event)
+        if reason is not None:
+            raise UnsupportedEventError(f"the {self.name} accountant cannot handle this: {reason}")
+
+    def epsilon(self, event: PrivacyEvent, delta: float) -> PrivacyResult:
+        """Smallest epsilon this method certifies (or estimates) at ``delta``."""
+        delta = check_delta("delta", delta)
+        self._require_supported(event)
+        return self._epsilon(event, delta)
+
+    def delta(self, event: PrivacyEvent, epsilon: float) -> PrivacyResult:
+        """Smallest delta this method certifies (or estimates) at ``epsilon``."""
+        epsilon = check_epsilon("epsilon", epsilon)
+        self._require_supported(event)
+        return self._delta(event, epsilon)
+
+    @abstractmethod
+    def _epsilon(self, event: PrivacyEvent, delta: float) -> PrivacyResult: ...
+
+    @abstractmethod
+    def _delta(self, event: PrivacyEvent, epsilon: float) -> PrivacyResult: ...
