@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 install:
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0  # the CPU build; any other spec pulls CUDA wheels
 	$(PY) -m pip install --quiet -e '.[dev]'
 
 test:

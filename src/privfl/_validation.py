@@ -86,14 +86,15 @@ def check_int(name: str, value: object, minimum: int = 0) -> int:
     """An integer >= ``minimum`` (floats with an integral value such as 3.0 are accepted)."""
     if isinstance(value, bool):
         raise ValueError(f"{name} = {value!r} is not an integer")
-    if isinstance(value, numbers.Integral):
-        result = int(value)
-    elif isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+    if (
+        isinstance(value, numbers.Integral)
+        or isinstance(value, numbers.Real)
+        and math.isfinite(value)
+        and float(value).is_integer()
+    ):
         result = int(value)
     else:
-        raise ValueError(
-            f"{name} = {value!r} is not an integer: must be an integer >= {minimum}"
-        )
+        raise ValueError(f"{name} = {value!r} is not an integer: must be an integer >= {minimum}")
     if result < minimum:
         raise _fail(name, result, f"an integer >= {minimum}")
     return result

@@ -146,5 +146,5 @@ def dpsgd_event(
 
 
 def noise_multiplier_from_paper_sigma(sigma: float) -> float:
-    """Seed 000 sigma (noise std / 2C) to the Opacus noise multiplier z = 2 sigma (spec seed0 3.2)."""
+    """Seed 000 sigma (noise std / 2C) to the Opacus noise multiplier z = 2 sigma (spec 3.2)."""
     return 2.0 * check_positive("sigma", sigma)

@@ -1,0 +1,109 @@
+"""Pick accountants by name and ask them all about one event.
+
+Method names: ``rdp`` (Renyi DP, bound), ``pld`` (pessimistic privacy loss distribution, bound),
+``gdp-clt`` (Gaussian-DP central limit approximation, estimate; exact GDP when nothing is
+subsampled). ``gdp`` is accepted as an alias of ``gdp-clt``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from privfl._validation import check_choice
+from privfl.accounting.base import Accountant
+from privfl.accounting.events import PrivacyEvent, UnsupportedEventError
+from privfl.accounting.results import PrivacyResult
+
+METHODS = ("rdp", "pld", "gdp-clt")
+ALIASES = {"gdp": "gdp-clt"}
+
+
+@dataclass(frozen=True)
+class AccountingOptions:
+    """Knobs of the numerical accountants (the event itself says what ran)."""
+
+    orders: str | Sequence[float] = "default"
+    conversion: str = "improved"
+    discretization: float = 1e-4
+
+
+@dataclass
+class AccountingReport:
+    """Results of every requested method that supports the event, and why the others did not."""
+
+    results: list[PrivacyResult] = field(default_factory=list)
+    unsupported: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        data: dict = {"results": [r.to_dict() for r in self.results]}
+        if self.unsupported:
+            data["unsupported"] = dict(self.unsupported)
+        return data
+
+
+def resolve_methods(methods: str | Iterable[str]) -> tuple[str, ...]:
+    """Expand ``"all"`` and aliases; refuse unknown names."""
+    names = [methods] if isinstance(methods, str) else list(methods)
+    resolved: list[str] = []
+    for name in names:
+        check_choice("method", name, (*METHODS, *ALIASES, "all"))
+        for canonical in METHODS if name == "all" else (ALIASES.get(name, name),):
+            if canonical not in resolved:
+                resolved.append(canonical)
+    return tuple(resolved)
+
+
+def build_accountant(method: str, options: AccountingOptions | None = None) -> Accountant:
+    """The accountant behind a method name, configured by ``options``."""
+    options = options or AccountingOptions()
+    (method,) = resolve_methods(method)
+    if method == "rdp":
+        from privfl.accounting.rdp import RdpAccountant
+
+        return RdpAccountant(orders=options.orders, conversion=options.conversion)
+    if method == "pld":
+        from privfl.accounting.pld import PldAccountant
+
+        return PldAccountant(value_discretization_interval=options.discretization)
+    from privfl.accounting.gdp import GdpCltAccountant
+
+    return GdpCltAccountant()
+
+
+def account(
+    event: PrivacyEvent,
+    *,
+    delta: float | None = None,
+    epsilon: float | None = None,
+    methods: str | Iterable[str] = "all",
+    options: AccountingOptions | None = None,
+) -> AccountingReport:
+    """Ask each method for epsilon at ``delta`` (or delta at ``epsilon``).
+
+    With ``methods="all"`` a method that cannot handle the event is listed in
+    ``report.unsupported`` with its reason; a method asked for by name that cannot handle it
+    raises :class:`UnsupportedEventError`.
+    """
+    if (delta is None) == (epsilon is None):
+        raise ValueError("give exactly one of delta and epsilon")
+    requested_all = methods == "all" or (not isinstance(methods, str) and "all" in methods)
+    report = AccountingReport()
+    for method in resolve_methods(methods):
+        accountant = build_accountant(method, options)
+        reason = accountant.unsupported_reason(event)
+        if reason is not None:
+            if not requested_all:
+                raise UnsupportedEventError(f"the {method} accountant cannot handle this: {reason}")
+            report.unsupported[method] = reason
+            continue
+        if delta is not None:
+            report.results.append(accountant.epsilon(event, delta))
+        else:
+            report.results.append(accountant.delta(event, epsilon))
+    if not report.results:
+        raise UnsupportedEventError(
+            "no accountant supports this event: "
+            + "; ".join(f"{m}: {r}" for m, r in report.unsupported.items())
+        )
+    return report

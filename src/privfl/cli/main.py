@@ -1,0 +1,394 @@
+"""The ``privfl`` command line.
+
+Errors in the user's input (a ``ValueError`` from validation, an unsupported combination) are
+printed as one line on stderr and exit with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from enum import Enum
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
+from privfl.accounting.methods import AccountingOptions, account
+
+app = typer.Typer(
+    help="privfl: differentially private federated learning with trustworthy privacy numbers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+account_app = typer.Typer(help="Compute privacy guarantees (epsilon, delta) of what ran.")
+calibrate_app = typer.Typer(help="Solve for noise, steps or sampling rate under a budget.")
+app.add_typer(account_app, name="account")
+app.add_typer(calibrate_app, name="calibrate")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_errors(command: F) -> F:
+    """Turn a ValueError into a one-line message and exit status 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except ValueError as error:
+            typer.echo(f"privfl: error: {error}", err=True)
+            raise typer.Exit(code=2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class MethodChoice(str, Enum):
+    rdp = "rdp"
+    pld = "pld"
+    gdp = "gdp"
+    gdp_clt = "gdp-clt"
+    all = "all"
+
+
+class BoundMethod(str, Enum):
+    rdp = "rdp"
+    pld = "pld"
+
+
+class FedMethod(str, Enum):
+    gdp = "gdp"
+    gdp_clt = "gdp-clt"
+    pld = "pld"
+    rdp = "rdp"
+    all = "all"
+
+
+class Conversion(str, Enum):
+    improved = "improved"
+    classic = "classic"
+
+
+NeighbouringOpt = Annotated[
+    Neighbouring,
+    typer.Option(help="Neighbouring datasets: add/remove one record, or replace one record."),
+]
+SamplingOpt = Annotated[
+    Sampling,
+    typer.Option(
+        help="Poisson (each record independently with rate q) or fixed-size batches drawn "
+        "uniformly without replacement (q = B/n)."
+    ),
+]
+OrdersOpt = Annotated[
+    str,
+    typer.Option(
+        help="RDP orders: 'default', 'legacy' ({1.1,...,10.9} U {12,...,63}) or a comma list."
+    ),
+]
+ConversionOpt = Annotated[
+    Conversion,
+    typer.Option(
+        help="RDP to (eps, delta): 'improved' (Balle et al. 2020) or 'classic' "
+        "(eps = rdp + log(1/delta)/(a-1))."
+    ),
+]
+DiscretizationOpt = Annotated[
+    float, typer.Option(help="PLD value discretisation interval (smaller: tighter, slower).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
+
+
+def _options(orders: str, conversion: Conversion, discretization: float) -> AccountingOptions:
+    return AccountingOptions(
+        orders=orders, conversion=conversion.value, discretization=discretization
+    )
+
+
+def _emit(
+    as_json: bool,
+    command: str,
+    setting: dict[str, Any],
+    results: list,
+    *,
+    unsupported: dict[str, str] | None = None,
+    footnotes: tuple[str, ...] = (),
+    extra: dict[str, Any] | None = None,
+) -> None:
+    from privfl.cli.output import print_json, print_report
+
+    if as_json:
+        payload: dict[str, Any] = {"command": command, "setting": setting}
+        payload.update(extra or {})
+        payload["results"] = [r.to_dict() for r in results]
+        if unsupported:
+            payload["unsupported"] = unsupported
+        print_json(payload)
+    else:
+        print_report(
+            f"privfl {command}", setting, results, unsupported=unsupported, footnotes=footnotes
+        )
+
+
+@account_app.command("dpsgd")
+@user_errors
+def account_dpsgd(
+    sampling_rate: Annotated[float, typer.Option(help="q: sampling rate per step.")],
+    noise_multiplier: Annotated[
+        float, typer.Option(help="z: noise std divided by the clipping norm (Opacus/TF).")
+    ],
+    steps: Annotated[int, typer.Option(help="T: number of noisy steps, all released.")],
+    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    method: Annotated[MethodChoice, typer.Option(help="Accountant(s) to use.")] = MethodChoice.all,
+    orders: OrdersOpt = "default",
+    conversion: ConversionOpt = Conversion.improved,
+    neighbouring: NeighbouringOpt = Neighbouring.ADD_REMOVE,
+    sampling: SamplingOpt = Sampling.POISSON,
+    discretization: DiscretizationOpt = 1e-4,
+    as_json: JsonOpt = False,
+) -> None:
+    """Epsilon of DP-SGD: T steps of a subsampled Gaussian, noise multiplier z (record level)."""
+    event = dpsgd_event(
+        noise_multiplier, sampling_rate, steps, sampling=sampling, neighbouring=neighbouring
+    )
+    report = account(
+        event,
+        delta=delta,
+        methods=method.value,
+        options=_options(orders, conversion, discretization),
+    )
+    setting = {
+        "unit": event.unit.value,
+        "neighbouring": event.neighbouring.value,
+        "sampling": event.sampling_label,
+        "noise_multiplier": noise_multiplier,
+        "steps": steps,
+        "release": event.release,
+        "delta": delta,
+    }
+    _emit(as_json, "account dpsgd", setting, report.results, unsupported=report.unsupported)
+
+
+FEDFDP_HELP = (
+    "Record-level federated f-DP of PriFedSync with noisy SGD (seed 000 Theorem 2). "
+    "Convention: SIGMA is the paper's noise scale, noise std = 2*SIGMA*C on the sum of clipped "
+    "per-example gradients (Opacus noise multiplier 2*SIGMA); neighbours replace one record of "
+    "one client; local batches of B records are drawn without replacement; every round counts "
+    "(K*R steps) whatever the client sampling rate."
+)
+
+
+@account_app.command("fedfdp", help=FEDFDP_HELP)
+@user_errors
+def account_fedfdp(
+    records: Annotated[int, typer.Option(help="n: records per client.")],
+    batch_size: Annotated[int, typer.Option(help="B: local batch size (without replacement).")],
+    local_steps: Annotated[int, typer.Option(help="K: local steps per round.")],
+    rounds: Annotated[int, typer.Option(help="R: synchronisation rounds.")],
+    sigma: Annotated[float, typer.Option(help="Paper sigma: noise std / (2C) on the sum.")],
+    clients: Annotated[int, typer.Option(help="m: number of clients.")],
+    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    client_rate: Annotated[
+        float, typer.Option(help="p: client sampling rate (does not enter Theorem 2).")
+    ] = 1.0,
+    method: Annotated[FedMethod, typer.Option(help="Accountant(s) to use.")] = FedMethod.all,
+    orders: OrdersOpt = "default",
+    conversion: ConversionOpt = Conversion.improved,
+    discretization: DiscretizationOpt = 1e-4,
+    as_json: JsonOpt = False,
+) -> None:
+    from privfl.accounting.federated import FederatedSetting, federated_fdp
+
+    setting = FederatedSetting.homogeneous(
+        clients=clients,
+        records=records,
+        batch_size=batch_size,
+        local_steps=local_steps,
+        sigma=sigma,
+        rounds=rounds,
+        client_rate=client_rate,
+    )
+    methods = ("gdp-clt", "pld") if method is FedMethod.all else (method.value,)
+    results = federated_fdp(
+        setting, delta, methods=methods, options=_options(orders, conversion, discretization)
+    )
+    card = {
+        "unit": "record",
+        "neighbouring": "replace-one",
+        "sampling": f"without-replacement (B/n = {batch_size}/{records}), clients Poisson "
+        f"(p = {client_rate:g}, not used by the bound)",
+        "noise": f"paper sigma {sigma:g} (noise multiplier {2 * sigma:g})",
+        "steps": f"K*R = {local_steps}*{rounds} = {local_steps * rounds}",
+        "clients": clients,
+        "release": "helper models sent to clients (weak: one client; strong: all colluding)",
+        "delta": delta,
+    }
+    _emit(as_json, "account fedfdp", card, results)
+
+
+@calibrate_app.command("dpsgd")
+@user_errors
+def calibrate_dpsgd(
+    epsilon: Annotated[float, typer.Option(help="Target epsilon.")],
+    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    sampling_rate: Annotated[float | None, typer.Option(help="q (omit to solve for it).")] = None,
+    noise_multiplier: Annotated[
+        float | None, typer.Option(help="z (omit to solve for it).")
+    ] = None,
+    steps: Annotated[int | None, typer.Option(help="T (omit to solve for it).")] = None,
+    method: Annotated[BoundMethod, typer.Option(help="Accountant (a bound).")] = BoundMethod.rdp,
+    orders: OrdersOpt = "default",
+    conversion: ConversionOpt = Conversion.improved,
+    neighbouring: NeighbouringOpt = Neighbouring.ADD_REMOVE,
+    sampling: SamplingOpt = Sampling.POISSON,
+    discretization: DiscretizationOpt = 1e-4,
+    as_json: JsonOpt = False,
+) -> None:
+    """Solve for the one of --noise-multiplier, --steps, --sampling-rate that is omitted.
+
+    With all three given, reports the epsilon they spend and the budget left.
+    """
+    from privfl.accounting import calibrate as cal
+
+    template = {
+        "method": method.value,
+        "sampling": sampling,
+        "neighbouring": neighbouring,
+        "options": _options(orders, conversion, discretization),
+    }
+    missing = [
+        name
+        for name, value in (
+            ("noise_multiplier", noise_multiplier),
+            ("steps", steps),
+            ("sampling_rate", sampling_rate),
+        )
+        if value is None
+    ]
+    if len(missing) > 1:
+        raise ValueError(
+            f"{' and '.join('--' + m.replace('_', '-') for m in missing)} are missing: "
+            "omit at most one of --noise-multiplier, --steps, --sampling-rate"
+        )
+    if not missing:
+        result = cal.DpSgdTemplate(delta=delta, **template).epsilon(
+            noise_multiplier, sampling_rate, steps
+        )
+        calibration = cal.Calibration("epsilon", result.epsilon, epsilon, result)
+    elif missing == ["noise_multiplier"]:
+        calibration = cal.calibrate_noise(epsilon, delta, sampling_rate, steps, **template)
+    elif missing == ["steps"]:
+        calibration = cal.max_steps(epsilon, delta, sampling_rate, noise_multiplier, **template)
+    else:
+        calibration = cal.max_sampling_rate(epsilon, delta, noise_multiplier, steps, **template)
+    spent = calibration.result.epsilon
+    setting = {
+        "solved": calibration.parameter,
+        "value": calibration.value,
+        "target_epsilon": epsilon,
+        "epsilon_spent": spent,
+        "epsilon_left": max(epsilon - spent, 0.0),
+        "delta": delta,
+        "unit": calibration.result.unit,
+        "neighbouring": calibration.result.neighbouring,
+        "sampling": calibration.result.sampling,
+        "steps": calibration.result.steps,
+    }
+    footnotes = ()
+    if calibration.parameter == "epsilon" and spent > epsilon:
+        footnotes = (f"over budget: spends {spent:.6g} > target {epsilon:.6g}",)
+    _emit(
+        as_json,
+        "calibrate dpsgd",
+        setting,
+        [calibration.result],
+        footnotes=footnotes,
+        extra={"calibration": {k: v for k, v in calibration.to_dict().items() if k != "result"}},
+    )
+
+
+@calibrate_app.command("fedfdp")
+@user_errors
+def calibrate_fedfdp(
+    records: Annotated[int, typer.Option(help="n: records per client.")],
+    batch_size: Annotated[int, typer.Option(help="B: local batch size (without replacement).")],
+    local_steps: Annotated[int, typer.Option(help="K: local steps per round.")],
+    rounds: Annotated[int, typer.Option(help="R: synchronisation rounds.")],
+    mu: Annotated[
+        float | None, typer.Option(help="Target CLT mu (Theorem 2 estimate); or give --epsilon.")
+    ] = None,
+    epsilon: Annotated[float | None, typer.Option(help="Target epsilon (PLD bound).")] = None,
+    delta: Annotated[float | None, typer.Option(help="Target delta with --epsilon.")] = None,
+    discretization: DiscretizationOpt = 1e-4,
+    as_json: JsonOpt = False,
+) -> None:
+    """The paper sigma (noise std / 2C) for a per-client target: a CLT mu, or (epsilon, delta).
+
+    With --mu the answer solves seed 000's CLT formula (an estimate). With --epsilon and --delta
+    it is the smallest sigma whose pessimistic PLD bound on C_{B/n}(G_{1/sigma})^{KR} meets the
+    target (a bound).
+    """
+    from privfl.accounting import calibrate as cal
+    from privfl.accounting.federated import ClientTraining, sigma_for_mu
+
+    if (mu is None) == (epsilon is None):
+        raise ValueError("give exactly one target: --mu, or --epsilon with --delta")
+    if mu is not None:
+        sigma = sigma_for_mu(
+            mu, records=records, batch_size=batch_size, local_steps=local_steps, rounds=rounds
+        )
+        delta = 1e-5 if delta is None else delta
+        method, target = "gdp-clt", f"mu = {mu:g}"
+    else:
+        if delta is None:
+            raise ValueError("--delta is missing: a target --epsilon needs a --delta")
+        client = ClientTraining(records, batch_size, local_steps, 1.0)
+        calibration = cal.calibrate_noise(
+            epsilon,
+            delta,
+            client.sampling_rate,
+            local_steps * rounds,
+            method="pld",
+            sampling=Sampling.WITHOUT_REPLACEMENT,
+            neighbouring=Neighbouring.REPLACE_ONE,
+            options=AccountingOptions(discretization=discretization),
+        )
+        sigma = calibration.value / 2.0
+        method, target = "pld", f"epsilon = {epsilon:g} at delta = {delta:g}"
+    from privfl.accounting.federated import FederatedSetting, federated_fdp
+
+    setting = FederatedSetting.homogeneous(
+        clients=2,
+        records=records,
+        batch_size=batch_size,
+        local_steps=local_steps,
+        sigma=sigma,
+        rounds=rounds,
+    )
+    results = [
+        r
+        for r in federated_fdp(setting, delta, methods=("gdp-clt", "pld"))
+        if r.extras["scope"] == "weak"
+    ]
+    card = {
+        "solved": "sigma (paper convention: noise std / 2C on the sum)",
+        "sigma": sigma,
+        "noise_multiplier": 2 * sigma,
+        "target": f"{target} ({method})",
+        "unit": "record",
+        "neighbouring": "replace-one",
+        "sampling": f"without-replacement (B/n = {batch_size}/{records})",
+        "steps": local_steps * rounds,
+    }
+    _emit(as_json, "calibrate fedfdp", card, results, extra={"sigma": sigma})
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(app())
+
+
+if __name__ == "__main__":
+    main()
