@@ -310,3 +310,27 @@ def test_no_traceback_in_real_process():
     )
     assert proc.returncode == 2
     assert "noise_multiplier" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("m,expected", [(10, 1.6485), (20, 1.1241)])
+def test_last_iterate_figure2(m, expected):
+    data = run_json(
+        "account", "last-iterate", "--users", "100", "--batch-size", str(m), "--lipschitz", "1",
+        "--radius", "1", "--lr", "0.5", "--noise", "1.5", "--delta", "1e-5",
+        "--convex", "--smoothness", "4",  # Figure 2 uses the convex diameter 2 rho (eta = 2/beta)
+    )
+    methods = [r["method"] for r in data["results"]]
+    assert methods == ["contraction", "contraction-sharpened", "rdp", "pld"]
+    contraction = data["results"][0]
+    assert round(contraction["epsilon"], 4) == expected
+    assert contraction["kind"] == "bound" and contraction["neighbouring"] == "replace-one"
+    assert all(r["delta"] == 1e-5 for r in data["results"])
+
+
+def test_last_iterate_refuses_m_not_dividing_n():
+    result = runner.invoke(
+        app,
+        ["account", "last-iterate", "--users", "100", "--batch-size", "30", "--lipschitz", "1",
+         "--radius", "1", "--lr", "0.5", "--noise", "1.5", "--delta", "1e-5"],
+    )
+    assert result.exit_code == 2 and "batch_size" in result.stderr
