@@ -6,16 +6,16 @@ printed as one line on stderr and exit with status 2, without a traceback.
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from enum import Enum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
 from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
 from privfl.accounting.methods import AccountingOptions, account
+from privfl.cli.audit import audit_app
+from privfl.cli.common import JsonOpt, user_errors
 
 app = typer.Typer(
     help="privfl: differentially private federated learning with trustworthy privacy numbers.",
@@ -27,23 +27,7 @@ account_app = typer.Typer(help="Compute privacy guarantees (epsilon, delta) of w
 calibrate_app = typer.Typer(help="Solve for noise, steps or sampling rate under a budget.")
 app.add_typer(account_app, name="account")
 app.add_typer(calibrate_app, name="calibrate")
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def user_errors(command: F) -> F:
-    """Turn a ValueError into a one-line message and exit status 2."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except ValueError as error:
-            typer.echo(f"privfl: error: {error}", err=True)
-            raise typer.Exit(code=2) from None
-
-    return wrapper  # type: ignore[return-value]
-
+app.add_typer(audit_app, name="audit")
 
 class MethodChoice(str, Enum):
     rdp = "rdp"
@@ -98,7 +82,6 @@ ConversionOpt = Annotated[
 DiscretizationOpt = Annotated[
     float, typer.Option(help="PLD value discretisation interval (smaller: tighter, slower).")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
 
 
 def _options(orders: str, conversion: Conversion, discretization: float) -> AccountingOptions:
@@ -319,6 +302,126 @@ def account_last_iterate(
         "delta": delta,
     }
     _emit(as_json, "account last-iterate", card, results)
+
+
+class Server(str, Enum):
+    trusted = "trusted"
+    untrusted = "untrusted"
+    untrusted_participants_only = "untrusted-participants-only"
+
+
+ClientRateOpt = Annotated[float, typer.Option(help="p: probability a client participates.")]
+RecordRateOpt = Annotated[float, typer.Option(help="q: Poisson rate of records in a client.")]
+RecordsOpt = Annotated[
+    int, typer.Option(help="d: records of the client holding x' (besides x'); use the largest.")
+]
+ClipOpt = Annotated[float, typer.Option(help="C: per-record clip norm.")]
+ServerOpt = Annotated[Server, typer.Option(help="Who sees what (threat model).")]
+
+
+def _participation_card(p: float, q: float, d: int, server: Server, **more: Any) -> dict:
+    return {
+        "unit": "record",
+        "neighbouring": "add-remove (record x' of one client)",
+        "sampling": f"random participation: clients p = {p:g}, records q = {q:g}, d = {d}",
+        "server": server.value,
+        **more,
+    }
+
+
+@account_app.command("participation")
+@user_errors
+def account_participation(
+    client_rate: ClientRateOpt,
+    record_rate: RecordRateOpt,
+    records: RecordsOpt,
+    noise: Annotated[float, typer.Option(help="sigma: noise std on the sum (units of C).")],
+    clip: ClipOpt = 1.0,
+    epsilon: Annotated[float | None, typer.Option(help="Give delta at this epsilon.")] = None,
+    delta: Annotated[float | None, typer.Option(help="Give epsilon at this delta.")] = None,
+    iterations: Annotated[
+        int, typer.Option(help="T: iterations; T > 1 adds composed rdp/pld bounds.")
+    ] = 1,
+    server: ServerOpt = Server.trusted,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per-iteration (and composed) privacy of DP-DSGD with random client participation (seed 003).
+
+    Methods: theorem-4.1 (the paper's formula; an estimate), per-s1-convexity (tighter, proven
+    in docs/accountants/random-participation.md), wcs, ols, cs (centralized shuffling; a lower
+    reference for random participation).
+    """
+    from privfl.accounting.participation import participation_report
+
+    results = participation_report(
+        client_rate,
+        record_rate,
+        records,
+        noise,
+        clip=clip,
+        epsilon=epsilon,
+        delta=delta,
+        iterations=iterations,
+        server=server.value,
+    )
+    card = _participation_card(
+        client_rate,
+        record_rate,
+        records,
+        server,
+        noise=f"sigma = {noise:g} on the sum, clip C = {clip:g}",
+        iterations=iterations,
+        query=f"delta at epsilon = {epsilon:g}" if epsilon is not None else f"epsilon at "
+        f"delta = {delta:g}",
+    )
+    _emit(as_json, "account participation", card, results)
+
+
+@calibrate_app.command("participation")
+@user_errors
+def calibrate_participation_command(
+    client_rate: ClientRateOpt,
+    record_rate: RecordRateOpt,
+    records: RecordsOpt,
+    epsilon: Annotated[float, typer.Option(help="Per-iteration target epsilon.")],
+    delta: Annotated[float, typer.Option(help="Per-iteration target delta.")],
+    clip: ClipOpt = 1.0,
+    server: ServerOpt = Server.trusted,
+    as_json: JsonOpt = False,
+) -> None:
+    """Noise sigma per scheme for a per-iteration (epsilon, delta) target, or 'unreachable'."""
+    from privfl.accounting.participation import calibrate_participation
+
+    noise = calibrate_participation(
+        client_rate, record_rate, records, epsilon, delta, clip=clip, server=server.value
+    )
+    card = _participation_card(
+        client_rate, record_rate, records, server, target=f"({epsilon:g}, {delta:g}) per iteration"
+    )
+    if as_json:
+        from privfl.cli.output import print_json
+
+        print_json(
+            {
+                "command": "calibrate participation",
+                "setting": card,
+                "results": [
+                    {"method": scheme, "noise": value, "reachable": value is not None}
+                    for scheme, value in noise.items()
+                ],
+            }
+        )
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="privfl calibrate participation", title_justify="left")
+    table.add_column("method")
+    table.add_column("noise (sigma)", justify="right")
+    for scheme, value in noise.items():
+        table.add_row(scheme, "unreachable" if value is None else f"{value:.6g}")
+    Console().print(card)
+    Console().print(table)
 
 
 @calibrate_app.command("dpsgd")

@@ -1,0 +1,198 @@
+"""`privfl audit ...`: check a claimed (epsilon, delta) on a concrete pair of neighbouring inputs.
+
+Every subcommand builds a one-dimensional adversarial pair (privfl.accounting.audit), computes the
+exact hockey-stick divergence in both directions (and a Monte Carlo interval with --monte-carlo),
+and prints whether the claim holds. A violation on one pair disproves a claimed bound; passing on
+some pairs proves nothing unless the pair is a known dominating pair (the report says which).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
+from privfl.cli.common import JsonOpt, user_errors
+
+audit_app = typer.Typer(help="Check a claimed (epsilon, delta) on concrete neighbouring inputs.")
+
+
+class Interval(str, Enum):
+    bernstein = "bernstein"
+    clt = "clt"
+
+
+EpsilonOpt = Annotated[float, typer.Option(help="Claimed epsilon.")]
+DeltaOpt = Annotated[float, typer.Option(help="Claimed delta.")]
+StepsOpt = Annotated[int, typer.Option(help="T: compose the pair T times.")]
+MonteCarloOpt = Annotated[
+    int | None, typer.Option("--monte-carlo", help="Also estimate by N Monte Carlo samples.")
+]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the Monte Carlo generator.")]
+ConfidenceOpt = Annotated[float, typer.Option(help="Confidence level of the MC interval.")]
+IntervalOpt = Annotated[
+    Interval,
+    typer.Option(help="MC interval: empirical Bernstein (rigorous) or CLT (approximate)."),
+]
+
+
+def _print(report: Any, as_json: bool) -> None:
+    if as_json:
+        from privfl.cli.output import print_json
+
+        print_json(report.to_dict())
+    else:
+        typer.echo(report.summary)
+
+
+def _run(pair: Any, steps: int, epsilon: float, delta: float, options: dict, as_json: bool) -> None:
+    if steps != 1:
+        pair = pair.compose(steps)
+    _print(pair.audit(epsilon, delta, **options), as_json)
+
+
+def _mc_options(
+    monte_carlo: int | None, seed: int, confidence: float, interval: Interval
+) -> dict[str, Any]:
+    return {
+        "monte_carlo_samples": monte_carlo,
+        "seed": seed,
+        "confidence": confidence,
+        "interval": interval.value,
+    }
+
+
+@audit_app.command("gaussian")
+@user_errors
+def audit_gaussian(
+    sensitivity: Annotated[float, typer.Option(help="L2 sensitivity.")],
+    std: Annotated[float, typer.Option(help="Noise standard deviation.")],
+    epsilon: EpsilonOpt,
+    delta: DeltaOpt,
+    steps: StepsOpt = 1,
+    monte_carlo: MonteCarloOpt = None,
+    seed: SeedOpt = 0,
+    confidence: ConfidenceOpt = 0.99,
+    interval: IntervalOpt = Interval.bernstein,
+    as_json: JsonOpt = False,
+) -> None:
+    """Gaussian mechanism: N(sensitivity, std^2) vs N(0, std^2) (its worst case)."""
+    from privfl.accounting.audit import gaussian_pair
+
+    options = _mc_options(monte_carlo, seed, confidence, interval)
+    _run(gaussian_pair(sensitivity, std), steps, epsilon, delta, options, as_json)
+
+
+@audit_app.command("laplace")
+@user_errors
+def audit_laplace(
+    sensitivity: Annotated[float, typer.Option(help="L1 sensitivity.")],
+    scale: Annotated[float, typer.Option(help="Laplace scale b.")],
+    epsilon: EpsilonOpt,
+    delta: DeltaOpt,
+    steps: StepsOpt = 1,
+    monte_carlo: MonteCarloOpt = None,
+    seed: SeedOpt = 0,
+    confidence: ConfidenceOpt = 0.99,
+    interval: IntervalOpt = Interval.bernstein,
+    as_json: JsonOpt = False,
+) -> None:
+    """Laplace mechanism: Lap(sensitivity, b) vs Lap(0, b)."""
+    from privfl.accounting.audit import laplace_pair
+
+    options = _mc_options(monte_carlo, seed, confidence, interval)
+    _run(laplace_pair(sensitivity, scale), steps, epsilon, delta, options, as_json)
+
+
+@audit_app.command("subsampled-gaussian")
+@user_errors
+def audit_subsampled_gaussian(
+    sampling_rate: Annotated[float, typer.Option(help="q: Poisson sampling rate.")],
+    noise_multiplier: Annotated[float, typer.Option(help="z: noise std / clip norm.")],
+    epsilon: EpsilonOpt,
+    delta: DeltaOpt,
+    neighbouring: Annotated[Neighbouring, typer.Option(help="Neighbouring relation.")] = (
+        Neighbouring.ADD_REMOVE
+    ),
+    steps: StepsOpt = 1,
+    monte_carlo: MonteCarloOpt = None,
+    seed: SeedOpt = 0,
+    confidence: ConfidenceOpt = 0.99,
+    interval: IntervalOpt = Interval.bernstein,
+    as_json: JsonOpt = False,
+) -> None:
+    """Poisson-subsampled Gaussian: its dominating pair (T > 1 needs --monte-carlo)."""
+    from privfl.accounting.audit import subsampled_gaussian_pair
+
+    pair = subsampled_gaussian_pair(sampling_rate, noise_multiplier, neighbouring=neighbouring)
+    options = _mc_options(monte_carlo, seed, confidence, interval)
+    _run(pair, steps, epsilon, delta, options, as_json)
+
+
+@audit_app.command("participation")
+@user_errors
+def audit_participation(
+    participation_rate: Annotated[float, typer.Option(help="p: client participation rate.")],
+    sampling_rate: Annotated[float, typer.Option(help="q: record rate inside a client.")],
+    local_size: Annotated[int, typer.Option(help="d: client's records besides x'.")],
+    std: Annotated[float, typer.Option(help="sigma: noise std on the sum.")],
+    epsilon: EpsilonOpt,
+    delta: DeltaOpt,
+    clip_norm: Annotated[float, typer.Option(help="C: clip norm (x' has gradient C).")] = 1.0,
+    scale: Annotated[
+        float, typer.Option(help="a: the client's other gradients are a*C, aligned.")
+    ] = 1.0,
+    monte_carlo: MonteCarloOpt = None,
+    seed: SeedOpt = 0,
+    confidence: ConfidenceOpt = 0.99,
+    interval: IntervalOpt = Interval.clt,
+    as_json: JsonOpt = False,
+) -> None:
+    """Seed 003's aligned-gradient configuration (spec seed3 section 7 item 10)."""
+    from privfl.accounting.audit import participation_pair
+
+    pair = participation_pair(
+        participation_rate, sampling_rate, local_size, std, clip_norm=clip_norm, scale=scale
+    )
+    options = _mc_options(monte_carlo, seed, confidence, interval)
+    _run(pair, 1, epsilon, delta, options, as_json)
+
+
+@audit_app.command("dpsgd")
+@user_errors
+def audit_dpsgd(
+    noise_multiplier: Annotated[float, typer.Option(help="z: noise std / clip norm.")],
+    sampling_rate: Annotated[float, typer.Option(help="q: sampling rate.")],
+    steps: Annotated[int, typer.Option(help="T: steps.")],
+    delta: DeltaOpt,
+    methods: Annotated[str, typer.Option(help="Comma list of accountants to audit.")] = "rdp,pld",
+    neighbouring: Annotated[Neighbouring, typer.Option(help="Neighbouring relation.")] = (
+        Neighbouring.ADD_REMOVE
+    ),
+    monte_carlo: MonteCarloOpt = None,
+    seed: SeedOpt = 0,
+    confidence: ConfidenceOpt = 0.99,
+    interval: IntervalOpt = Interval.bernstein,
+    as_json: JsonOpt = False,
+) -> None:
+    """Audit privfl's own accountants: their epsilon at delta, checked on the worst-case pair."""
+    from privfl.accounting.audit import audit_accountants
+
+    event = dpsgd_event(
+        noise_multiplier, sampling_rate, steps, sampling=Sampling.POISSON, neighbouring=neighbouring
+    )
+    reports = audit_accountants(
+        event,
+        delta,
+        methods=[m.strip() for m in methods.split(",") if m.strip()],
+        **_mc_options(monte_carlo, seed, confidence, interval),
+    )
+    if as_json:
+        from privfl.cli.output import print_json
+
+        print_json({method: report.to_dict() for method, report in reports.items()})
+    else:
+        for method, report in reports.items():
+            typer.echo(f"{method}: {report.summary}")
