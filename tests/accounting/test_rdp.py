@@ -31,6 +31,7 @@ from privfl.accounting.rdp import (
     rdp_laplace,
     rdp_poisson_gaussian,
     rdp_without_replacement,
+    rdp_without_replacement_gaussian,
     resolve_orders,
     seed2_proposition2_epsilon,
 )
@@ -390,6 +391,165 @@ def test_without_replacement_is_above_wbk_gaussian_specific_bound():
 
 
 # ------------------------------------------------------------------------------------------
+# Sampling without replacement: the Gaussian-specific bound (WBK 2019, Theorem 27)
+# ------------------------------------------------------------------------------------------
+
+WOR_ORDERS = [1.05, 1.5, 2.0, 2.3, 3.0, 5.5, 8.0, 17.7, 32.0, 64.0, 100.5, 128.0, 200.0, 255.5]
+WOR_ORDERS += [256.0, 256.5, 300.0, 512.0]
+
+
+def mp_wor_gaussian(q, z, alphas, dps=300):
+    """Reference: the Theorem 27 formula evaluated in mpmath (sigma = z/2, e(a) = 2a/z^2)."""
+    with mp.workdps(dps):
+        c, q_ = mp.mpf(2) / mp.mpf(z) ** 2, mp.mpf(q)
+        top = int(max(alphas)) + 2
+        g = [mp.exp(c * i * (i - 1)) for i in range(top + 1)]
+        b = {
+            ell: mp.fsum((-1) ** (ell - i) * mp.binomial(ell, i) * g[i] for i in range(ell + 1))
+            for ell in range(2, top + 1, 2)
+        }
+        out = []
+        for alpha in alphas:
+            a = int(alpha)
+            total = mp.mpf(1)
+            for j in range(2, a + 1):
+                fd = 4 * mp.sqrt(b[2 * (j // 2)] * b[2 * ((j + 1) // 2)])
+                total += q_**j * mp.binomial(a, j) * min(fd, 2 * mp.exp(c * j * (j - 1)))
+            out.append(float(mp.log(total) / (a - 1)))
+        return np.array(out)
+
+
+@pytest.mark.parametrize("z", [0.5, 1.0, 2.0, 4.0, 8.0])
+def test_wor_gaussian_matches_dp_accounting(z):
+    """Equal to dp-accounting's Theorem 27 code called with sigma = z/2 (replace-one
+    sensitivity 2C), integer and fractional orders, below and above the exact range 256."""
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    orders = [a for a in WOR_ORDERS if a not in (200.0, 255.5)]  # dp-accounting is slow there
+    for q in (1e-3, 16 / 600, 0.1, 0.5, 0.9):
+        ours = rdp_without_replacement_gaussian(orders, q, z)
+        theirs = rdp_privacy_accountant._compute_rdp_sample_wor_gaussian(q, z / 2, orders)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=0)
+
+
+def test_wor_gaussian_exact_where_dp_accounting_cancels():
+    """Large noise: the alternating forward differences cancel; ours stay exact (mpmath
+    reference) while dp-accounting's float differencing over-estimates by up to ~20x."""
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    orders = [3.0, 8.0, 32.0, 128.0]
+    worst = 0.0
+    for z in (20.0, 100.0):
+        for q in (0.1, 0.5):
+            ours = rdp_without_replacement_gaussian(orders, q, z)
+            np.testing.assert_allclose(ours, mp_wor_gaussian(q, z, orders), rtol=1e-12)
+            theirs = rdp_privacy_accountant._compute_rdp_sample_wor_gaussian(q, z / 2, orders)
+            worst = max(worst, float(np.max(theirs / ours)))
+    assert worst > 10.0
+
+
+def test_wor_gaussian_forward_differences_exact_path():
+    """The integer forward differences against mpmath, and the float / exact switch."""
+    for c in (0.125, 0.02, 2e-4, 2e-9):
+        m = 40
+        ours = rdp_module._log_forward_diffs_exact(c, m)
+        with mp.workdps(200):
+            g = [mp.exp(mp.mpf(c) * i * (i - 1)) for i in range(m + 1)]
+            for ell in range(2, m + 1, 2):
+                terms = ((-1) ** (ell - i) * mp.binomial(ell, i) * g[i] for i in range(ell + 1))
+                ref = mp.fsum(terms)
+                assert ours[ell] == pytest.approx(float(mp.log(ref)), rel=1e-14, abs=1e-13)
+        combined = rdp_module._log_forward_diffs(c, m)
+        np.testing.assert_allclose(combined[2::2], ours[2::2], rtol=1e-12)
+    _, unreliable = rdp_module._log_forward_diffs_float(2.0, 256)  # z = 1: no cancellation
+    assert unreliable == 0
+    _, unreliable = rdp_module._log_forward_diffs_float(2e-4, 256)  # z = 100: cancels everywhere
+    assert unreliable == 256
+
+
+def test_wor_gaussian_convention_q_one_and_interpolation():
+    z = 3.0
+    orders = np.array([1.2, 2.0, 4.5, 64.0])
+    # q = 1: the plain Gaussian under replace-one, sensitivity 2C: 2 alpha / z^2
+    np.testing.assert_allclose(rdp_without_replacement_gaussian(orders, 1.0, z), 2 * orders / 9)
+    np.testing.assert_allclose(
+        rdp_without_replacement_gaussian(orders, 1.0, z), rdp_gaussian(orders, z, sensitivity=2)
+    )
+    # alpha <= 2 has only the j = 2 term: identical to Theorem 9 with base 2 alpha / z^2
+    q, e2 = 0.05, 4.0 / z**2
+    k2 = math.log1p(q**2 * min(4 * math.expm1(e2), 2 * math.exp(e2)))
+    np.testing.assert_allclose(
+        rdp_without_replacement_gaussian([1.2, 1.7, 2.0], q, z), [k2, k2, k2], rtol=1e-14
+    )
+    # fractional orders: convex interpolation of the CGF (alpha - 1) rdp(alpha)
+    k4, k5 = rdp_without_replacement_gaussian([4.0, 5.0], q, z) * np.array([3.0, 4.0])
+    assert rdp_without_replacement_gaussian([4.25], q, z)[0] == pytest.approx(
+        (0.75 * k4 + 0.25 * k5) / 3.25, rel=1e-14
+    )
+
+
+@pytest.mark.parametrize("z", [0.7, 2.0, 4.75, 20.0])
+def test_wor_gaussian_never_above_theorem9(z):
+    strictly_below = False
+    for q in (1e-3, 0.03, 0.1, 0.5, 0.95):
+        specific = rdp_without_replacement_gaussian(WOR_ORDERS, q, z)
+        generic = rdp_without_replacement(WOR_ORDERS, q, lambda a: 2 * a / z**2)
+        assert np.all(specific <= generic * (1 + 1e-11))  # equal terms above 256: rounding
+        strictly_below |= bool(np.any(specific < 0.99 * generic))
+    assert strictly_below
+
+
+@pytest.mark.parametrize(
+    ("z", "q"), [(1.0, 0.01), (2.0, 16 / 600), (4.75, 0.1), (1.0, 0.3), (8.0, 0.5)]
+)
+def test_wor_gaussian_epsilon_not_below_exact(z, q):
+    """Sanity (lower) check: the RDP epsilon of T fixed-size-batch steps is never below the
+    exact single-step epsilon (T = 1, exact profile) nor the PLD accountant's (T = 1, 3, 10)."""
+    from privfl.accounting.pld import PldAccountant, without_replacement_gaussian_delta
+
+    delta = 1e-5
+    step = NoisyStep(z, q, Sampling.WITHOUT_REPLACEMENT)
+    rdp, pld = RdpAccountant(), PldAccountant()
+    for steps in (1, 3, 10):
+        event = PrivacyEvent(((step, steps),), neighbouring=Neighbouring.REPLACE_ONE)
+        eps_rdp = rdp.epsilon(event, delta).epsilon
+        assert eps_rdp >= pld.epsilon(event, delta).epsilon
+        if steps == 1:
+            assert without_replacement_gaussian_delta(eps_rdp, z, q) <= delta
+
+
+def test_wor_gaussian_accountant_values():
+    """Seed 0 (q = 16/600, z = 2, T = 3534, delta = 1e-5): the optimal order is 2, where
+    Theorems 9 and 27 coincide, so epsilon stays 23.76 (PLD: 13.88). Where higher orders are
+    optimal the specific bound is much tighter: q = 0.1, z = 4.75, T = 10: 1.2014 vs 1.6274."""
+    accountant = RdpAccountant()
+
+    def event(z, q, steps):
+        step = NoisyStep(z, q, Sampling.WITHOUT_REPLACEMENT)
+        return PrivacyEvent(((step, steps),), neighbouring=Neighbouring.REPLACE_ONE)
+
+    def generic(z, q, steps):
+        curve = rdp_without_replacement(DEFAULT_ORDERS, q, lambda a: 2 * a / z**2)
+        return epsilon_from_rdp(DEFAULT_ORDERS, steps * curve, 1e-5)[0]
+
+    seed0 = accountant.epsilon(event(2.0, 16 / 600, 3534), 1e-5)
+    assert seed0.epsilon == pytest.approx(23.762736, abs=1e-5) and seed0.extras["order"] == 2.0
+    assert seed0.epsilon == pytest.approx(generic(2.0, 16 / 600, 3534), rel=1e-12)
+    small = accountant.epsilon(event(4.75, 0.1, 10), 1e-5).epsilon
+    assert small == pytest.approx(1.2014, abs=1e-4)
+    assert generic(4.75, 0.1, 10) == pytest.approx(1.6274, abs=1e-4)
+
+
+def test_wor_gaussian_validation():
+    with pytest.raises(ValueError, match="sampling_rate"):
+        rdp_without_replacement_gaussian([2.0], 0.0, 1.0)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        rdp_without_replacement_gaussian([2.0], 0.1, -1.0)
+    with pytest.raises(ValueError, match="orders"):
+        rdp_without_replacement_gaussian([1.0], 0.1, 1.0)
+
+
+# ------------------------------------------------------------------------------------------
 # Conversions
 # ------------------------------------------------------------------------------------------
 
@@ -608,8 +768,7 @@ def test_supported_step_kinds():
     )
     wor = NoisyStep(2.0, 0.1, Sampling.WITHOUT_REPLACEMENT)
     np.testing.assert_allclose(
-        curve(wor, "replace-one"),
-        3 * rdp_without_replacement(orders, 0.1, lambda a: 2 * a / 4.0),
+        curve(wor, "replace-one"), 3 * rdp_without_replacement_gaussian(orders, 0.1, 2.0)
     )
     laplace = NoisyStep(2.0, 1.0, Sampling.NONE, Noise.LAPLACE)
     np.testing.assert_allclose(curve(laplace, "add-remove"), 3 * rdp_laplace(orders, 2.0))
