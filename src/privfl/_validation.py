@@ -120,3 +120,42 @@ def check_orders(name: str, orders: object) -> np.ndarray:
     if bad.size:
         raise _fail(name, float(bad[0]), "a list of finite orders, each in (1, inf)")
     return np.unique(array)
+
+
+def check_range_array(
+    name: str,
+    value: object,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> tuple[np.ndarray, bool]:
+    """Validate a scalar or array argument elementwise; return ``(float array, was_scalar)``.
+
+    Errors are the ``ValueError`` of :func:`check_range` for the first bad
+    element (naming the argument, the value and the allowed range).
+    """
+    bounds = {"low": low, "high": high, "low_open": low_open, "high_open": high_open}
+    if isinstance(value, numbers.Real) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        scalar = value.item() if isinstance(value, np.ndarray) else value
+        return np.asarray(check_range(name, scalar, **bounds), dtype=float), True
+    if isinstance(value, (str, bytes, bool)):
+        check_range(name, value, **bounds)  # raises: not a real number
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} = {value!r} is not a real number or an array of them") from error
+    if array.ndim == 0:
+        return np.asarray(check_range(name, float(array), **bounds), dtype=float), True
+    too_low = array <= low if low_open else array < low
+    too_high = array >= high if high_open else array > high
+    bad = ~np.isfinite(array) | too_low | too_high
+    if np.any(bad):
+        check_range(name, float(array[bad][0]), **bounds)  # raises with the standard message
+    return array, False
+
+
+def as_scalar_or_array(array: np.ndarray, scalar: bool) -> float | np.ndarray:
+    """Undo :func:`check_range_array`'s promotion: a float for scalar input, else the array."""
+    return float(array) if scalar else array

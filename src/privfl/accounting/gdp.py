@@ -26,19 +26,19 @@ This module needs numpy and scipy only.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable
 
 import numpy as np
 from scipy import optimize, special
 
 from privfl._validation import (
+    as_scalar_or_array,
     check_delta,
     check_epsilon,
     check_int,
     check_nonnegative,
     check_positive,
-    check_range,
+    check_range_array,
     check_rate,
 )
 from privfl.accounting.base import Accountant
@@ -69,44 +69,6 @@ _LOG_MAX = math.log(np.finfo(float).max)
 
 
 # --------------------------------------------------------------------------- input helpers
-def _check_array(
-    name: str,
-    value: object,
-    low: float = -math.inf,
-    high: float = math.inf,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> tuple[np.ndarray, bool]:
-    """Validate a scalar or array argument elementwise; return ``(float array, was_scalar)``.
-
-    Errors are the ``ValueError`` of :func:`privfl._validation.check_range` for the first bad
-    element (naming the argument, the value and the allowed range).
-    """
-    bounds = {"low": low, "high": high, "low_open": low_open, "high_open": high_open}
-    if isinstance(value, numbers.Real) or (isinstance(value, np.ndarray) and value.ndim == 0):
-        scalar = value.item() if isinstance(value, np.ndarray) else value
-        return np.asarray(check_range(name, scalar, **bounds), dtype=float), True
-    if isinstance(value, (str, bytes, bool)):
-        check_range(name, value, **bounds)  # raises: not a real number
-    try:
-        array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} = {value!r} is not a real number or an array of them") from error
-    if array.ndim == 0:
-        return np.asarray(check_range(name, float(array), **bounds), dtype=float), True
-    too_low = array <= low if low_open else array < low
-    too_high = array >= high if high_open else array > high
-    bad = ~np.isfinite(array) | too_low | too_high
-    if np.any(bad):
-        check_range(name, float(array[bad][0]), **bounds)  # raises with the standard message
-    return array, False
-
-
-def _output(array: np.ndarray, scalar: bool) -> float | np.ndarray:
-    return float(array) if scalar else array
-
-
 def _map_scalar(function: Callable[..., float], *arrays: np.ndarray) -> np.ndarray:
     """Apply a scalar function elementwise over broadcast arrays."""
     broadcast = np.broadcast_arrays(*arrays)
@@ -147,9 +109,9 @@ def gdp_log_delta(epsilon: float | np.ndarray, mu: float | np.ndarray) -> float 
 
     Vectorised over ``epsilon`` (>= 0) and ``mu`` (>= 0, finite). ``mu = 0`` gives ``-inf``.
     """
-    eps, eps_scalar = _check_array("epsilon", epsilon, 0.0, math.inf, high_open=True)
-    mus, mu_scalar = _check_array("mu", mu, 0.0, math.inf, high_open=True)
-    return _output(_log_delta(eps, mus), eps_scalar and mu_scalar)
+    eps, eps_scalar = check_range_array("epsilon", epsilon, 0.0, math.inf, high_open=True)
+    mus, mu_scalar = check_range_array("mu", mu, 0.0, math.inf, high_open=True)
+    return as_scalar_or_array(_log_delta(eps, mus), eps_scalar and mu_scalar)
 
 
 def gdp_delta(epsilon: float | np.ndarray, mu: float | np.ndarray) -> float | np.ndarray:
@@ -159,9 +121,9 @@ def gdp_delta(epsilon: float | np.ndarray, mu: float | np.ndarray) -> float | np
     log space (relative accuracy ~1e-12 for mu in [0.01, 50]); values below ~1e-308 underflow to
     0 here, use :func:`gdp_log_delta` for those.
     """
-    eps, eps_scalar = _check_array("epsilon", epsilon, 0.0, math.inf, high_open=True)
-    mus, mu_scalar = _check_array("mu", mu, 0.0, math.inf, high_open=True)
-    return _output(np.exp(_log_delta(eps, mus)), eps_scalar and mu_scalar)
+    eps, eps_scalar = check_range_array("epsilon", epsilon, 0.0, math.inf, high_open=True)
+    mus, mu_scalar = check_range_array("mu", mu, 0.0, math.inf, high_open=True)
+    return as_scalar_or_array(np.exp(_log_delta(eps, mus)), eps_scalar and mu_scalar)
 
 
 def _log_delta_scalar(epsilon: float, mu: float) -> float:
@@ -193,9 +155,11 @@ def gdp_epsilon(delta: float | np.ndarray, mu: float | np.ndarray) -> float | np
     bracket found by doubling). Returns 0 when ``delta(0) = 2 Phi(mu/2) - 1 <= delta``. Works up to
     epsilon ~ 1e4 and beyond (mu = 50, delta = 1e-15 gives epsilon ~ 1650). Vectorised by looping.
     """
-    deltas, delta_scalar = _check_array("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    mus, mu_scalar = _check_array("mu", mu, 0.0, math.inf, high_open=True)
-    return _output(_map_scalar(_epsilon_scalar, deltas, mus), delta_scalar and mu_scalar)
+    deltas, delta_scalar = check_range_array(
+        "delta", delta, 0.0, 1.0, low_open=True, high_open=True
+    )
+    mus, mu_scalar = check_range_array("mu", mu, 0.0, math.inf, high_open=True)
+    return as_scalar_or_array(_map_scalar(_epsilon_scalar, deltas, mus), delta_scalar and mu_scalar)
 
 
 def gdp_mu_for(epsilon: float, delta: float) -> float:

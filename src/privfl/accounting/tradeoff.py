@@ -35,15 +35,15 @@ import numpy as np
 from scipy import optimize, special
 
 from privfl._validation import (
+    as_scalar_or_array,
     check_delta,
     check_int,
     check_nonnegative,
     check_positive,
     check_probability,
+    check_range_array,
 )
 from privfl.accounting.gdp import (
-    _check_array,
-    _output,
     gdp_compose,
     gdp_delta,
     gdp_epsilon,
@@ -78,11 +78,11 @@ _GOLDEN_STEPS = 120
 
 
 def _alpha(name: str, value: object) -> tuple[np.ndarray, bool]:
-    return _check_array(name, value, 0.0, 1.0)
+    return check_range_array(name, value, 0.0, 1.0)
 
 
 def _epsilons(value: object) -> tuple[np.ndarray, bool]:
-    return _check_array("epsilon", value, 0.0, math.inf, high_open=True)
+    return check_range_array("epsilon", value, 0.0, math.inf, high_open=True)
 
 
 def _check_tradeoff(name: str, value: object) -> TradeOff:
@@ -131,12 +131,12 @@ class TradeOff(ABC):
     def __call__(self, alpha: float | np.ndarray) -> float | np.ndarray:
         """f(alpha) for alpha in [0, 1] (scalar or array)."""
         a, scalar = _alpha("alpha", alpha)
-        return _output(np.clip(self._evaluate(a), 0.0, 1.0), scalar)
+        return as_scalar_or_array(np.clip(self._evaluate(a), 0.0, 1.0), scalar)
 
     def inv(self, beta: float | np.ndarray) -> float | np.ndarray:
         """Generalised inverse f^{-1}(beta) = inf{t in [0, 1] : f(t) <= beta}, beta in [0, 1]."""
         b, scalar = _alpha("beta", beta)
-        return _output(np.clip(self._inverse(b), 0.0, 1.0), scalar)
+        return as_scalar_or_array(np.clip(self._inverse(b), 0.0, 1.0), scalar)
 
     def fixed_point(self) -> float:
         """The x* in [0, 1] with f(x*) = x* (unique since f is non-increasing)."""
@@ -156,7 +156,7 @@ class TradeOff(ABC):
         ([DRS19] Prop. 2.12); the equivalence is two-way for symmetric f.
         """
         eps, scalar = _epsilons(epsilon)
-        return _output(np.clip(self._delta(eps), 0.0, 1.0), scalar)
+        return as_scalar_or_array(np.clip(self._delta(eps), 0.0, 1.0), scalar)
 
     def epsilon(self, delta: float) -> float:
         """Smallest epsilon >= 0 with delta(epsilon) <= delta (root finding on the profile).
