@@ -117,31 +117,26 @@ def test_fedfdp_json_reports_weak_and_strong():
     assert entries["pld", "weak"]["kind"] == "bound"
 
 
-@pytest.mark.parametrize(
-    "R,p,sigma,mu", [(64, 1.0, 0.75, 3.96), (127, 0.5, 0.75, 5.58), (386, 0.25, 1.0, 5.52)]
-)
-def test_fedfdp_cli_mu_rows(R, p, sigma, mu):
+# seed 000 Tables 1-3 (spec seed0 6.1): n, B, K, p, sigma, R, paper mu
+SEED0_ROWS = [
+    (600, 16, 38, 1.0, 1.0, 93, 2.71), (600, 16, 38, 1.0, 0.9, 83, 3.10),
+    (600, 16, 38, 1.0, 0.75, 64, 3.96), (600, 16, 38, 0.5, 1.0, 194, 3.92),
+    (600, 16, 38, 0.5, 0.9, 176, 4.51), (600, 16, 38, 0.5, 0.75, 127, 5.58),
+    (600, 16, 38, 0.25, 1.0, 386, 5.52), (600, 16, 38, 0.25, 0.9, 325, 6.13),
+    (600, 16, 38, 0.25, 0.75, 245, 7.75), (600, 8, 76, 0.5, 1.0, 266, 3.24),
+    (600, 8, 76, 0.5, 0.9, 229, 3.64), (600, 8, 76, 0.5, 0.75, 191, 4.84),
+    (500, 16, 32, 1.0, 1.0, 468, 6.70), (500, 16, 32, 1.0, 0.75, 321, 9.77),
+    (500, 16, 32, 1.0, 0.5, 207, 26.81), (500, 16, 32, 0.5, 1.0, 904, 9.31),
+    (500, 16, 32, 0.5, 0.75, 671, 14.13), (500, 16, 32, 0.5, 0.5, 405, 37.51),
+]
+
+
+@pytest.mark.parametrize("n,B,K,p,sigma,R,mu", SEED0_ROWS)
+def test_fedfdp_cli_mu_rows(n, B, K, p, sigma, R, mu):
     data = run_json(
-        "account",
-        "fedfdp",
-        "--records",
-        "600",
-        "--batch-size",
-        "16",
-        "--local-steps",
-        "38",
-        "--rounds",
-        str(R),
-        "--sigma",
-        str(sigma),
-        "--clients",
-        "100",
-        "--delta",
-        "1e-5",
-        "--client-rate",
-        str(p),
-        "--method",
-        "gdp-clt",
+        "account", "fedfdp", "--records", str(n), "--batch-size", str(B), "--local-steps",
+        str(K), "--rounds", str(R), "--sigma", str(sigma), "--clients", "100", "--delta", "1e-5",
+        "--client-rate", str(p), "--method", "gdp-clt",
     )
     weak = next(r for r in data["results"] if r["scope"] == "weak")
     assert abs(weak["mu"] - mu) <= 0.005
