@@ -581,6 +581,11 @@ def calibrate_fedfdp(
     _emit(as_json, "calibrate fedfdp", card, results, extra={"sigma": sigma})
 
 
+from privfl.cli.run import run_command  # noqa: E402
+
+app.command("run", help=run_command.__doc__)(run_command)
+
+
 def main() -> None:
     """Console-script entry point."""
     sys.exit(app())

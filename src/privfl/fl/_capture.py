@@ -1,0 +1,438 @@
+"""Running a torch model on a stacked cohort and capturing what per-example gradients need.
+
+:func:`prepare_model` deep-copies a model and swaps its layers for wrappers that
+
+* read each client's parameters from the shared :class:`Context` (``name -> [m, ...]``) and
+  run all ``m`` clients' rows (client-major, ``m * b`` rows) through the layer — one call when
+  ``m == 1`` (looped layout), ``bmm`` for Linear and a loop over clients for Conv2d otherwise;
+* record the layer input ``a`` and output ``y`` so that one ``autograd.grad(loss, [y...])``
+  yields every layer's output gradient ``delta`` without computing any weight gradient;
+* compute per-example squared norms and clipped (weighted) sums from ``(a, delta)``
+  (:mod:`privfl.fl.grad_sample`).
+
+Supported with the fast path: ``nn.Linear`` and ``nn.Conv2d`` (groups 1, zero padding, all
+parameters trainable), with any parameter-free modules and functions in between (ReLU, pooling,
+flatten, log_softmax, ...). Dropout modules draw their masks per example from the client's own
+generator. Any other module with trainable parameters (GroupNorm, ...) gets a generic wrapper
+whose per-example gradients come from ``torch.func`` (vmap of grad over the layer alone).
+Models whose parameters cannot be assigned to such layers (parameters used directly in a
+``forward``, layers called twice) are reported as unsupported; the trainer then falls back to
+``torch.func.vmap(grad)`` over the whole model.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from privfl.fl import grad_sample as gs
+
+
+class UnsupportedModelError(RuntimeError):
+    """The layer-wise fast path cannot handle this model; the message says why."""
+
+
+@dataclass
+class Record:
+    layer: Layer
+    a: torch.Tensor
+    out: torch.Tensor
+    cache: dict = field(default_factory=dict)
+
+
+class Context:
+    """State shared by the wrappers during one forward of ``m`` clients x ``b`` rows."""
+
+    def __init__(self) -> None:
+        self.m = 1
+        self.b = 0
+        self.params: dict[str, torch.Tensor] = {}
+        self.capture = False
+        self.records: list[Record] = []
+        self.real: list[int] = []
+        self.generators: list[torch.Generator | None] = []
+        self.keep_masks = False
+        self.rows: dict[str, torch.Tensor] = {}
+
+    def begin(self, m, b, params, *, capture, real, generators, rows=None) -> None:
+        """Start a forward. ``rows`` (``m == 1`` only): the client's parameters without the
+        leading dimension, e.g. autograd leaves, so no select/backward copies are made."""
+        self.m, self.b, self.params, self.capture = m, b, params, capture
+        self.real, self.generators = list(real), list(generators)
+        self.records = []
+        if m == 1:
+            self.rows = rows if rows is not None else {n: v[0] for n, v in params.items()}
+        else:
+            self.rows = {}
+
+    def end(self) -> None:
+        self.params, self.rows, self.records, self.generators = {}, {}, [], []
+
+    def row(self, full: str, j: int) -> torch.Tensor:
+        return self.rows[full] if self.m == 1 else self.params[full][j]
+
+    def record(self, layer: Layer, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        if not self.capture:
+            return out
+        if any(r.layer is layer for r in self.records):
+            raise UnsupportedModelError(
+                f"layer {layer.prefix or '<root>'!r} is called more than once per forward "
+                "(weight sharing): its per-example gradient is not a single (a, delta) product"
+            )
+        if not out.requires_grad:
+            out = out.detach().requires_grad_(True)
+        self.records.append(Record(layer, a.detach(), out))
+        return out
+
+
+class Layer(nn.Module):
+    """Base class of the parameter-owning wrappers."""
+
+    def __init__(self, ctx: Context, prefix: str, names: dict[str, str]) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.prefix = prefix
+        self.names = names  # local name -> full name
+
+    def p(self, local: str) -> torch.Tensor | None:
+        """``[m, ...]`` stacked parameter (``m > 1``) or the single client's row (``m == 1``)."""
+        full = self.names.get(local)
+        if full is None:
+            return None
+        return self.ctx.rows[full] if self.ctx.m == 1 else self.ctx.params[full]
+
+    #: size of the per-example gradients this layer materialises for one example
+    per_example_numel = 0
+
+    # the three operations the trainer needs from every layer
+    def sq_norms(self, rec: Record, delta: torch.Tensor) -> torch.Tensor:  # [N]
+        raise NotImplementedError
+
+    def weighted_sums(self, rec: Record, delta, weights) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def per_example(self, rec: Record, delta) -> dict[str, torch.Tensor]:  # full -> [N, ...]
+        raise NotImplementedError
+
+
+class LinearLayer(Layer):
+    def __init__(self, ctx, prefix, module: nn.Linear) -> None:
+        names = {"weight": prefix + "weight"}
+        if module.bias is not None:
+            names["bias"] = prefix + "bias"
+        super().__init__(ctx, prefix, names)
+        self.in_features, self.out_features = module.in_features, module.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ctx, w, b = self.ctx, self.p("weight"), self.p("bias")
+        if ctx.m == 1:
+            out = F.linear(x, w, b)
+        else:
+            xs = x.reshape(ctx.m, -1, self.in_features)
+            if b is None:
+                out = torch.bmm(xs, w.transpose(1, 2))
+            else:
+                out = torch.baddbmm(b.unsqueeze(1), xs, w.transpose(1, 2))
+            out = out.reshape(*x.shape[:-1], self.out_features)
+        return ctx.record(self, x, out)
+
+    def _flat(self, rec, delta):
+        n = rec.a.shape[0]
+        return rec.a.reshape(n, -1, self.in_features), delta.reshape(n, -1, self.out_features)
+
+    def sq_norms(self, rec, delta):
+        a, d = self._flat(rec, delta)
+        return gs.linear_sq_norms(a, d, bias="bias" in self.names)
+
+    def weighted_sums(self, rec, delta, weights):
+        a, d = self._flat(rec, delta)
+        m, positions = weights.shape[0], a.shape[1]
+        rows = weights.repeat_interleave(positions, dim=1) if positions > 1 else weights
+        gw, gb = gs.linear_weighted_sum(
+            a.reshape(m, -1, self.in_features), d.reshape(m, -1, self.out_features), rows
+        )
+        out = {self.names["weight"]: gw}
+        if "bias" in self.names:
+            out[self.names["bias"]] = gb
+        return out
+
+    def per_example(self, rec, delta):
+        gw, gb = gs.linear_per_example_grads(*self._flat(rec, delta))
+        out = {self.names["weight"]: gw}
+        if "bias" in self.names:
+            out[self.names["bias"]] = gb
+        return out
+
+
+class Conv2dLayer(Layer):
+    #: "auto" (cost rule of grad_sample.prefer_ghost_conv), True or False
+    ghost: bool | str = "auto"
+
+    def __init__(self, ctx, prefix, module: nn.Conv2d) -> None:
+        names = {"weight": prefix + "weight"}
+        if module.bias is not None:
+            names["bias"] = prefix + "bias"
+        super().__init__(ctx, prefix, names)
+        self.kernel_size = tuple(module.kernel_size)
+        self.stride, self.padding = tuple(module.stride), tuple(module.padding)
+        self.dilation = tuple(module.dilation)
+        self.out_channels = module.out_channels
+        self.in_channels = module.in_channels
+        self.per_example_numel = module.weight.numel()
+
+    def _conv(self, x, w, b):
+        return F.conv2d(x, w, b, self.stride, self.padding, self.dilation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ctx, w, b = self.ctx, self.p("weight"), self.p("bias")
+        if ctx.m == 1:
+            out = self._conv(x, w, b)
+        else:
+            xs = x.reshape(ctx.m, -1, *x.shape[1:])
+            out = torch.cat(
+                [self._conv(xs[j], w[j], None if b is None else b[j]) for j in range(ctx.m)]
+            )
+        return ctx.record(self, x, out)
+
+    def _use_ghost(self, rec, delta) -> bool:
+        if self.ghost != "auto":
+            return bool(self.ghost)
+        positions = delta.shape[2] * delta.shape[3]
+        patch = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
+        return gs.prefer_ghost_conv(positions, patch, self.out_channels)
+
+    def _kw(self):
+        return {"stride": self.stride, "padding": self.padding, "dilation": self.dilation}
+
+    def sq_norms(self, rec, delta):
+        n = delta.shape[0]
+        if self._use_ghost(rec, delta):
+            sq = gs.conv2d_ghost_sq_norms(rec.a, delta, self.kernel_size, **self._kw())
+        else:
+            g = gs.conv2d_per_example_grads(rec.a, delta, self.kernel_size, **self._kw())
+            rec.cache["weight"] = g
+            sq = g.reshape(n, -1).square().sum(1)
+        if "bias" in self.names:
+            gb = delta.sum((2, 3))
+            rec.cache["bias"] = gb
+            sq = sq + gb.square().sum(1)
+        return sq
+
+    def weighted_sums(self, rec, delta, weights):
+        m, b = weights.shape
+        w = weights.to(delta.dtype)
+        out = {}
+        if "weight" in rec.cache:
+            g = rec.cache["weight"]
+            out[self.names["weight"]] = torch.bmm(
+                w.unsqueeze(1), g.reshape(m, b, -1)
+            ).reshape(m, *g.shape[1:])
+        else:
+            out[self.names["weight"]] = gs.conv2d_weighted_sum(
+                rec.a.reshape(m, b, *rec.a.shape[1:]),
+                delta.reshape(m, b, *delta.shape[1:]),
+                w,
+                self.kernel_size,
+                **self._kw(),
+            )
+        if "bias" in self.names:
+            gb = rec.cache.get("bias")
+            if gb is None:
+                gb = delta.sum((2, 3))
+            out[self.names["bias"]] = torch.bmm(w.unsqueeze(1), gb.reshape(m, b, -1)).squeeze(1)
+        return out
+
+    def per_example(self, rec, delta):
+        out = {
+            self.names["weight"]: gs.conv2d_per_example_grads(
+                rec.a, delta, self.kernel_size, **self._kw()
+            )
+        }
+        if "bias" in self.names:
+            out[self.names["bias"]] = delta.sum((2, 3))
+        return out
+
+
+class GenericLayer(Layer):
+    """Any other module with trainable parameters: forward per client with ``functional_call``,
+    per-example gradients with ``torch.func`` (vmap over examples of grad over the module)."""
+
+    def __init__(self, ctx, prefix, module: nn.Module) -> None:
+        names = {n: prefix + n for n, p in module.named_parameters() if p.requires_grad}
+        super().__init__(ctx, prefix, names)
+        self.inner = module
+        self.per_example_numel = sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+    def _call(self, j, x):
+        params = {local: self.ctx.row(full, j) for local, full in self.names.items()}
+        return functional_call(self.inner, params, (x,))
+
+    def forward(self, *args, **kwargs):
+        if len(args) != 1 or kwargs or not isinstance(args[0], torch.Tensor):
+            raise UnsupportedModelError(
+                f"module {self.prefix!r} ({type(self.inner).__name__}) takes other than one "
+                "tensor input"
+            )
+        x, ctx = args[0], self.ctx
+        if ctx.m == 1:
+            out = self._call(0, x)
+        else:
+            xs = x.reshape(ctx.m, -1, *x.shape[1:])
+            out = torch.cat([self._call(j, xs[j]) for j in range(ctx.m)])
+        if not isinstance(out, torch.Tensor):
+            raise UnsupportedModelError(f"module {self.prefix!r} returns a non-tensor")
+        return ctx.record(self, x, out)
+
+    def _per_client(self, rec, delta):
+        ctx = self.ctx
+        m = ctx.m
+        a = rec.a.reshape(m, -1, *rec.a.shape[1:])
+        d = delta.reshape(m, -1, *delta.shape[1:])
+        results = {full: [] for full in self.names.values()}
+        for j in range(m):
+            params = {local: ctx.row(full, j).detach() for local, full in self.names.items()}
+
+            def inner(p, ai, di):
+                out = functional_call(self.inner, p, (ai.unsqueeze(0),))
+                return (out * di.unsqueeze(0)).sum()
+
+            per = vmap(grad(inner), in_dims=(None, 0, 0))(params, a[j], d[j])
+            for local, full in self.names.items():
+                results[full].append(per[local])
+        return {full: torch.cat(v) for full, v in results.items()}
+
+    def per_example(self, rec, delta):
+        return self._per_client(rec, delta)
+
+    def sq_norms(self, rec, delta):
+        per = self._per_client(rec, delta)
+        rec.cache.update(per)
+        n = delta.shape[0]
+        return sum(g.reshape(n, -1).square().sum(1) for g in per.values())
+
+    def weighted_sums(self, rec, delta, weights):
+        m, b = weights.shape
+        w = weights.to(delta.dtype).unsqueeze(1)
+        out = {}
+        for full in self.names.values():
+            g = rec.cache.get(full)
+            if g is None:
+                g = self._per_client(rec, delta)[full]
+            out[full] = torch.bmm(w, g.reshape(m, b, -1)).reshape(m, *g.shape[1:])
+        return out
+
+
+class DropoutLayer(nn.Module):
+    """Dropout with masks drawn per example from each client's own generator.
+
+    Element-wise for ``nn.Dropout``; whole channels for ``Dropout1d/2d/3d`` on batched inputs of
+    3/4/5 dimensions. Draws ``[real rows, *mask shape]`` per client (padded rows get mask 0), so
+    a client's masks do not depend on how the cohort is batched.
+    """
+
+    def __init__(self, ctx: Context, module: nn.Module, channel_dims: int) -> None:
+        super().__init__()
+        self.ctx, self.p_drop, self.channel_dims = ctx, float(module.p), channel_dims
+        self.original = module
+        self.last_mask: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p_drop == 0.0:
+            return x
+        if self.p_drop == 1.0:
+            return x * 0.0
+        ctx = self.ctx
+        if self.channel_dims:
+            if x.dim() != self.channel_dims + 2:
+                return self.original(x)
+            shape = (x.shape[1],) + (1,) * self.channel_dims
+        else:
+            shape = tuple(x.shape[1:])
+        rows = x.shape[0]
+        m = max(ctx.m, 1)
+        per = rows // m if rows % m == 0 else rows
+        mask = x.new_zeros((rows, *shape))
+        keep = 1.0 - self.p_drop
+        for j in range(m):
+            real = ctx.real[j] if j < len(ctx.real) else per
+            gen = ctx.generators[j] if j < len(ctx.generators) else None
+            if real:
+                mask[j * per : j * per + real].bernoulli_(keep, generator=gen)
+        mask.div_(keep)
+        if ctx.keep_masks:
+            self.last_mask = mask
+        return x * mask
+
+
+_DROPOUT_CHANNEL_DIMS = {nn.Dropout: 0, nn.Dropout1d: 1, nn.Dropout2d: 2, nn.Dropout3d: 3}
+
+
+def _conv_supported(module: nn.Conv2d) -> bool:
+    return (
+        module.groups == 1
+        and module.padding_mode == "zeros"
+        and not isinstance(module.padding, str)
+        and all(p.requires_grad for p in module.parameters())
+    )
+
+
+class _Holder(nn.Module):
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def prepare_model(model: nn.Module, trainable: list[str]) -> tuple[nn.Module, Context, list]:
+    """A wrapped deep copy of ``model`` (train mode), its context and its parameter layers.
+
+    Raises :class:`UnsupportedModelError` when some trainable parameter is not owned by a
+    wrappable module, and ``ValueError`` for BatchNorm (it couples the examples of a batch).
+    """
+    ctx = Context()
+    holder = _Holder(copy.deepcopy(model))
+    holder.train()
+    layers: list[Layer] = []
+
+    def walk(module: nn.Module, prefix: str) -> None:
+        for name, child in list(module.named_children()):
+            full = prefix + name + "." if module is not holder else ""
+            if isinstance(child, nn.modules.batchnorm._BatchNorm):
+                raise ValueError(
+                    f"model has BatchNorm at {full[:-1]!r}: batch statistics couple the examples "
+                    "of a batch and break per-example clipping; use GroupNorm"
+                )
+            has_trainable = any(p.requires_grad for p in child.parameters())
+            direct = any(p.requires_grad for p in child.parameters(recurse=False))
+            if type(child) in _DROPOUT_CHANNEL_DIMS:
+                new = DropoutLayer(ctx, child, _DROPOUT_CHANNEL_DIMS[type(child)])
+            elif isinstance(child, nn.Linear) and all(p.requires_grad for p in child.parameters()):
+                new = LinearLayer(ctx, full, child)
+            elif isinstance(child, nn.Conv2d) and _conv_supported(child):
+                new = Conv2dLayer(ctx, full, child)
+            elif direct:
+                new = GenericLayer(ctx, full, child)
+            else:
+                if has_trainable:
+                    walk(child, full)
+                continue
+            setattr(module, name, new)
+            if isinstance(new, Layer):
+                layers.append(new)
+
+    walk(holder, "")
+    covered = [full for layer in layers for full in layer.names.values()]
+    if sorted(covered) != sorted(trainable):
+        missing = sorted(set(trainable) - set(covered))
+        raise UnsupportedModelError(
+            f"parameters {missing} are not owned by a module the engine can wrap (for example "
+            "a parameter used directly in forward)"
+        )
+    return holder, ctx, layers

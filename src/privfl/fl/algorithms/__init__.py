@@ -1,0 +1,29 @@
+"""Federated algorithms built on the round engine (:mod:`privfl.fl`).
+
+* :class:`PriFedSync` — seed 000 Algorithm 1 with local NoisySGD / noisy Adam (Algorithm 2),
+  Poisson client sampling with a stated empty-cohort policy, aggregation with step eta,
+  pluggable helper maps (:class:`IdentityHelper` = FedAvg, :class:`InterpolationHelper`),
+  personalised and global evaluation, and per-round accounting (seed 000 Theorem 2).
+* :mod:`privfl.fl.algorithms.experiment` — build and run a whole experiment from a
+  :class:`privfl.config.ExperimentConfig` (run directory, checkpoints, resume).
+"""
+
+from privfl.fl.algorithms.helpers import (
+    HELPERS,
+    HelperMap,
+    IdentityHelper,
+    InterpolationHelper,
+    make_helper,
+)
+from privfl.fl.algorithms.prifedsync import EMPTY_COHORT_POLICIES, PriFedSync, privacy_summary
+
+__all__ = [
+    "EMPTY_COHORT_POLICIES",
+    "HELPERS",
+    "HelperMap",
+    "IdentityHelper",
+    "InterpolationHelper",
+    "PriFedSync",
+    "make_helper",
+    "privacy_summary",
+]

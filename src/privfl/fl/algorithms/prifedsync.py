@@ -1,0 +1,483 @@
+"""PriFedSync (seed 000 Algorithm 1) with local NoisySGD / noisy Adam (Algorithm 2).
+
+One round ``r``::
+
+    Omega <- each client i independently with probability p   (Poisson client sampling)
+             empty Omega: "redraw" until non-empty (reference code) or "skip" the round
+    for i in Omega (together, through the CohortTrainer):
+        w~_i <- K local private steps of client i from its current model h~_i, with its own
+                persistent optimizer state (LocalTrainingSpec: fixed-size batches of B drawn
+                without replacement, flat clipping at C, Gaussian noise z C on the sum, / B)
+        evaluate w~_i on client i's test set                    (personalised accuracy)
+    w~_global <- (1 - eta) w~_global + eta * mean_{i in Omega} w~_i
+    h~_i <- F_i(w~_global) for i in Omega; client i continues from h~_i next time it is sampled
+    evaluate w~_global on every client's test set               (global accuracy)
+
+Privacy (record level, replace-one neighbours; spec seed0 section 4.4). Only noised models
+leave a client, so everything the server does — the mean over the *realised* cohort (dividing
+by |Omega| is post-processing of private models, not a sensitivity-calibrated sum), the helper
+maps, the redraw or skip of empty cohorts — is post-processing. The accountant is
+:func:`privfl.accounting.federated.federated_fdp` on
+``FederatedSetting(spec.client_training(n_j) for every client, rounds=r, p)``, built from the
+**same** :class:`~privfl.fl.LocalTrainingSpec` that configures the trainer. Theorem 2 counts
+``K * r`` steps for every client whatever p, so neither the client sampling, the redraw policy
+nor skipped rounds change the number: a skipped round still counts (conservative).
+
+Metrics (spec seed0 A10): the *personalised accuracy* of round r is the mean over all m clients
+of each client's accuracy on its own test set, measured right after its latest local training
+(stale for clients not sampled in r, 0 for clients never sampled yet — the reference code's
+definition). The *global accuracy* is the mean over clients of the global model's accuracy on
+each client's test set. Both are computed from the clients' data without noise: they are
+monitoring values for the experimenter, not covered by the privacy guarantee.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from privfl._validation import (
+    check_choice,
+    check_delta,
+    check_int,
+    check_range,
+    check_rate,
+)
+from privfl.accounting.federated import ClientTraining, FederatedSetting, federated_fdp
+from privfl.accounting.methods import AccountingOptions, resolve_methods
+from privfl.accounting.results import PrivacyResult
+from privfl.data.datasets import FederatedDataset
+from privfl.fl.algorithms.helpers import HelperMap, make_helper
+from privfl.fl.params import put_rows, take_rows, trainable_parameters
+from privfl.fl.spec import LocalTrainingSpec
+from privfl.fl.trainer import CohortTrainer
+
+__all__ = ["EMPTY_COHORT_POLICIES", "PriFedSync", "privacy_summary"]
+
+#: What to do when Poisson client sampling selects nobody.
+EMPTY_COHORT_POLICIES = ("redraw", "skip")
+_MAX_REDRAWS = 100_000
+
+
+def privacy_summary(results: Iterable[PrivacyResult]) -> dict[str, float]:
+    """Flat per-round numbers: ``mu_max``/``mu_strong`` (gdp-clt estimates) and
+    ``epsilon_<method>`` / ``epsilon_<method>_strong`` for every method."""
+    out: dict[str, float] = {}
+    for r in results:
+        scope = r.extras.get("scope", "weak")
+        suffix = "" if scope == "weak" else f"_{scope}"
+        key = r.method.replace("-", "_")
+        out[f"epsilon_{key}{suffix}"] = float(r.epsilon)
+        if r.method == "gdp-clt" and "mu" in r.extras:
+            out["mu_max" if scope == "weak" else f"mu_{scope}"] = float(r.extras["mu"])
+    return out
+
+
+def _as_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
+
+
+class PriFedSync:
+    """Seed 000's PriFedSync over a :class:`~privfl.data.FederatedDataset`.
+
+    Parameters
+    ----------
+    model
+        Architecture; its current parameters are the initialisation ``w_0`` of every client and
+        of the global model (unless ``init_params`` is given).
+    spec
+        Local training of every client (K, B, sampling, clip norm, noise, optimizer). The
+        trainer and the accountant both read this object.
+    data
+        Clients' train/test index sets; ``n_j`` (``data.client_sizes``) enters the accounting.
+        Inputs are used as stored (normalise the dataset beforehand if wanted).
+    client_rate
+        p, Poisson client sampling probability per round.
+    server_lr
+        eta in ``(0, 1]``: ``w~_global <- (1 - eta) w~_global + eta * mean``.
+    helper, alpha
+        ``"interpolation"`` (eq. 2.1, weight ``alpha`` on the global model), ``"identity"``
+        (FedAvg), or a :class:`~privfl.fl.algorithms.helpers.HelperMap`.
+    empty_cohort
+        ``"redraw"`` (the reference code: draw again until some client is sampled) or
+        ``"skip"`` (the round passes with no training; it still counts for privacy).
+    seed
+        Seeds client sampling (numpy) and all training randomness (a torch generator).
+    delta, accountants, accounting_options
+        ``delta`` for the per-round (epsilon, delta) numbers; accountants among ``gdp-clt``
+        (Theorem 2's CLT mu, an estimate), ``pld``, ``rdp`` (bounds). ``delta=None`` turns
+        per-round accounting off.
+    lr_decay_every, lr_decay_gamma
+        Optional per-client step decay of the local learning rate: ``lr * gamma ** (c // every)``
+        with ``c`` the client's number of previous participations (StepLR stepped once per
+        participated round, as in the reference code). Data-independent: no privacy cost.
+    device, eval_batch_size, trainer_options
+        Where tensors live; evaluation batch size; keyword arguments of
+        :class:`~privfl.fl.CohortTrainer` (``layout``, ``chunk_size``, ...).
+    init_params
+        Optional ``name -> tensor`` starting model instead of ``model``'s parameters.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        spec: LocalTrainingSpec,
+        data: FederatedDataset,
+        *,
+        client_rate: float = 1.0,
+        server_lr: float = 1.0,
+        helper: str | HelperMap = "interpolation",
+        alpha: float = 0.1,
+        empty_cohort: str = "redraw",
+        seed: int = 0,
+        delta: float | None = 1e-5,
+        accountants: str | Sequence[str] = ("gdp-clt", "pld"),
+        accounting_options: AccountingOptions | None = None,
+        lr_decay_every: int | None = None,
+        lr_decay_gamma: float = 1.0,
+        device: str | torch.device = "cpu",
+        eval_batch_size: int = 1000,
+        trainer_options: dict[str, Any] | None = None,
+        init_params: dict[str, torch.Tensor] | None = None,
+    ) -> None:
+        if not isinstance(spec, LocalTrainingSpec):
+            raise ValueError(f"spec = {spec!r} is not allowed: must be a LocalTrainingSpec")
+        if not isinstance(data, FederatedDataset):
+            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
+                             "FederatedDataset")
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
+        if data.num_clients < 2:
+            raise ValueError(f"data has {data.num_clients} clients: PriFedSync needs >= 2")
+        self.spec = spec
+        self.data = data
+        self.num_clients = data.num_clients
+        self.client_rate = check_rate("client_rate", client_rate)
+        self.server_lr = check_range("server_lr", server_lr, 0.0, 1.0, low_open=True)
+        self.helper: HelperMap = (
+            make_helper(helper, alpha) if isinstance(helper, str) else helper
+        )
+        if not callable(self.helper):
+            raise ValueError(f"helper = {helper!r} is not allowed: must be a name or callable")
+        self.empty_cohort = check_choice("empty_cohort", empty_cohort, EMPTY_COHORT_POLICIES)
+        self.seed = check_int("seed", seed, 0)
+        self.delta = None if delta is None else check_delta("delta", delta)
+        self.accountants = resolve_methods(accountants)
+        self.accounting_options = accounting_options
+        self.lr_decay_every = (
+            None if lr_decay_every is None else check_int("lr_decay_every", lr_decay_every, 1)
+        )
+        self.lr_decay_gamma = check_range("lr_decay_gamma", lr_decay_gamma, 0.0, 1.0,
+                                          low_open=True)
+        self.device = torch.device(device)
+        self.eval_batch_size = check_int("eval_batch_size", eval_batch_size, 1)
+        self.client_sizes = data.client_sizes.copy()
+        for j, n in enumerate(self.client_sizes):
+            spec.check_records(int(n), f"data.client_sizes[{j}]")
+        # the accountant's view of every client, from the very spec the trainer runs
+        self._client_trainings = self._build_client_trainings()
+
+        self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
+        self._eval_model = copy.deepcopy(model).to(self.device).eval()
+        self.dtype = self.trainer.dtype
+        start = init_params if init_params is not None else trainable_parameters(model)
+        w0 = self.trainer.flatten({n: start[n].detach().unsqueeze(0) for n in
+                                   self.trainer.param_names}).to(self.device)
+        self._load_data()
+
+        # algorithm state (everything a checkpoint needs)
+        self.round = 0
+        self.local = w0.expand(self.num_clients, -1).clone()  # h~_i, [m, d]
+        self.global_model = w0[0].clone()  # w~_global, [d]
+        self.optimizer_state = self.trainer.init_optimizer_state(
+            self.num_clients, device=self.device
+        )
+        self.participations = np.zeros(self.num_clients, dtype=np.int64)
+        self.personal_accuracy = np.zeros(self.num_clients, dtype=np.float64)
+        self.evaluated = np.zeros(self.num_clients, dtype=bool)
+        self.global_accuracy = np.full(self.num_clients, math.nan)
+        seeds = np.random.SeedSequence(self.seed).spawn(2)
+        self.rng = np.random.default_rng(seeds[0])
+        self.generator = torch.Generator(device=self.device).manual_seed(
+            int(seeds[1].generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+        )
+        self._privacy_cache: dict[int, list[PrivacyResult]] = {}
+
+    # ------------------------------------------------------------------ data
+    def _load_data(self) -> None:
+        data, dev, dt = self.data, self.device, self.dtype
+        self.train_data = [
+            (_as_tensor(data.train.x[idx], dt, dev), _as_tensor(data.train.y[idx], torch.int64,
+                                                                dev))
+            for idx in data.train_indices
+        ]
+        self.test_data = [
+            (_as_tensor(data.test.x[idx], dt, dev), _as_tensor(data.test.y[idx], torch.int64,
+                                                               dev))
+            for idx in data.test_indices
+        ]
+        self.test_sizes = np.array([len(y) for _, y in self.test_data], dtype=np.int64)
+        owners = np.repeat(np.arange(self.num_clients), self.test_sizes)
+        self._test_owner = torch.as_tensor(owners, device=dev)
+        if self.test_sizes.sum():
+            self._test_x = torch.cat([x for x, _ in self.test_data])
+            self._test_y = torch.cat([y for _, y in self.test_data])
+        else:
+            self._test_x = self._test_y = None
+
+    def data_fingerprint(self) -> str:
+        """SHA-256 of the partition (client train/test indices): a resume must match it."""
+        digest = hashlib.sha256()
+        for part in (*self.data.train_indices, *self.data.test_indices):
+            digest.update(np.asarray(part, dtype=np.int64).tobytes())
+            digest.update(b"|")
+        return digest.hexdigest()
+
+    # ------------------------------------------------------------------ privacy
+    @property
+    def private(self) -> bool:
+        """Whether local training clips and adds noise (``spec.private``)."""
+        return self.spec.private
+
+    def _build_client_trainings(self) -> tuple[ClientTraining, ...] | None:
+        if not self.spec.private:
+            return None
+        return tuple(self.spec.client_training(int(n)) for n in self.client_sizes)
+
+    def client_trainings(self) -> tuple[ClientTraining, ...]:
+        """Every client's :class:`ClientTraining`, derived from ``spec`` (private runs only)."""
+        if self._client_trainings is None:
+            raise ValueError(
+                f"clip_norm = {self.spec.clip_norm!r}, noise_multiplier = "
+                f"{self.spec.noise_multiplier!r}: this run is not private, it has no guarantee"
+            )
+        return self._client_trainings
+
+    def privacy_setting(self, rounds: int | None = None) -> FederatedSetting:
+        """Theorem 2's setting after ``rounds`` rounds (default: the rounds completed)."""
+        rounds = self.round if rounds is None else check_int("rounds", rounds, 0)
+        return FederatedSetting(self.client_trainings(), rounds, self.client_rate)
+
+    def privacy(self, rounds: int | None = None) -> list[PrivacyResult]:
+        """Labelled weak and strong federated guarantees after ``rounds`` rounds.
+
+        Empty for a non-private run or when ``delta`` is None; rounds = 0 gives epsilon 0.
+        """
+        rounds = self.round if rounds is None else check_int("rounds", rounds, 0)
+        if not self.private or self.delta is None:
+            return []
+        if rounds not in self._privacy_cache:
+            setting = self.privacy_setting(max(rounds, 1))
+            results = federated_fdp(setting, self.delta, methods=self.accountants,
+                                    options=self.accounting_options)
+            if rounds == 0:  # nothing ran yet: perfect privacy, same labels
+                results = [
+                    PrivacyResult(r.method, r.kind, 0.0, r.delta, r.unit, r.neighbouring,
+                                  r.sampling, r.release, 0,
+                                  {**r.extras, **({"mu": 0.0} if "mu" in r.extras else {})},
+                                  r.note)
+                    for r in results
+                ]
+            self._privacy_cache[rounds] = results
+        return self._privacy_cache[rounds]
+
+    # ------------------------------------------------------------------ sampling
+    def sample_cohort(self) -> tuple[np.ndarray, int]:
+        """Poisson client sampling: ``(sorted client indices, number of redraws)``.
+
+        With ``empty_cohort="skip"`` the result may be empty.
+        """
+        redraws = 0
+        while True:
+            chosen = np.flatnonzero(self.rng.random(self.num_clients) < self.client_rate)
+            if chosen.size or self.empty_cohort == "skip":
+                return chosen, redraws
+            redraws += 1
+            if redraws >= _MAX_REDRAWS:
+                raise RuntimeError(
+                    f"client_rate = {self.client_rate} with {self.num_clients} clients drew "
+                    f"{redraws} empty cohorts in a row"
+                )
+
+    def _learning_rates(self, cohort: np.ndarray) -> torch.Tensor | None:
+        if self.lr_decay_every is None or self.lr_decay_gamma == 1.0:
+            return None
+        powers = self.participations[cohort] // self.lr_decay_every
+        rates = self.spec.lr * np.power(self.lr_decay_gamma, powers.astype(np.float64))
+        return torch.as_tensor(rates, dtype=self.dtype, device=self.device)
+
+    # ------------------------------------------------------------------ evaluation
+    def _params(self, flat_row: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {n: v[0] for n, v in self.trainer.unflatten(flat_row.unsqueeze(0)).items()}
+
+    @torch.no_grad()
+    def predict(self, flat_row: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Predicted labels of the model with flat parameters ``flat_row`` ([d]) on ``x``."""
+        params = self._params(flat_row)
+        out = [
+            functional_call(self._eval_model, params, (x[lo: lo + self.eval_batch_size],))
+            .argmax(-1)
+            for lo in range(0, x.shape[0], self.eval_batch_size)
+        ]
+        return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64, device=x.device)
+
+    def client_accuracy(self, flat_row: torch.Tensor, client: int) -> float:
+        """Accuracy of a model on one client's test set (NaN if it has none)."""
+        x, y = self.test_data[client]
+        if y.numel() == 0:
+            return math.nan
+        return float((self.predict(flat_row, x) == y).to(torch.float64).mean())
+
+    def global_accuracies(self, flat_row: torch.Tensor | None = None) -> np.ndarray:
+        """Per-client accuracy of one model (default: the global model) on every test set."""
+        flat_row = self.global_model if flat_row is None else flat_row
+        result = np.full(self.num_clients, math.nan)
+        if self._test_x is None:
+            return result
+        correct = (self.predict(flat_row, self._test_x) == self._test_y).to(torch.float64)
+        hits = torch.zeros(self.num_clients, dtype=torch.float64, device=correct.device)
+        hits.index_add_(0, self._test_owner, correct)
+        has = self.test_sizes > 0
+        result[has] = hits.cpu().numpy()[has] / self.test_sizes[has]
+        return result
+
+    def personalised_accuracy(self) -> float:
+        """Spec A10: mean over clients (with a test set) of the latest personalised accuracy,
+        0 for clients never sampled yet."""
+        has = self.test_sizes > 0
+        return float(self.personal_accuracy[has].mean()) if has.any() else math.nan
+
+    # ------------------------------------------------------------------ one round
+    def run_round(self) -> dict[str, Any]:
+        """Run round ``self.round + 1``; returns its metrics (accuracies and privacy)."""
+        started = time.perf_counter()
+        r = self.round + 1
+        cohort, redraws = self.sample_cohort()
+        metrics: dict[str, Any] = {"round": r, "cohort_size": int(cohort.size),
+                                   "redraws": redraws, "skipped": bool(cohort.size == 0)}
+        cohort_acc = math.nan
+        loss = clipped = math.nan
+        if cohort.size:
+            start = self.trainer.unflatten(self.local[cohort])
+            data = [self.train_data[j] for j in cohort]
+            states = take_rows(self.optimizer_state, cohort)
+            params, states, stats = self.trainer.train(
+                start, data, states, self.generator, lr=self._learning_rates(cohort)
+            )
+            trained = self.trainer.flatten(params)  # w~_i, [c, d]
+            put_rows(self.optimizer_state, cohort, states)
+            self.participations[cohort] += 1
+            # personalised models, right after local training (spec A10)
+            accs = np.array([self.client_accuracy(trained[k], j) for k, j in enumerate(cohort)])
+            self.personal_accuracy[cohort] = np.nan_to_num(accs, nan=0.0)
+            self.evaluated[cohort] = True
+            cohort_acc = float(np.nanmean(accs)) if np.isfinite(accs).any() else math.nan
+            # server: aggregate the private models (post-processing), then the helper maps
+            mean = trained.mean(0)
+            self.global_model = torch.lerp(self.global_model, mean, self.server_lr)
+            helpers = self.helper(trained, self.global_model, cohort)
+            if tuple(helpers.shape) != tuple(trained.shape):
+                raise ValueError(
+                    f"helper returned shape {tuple(helpers.shape)}: must be {tuple(trained.shape)}"
+                )
+            self.local[cohort] = helpers.to(self.local.dtype)
+            loss = float(stats.loss.mean())
+            clipped = float(stats.clipped_fraction.mean())
+        self.global_accuracy = self.global_accuracies()
+        self.round = r
+        has = self.test_sizes > 0
+        metrics.update(
+            personalised_accuracy=self.personalised_accuracy(),
+            personalised_accuracy_cohort=cohort_acc,
+            global_accuracy=float(np.nanmean(self.global_accuracy[has])) if has.any()
+            else math.nan,
+            clients_evaluated=int(self.evaluated.sum()),
+            train_loss=loss,
+            clipped_fraction=clipped,
+        )
+        metrics.update(privacy_summary(self.privacy(r)))
+        metrics["seconds"] = time.perf_counter() - started
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly (tensors and plain Python values only)."""
+        return {
+            "round": self.round,
+            "local": self.local.detach().cpu().clone(),
+            "global_model": self.global_model.detach().cpu().clone(),
+            "optimizer_state": {k: v.detach().cpu().clone()
+                                for k, v in self.optimizer_state.items()},
+            "participations": torch.from_numpy(self.participations.copy()),
+            "personal_accuracy": torch.from_numpy(self.personal_accuracy.copy()),
+            "evaluated": torch.from_numpy(self.evaluated.copy()),
+            "global_accuracy": torch.from_numpy(self.global_accuracy.copy()),
+            "numpy_rng": _jsonable_state(self.rng.bit_generator.state),
+            "torch_generator": self.generator.get_state(),
+            "data_fingerprint": self.data_fingerprint(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (same data partition and model required)."""
+        if state.get("data_fingerprint") != self.data_fingerprint():
+            raise ValueError(
+                "checkpoint data_fingerprint does not match this run's client partition: "
+                "resume needs the same data settings and seed"
+            )
+        local = state["local"]
+        if tuple(local.shape) != tuple(self.local.shape):
+            raise ValueError(
+                f"checkpoint local models have shape {tuple(local.shape)}: this run has "
+                f"{tuple(self.local.shape)} (different model or number of clients)"
+            )
+        self.optimizer_state = {k: v.to(self.device).clone()
+                                for k, v in state["optimizer_state"].items()}
+        self.trainer.optimizer.check_state(self.optimizer_state, self.num_clients,
+                                           self.trainer.num_params, name="checkpoint optimizer")
+        self.round = check_int("round", state["round"], 0)
+        self.local = local.to(self.device, self.dtype).clone()
+        self.global_model = state["global_model"].to(self.device, self.dtype).clone()
+        self.participations = state["participations"].numpy().astype(np.int64).copy()
+        self.personal_accuracy = state["personal_accuracy"].numpy().astype(np.float64).copy()
+        self.evaluated = state["evaluated"].numpy().astype(bool).copy()
+        self.global_accuracy = state["global_accuracy"].numpy().astype(np.float64).copy()
+        self.rng.bit_generator.state = state["numpy_rng"]
+        self.generator.set_state(state["torch_generator"])
+
+    def global_params(self) -> dict[str, torch.Tensor]:
+        """The global model as ``name -> tensor`` (copies)."""
+        return {n: v.clone() for n, v in self._params(self.global_model).items()}
+
+    def client_params(self, client: int) -> dict[str, torch.Tensor]:
+        """Client ``client``'s current model (its helper model h~_i) as ``name -> tensor``."""
+        client = check_int("client", client, 0)
+        if client >= self.num_clients:
+            raise ValueError(f"client = {client} is out of range: must be in "
+                             f"[0, {self.num_clients - 1}]")
+        return {n: v.clone() for n, v in self._params(self.local[client]).items()}
+
+    def __repr__(self) -> str:
+        return (f"PriFedSync(clients={self.num_clients}, p={self.client_rate}, "
+                f"eta={self.server_lr}, helper={self.helper!r}, round={self.round}, "
+                f"private={self.private})")
+
+
+def _jsonable_state(state: Any) -> Any:
+    """numpy bit-generator state as plain Python values (loadable with weights_only)."""
+    if isinstance(state, dict):
+        return {k: _jsonable_state(v) for k, v in state.items()}
+    if isinstance(state, np.ndarray):
+        return state.tolist()
+    if isinstance(state, np.integer):
+        return int(state)
+    return state
+

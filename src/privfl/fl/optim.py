@@ -1,0 +1,162 @@
+"""Local optimizers on stacked, flattened parameters ``[M, d]`` with per-client state.
+
+The optimizer only sees the noisy gradient (post-processing; seed 000 §3.4), so any
+deterministic update rule is allowed. The rules follow PyTorch's single-tensor implementations:
+
+* ``sgd``: ``theta -= lr * (g + wd * theta)``;
+* ``momentum``: ``buf = mu * buf + (g + wd * theta)``; ``theta -= lr * buf`` (no dampening,
+  no Nesterov; a zero initial buffer equals PyTorch's first-step ``buf = g``);
+* ``adam``: ``torch.optim.Adam`` with L2 weight decay added to the gradient, bias corrections
+  with each client's own step count.
+
+State (one row per client, persistent across rounds; the caller stores it):
+``{"step": [M] float64, "momentum_buffer": [M, d]}`` or
+``{"step": [M], "exp_avg": [M, d], "exp_avg_sq": [M, d]}``; ``step`` counts the updates a
+client has made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from privfl._validation import check_int
+from privfl.fl.spec import LocalTrainingSpec
+
+__all__ = ["StackedOptimizer"]
+
+_FUSED = hasattr(torch, "_fused_adam_") and hasattr(torch, "_fused_sgd_")
+
+_KEYS = {
+    "sgd": ("step",),
+    "momentum": ("step", "momentum_buffer"),
+    "adam": ("step", "exp_avg", "exp_avg_sq"),
+}
+
+
+class StackedOptimizer:
+    """Applies ``spec``'s optimizer to ``[m, d]`` parameter rows in place."""
+
+    def __init__(self, spec: LocalTrainingSpec) -> None:
+        if not isinstance(spec, LocalTrainingSpec):
+            raise ValueError(f"spec = {spec!r} is not a LocalTrainingSpec")
+        self.spec = spec
+
+    @property
+    def state_keys(self) -> tuple[str, ...]:
+        return _KEYS[self.spec.optimizer]
+
+    def init_state(
+        self,
+        count: int,
+        dim: int,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Fresh state for ``count`` clients with ``dim`` parameters each."""
+        count = check_int("count", count, minimum=1)
+        dim = check_int("dim", dim, minimum=1)
+        state = {"step": torch.zeros(count, dtype=torch.float64, device=device)}
+        for key in self.state_keys[1:]:
+            state[key] = torch.zeros(count, dim, dtype=dtype, device=device)
+        return state
+
+    def check_state(
+        self, state: Mapping[str, torch.Tensor], count: int, dim: int, *, name: str = "state"
+    ) -> None:
+        if not isinstance(state, Mapping) or set(state) != set(self.state_keys):
+            keys = sorted(state) if isinstance(state, Mapping) else state
+            raise ValueError(
+                f"{name} has keys {keys!r}: the {self.spec.optimizer!r} optimizer needs "
+                f"{list(self.state_keys)}"
+            )
+        for key in self.state_keys:
+            t = state[key]
+            want = (count,) if key == "step" else (count, dim)
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
+                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"{name}[{key!r}] has shape {got}: must be {want}")
+
+    def step_(
+        self,
+        params: torch.Tensor,
+        grad: torch.Tensor,
+        state: Mapping[str, torch.Tensor],
+        lr: float | torch.Tensor,
+    ) -> None:
+        """One update of ``params`` (``[m, d]``, in place); ``grad`` may be modified in place.
+
+        ``lr`` is a float or a ``[m, 1]`` tensor (per-client learning rates). Momentum and
+        Adam use PyTorch's fused kernels (``torch._fused_sgd_`` / ``torch._fused_adam_``, one
+        pass over the parameters) when available, else the reference implementation below.
+        """
+        state["step"].add_(1.0)
+        if self.spec.optimizer != "sgd" and _FUSED and self._fused_ok:
+            try:
+                self._fused_step(params, grad, state, lr)
+                return
+            except (RuntimeError, NotImplementedError):  # device/dtype without a fused kernel
+                self._fused_ok = False
+        self._reference_step(params, grad, state, lr)
+
+    _fused_ok = True
+
+    def _fused_step(self, params, grad, state, lr) -> None:
+        spec = self.spec
+        m = params.shape[0]
+        if isinstance(lr, torch.Tensor):
+            rates = [float(v) for v in lr.reshape(m)]
+            groups = [([j], rate) for j, rate in enumerate(rates)]
+            if len(set(rates)) == 1:
+                groups = [(list(range(m)), rates[0])]
+        else:
+            groups = [(list(range(m)), float(lr))]
+        for rows, rate in groups:
+            p = [params[j] for j in rows]
+            g = [grad[j] for j in rows]
+            if spec.optimizer == "momentum":
+                torch._fused_sgd_(
+                    p, g, [state["momentum_buffer"][j] for j in rows],
+                    weight_decay=spec.weight_decay, momentum=spec.momentum, lr=rate,
+                    dampening=0.0, nesterov=False, maximize=False, is_first_step=False,
+                )
+            else:
+                beta1, beta2 = spec.betas
+                torch._fused_adam_(
+                    p, g, [state["exp_avg"][j] for j in rows],
+                    [state["exp_avg_sq"][j] for j in rows], [],
+                    [state["step"][j] for j in rows],
+                    lr=rate, beta1=beta1, beta2=beta2, weight_decay=spec.weight_decay,
+                    eps=spec.eps, amsgrad=False, maximize=False,
+                )
+
+    def _reference_step(self, params, grad, state, lr) -> None:
+        spec = self.spec
+        if spec.weight_decay:
+            grad.add_(params, alpha=spec.weight_decay)
+        if spec.optimizer == "sgd":
+            if isinstance(lr, torch.Tensor):
+                params.sub_(grad * lr)
+            else:
+                params.add_(grad, alpha=-lr)
+            return
+        if spec.optimizer == "momentum":
+            buf = state["momentum_buffer"]
+            buf.mul_(spec.momentum).add_(grad)
+            if isinstance(lr, torch.Tensor):
+                params.sub_(buf * lr)
+            else:
+                params.add_(buf, alpha=-lr)
+            return
+        beta1, beta2 = spec.betas
+        step = state["step"]
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.lerp_(grad, 1.0 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+        bias1 = (1.0 - torch.pow(beta1, step)).to(params.dtype).unsqueeze(1)  # [m, 1]
+        bias2_sqrt = (1.0 - torch.pow(beta2, step)).sqrt().to(params.dtype).unsqueeze(1)
+        step_size = lr / bias1
+        denom = exp_avg_sq.sqrt().div_(bias2_sqrt).add_(spec.eps)
+        params.sub_(exp_avg.div(denom).mul_(step_size))

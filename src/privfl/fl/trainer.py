@@ -1,0 +1,782 @@
+"""The cohort trainer: K local (DP-)SGD steps for every client sampled in a round, together.
+
+:class:`CohortTrainer` takes the cohort's starting parameters stacked (``name -> [M, ...]``),
+each client's data, and per-client persistent optimizer states, and returns the new stacked
+parameters and states. Per step and client it does exactly what
+:meth:`LocalTrainingSpec.privacy_step` tells the accountant (see :mod:`privfl.fl.spec`).
+
+How the per-example work is done (one forward and one backward per step and chunk of clients):
+
+1. the model's layers are wrapped (:mod:`privfl.fl._capture`) to run every client's rows with
+   that client's parameters and to record each layer's input ``a`` and output ``y``;
+2. ``autograd.grad(sum of per-example losses, [y...])`` gives every layer's output gradient
+   ``delta`` (no weight gradients are computed);
+3. per-example squared norms per layer: ghost norms ``||a_i||^2 ||delta_i||^2`` for Linear,
+   materialised per-example conv gradients (cheaper than Gram matrices for the papers' CNNs);
+4. clip factors ``c_i = min(1, C / ||g_i||)`` (0 for padded slots);
+5. clipped sums ``(c * delta)^T a`` per client (``bmm``) and weighted sums of the materialised
+   conv gradients; noise ``N(0, (zC)^2)`` from the client's own noise stream; divide by B;
+6. the optimizer (SGD / momentum / Adam, per-client state) on flat ``[m, d]`` rows.
+
+Layouts: ``"looped"`` runs one client at a time (client-outer, step-inner: its parameters and
+optimizer state stay in cache across its K steps); ``"batched"`` runs a chunk of clients per
+forward (Linear via ``bmm`` over clients). ``"auto"`` picks looped on CPU (measured faster, see
+``docs/engine.md``) and batched on accelerators.
+
+Randomness: ``train`` draws seeds per client from the generator it is given: a data stream
+(batches, dropout masks), an aux stream (seeds torch's global RNG during the forward, for
+functional randomness inside models) and ``NOISE_STREAMS`` noise streams on CPU (each fills a
+fixed slice of the noise vector, so the draws can run on several cores; one stream on CUDA).
+Each client's result therefore does not depend on the layout, the chunking, the thread count or
+the other clients of its chunk: the same generator state gives the same models (up to float
+summation order between layouts) on one device type.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from privfl._validation import check_choice, check_int, check_positive
+from privfl.accounting.events import Sampling
+from privfl.fl._capture import UnsupportedModelError, prepare_model
+from privfl.fl.optim import StackedOptimizer
+from privfl.fl.params import num_stacked
+from privfl.fl.spec import LocalTrainingSpec
+from privfl.mechanisms.clipping import clip_factors
+from privfl.mechanisms.noise import standard_normal_
+from privfl.mechanisms.sampling import fixed_size_indices, poisson_indices
+
+__all__ = ["LAYOUTS", "CohortTrainer", "GradientResult", "TrainingStats", "cross_entropy_loss"]
+
+LAYOUTS = ("auto", "batched", "looped")
+_SEED_HIGH = 2**62
+
+
+def cross_entropy_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-example cross-entropy (equals NLL on log-probabilities: log_softmax is idempotent)."""
+    return F.cross_entropy(output, target, reduction="none")
+
+
+@dataclass
+class TrainingStats:
+    """Monitoring values of one :meth:`CohortTrainer.train` call, one row per client.
+
+    They are computed from the clients' data **without noise**: use them to debug, never
+    release them as part of a private result.
+    """
+
+    batch_sizes: torch.Tensor  #: [M, K] realised batch sizes
+    loss: torch.Tensor  #: [M] mean per-example training loss over the K steps
+    clipped_fraction: torch.Tensor  #: [M] fraction of examples with norm > C (NaN: no clipping)
+    mean_grad_norm: torch.Tensor  #: [M] mean unclipped per-example gradient norm (NaN: none)
+    layout: str  #: the layout used
+    chunk_size: int  #: clients per forward
+    per_example: str  #: "layers" (fast path) or "vmap" (torch.func fallback)
+
+
+@dataclass
+class GradientResult:
+    """Clipped per-client gradient sums of one batch (see :meth:`CohortTrainer.clipped_sums`)."""
+
+    sums: dict[str, torch.Tensor]  #: name -> [m, *shape], sum_i c_i g_i
+    norms: torch.Tensor  #: [m, b] unclipped per-example norms (0 in padded slots)
+    factors: torch.Tensor  #: [m, b] clip factors c_i (0 in padded slots)
+    losses: torch.Tensor  #: [m, b] per-example losses (0 in padded slots)
+
+
+@dataclass
+class _Client:
+    """Per-client streams and data location of one train call."""
+
+    data: torch.Generator
+    noise: list[torch.Generator]
+    aux: torch.Generator
+    offset: int
+    records: int
+
+
+class CohortTrainer:
+    """Runs ``spec.local_steps`` local steps for all clients of a cohort.
+
+    Parameters
+    ----------
+    model
+        Architecture template (its parameter values are not used; ``train`` gets them).
+        No BatchNorm. Output: logits or log-probabilities.
+    spec
+        The :class:`LocalTrainingSpec` (the same object the accountant is built from).
+    layout
+        ``"auto"``, ``"batched"`` or ``"looped"`` (see the module docstring).
+    chunk_size
+        Clients per forward in the batched layout; ``None`` sizes chunks from a memory budget.
+    loss_fn
+        ``loss_fn(output, target) -> per-example losses [N]``; default cross-entropy.
+    per_example
+        ``"auto"`` (layer-wise fast path, torch.func fallback for unsupported models) or
+        ``"vmap"`` (always torch.func ``vmap(grad)`` over the whole model; slow, for checks).
+    memory_budget
+        Bytes the batched layout may use for activations of one chunk (default 1 GiB on CPU,
+        half the free memory on CUDA).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        spec: LocalTrainingSpec,
+        *,
+        layout: str = "auto",
+        chunk_size: int | None = None,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        per_example: str = "auto",
+        memory_budget: int | None = None,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
+        if not isinstance(spec, LocalTrainingSpec):
+            raise ValueError(f"spec = {spec!r} is not allowed: must be a LocalTrainingSpec")
+        self.spec = spec
+        self.layout = check_choice("layout", layout, LAYOUTS)
+        self.chunk_size = None if chunk_size is None else check_int("chunk_size", chunk_size, 1)
+        self.per_example_mode = check_choice("per_example", per_example, ("auto", "vmap"))
+        self.memory_budget = (
+            None if memory_budget is None else check_int("memory_budget", memory_budget, 1)
+        )
+        if loss_fn is not None and not callable(loss_fn):
+            raise ValueError(f"loss_fn = {loss_fn!r} is not callable")
+        self.loss_fn = loss_fn or cross_entropy_loss
+        params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+        if not params:
+            raise ValueError("model has no trainable parameters")
+        dtypes = {p.dtype for p in params.values()}
+        if len(dtypes) != 1 or not next(iter(dtypes)).is_floating_point:
+            raise ValueError(f"model parameters have dtypes {dtypes}: need one floating dtype")
+        self.dtype = dtypes.pop()
+        self.param_names = list(params)
+        self.param_shapes = {n: tuple(p.shape) for n, p in params.items()}
+        self._numel = {n: p.numel() for n, p in params.items()}
+        self._offsets = {}
+        offset = 0
+        for name in self.param_names:
+            self._offsets[name] = offset
+            offset += self._numel[name]
+        self.num_params = offset
+        self.optimizer = StackedOptimizer(spec)
+        self._plain = _PlainModel(model)
+        self._net = self._ctx = self._layers = None
+        self.fallback_reason = None
+        if self.per_example_mode == "vmap":
+            self.fallback_reason = "per_example='vmap' requested"
+        else:
+            try:
+                self._net, self._ctx, self._layers = prepare_model(model, self.param_names)
+            except UnsupportedModelError as error:
+                self.fallback_reason = str(error)
+        self._row_bytes: int | None = None
+
+    # ------------------------------------------------------------------ public helpers
+    @property
+    def uses_fast_path(self) -> bool:
+        return self._net is not None
+
+    def resolve_layout(self, device: torch.device | str) -> str:
+        """The layout ``"auto"`` resolves to on ``device`` (looped on CPU, batched otherwise)."""
+        if self.layout != "auto":
+            return self.layout
+        return "looped" if torch.device(device).type == "cpu" else "batched"
+
+    def init_optimizer_state(
+        self, num_clients: int, *, device: str | torch.device | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Fresh per-client optimizer state ``{"step": [M], ...: [M, d]}``."""
+        return self.optimizer.init_state(
+            num_clients, self.num_params, dtype=self.dtype, device=device
+        )
+
+    def flatten(self, stacked: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Stacked parameters ``name -> [M, ...]`` as one new ``[M, d]`` tensor."""
+        count = self._check_params(stacked, "stacked")
+        first = stacked[self.param_names[0]]
+        flat = torch.empty(count, self.num_params, dtype=self.dtype, device=first.device)
+        for name, view in self.unflatten(flat).items():
+            view.copy_(stacked[name])
+        return flat
+
+    def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Views ``name -> [M, *shape]`` into a flat ``[M, d]`` tensor (no copy)."""
+        if not isinstance(flat, torch.Tensor) or flat.dim() != 2 or flat.shape[1] != (
+            self.num_params
+        ):
+            raise ValueError(f"flat must be a [M, {self.num_params}] tensor")
+        m = flat.shape[0]
+        return {
+            name: flat[:, self._offsets[name] : self._offsets[name] + self._numel[name]].view(
+                m, *self.param_shapes[name]
+            )
+            for name in self.param_names
+        }
+
+    # ------------------------------------------------------------------ validation
+    def _check_params(self, stacked, name) -> int:
+        count = num_stacked(stacked, name)
+        if set(stacked) != set(self.param_names):
+            raise ValueError(
+                f"{name} has parameters {sorted(stacked)}: the model's trainable parameters are "
+                f"{sorted(self.param_names)}"
+            )
+        for key in self.param_names:
+            t = stacked[key]
+            if tuple(t.shape[1:]) != self.param_shapes[key]:
+                raise ValueError(
+                    f"{name}[{key!r}] has shape {tuple(t.shape)}: must be "
+                    f"[M, {', '.join(map(str, self.param_shapes[key]))}]"
+                )
+            if not t.is_floating_point():
+                raise ValueError(f"{name}[{key!r}] has dtype {t.dtype}: must be floating point")
+        return count
+
+    def _check_data(self, client_data, count, device):
+        if isinstance(client_data, (tuple, torch.Tensor)) or not isinstance(
+            client_data, Sequence
+        ):
+            raise ValueError("client_data must be a list of (x, y) tensor pairs, one per client")
+        if len(client_data) != count:
+            raise ValueError(
+                f"client_data has {len(client_data)} clients: must match start_params ({count})"
+            )
+        xs, ys, sizes = [], [], []
+        shape = None
+        for j, pair in enumerate(client_data):
+            try:
+                x, y = pair
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"client_data[{j}] is not an (x, y) pair") from error
+            if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+                raise ValueError(f"client_data[{j}] must hold torch tensors")
+            if x.dim() < 1 or y.dim() < 1 or x.shape[0] != y.shape[0]:
+                raise ValueError(
+                    f"client_data[{j}] has x {tuple(x.shape)} and y {tuple(y.shape)}: need the "
+                    "same number of records in the first dimension"
+                )
+            if shape is None:
+                shape = tuple(x.shape[1:])
+            elif tuple(x.shape[1:]) != shape:
+                raise ValueError(
+                    f"client_data[{j}] has inputs of shape {tuple(x.shape[1:])}: client 0 has "
+                    f"{shape}"
+                )
+            sizes.append(self.spec.check_records(x.shape[0], f"client_data[{j}] records"))
+            xs.append(x)
+            ys.append(y)
+        x_all = torch.cat([x.to(device=device, dtype=self.dtype) for x in xs])
+        y_all = torch.cat([y.to(device) for y in ys])
+        return x_all, y_all, sizes
+
+    # ------------------------------------------------------------------ training
+    def train(
+        self,
+        start_params: Mapping[str, torch.Tensor],
+        client_data: Sequence[tuple[torch.Tensor, torch.Tensor]],
+        optimizer_states: Mapping[str, torch.Tensor] | None = None,
+        generator: torch.Generator | None = None,
+        *,
+        lr: float | torch.Tensor | None = None,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], TrainingStats]:
+        """K local steps for each of the M clients.
+
+        Parameters
+        ----------
+        start_params
+            ``name -> [M, *shape]``: each client's starting model (e.g. its helper model).
+        client_data
+            ``[(x_j, y_j)]``, M pairs; ``x_j``: ``[n_j, *input_shape]``, ``y_j``: ``[n_j]``;
+            ``n_j >= batch_size``.
+        optimizer_states
+            The clients' persistent optimizer states (``{"step": [M], ...: [M, d]}`` as from
+            :meth:`init_optimizer_state`); ``None`` starts fresh.
+        generator
+            Source of all randomness except ``secure_noise``; ``None`` seeds one from
+            :mod:`secrets` (not reproducible).
+        lr
+            Learning rate override: a float or a ``[M]`` tensor of per-client rates
+            (default ``spec.lr``).
+
+        Returns
+        -------
+        params, states, stats
+            New stacked parameters (views into one ``[M, d]`` buffer), new optimizer states
+            (new tensors) and :class:`TrainingStats`.
+        """
+        count = self._check_params(start_params, "start_params")
+        device = start_params[self.param_names[0]].device
+        if generator is None:
+            generator = torch.Generator().manual_seed(secrets.randbits(62))
+        if not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator = {generator!r} is not allowed: must be a torch.Generator")
+        x_all, y_all, sizes = self._check_data(client_data, count, device)
+        if optimizer_states is None:
+            states = self.init_optimizer_state(count, device=device)
+        else:
+            self.optimizer.check_state(optimizer_states, count, self.num_params,
+                                       name="optimizer_states")
+            states = {k: v.detach().to(device).clone() for k, v in optimizer_states.items()}
+        lr_rows = self._lr(lr, count, device)
+        flat = self.flatten(start_params).to(self.dtype)
+        streams = _noise_streams(device)
+        seeds = torch.randint(0, _SEED_HIGH, (count, 2 + streams), generator=generator,
+                              device=generator.device).tolist()
+        offsets = [0]
+        for n in sizes[:-1]:
+            offsets.append(offsets[-1] + n)
+        clients = [
+            _Client(
+                _gen(device, seeds[j][0]), [_gen(device, s) for s in seeds[j][2:]],
+                _gen(device, seeds[j][1]), offsets[j], sizes[j],
+            )
+            for j in range(count)
+        ]
+        layout = self.resolve_layout(device)
+        chunk = 1 if layout == "looped" else self._auto_chunk(count, x_all, y_all, device)
+        k = self.spec.local_steps
+        acc = {  # realised batch sizes; per client: sum of losses, #clipped, sum of norms
+            "batch": torch.zeros(count, k, dtype=torch.int64),
+            "sums": torch.zeros(count, 3, dtype=torch.float64, device=device),
+        }
+        for lo in range(0, count, chunk):
+            hi = min(count, lo + chunk)
+            self._run_chunk(flat[lo:hi], {key: v[lo:hi] for key, v in states.items()},
+                            None if lr_rows is None else lr_rows[lo:hi], clients[lo:hi],
+                            x_all, y_all, acc, lo)
+        means = acc["sums"].cpu() / acc["batch"].sum(1, keepdim=True).clamp_min(1)
+        if self.spec.clip_norm is None:
+            means[:, 1:] = math.nan
+        stats = TrainingStats(
+            batch_sizes=acc["batch"],
+            loss=means[:, 0].clone(),
+            clipped_fraction=means[:, 1].clone(),
+            mean_grad_norm=means[:, 2].clone(),
+            layout=layout,
+            chunk_size=chunk,
+            per_example="layers" if self.uses_fast_path else "vmap",
+        )
+        return self.unflatten(flat), states, stats
+
+    def _lr(self, lr, count, device):
+        if lr is None:
+            return None
+        if isinstance(lr, torch.Tensor):
+            if lr.shape not in ((count,), (count, 1)):
+                raise ValueError(f"lr has shape {tuple(lr.shape)}: must be a float or [M={count}]")
+            rows = lr.detach().to(device=device, dtype=self.dtype).reshape(count, 1)
+            if not torch.isfinite(rows).all() or (rows <= 0).any():
+                raise ValueError(f"lr = {lr.tolist()!r} is out of range: must be in (0, inf)")
+            return rows
+        value = check_positive("lr", lr)
+        return torch.full((count, 1), value, dtype=self.dtype, device=device)
+
+    def _auto_chunk(self, count, x_all, y_all, device) -> int:
+        if self.chunk_size is not None:
+            return min(self.chunk_size, count)
+        if not self.uses_fast_path:
+            return 1
+        budget = self.memory_budget
+        if budget is None:
+            if device.type == "cuda":
+                free, _ = torch.cuda.mem_get_info(device)
+                budget = free // 2
+            else:
+                budget = 1 << 30
+        if self._row_bytes is None:
+            self._row_bytes = self._probe_row_bytes(x_all[:1], y_all[:1])
+        rows = self.spec.batch_size * (2 if self.spec.sampling == "poisson" else 1)
+        return int(max(1, min(count, budget // max(1, self._row_bytes * rows))))
+
+    def _probe_row_bytes(self, x, y) -> int:
+        """Rough bytes of activations, gradients and per-example gradients of one example."""
+        params = {n: torch.zeros((1, *s), dtype=self.dtype, device=x.device)
+                  for n, s in self.param_shapes.items()}
+        ctx = self._ctx
+        ctx.begin(1, 1, params, capture=True, real=[1], generators=[None])
+        try:
+            with torch.random.fork_rng(devices=[]):
+                self._net(x)
+            total = x.numel()
+            for rec in ctx.records:  # activations, outputs and their gradients, autograd buffers
+                total += rec.a.numel() + 4 * rec.out.numel()
+                total += rec.layer.per_example_numel  # materialised per-example gradients
+        finally:
+            ctx.end()
+        return 2 * total * x.element_size()
+
+    # ------------------------------------------------------------------ one chunk, K steps
+    def _run_chunk(self, flat, states, lr_rows, clients, x_all, y_all, acc, lo) -> None:
+        spec = self.spec
+        m = len(clients)
+        params = self.unflatten(flat)
+        grad_flat = torch.empty_like(flat)
+        grads = self.unflatten(grad_flat)
+        lr = lr_rows if lr_rows is not None else spec.lr
+        if m == 1 and isinstance(lr, torch.Tensor):
+            lr = float(lr[0, 0])
+        # g~ = (sum_i c_i g_i + N(0, (zC)^2)) / B, computed as N(0, (zC/B)^2) + sum / B
+        inv_b = 1.0 / spec.batch_size
+        std = spec.noise_std * inv_b
+        for t in range(spec.local_steps):
+            index, mask, real = self._sample(clients, x_all.device)
+            acc["batch"][lo : lo + m, t] = torch.tensor(real)
+            if std > 0:
+                _fill_noise(grad_flat, clients, std, spec.secure_noise)
+            elif index.shape[1] == 0:
+                grad_flat.zero_()
+            if index.shape[1] > 0:
+                x = x_all[index.flatten()]
+                y = y_all[index.flatten()]
+                with self._rng_guard(clients[0], x_all.device):
+                    self._accumulate(params, x, y, mask, real, clients, grads, acc, lo, inv_b,
+                                     overwrite=std == 0)
+            self.optimizer.step_(flat, grad_flat, states, lr)
+
+    def _sample(self, clients, device):
+        spec = self.spec
+        batches = []
+        fixed = spec.sampling == Sampling.WITHOUT_REPLACEMENT.value
+        for client in clients:  # the samplers of privfl.mechanisms (inputs checked in train)
+            if fixed:
+                idx = fixed_size_indices(client.records, spec.batch_size, client.data, device)
+            else:
+                idx = poisson_indices(client.records, spec.batch_size / client.records,
+                                      client.data, device)
+            batches.append(idx + client.offset)
+        real = [int(b.numel()) for b in batches]
+        width = max(real)
+        if len(batches) == 1:
+            return batches[0].unsqueeze(0), None, real
+        index = torch.stack([
+            torch.cat([b, b.new_full((width - b.numel(),), c.offset)]) if b.numel() < width
+            else b for b, c in zip(batches, clients, strict=True)
+        ])
+        if min(real) == width:
+            return index, None, real
+        mask = torch.arange(width, device=device).unsqueeze(0) < torch.tensor(
+            real, device=device
+        ).unsqueeze(1)
+        return index, mask, real
+
+    @contextlib.contextmanager
+    def _rng_guard(self, client: _Client, device):
+        """Seed torch's global RNG (used only by functional dropout & co.) from the aux stream."""
+        seed = int(torch.randint(0, _SEED_HIGH, (1,), generator=client.aux,
+                                 device=client.aux.device))
+        if device.type == "cuda":
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            with torch.random.fork_rng(devices=[index], device_type="cuda"):
+                torch.default_generator.manual_seed(seed)
+                torch.cuda.default_generators[index].manual_seed(seed)
+                yield
+        else:  # torch.manual_seed would also (lazily) seed CUDA and record a traceback: slow
+            with torch.random.fork_rng(devices=[]):
+                torch.default_generator.manual_seed(seed)
+                yield
+
+    def _accumulate(
+        self, params, x, y, mask, real, clients, grads, acc, lo, scale, *, overwrite
+    ) -> None:
+        """Add ``scale`` x the (clipped) gradient sums of one step to ``grads`` (or write them,
+        ``overwrite``) and update the stats."""
+        spec = self.spec
+        m = len(clients)
+        b = x.shape[0] // m
+        gens = [c.data for c in clients]
+        if spec.clip_norm is None:
+            sums, losses = self._plain_sums(params, x, y, mask, real, gens)
+            norms = None
+        else:
+            result = self._clipped(params, x, y, mask, real, gens)
+            sums, losses, norms = result.sums, result.losses, result.norms
+        for name, value in sums.items():
+            if overwrite:
+                torch.mul(value, scale, out=grads[name])
+            else:
+                grads[name].add_(value, alpha=scale)
+        with torch.no_grad():  # norms and losses are 0 in padded slots
+            loss = losses.detach().reshape(m, b).sum(1)
+            if norms is None:
+                acc["sums"][lo : lo + m, 0] += loss
+            else:
+                clipped = (norms > spec.clip_norm).sum(1).to(loss.dtype)
+                acc["sums"][lo : lo + m] += torch.stack((loss, clipped, norms.sum(1)), 1)
+
+    # ------------------------------------------------------------------ gradient kernels
+    def _plain_sums(self, params, x, y, mask, real, gens):
+        """Unclipped per-client gradient sums (non-private training)."""
+        m = len(real)
+        if m == 1:  # leaves are the client's rows: no select/copy in the backward
+            leaves = {n: p[0].detach().requires_grad_(True) for n, p in params.items()}
+            stacked = {n: v.unsqueeze(0) for n, v in leaves.items()}
+        else:
+            leaves = {n: p.detach().requires_grad_(True) for n, p in params.items()}
+            stacked = leaves
+        with torch.enable_grad():
+            if self.uses_fast_path:
+                self._ctx.begin(m, x.shape[0] // m, stacked, capture=False, real=real,
+                                generators=gens, rows=leaves if m == 1 else None)
+                try:
+                    out = self._net(x)
+                finally:
+                    self._ctx.end()
+            else:
+                out = torch.cat([
+                    functional_call(self._plain.module, {n: v[j] for n, v in stacked.items()},
+                                    (xj,))
+                    for j, xj in enumerate(x.reshape(m, -1, *x.shape[1:]))
+                ])
+            losses = self._losses(out, y, mask)
+            total = losses.sum()
+            values = torch.autograd.grad(total, list(leaves.values()), allow_unused=True)
+        sums = {
+            n: torch.zeros_like(stacked[n]) if g is None else g.reshape(stacked[n].shape)
+            for n, g in zip(leaves, values, strict=True)
+        }
+        return sums, losses.detach()
+
+    def _losses(self, out, y, mask):
+        losses = self.loss_fn(out, y)
+        if not isinstance(losses, torch.Tensor) or losses.shape != (y.shape[0],):
+            got = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses)
+            raise ValueError(
+                f"loss_fn returned {got}: must return one loss per example, shape ({y.shape[0]},)"
+            )
+        if mask is not None:
+            losses = losses * mask.flatten().to(losses.dtype)
+        return losses
+
+    def _clipped(self, params, x, y, mask, real, gens) -> GradientResult:
+        if self.uses_fast_path:
+            try:
+                return self._clipped_layers(params, x, y, mask, real, gens)
+            except UnsupportedModelError as error:
+                self.fallback_reason = str(error)
+                self._net = self._ctx = self._layers = None
+        return self._clipped_vmap(params, x, y, mask, real, gens)
+
+    def _clipped_layers(self, params, x, y, mask, real, gens) -> GradientResult:
+        ctx, m = self._ctx, len(real)
+        b = x.shape[0] // m
+        ctx.begin(m, b, params, capture=True, real=real, generators=gens)
+        try:
+            with torch.enable_grad():
+                out = self._net(x)
+                losses = self._losses(out, y, mask)
+                records = list(ctx.records)
+                deltas = torch.autograd.grad(losses.sum(), [r.out for r in records],
+                                             allow_unused=True)
+            sq = None
+            for rec, delta in zip(records, deltas, strict=True):
+                if delta is None:
+                    delta = torch.zeros_like(rec.out)
+                rec.cache["delta"] = delta
+                layer_sq = rec.layer.sq_norms(rec, delta)
+                sq = layer_sq if sq is None else sq + layer_sq
+            norms = sq.sqrt().reshape(m, b) if sq is not None else x.new_zeros(m, b)
+            factors = clip_factors(norms, self.spec.clip_norm, mask)
+            sums = {}
+            for rec in records:
+                sums.update(rec.layer.weighted_sums(rec, rec.cache["delta"], factors))
+        finally:
+            ctx.end()
+        for name in self.param_names:  # layers not reached by this forward contribute 0
+            if name not in sums:
+                sums[name] = torch.zeros_like(params[name])
+        if mask is not None:
+            norms = norms * mask
+        return GradientResult(sums, norms.detach(), factors, losses.detach().reshape(m, b))
+
+    def _clipped_vmap(self, params, x, y, mask, real, gens) -> GradientResult:
+        m = len(real)
+        b = x.shape[0] // m
+        model = self._plain.module
+        loss_fn = self.loss_fn
+
+        def loss_one(p, xi, yi):
+            return loss_fn(functional_call(model, p, (xi.unsqueeze(0),)), yi.unsqueeze(0)).sum()
+
+        per_grad = vmap(grad(loss_one), in_dims=(None, 0, 0), randomness="different")
+        xs, ys = x.reshape(m, b, *x.shape[1:]), y.reshape(m, b)
+        sums, norms, factors, losses = {n: [] for n in self.param_names}, [], [], []
+        for j in range(m):
+            pj = {n: v[j].detach() for n, v in params.items()}
+            seed = int(torch.randint(0, _SEED_HIGH, (1,), generator=gens[j],
+                                     device=gens[j].device)) if gens[j] is not None else None
+            with torch.random.fork_rng(devices=[]):
+                if seed is not None:
+                    torch.manual_seed(seed)
+                with torch.enable_grad():
+                    per = per_grad(pj, xs[j], ys[j])
+                with torch.no_grad():
+                    out = functional_call(model, pj, (xs[j],))
+            n_j = torch.zeros(b, dtype=self.dtype, device=x.device)
+            for g in per.values():
+                n_j = n_j + g.reshape(b, -1).square().sum(1)
+            n_j = n_j.sqrt()
+            mj = None if mask is None else mask[j]
+            c_j = clip_factors(n_j, self.spec.clip_norm, mj)
+            for name in self.param_names:
+                sums[name].append(torch.tensordot(c_j, per[name], dims=([0], [0])))
+            norms.append(n_j if mj is None else n_j * mj)
+            factors.append(c_j)
+            lj = self.loss_fn(out, ys[j])
+            losses.append(lj if mj is None else lj * mj)
+        return GradientResult(
+            {n: torch.stack(v) for n, v in sums.items()},
+            torch.stack(norms), torch.stack(factors), torch.stack(losses).detach(),
+        )
+
+    # ------------------------------------------------------------------ batch-level API
+    def _batch_inputs(self, params, x, y, mask):
+        count = self._check_params(params, "params")
+        if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.shape[0] != count:
+            raise ValueError(f"x must be a tensor [m={count}, b, *input_shape]")
+        if not isinstance(y, torch.Tensor) or tuple(y.shape[:2]) != tuple(x.shape[:2]):
+            raise ValueError(f"y has shape {tuple(getattr(y, 'shape', ()))}: must be [m, b]")
+        if mask is not None and (
+            not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(x.shape[:2])
+        ):
+            raise ValueError("mask must be a [m, b] tensor")
+        m, b = x.shape[:2]
+        real = [b] * m if mask is None else [int(v) for v in mask.sum(1)]
+        return m, b, x.reshape(m * b, *x.shape[2:]), y.reshape(m * b), real
+
+    def clipped_sums(
+        self,
+        params: Mapping[str, torch.Tensor],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        generators: Sequence[torch.Generator | None] | None = None,
+    ) -> GradientResult:
+        """Per-client sums of flat-clipped per-example gradients of one batch (no noise).
+
+        ``params``: ``name -> [m, ...]``; ``x``: ``[m, b, *input_shape]``; ``y``: ``[m, b]``;
+        ``mask``: ``[m, b]`` (False for padded slots). Requires ``spec.clip_norm``. Dropout
+        masks come from ``generators`` (one per client; default torch's global RNG).
+        """
+        if self.spec.clip_norm is None:
+            raise ValueError("clip_norm = None: clipped_sums needs a spec with a clip norm")
+        m, b, xf, yf, real = self._batch_inputs(params, x, y, mask)
+        gens = list(generators) if generators is not None else [None] * m
+        params = {n: params[n].to(self.dtype) for n in self.param_names}
+        mask_b = None if mask is None else mask.to(torch.bool)
+        return self._clipped(params, xf, yf, mask_b, real, gens)
+
+    def per_example_gradients(
+        self,
+        params: Mapping[str, torch.Tensor],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        generators: Sequence[torch.Generator | None] | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Materialised per-example gradients ``name -> [m, b, *shape]`` (for checks; slow).
+
+        Computed from the same captured ``(a, delta)`` as training when the fast path applies.
+        """
+        m, b, xf, yf, real = self._batch_inputs(params, x, y, None)
+        gens = list(generators) if generators is not None else [None] * m
+        params = {n: params[n].to(self.dtype) for n in self.param_names}
+        if not self.uses_fast_path:
+            model, loss_fn = self._plain.module, self.loss_fn
+
+            def loss_one(p, xi, yi):
+                out = functional_call(model, p, (xi.unsqueeze(0),))
+                return loss_fn(out, yi.unsqueeze(0)).sum()
+
+            per_grad = vmap(grad(loss_one), in_dims=(None, 0, 0), randomness="different")
+            xs, ys = xf.reshape(m, b, *xf.shape[1:]), yf.reshape(m, b)
+            rows = [per_grad({n: v[j] for n, v in params.items()}, xs[j], ys[j])
+                    for j in range(m)]
+            return {n: torch.stack([r[n] for r in rows]) for n in self.param_names}
+        ctx = self._ctx
+        ctx.begin(m, b, params, capture=True, real=real, generators=gens)
+        try:
+            with torch.enable_grad():
+                out = self._net(xf)
+                losses = self._losses(out, yf, None)
+                records = list(ctx.records)
+                deltas = torch.autograd.grad(losses.sum(), [r.out for r in records])
+            result = {}
+            for rec, delta in zip(records, deltas, strict=True):
+                for name, g in rec.layer.per_example(rec, delta).items():
+                    result[name] = g.reshape(m, b, *g.shape[1:])
+        finally:
+            ctx.end()
+        for name in self.param_names:
+            if name not in result:
+                result[name] = params[name].new_zeros((m, b, *self.param_shapes[name]))
+        return result
+
+
+class _PlainModel:
+    """A private train-mode copy of the model for the torch.func paths (not a submodule)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        import copy
+
+        self.module = copy.deepcopy(model).train()
+
+
+def _gen(device: torch.device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(int(seed))
+
+
+#: Independent noise streams per client on CPU: each fills 1/NOISE_STREAMS of the client's noise
+#: vector, so the (serial) Mersenne Twister draws can run on several cores. A constant, so the
+#: result does not depend on the number of threads.
+NOISE_STREAMS = 4
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _noise_streams(device: torch.device) -> int:
+    return NOISE_STREAMS if device.type == "cpu" else 1
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=NOISE_STREAMS, thread_name_prefix="privfl-noise")
+    return _POOL
+
+
+def _fill_noise(out: torch.Tensor, clients: list[_Client], std: float, secure: bool) -> None:
+    """Row j of ``out`` <- N(0, std^2 I) from client j's noise streams (or os.urandom)."""
+    jobs = [
+        (part, None if secure else gen)
+        for j, client in enumerate(clients)
+        for part, gen in zip(torch.tensor_split(out[j], len(client.noise)), client.noise,
+                             strict=True)
+    ]
+    workers = min(len(jobs), torch.get_num_threads(), NOISE_STREAMS)
+    if out.device.type != "cpu" or workers <= 1:
+        _draw(jobs, std, secure)
+        return
+    futures = [_pool().submit(_draw, jobs[k::workers], std, secure) for k in range(workers)]
+    for future in futures:
+        future.result()
+
+
+def _draw(jobs, std: float, secure: bool) -> None:
+    """Fill each part from its generator (or os.urandom); torch and urandom release the GIL."""
+    for part, gen in jobs:
+        if secure:
+            standard_normal_(part, secure=True).mul_(std)
+        else:
+            part.normal_(0.0, std, generator=gen)

@@ -1,0 +1,156 @@
+"""The privacy card: what a run's privacy numbers mean, printed at the start and end of a run.
+
+A card lists the unit of privacy, the neighbouring relation, how records and clients are
+sampled, the noise and clipping, how many steps are composed, delta and the release/threat
+model, followed by one row per accountant result labelled ``bound`` or ``estimate``
+(design principle 1). :func:`prifedsync_card` builds the rows from a
+:class:`~privfl.fl.algorithms.PriFedSync` (so from the same spec the trainer runs);
+:func:`render_card` prints them with rich; :func:`card_markdown` writes them for report.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from privfl.accounting.results import PrivacyResult
+
+__all__ = ["card_markdown", "format_number", "prifedsync_card", "render_card", "results_rows"]
+
+KIND_STYLE = {"bound": "green", "estimate": "yellow"}
+
+
+def format_number(value: Any) -> str:
+    """Floats with 6 significant digits (``inf`` for infinity), anything else as ``str``."""
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "inf"
+        if math.isnan(value):
+            return "nan"
+        return f"{value:.6g}" if abs(value) < 1e5 else f"{value:.4e}"
+    return str(value)
+
+
+def prifedsync_card(algorithm: Any, rounds: int) -> dict[str, Any]:
+    """Card rows for a :class:`~privfl.fl.algorithms.PriFedSync` after ``rounds`` rounds."""
+    spec = algorithm.spec
+    sizes = algorithm.client_sizes
+    m = algorithm.num_clients
+    n_text = f"{int(sizes[0])}" if sizes.min() == sizes.max() else (
+        f"{int(sizes.min())}..{int(sizes.max())}"
+    )
+    policy = {
+        "redraw": "empty cohorts redrawn",
+        "skip": "empty cohorts skip the round (still counted)",
+    }[algorithm.empty_cohort]
+    clients = (
+        f"Poisson, p = {algorithm.client_rate:g} per round ({policy}); p does not enter "
+        "Theorem 2, which counts every round"
+    )
+    steps = spec.local_steps * rounds
+    if not algorithm.private:
+        why = "no clipping, no noise" if spec.clip_norm is None else "clipping without noise"
+        return {
+            "privacy": f"NONE: non-private baseline ({why}); no guarantee, epsilon = inf",
+            "clients": f"{m} clients, n_j = {n_text} records",
+            "local training": f"K = {spec.local_steps} steps of B = {spec.batch_size} "
+            f"({spec.sampling}), {spec.optimizer} lr {spec.lr:g}",
+            "client sampling": clients,
+            "rounds": rounds,
+        }
+    z = spec.noise_multiplier
+    noise_source = (
+        "os.urandom (cryptographically secure)" if spec.secure_noise
+        else "seeded torch generator (reproducible; NOT cryptographically secure — use "
+        "privacy.secure_noise in production)"
+    )
+    return {
+        "unit": "record (one example of one client); client participation is not hidden",
+        "neighbouring": "replace-one (one record of one client swapped)",
+        "sampling": f"local batches without replacement, B/n_j = {spec.batch_size}/{n_text} "
+        f"(q = {spec.batch_size / float(sizes.min()):.6g}, largest over clients); clients "
+        f"{clients}",
+        "noise": f"Gaussian, paper sigma = {z / 2:g} (noise multiplier z = {z:g}; std "
+        f"z*C = {spec.noise_std:g} on the sum of clipped gradients, divided by B)",
+        "clipping": f"flat L2 per example, C = {spec.clip_norm:g}",
+        "steps": f"K*R = {spec.local_steps}*{rounds} = {steps} per client (every round counts)",
+        "delta": algorithm.delta,
+        "release": "helper models sent to clients: weak = one other client sees its stream; "
+        "strong = all other clients collude (paper's composition, very loose)",
+        "threat model": "untrusted server and clients: only noised models leave a client; "
+        f"noise from {noise_source}",
+        "clients": f"m = {m}",
+    }
+
+
+def results_rows(results: Sequence[PrivacyResult]) -> list[dict[str, Any]]:
+    """One dict per result with the columns shown on cards."""
+    rows = []
+    for r in results:
+        rows.append({
+            "method": r.method,
+            "kind": r.kind,
+            "scope": r.extras.get("scope", ""),
+            "epsilon": r.epsilon,
+            "delta": r.delta,
+            "mu": r.extras.get("mu", ""),
+        })
+    return rows
+
+
+def render_card(
+    console: Console,
+    title: str,
+    rows: Mapping[str, Any],
+    results: Sequence[PrivacyResult],
+    *,
+    footnotes: Sequence[str] = (),
+) -> None:
+    """Print the card's rows and a table of labelled results to ``console``."""
+    card = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)
+    card.add_column(style="bold", no_wrap=True)
+    card.add_column(overflow="fold")
+    for key, value in rows.items():
+        card.add_row(key, format_number(value))
+    console.print(card)
+    if results:
+        table = Table(show_lines=False)
+        for column in ("method", "kind", "scope", "epsilon", "delta", "mu"):
+            table.add_column(column, justify="right" if column in ("epsilon", "delta", "mu")
+                             else "left")
+        for row in results_rows(results):
+            style = KIND_STYLE.get(row["kind"], "")
+            table.add_row(
+                row["method"], f"[{style}]{row['kind']}[/{style}]", row["scope"],
+                format_number(row["epsilon"]), format_number(row["delta"]),
+                format_number(row["mu"]),
+            )
+        console.print(table)
+    notes = list(dict.fromkeys(r.note for r in results if r.note)) + list(footnotes)
+    for note in notes:
+        console.print(f"[dim]• {note}[/dim]")
+
+
+def card_markdown(rows: Mapping[str, Any], results: Sequence[PrivacyResult]) -> str:
+    """The card as Markdown tables (for report.md)."""
+    lines = ["| | |", "|---|---|"]
+    for key, value in rows.items():
+        lines.append(f"| {key} | {format_number(value)} |")
+    if results:
+        lines += ["", "| method | kind | scope | epsilon | delta | mu |",
+                  "|---|---|---|---|---|---|"]
+        for row in results_rows(results):
+            lines.append(
+                f"| {row['method']} | **{row['kind']}** | {row['scope']} | "
+                f"{format_number(row['epsilon'])} | {format_number(row['delta'])} | "
+                f"{format_number(row['mu'])} |"
+            )
+        notes = list(dict.fromkeys(r.note for r in results if r.note))
+        if notes:
+            lines.append("")
+            lines += [f"* {note}" for note in notes]
+    return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""report.md of a run: what ran, the privacy card, final accuracies, plots, how to resume."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from privfl.accounting.results import PrivacyResult
+from privfl.report.card import card_markdown, format_number
+
+__all__ = ["run_report_markdown"]
+
+_STOP_TEXT = {
+    "rounds": "all planned rounds ran",
+    "target": "the target accuracy was reached",
+    "budget": "the next round would have exceeded the privacy budget (it was not run)",
+    "max_rounds": "run.max_rounds rounds ran in this invocation (continue with --resume)",
+    "interrupted": "interrupted (continue with --resume)",
+}
+
+
+def _pct(value: Any) -> str:
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return f"{100 * value:.2f} %"
+    return "n/a"
+
+
+def run_report_markdown(
+    summary: Mapping[str, Any],
+    card: Mapping[str, Any],
+    results: Sequence[PrivacyResult],
+    metrics: Sequence[Mapping[str, Any]],
+    *,
+    setup: Mapping[str, Any],
+) -> str:
+    """The Markdown text of report.md."""
+    final = summary.get("final", {})
+    lines = [
+        f"# privfl run: {summary.get('name', '')}",
+        "",
+        str(summary.get("description", "")).strip(),
+        "",
+        "## What ran",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
+    for key, value in setup.items():
+        lines.append(f"| {key} | {format_number(value)} |")
+    stop = summary.get("stop_reason", "")
+    lines += [
+        "",
+        f"Rounds completed: **{summary.get('rounds_completed')}** of "
+        f"{summary.get('rounds_planned')} planned — {_STOP_TEXT.get(stop, stop)}.",
+        "",
+        "## Results",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| personalised accuracy (mean over clients, spec A10) | "
+        f"{_pct(final.get('personalised_accuracy'))} |",
+        f"| global model accuracy (mean over clients) | {_pct(final.get('global_accuracy'))} |",
+    ]
+    if summary.get("target_accuracy") is not None:
+        reached = summary.get("rounds_to_target")
+        lines.append(
+            f"| first round with {summary.get('target_metric')} accuracy >= "
+            f"{_pct(summary['target_accuracy'])} | {reached if reached else 'not reached'} |"
+        )
+    best = max((m.get("personalised_accuracy", float("nan")) for m in metrics), default=None,
+               key=lambda v: v if isinstance(v, float) and math.isfinite(v) else -1.0)
+    if best is not None:
+        lines.append(f"| best personalised accuracy | {_pct(best)} |")
+    lines += [
+        "",
+        "Accuracies are measured on the clients' own test sets without noise: they are "
+        "monitoring values for the experimenter and are not covered by the privacy guarantee.",
+        "",
+        "![accuracy per round](accuracy.png)",
+        "",
+        f"## Privacy after {summary.get('rounds_completed')} rounds",
+        "",
+        card_markdown(card, results),
+        "",
+        "A **bound** is a rigorous upper bound on epsilon; an **estimate** (the central-limit "
+        "mu of seed 000 Theorem 2) can be below the truth. Report bounds.",
+        "",
+        "![privacy per round](privacy.png)",
+        "",
+        "## Files",
+        "",
+        "`config.yaml` (resolved configuration), `metrics.jsonl` (one JSON line per round), "
+        "`privacy.json` (labelled results, the format of `privfl account --json`), "
+        "`summary.json`, `accuracy.png`, `privacy.png`, `checkpoints/`.",
+        "",
+        f"Continue or extend this run with `privfl run --resume {summary.get('run_dir', 'DIR')}` "
+        "(add `--set federated.rounds=N` to extend it).",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,179 @@
+"""`privfl run` from the command line: errors, --set, --json, the run directory, --resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from privfl.cli.main import app
+
+runner = CliRunner()
+
+TINY = {
+    "name": "cli-tiny",
+    "seed": 11,
+    "data": {"dataset": "synthetic", "synthetic_examples": 200, "test_fraction": 0.25,
+             "partition": "iid", "clients": 3, "test_size": 10},
+    "model": {"name": "logreg"},
+    "training": {"local_steps": 2, "batch_size": 10, "lr": 0.05},
+    "privacy": {"sigma": 0.9, "delta": 1e-5},
+    "federated": {"rounds": 2, "client_rate": 1.0},
+    "run": {"threads": 1},
+}
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    """`privfl run` sets torch's thread count (run.threads); give the session its own back."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def tiny_yaml(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return path
+
+
+def _run(*args):
+    return runner.invoke(app, ["run", *args])
+
+
+def _one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("privfl: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--set", "training.lrr=0.1"], ["training.lrr is not a known key", "local_steps"]),
+        (["--set", "federated.helper=mean"], ["federated.helper = 'mean' is not allowed",
+                                               "'interpolation' or 'identity'"]),
+        (["--set", "federated.client_rate=2"], ["federated.client_rate = 2 is out of range"]),
+        (["--set", "noequals"], ["--set 'noequals' is not valid"]),
+        (["--set", "model.kwargs.depth=5"], ["model.kwargs", "depth = 5 is not allowed"]),
+    ],
+)
+def test_bad_config_exits_2_with_one_line(tmp_path, tiny_yaml, args, fragments):
+    result = _run(str(tiny_yaml), "--out", str(tmp_path / "out"), *args)
+    _one_line_error(result, *fragments)
+    assert not (tmp_path / "out").exists()  # nothing is created for a bad config
+
+
+def test_bad_yaml_and_missing_file_exit_2(tmp_path):
+    _one_line_error(_run(str(tmp_path / "nope.yaml")), "is not a file")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data: {clients: 3\n")
+    _one_line_error(_run(str(bad)), "is not valid YAML")
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("privacy: {sigma: 1.0, epsilon: 3}\n")
+    _one_line_error(_run(str(unknown)), "privacy.epsilon is not a known key")
+
+
+def test_missing_dataset_exits_2(tmp_path, tiny_yaml, monkeypatch):
+    monkeypatch.setenv("PRIVFL_DATA", str(tmp_path / "empty-cache"))
+    result = _run(str(tiny_yaml), "--out", str(tmp_path / "out"), "--set", "data.dataset=cifar10",
+                  "--set", "model.name=seed0-cifar-cnn")
+    _one_line_error(result, "CIFAR-10 is not in", "download_cifar10")
+
+
+def test_json_summary_and_mu_equal_account_fedfdp(tmp_path, tiny_yaml):
+    out = tmp_path / "run"
+    result = _run(str(tiny_yaml), "--out", str(out), "--json", "--no-progress",
+                  "--set", "federated.rounds=3")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)  # stdout holds only the JSON (cards went to stderr)
+    assert summary["rounds_completed"] == 3 and summary["stop_reason"] == "rounds"
+    assert "privacy card" in result.stderr and "bound" in result.stderr
+    assert "estimate" in result.stderr
+    privacy = summary["privacy"]
+    assert {(r["method"], r["kind"], r["scope"]) for r in privacy} == {
+        ("gdp-clt", "estimate", "weak"), ("gdp-clt", "estimate", "strong"),
+        ("pld", "bound", "weak"), ("pld", "bound", "strong")}
+    for entry in privacy:
+        for key in ("epsilon", "delta", "unit", "neighbouring", "sampling", "release", "steps"):
+            assert key in entry
+
+    # the same settings through `privfl account fedfdp`: 3 clients of 150 records
+    account = runner.invoke(app, [
+        "account", "fedfdp", "--records", "50", "--batch-size", "10", "--local-steps", "2",
+        "--rounds", "3", "--sigma", "0.9", "--clients", "3", "--client-rate", "1.0",
+        "--delta", "1e-5", "--json"])
+    assert account.exit_code == 0, account.output
+    expected = {(r["method"], r["scope"]): r for r in json.loads(account.stdout)["results"]}
+    for entry in privacy:
+        reference = expected[(entry["method"], entry["scope"])]
+        assert entry["epsilon"] == pytest.approx(reference["epsilon"], rel=1e-12)
+        assert entry.get("mu") == reference.get("mu")
+        assert entry["steps"] == reference["steps"]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["mu_max"] == expected[("gdp-clt", "weak")]["mu"]
+    # the privacy report on disk is the same list
+    assert json.loads((out / "privacy.json").read_text())["results"] == privacy
+
+
+def test_set_overrides_reach_the_resolved_config(tmp_path, tiny_yaml):
+    out = tmp_path / "run"
+    result = _run(str(tiny_yaml), "--out", str(out), "--no-progress", "--set", "seed=5",
+                  "--set", "federated.rounds=1", "--set", "federated.helper=identity")
+    assert result.exit_code == 0, result.output
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["seed"] == 5 and saved["federated"]["rounds"] == 1
+    assert saved["federated"]["helper"] == "identity"
+    assert saved["training"]["momentum"] == 0.9  # defaults are filled in
+    for name in ("metrics.jsonl", "privacy.json", "summary.json", "report.md", "accuracy.png",
+                 "privacy.png"):
+        assert (out / name).is_file(), name
+    assert (out / "checkpoints" / "round-000001.pt").is_file()
+
+
+def test_resume_from_the_command_line_equals_uninterrupted(tmp_path, tiny_yaml):
+    fast = ["--no-progress", "--set", "privacy.accountants=[gdp-clt]",
+            "--set", "federated.client_rate=0.6"]
+    assert _run(str(tiny_yaml), "--out", str(tmp_path / "full"), *fast).exit_code == 0
+    part = _run(str(tiny_yaml), "--out", str(tmp_path / "part"), *fast,
+                "--set", "run.max_rounds=1")
+    assert part.exit_code == 0 and "--resume" in part.output
+    _one_line_error(_run(str(tiny_yaml), "--resume", str(tmp_path / "part")),
+                    "is not allowed with --resume")
+    _one_line_error(_run("--resume", str(tmp_path / "part"), "--set", "seed=1"),
+                    "--set seed is not allowed with --resume")
+    resumed = _run("--resume", str(tmp_path / "part"), "--no-progress", "--json",
+                   "--set", "run.max_rounds=null")
+    assert resumed.exit_code == 0, resumed.output
+    summary = json.loads(resumed.stdout)
+    assert summary["resumed_from_round"] == 1 and summary["rounds_completed"] == 2
+    a = torch.load(tmp_path / "full" / "checkpoints" / "round-000002.pt", weights_only=True)
+    b = torch.load(tmp_path / "part" / "checkpoints" / "round-000002.pt", weights_only=True)
+    assert torch.equal(a["algorithm"]["local"], b["algorithm"]["local"])
+    assert torch.equal(a["algorithm"]["global_model"], b["algorithm"]["global_model"])
+
+
+def test_existing_out_directory_is_refused(tmp_path, tiny_yaml):
+    args = [str(tiny_yaml), "--out", str(tmp_path / "run"), "--no-progress",
+            "--set", "federated.rounds=1", "--set", "privacy.accountants=[gdp-clt]"]
+    assert _run(*args).exit_code == 0
+    _one_line_error(_run(*args), "already holds a run")
+
+
+@pytest.mark.slow
+def test_demo_end_to_end(tmp_path):
+    """The built-in demo: personalised private models beat the private global model."""
+    result = _run("--out", str(tmp_path / "demo"), "--json", "--no-progress")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    final = summary["final"]
+    assert final["personalised_accuracy"] > final["global_accuracy"] + 0.2
+    assert final["personalised_accuracy"] > 0.75

@@ -1,0 +1,194 @@
+"""``privfl run`` configurations: schema errors name the key, --set overrides, shipped configs."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from privfl.accounting.federated import FederatedSetting
+from privfl.config import (
+    DEMO_CONFIG,
+    ConfigError,
+    apply_overrides,
+    config_from_dict,
+    dump_config,
+    load_config,
+    parse_override,
+)
+from privfl.fl.algorithms.experiment import build_spec
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("training.lrr=1", r"^training.lrr is not a known key: allowed keys in training are "
+                           r"local_steps, batch_size, .*lr, "),
+        ("colour=red", r"^colour is not a known key: allowed keys in the top level are name, "),
+        ("training.optimizer=adamw", r"^training.optimizer = 'adamw' is not allowed: must be "
+                                     r"'sgd', 'momentum' or 'adam'$"),
+        ("federated.client_rate=0", r"^federated.client_rate = 0 is out of range: must be > 0"),
+        ("federated.client_rate=1.5", r"federated.client_rate = 1.5 is out of range: must be <= 1"),
+        ("federated.empty_cohort=wait", r"federated.empty_cohort = 'wait' is not allowed: must be "
+                                        r"'redraw' or 'skip'"),
+        ("federated.helper=attention", r"federated.helper = 'attention' is not allowed"),
+        ("privacy.delta=1", r"privacy.delta = 1 is out of range: must be < 1"),
+        ("training.local_steps=many", r"training.local_steps = 'many' is not valid"),
+        ("model.name=resnet", r"model.name = 'resnet' is not allowed: must be one of "
+                              r"seed0-mnist-cnn, "),
+        ("data.dataset=imagenet", r"data.dataset = 'imagenet' is not allowed: must be 'mnist-5k'"),
+        ("privacy.noise_multiplier=2", r"privacy.sigma and privacy.noise_multiplier: both given"),
+        ("training.sampling=poisson", r"training.sampling = 'poisson' is not allowed with "
+                                      r"privacy.enabled"),
+        ("training.betas=[0.9]", r"training.betas\[1\] is missing"),
+        ("data=3", r"data = 3 is not allowed: must be a mapping"),
+        ("seed.value=1", r"--set seed.value: seed = 0 is a value, not a section"),
+        ("stop.epsilon=-1", r"stop.epsilon = -1 is out of range: must be > 0"),
+    ],
+)
+def test_errors_name_the_key_and_the_allowed_values(override, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(None, [override])
+    assert "\n" not in str(info.value)
+
+
+def test_several_errors_in_one_line():
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({"training": {"lr": -1, "batch": 3}})
+    text = str(info.value)
+    assert "training.lr = -1 is out of range" in text and "training.batch is not a known" in text
+    assert "\n" not in text
+
+
+def test_overrides_with_dotted_keys_and_yaml_values():
+    config = load_config(None, ["federated.rounds=7", "training.lr=1e-3",
+                                "model.kwargs.hidden=[4, 5]",
+                                "stop.target_accuracy=0.9", "privacy.accountants=[pld]",
+                                "description=a b=c"])
+    assert config.federated.rounds == 7 and config.training.lr == 1e-3
+    assert config.model.kwargs == {"hidden": [4, 5]}
+    assert config.stop.target_accuracy == 0.9 and config.privacy.accountants == ["pld"]
+    assert config.description == "a b=c"  # only the first '=' splits
+    assert parse_override("run.threads=null") == ("run.threads", None)
+    raw = apply_overrides({"a": {"b": 1}}, ["a.c.d=2"])
+    assert raw == {"a": {"b": 1, "c": {"d": 2}}}
+
+
+@pytest.mark.parametrize("bad", ["novalue", "=3", "a..b=1"])
+def test_malformed_overrides(bad):
+    with pytest.raises(ConfigError, match=r"--set .* is not valid"):
+        load_config(None, [bad])
+
+
+def test_yaml_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match="is not a file"):
+        load_config(tmp_path / "missing.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("training: {lr: 0.1\n")
+    with pytest.raises(ConfigError, match=r"is not valid YAML \(line"):
+        load_config(broken)
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="must be a mapping of sections"):
+        load_config(listed)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert load_config(empty).name == "run"  # every key has a default
+
+
+def test_resolved_config_round_trips():
+    config = load_config(None, ["training.betas=[0.8, 0.99]"])
+    again = config_from_dict(yaml.safe_load(dump_config(config)))
+    assert again == config
+
+
+def test_noise_conventions():
+    sigma = load_config(None, ["privacy.sigma=0.75"])
+    z = load_config(None, ["privacy.sigma=null", "privacy.noise_multiplier=1.5"])
+    assert build_spec(sigma) == build_spec(z)
+    assert build_spec(sigma).noise_multiplier == 1.5
+    off = load_config(None, ["privacy.enabled=false"])
+    spec = build_spec(off)
+    assert spec.clip_norm is None and spec.noise_multiplier == 0 and not spec.private
+
+
+def test_demo_yaml_equals_the_built_in_demo():
+    assert load_config(CONFIGS / "demo.yaml") == load_config(None)
+    assert yaml.safe_load((CONFIGS / "demo.yaml").read_text()) == DEMO_CONFIG
+
+
+def _paper_configs():
+    return sorted((CONFIGS / "seed0").glob("*.yaml"))
+
+
+def test_every_shipped_config_validates():
+    files = list(CONFIGS.glob("*.yaml")) + _paper_configs()
+    assert len(files) >= 25
+    for path in files:
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("p", "sigma", "rounds", "paper_r", "paper_mu"),
+    [
+        (1, 1.0, 300, 93, 2.71), (1, 0.9, 300, 83, 3.10), (1, 0.75, 300, 64, 3.96),
+        (0.5, 1.0, 300, 194, 3.92), (0.5, 0.9, 300, 176, 4.51), (0.5, 0.75, 300, 127, 5.58),
+        (0.25, 1.0, 500, 386, 5.52), (0.25, 0.9, 600, 325, 6.13), (0.25, 0.75, 600, 245, 7.75),
+    ],
+)
+def test_table1_configs(p, sigma, rounds, paper_r, paper_mu):
+    config = load_config(CONFIGS / "seed0" / f"seed0-fmnist-p{p:g}-sigma{sigma:g}.yaml")
+    assert config.data.dataset == "fashion-mnist" and config.data.clients == 100
+    assert config.data.shards_per_client * config.data.shard_size == 600
+    assert (config.training.batch_size, config.training.local_steps) == (16, 38)
+    assert config.training.optimizer == "adam" and config.training.lr == 0.001
+    assert config.federated.client_rate == p and config.federated.rounds == rounds
+    assert config.federated.alpha == 0.1 and config.federated.helper == "interpolation"
+    spec = build_spec(config)
+    client = spec.client_training(600)
+    assert client.sigma == sigma
+    mu = FederatedSetting((client,) * 100, paper_r, p).mu_max()
+    assert mu == pytest.approx(paper_mu, abs=0.005)  # the paper's Table 1 mu at its R
+
+
+@pytest.mark.parametrize(("sigma", "paper_r", "paper_mu"),
+                         [(1.0, 266, 3.24), (0.9, 229, 3.64), (0.75, 191, 4.84)])
+def test_table2_configs(sigma, paper_r, paper_mu):
+    config = load_config(CONFIGS / "seed0" / f"seed0-fmnist-p0.5-sigma{sigma:g}-b8.yaml")
+    assert (config.training.batch_size, config.training.local_steps) == (8, 76)
+    client = build_spec(config).client_training(600)
+    assert FederatedSetting((client,) * 100, paper_r, 0.5).mu_max() == pytest.approx(
+        paper_mu, abs=0.005)
+
+
+def test_nonprivate_baselines_match_their_private_runs():
+    for path in _paper_configs():
+        if "nonprivate" not in path.name:
+            continue
+        base = load_config(path)
+        assert not base.privacy.enabled
+        twin_name = path.name.replace("nonprivate", "sigma0.75")
+        twin = load_config(path.with_name(twin_name))
+        a, b = copy.deepcopy(base.model_dump()), copy.deepcopy(twin.model_dump())
+        for d in (a, b):
+            d.pop("name"), d.pop("description"), d.pop("privacy")
+        assert a == b, path.name
+
+
+@pytest.mark.parametrize(("p", "sigma", "paper_r", "paper_mu"),
+                         [(1, 1.0, 468, 6.70), (1, 0.75, 321, 9.77), (1, 0.5, 207, 26.81),
+                          (0.5, 1.0, 904, 9.31), (0.5, 0.75, 671, 14.13), (0.5, 0.5, 405, 37.51)])
+def test_table3_cifar_configs(p, sigma, paper_r, paper_mu):
+    config = load_config(CONFIGS / "seed0" / f"seed0-cifar10-p{p:g}-sigma{sigma:g}.yaml")
+    assert config.data.partition == "dirichlet" and config.data.beta == 0.5
+    assert (config.data.train_size, config.data.test_size) == (500, 200)
+    assert (config.training.batch_size, config.training.local_steps) == (16, 32)
+    assert (config.training.lr, config.training.weight_decay) == (0.005, 0.0005)
+    client = build_spec(config).client_training(500)
+    mu = FederatedSetting((client,) * 100, paper_r, p).mu_max()
+    assert math.isclose(mu, paper_mu, abs_tol=0.005)

@@ -1,0 +1,139 @@
+"""Privacy cards, plots, run-directory files and report.md."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from rich.console import Console
+
+from privfl.data import federate_iid, synthetic_dataset
+from privfl.fl import LocalTrainingSpec
+from privfl.fl.algorithms import PriFedSync
+from privfl.models import build_model
+from privfl.report import (
+    RunDirectory,
+    card_markdown,
+    json_safe,
+    plot_accuracy,
+    plot_privacy,
+    prifedsync_card,
+    render_card,
+    run_report_markdown,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _algorithm(spec, **kwargs):
+    full = synthetic_dataset(120, 3, (1, 2, 2), seed=0)
+    train, test = full.split(0.25, seed=0)
+    data = federate_iid(train, test, num_clients=3, size=30, test_size=5, seed=0)
+    torch.manual_seed(0)
+    model = build_model("logreg", input_shape=(1, 2, 2), num_classes=3)
+    return PriFedSync(model, spec, data, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def private_algorithm():
+    spec = LocalTrainingSpec(local_steps=4, batch_size=6, clip_norm=1.5, noise_multiplier=1.8)
+    return _algorithm(spec, client_rate=0.5, empty_cohort="skip", delta=1e-6)
+
+
+def test_private_card_names_every_label(private_algorithm):
+    card = prifedsync_card(private_algorithm, rounds=10)
+    for key in ("unit", "neighbouring", "sampling", "noise", "clipping", "steps", "delta",
+                "release", "threat model"):
+        assert key in card, key
+    assert card["unit"].startswith("record")
+    assert card["neighbouring"].startswith("replace-one")
+    assert "without replacement" in card["sampling"] and "6/30" in card["sampling"]
+    assert "Poisson, p = 0.5" in card["sampling"] and "skip" in card["sampling"]
+    assert "paper sigma = 0.9" in card["noise"] and "z = 1.8" in card["noise"]
+    assert "C = 1.5" in card["clipping"]
+    assert "4*10 = 40" in card["steps"]
+    assert card["delta"] == 1e-6
+    assert "NOT cryptographically secure" in card["threat model"]
+
+
+def test_rendered_card_labels_bound_and_estimate(private_algorithm):
+    console = Console(record=True, width=160)
+    results = private_algorithm.privacy(10)
+    render_card(console, "privacy card", prifedsync_card(private_algorithm, 10), results)
+    text = console.export_text()
+    for word in ("bound", "estimate", "gdp-clt", "pld", "weak", "strong", "replace-one",
+                 "record", "1e-06"):
+        assert word in text, word
+    weak_mu = next(r.extras["mu"] for r in results
+                   if r.method == "gdp-clt" and r.extras["scope"] == "weak")
+    assert f"{weak_mu:.6g}" in text
+    markdown = card_markdown(prifedsync_card(private_algorithm, 10), results)
+    assert "| pld | **bound** | weak |" in markdown
+    assert "| gdp-clt | **estimate** | weak |" in markdown
+
+
+def test_non_private_card_says_so():
+    spec = LocalTrainingSpec(local_steps=2, batch_size=6, clip_norm=None)
+    algorithm = _algorithm(spec)
+    card = prifedsync_card(algorithm, 3)
+    assert card["privacy"].startswith("NONE") and "no guarantee" in card["privacy"]
+    console = Console(record=True, width=160)
+    render_card(console, "card", card, [])
+    assert "NONE" in console.export_text()
+
+
+def test_secure_noise_is_stated():
+    spec = LocalTrainingSpec(local_steps=2, batch_size=6, clip_norm=1.0, noise_multiplier=2.0,
+                             secure_noise=True)
+    assert "os.urandom" in prifedsync_card(_algorithm(spec), 1)["threat model"]
+
+
+def _rows(n):
+    return [{"round": r, "personalised_accuracy": 0.5 + 0.01 * r, "global_accuracy": 0.3,
+             "personalised_accuracy_cohort": math.nan, "mu_max": 0.1 * r,
+             "epsilon_pld": 0.5 * r, "epsilon_gdp_clt": 0.4 * r} for r in range(1, n + 1)]
+
+
+def test_plots_are_png(tmp_path):
+    assert plot_accuracy(_rows(5), tmp_path / "a.png", target=0.9).read_bytes()[:8] == PNG
+    assert plot_privacy(_rows(5), tmp_path / "p.png", delta=1e-5).read_bytes()[:8] == PNG
+    # empty and non-private runs still give a figure
+    assert plot_accuracy([], tmp_path / "e.png").read_bytes()[:8] == PNG
+    rows = [{"round": 1, "personalised_accuracy": 0.2, "global_accuracy": 0.1}]
+    assert plot_privacy(rows, tmp_path / "n.png").read_bytes()[:8] == PNG
+
+
+def test_run_directory_checkpoints_and_metrics(tmp_path):
+    directory = RunDirectory(tmp_path / "run")
+    directory.create()
+    with pytest.raises(ValueError, match="already holds a run"):
+        (directory.config.write_text("x"), directory.create())
+    for r in (1, 2, 3, 10):
+        directory.checkpoint(r).write_bytes(b"x")
+    (directory.checkpoints / "notes.txt").write_text("ignored")
+    assert [r for r, _ in directory.list_checkpoints()] == [1, 2, 3, 10]
+    directory.prune_checkpoints(2)
+    assert [r for r, _ in directory.list_checkpoints()] == [3, 10]
+    directory.write_metrics([{"round": 1, "x": math.inf}])
+    directory.append_metrics({"round": 2, "x": np.float64(0.5)})
+    assert directory.read_metrics() == [{"round": 1, "x": "inf"}, {"round": 2, "x": 0.5}]
+
+
+def test_json_safe():
+    assert json_safe({"a": (1.0, math.nan, -math.inf), "b": np.int64(3)}) == {
+        "a": [1.0, "nan", "-inf"], "b": 3}
+
+
+def test_report_markdown(private_algorithm):
+    results = private_algorithm.privacy(5)
+    summary = {"name": "t", "rounds_completed": 5, "rounds_planned": 9, "stop_reason": "budget",
+               "final": {"personalised_accuracy": 0.81, "global_accuracy": 0.42},
+               "target_accuracy": 0.8, "target_metric": "personalised", "rounds_to_target": 4,
+               "run_dir": "runs/t"}
+    text = run_report_markdown(summary, prifedsync_card(private_algorithm, 5), results,
+                               _rows(5), setup={"dataset": "synthetic"})
+    assert "81.00 %" in text and "42.00 %" in text
+    assert "privacy budget" in text and "accuracy.png" in text and "privacy.png" in text
+    assert "--resume runs/t" in text and "**bound**" in text and "**estimate**" in text
