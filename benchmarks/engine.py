@@ -18,6 +18,7 @@ peak memory of
   default, the single-tensor implementation; mean loss);
 * ``plain-loop-fused`` — the same with ``torch.optim.Adam(fused=True)``, the fused kernel privfl
   uses, to show how much of the difference is the optimizer;
+* ``privfl-dp-secure`` (only with ``--methods``) — privfl-dp with ``secure_noise=True``;
 
 then the ratios privfl-dp / opacus (target >= 4) and plain-loop / privfl-dp (target <= 1.5).
 
@@ -51,6 +52,8 @@ METHODS = (
     "plain-loop",
     "plain-loop-fused",
 )
+#: not run by default: privfl-dp with noise from os.urandom (secure_noise=True)
+OPTIONAL = ("privfl-dp-secure",)
 RECORDS = 600
 CLIP, NOISE, LR = 1.0, 2.0, 1e-3
 
@@ -100,6 +103,7 @@ class Method:
             spec = LocalTrainingSpec(
                 local_steps=steps, batch_size=batch, clip_norm=CLIP if private else None,
                 noise_multiplier=NOISE if private else 0.0, optimizer="adam", lr=LR,
+                secure_noise="secure" in name,
             )
             layout = name[name.index("[") + 1 : -1] if "[" in name else "auto"
             self.trainer = CohortTrainer(model, spec, layout=layout)
@@ -132,12 +136,16 @@ class Method:
         if self.name.startswith("privfl"):
             from privfl.fl import put_rows, take_rows
 
-            params, states, stats = self.trainer.train(
-                take_rows(self.params, clients), [self.data[j] for j in clients],
-                take_rows(self.states, clients), self.gen,
-            )
-            put_rows(self.params, clients, params)
-            put_rows(self.states, clients, states)
+            if clients == list(range(len(self.data))):  # the whole cohort: no row copies
+                self.params, self.states, stats = self.trainer.train(
+                    self.params, self.data, self.states, self.gen)
+            else:
+                params, states, stats = self.trainer.train(
+                    take_rows(self.params, clients), [self.data[j] for j in clients],
+                    take_rows(self.states, clients), self.gen,
+                )
+                put_rows(self.params, clients, params)
+                put_rows(self.states, clients, states)
             self.info["chunk_size"] = max(self.info.get("chunk_size", 0), stats.chunk_size)
         else:
             with warnings.catch_warnings():
@@ -190,7 +198,7 @@ def main(argv=None) -> None:
     parser.add_argument("--memory-steps", type=int, default=2,
                         help="local steps in the memory runs (0: skip the memory runs)")
     parser.add_argument("--methods", default=",".join(METHODS),
-                        help=f"comma-separated subset of {', '.join(METHODS)}")
+                        help=f"comma-separated subset of {', '.join(METHODS + OPTIONAL)}")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     for name in ("clients", "steps", "batch_size", "repeats", "slice", "threads"):
@@ -206,9 +214,10 @@ def main(argv=None) -> None:
         print("RESULT " + json.dumps(result))
         return
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = [m for m in names if m not in METHODS]
+    unknown = [m for m in names if m not in METHODS + OPTIONAL]
     if unknown:
-        parser.error(f"--methods: unknown {unknown}; choose from {', '.join(METHODS)}")
+        parser.error(f"--methods: unknown {unknown}; choose from "
+                     f"{', '.join(METHODS + OPTIONAL)}")
     if "opacus-loop" in names:
         try:
             import opacus  # noqa: F401

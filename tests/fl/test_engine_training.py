@@ -85,6 +85,7 @@ def test_clipped_sum_divided_by_b_in_training():
                                    atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.slow  # ~2 min on 2 cores; run with `make test-slow`
 def test_realised_batch_sizes_follow_the_scheme():
     model = TinyCNN()
     m, n, k, b = 30, 40, 20, 5

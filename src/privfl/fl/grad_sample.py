@@ -130,6 +130,7 @@ def conv2d_per_example_grads(
     if n == 0:
         return a.new_zeros((0, o, c, kh, kw))
     if method == "grouped":
+        a, delta = a.contiguous(), delta.contiguous()  # examples as groups need NCHW
         weight = a.new_empty((n * o, c, kh, kw))
         grad = torch.ops.aten.convolution_backward(
             delta.reshape(1, n * o, *delta.shape[2:]),

@@ -15,8 +15,10 @@ How the per-example work is done (one forward and one backward per step and chun
    materialised per-example conv gradients (cheaper than Gram matrices for the papers' CNNs);
 4. clip factors ``c_i = min(1, C / ||g_i||)`` (0 for padded slots);
 5. clipped sums ``(c * delta)^T a`` per client (``bmm``) and weighted sums of the materialised
-   conv gradients; noise ``N(0, (zC)^2)`` from the client's own noise stream; divide by B;
-6. the optimizer (SGD / momentum / Adam, per-client state) on flat ``[m, d]`` rows.
+   conv gradients; noise ``N(0, (zC)^2)`` from the client's own noise streams (drawn by worker
+   threads on CPU while steps 1-5 run); divide by the fixed B;
+6. the optimizer (SGD / momentum / Adam, per-client state; fused PyTorch kernels) on flat
+   ``[m, d]`` rows.
 
 Layouts: ``"looped"`` runs one client at a time (client-outer, step-inner: its parameters and
 optimizer state stay in cache across its K steps); ``"batched"`` runs a chunk of clients per
@@ -433,16 +435,27 @@ class CohortTrainer:
         for t in range(spec.local_steps):
             index, mask, real = self._sample(clients, x_all.device)
             acc["batch"][lo : lo + m, t] = torch.tensor(real)
-            if std > 0:
-                _fill_noise(grad_flat, clients, std, spec.secure_noise)
-            elif index.shape[1] == 0:
-                grad_flat.zero_()
-            if index.shape[1] > 0:
-                x = x_all[index.flatten()]
-                y = y_all[index.flatten()]
-                with self._rng_guard(clients[0], x_all.device):
-                    self._accumulate(params, x, y, mask, real, clients, grads, acc, lo, inv_b,
-                                     overwrite=std == 0)
+            # the noise is drawn (on CPU: by worker threads) while the gradients are computed
+            wait = _fill_noise(grad_flat, clients, std, spec.secure_noise) if std > 0 else None
+            sums = None
+            try:
+                if index.shape[1] > 0:
+                    x = x_all[index.flatten()]
+                    y = y_all[index.flatten()]
+                    with self._rng_guard(clients[0], x_all.device):
+                        sums = self._accumulate(params, x, y, mask, real, clients, acc, lo)
+            finally:  # never leave a noise job running (also when the step raised)
+                if wait is not None:
+                    wait()
+            if sums is None:
+                if wait is None:
+                    grad_flat.zero_()
+            elif wait is None:
+                for name, value in sums.items():
+                    torch.mul(value, inv_b, out=grads[name])
+            else:
+                for name, value in sums.items():
+                    grads[name].add_(value, alpha=inv_b)
             self.optimizer.step_(flat, grad_flat, states, lr)
 
     def _sample(self, clients, device):
@@ -487,11 +500,8 @@ class CohortTrainer:
                 torch.default_generator.manual_seed(seed)
                 yield
 
-    def _accumulate(
-        self, params, x, y, mask, real, clients, grads, acc, lo, scale, *, overwrite
-    ) -> None:
-        """Add ``scale`` x the (clipped) gradient sums of one step to ``grads`` (or write them,
-        ``overwrite``) and update the stats."""
+    def _accumulate(self, params, x, y, mask, real, clients, acc, lo) -> dict[str, torch.Tensor]:
+        """The (clipped) per-client gradient sums of one step; updates the stats."""
         spec = self.spec
         m = len(clients)
         b = x.shape[0] // m
@@ -502,11 +512,6 @@ class CohortTrainer:
         else:
             result = self._clipped(params, x, y, mask, real, gens)
             sums, losses, norms = result.sums, result.losses, result.norms
-        for name, value in sums.items():
-            if overwrite:
-                torch.mul(value, scale, out=grads[name])
-            else:
-                grads[name].add_(value, alpha=scale)
         with torch.no_grad():  # norms and losses are 0 in padded slots
             loss = losses.detach().reshape(m, b).sum(1)
             if norms is None:
@@ -514,6 +519,7 @@ class CohortTrainer:
             else:
                 clipped = (norms > spec.clip_norm).sum(1).to(loss.dtype)
                 acc["sums"][lo : lo + m] += torch.stack((loss, clipped, norms.sum(1)), 1)
+        return sums
 
     # ------------------------------------------------------------------ gradient kernels
     def _plain_sums(self, params, x, y, mask, real, gens):
@@ -756,21 +762,30 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
-def _fill_noise(out: torch.Tensor, clients: list[_Client], std: float, secure: bool) -> None:
-    """Row j of ``out`` <- N(0, std^2 I) from client j's noise streams (or os.urandom)."""
+def _fill_noise(out: torch.Tensor, clients: list[_Client], std: float, secure: bool):
+    """Start filling row j of ``out`` with N(0, std^2 I) from client j's noise streams (or
+    os.urandom); returns a function that waits until it is done."""
     jobs = [
         (part, None if secure else gen)
         for j, client in enumerate(clients)
         for part, gen in zip(torch.tensor_split(out[j], len(client.noise)), client.noise,
                              strict=True)
     ]
+    if out.device.type != "cpu":
+        _draw(jobs, std, secure)  # asynchronous CUDA kernels already
+        return _done
     workers = min(len(jobs), torch.get_num_threads(), NOISE_STREAMS)
-    if out.device.type != "cpu" or workers <= 1:
-        _draw(jobs, std, secure)
-        return
     futures = [_pool().submit(_draw, jobs[k::workers], std, secure) for k in range(workers)]
-    for future in futures:
-        future.result()
+
+    def wait() -> None:
+        for future in futures:
+            future.result()
+
+    return wait
+
+
+def _done() -> None:
+    return None
 
 
 def _draw(jobs, std: float, secure: bool) -> None:
