@@ -193,7 +193,8 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=38, help="local steps per client (K)")
     parser.add_argument("--batch-size", type=int, default=16, help="batch size B")
     parser.add_argument("--repeats", type=int, default=1, help="rounds per method (timing)")
-    parser.add_argument("--slice", type=int, default=10, help="clients per turn (timing)")
+    parser.add_argument("--slice", type=int, default=2,
+                        help="clients per turn in the timing phase (also the batched chunk)")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     parser.add_argument("--memory-steps", type=int, default=2,
                         help="local steps in the memory runs (0: skip the memory runs)")
