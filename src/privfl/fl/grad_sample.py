@@ -106,6 +106,14 @@ def _unfold(a: torch.Tensor, kernel_size, stride, padding, dilation) -> torch.Te
                     stride=_pair(stride))
 
 
+def _conv_weight_grad(delta, a, weight_shape, stride, padding, dilation, groups=1):
+    """Weight gradient of ``conv2d(a, W)`` for output gradient ``delta`` (one aten call)."""
+    return torch.ops.aten.convolution_backward(
+        delta, a, a.new_empty(weight_shape), None, list(_pair(stride)), list(_pair(padding)),
+        list(_pair(dilation)), False, [0, 0], groups, [False, True, False],
+    )[1]
+
+
 def conv2d_per_example_grads(
     a: torch.Tensor,
     delta: torch.Tensor,
@@ -131,20 +139,10 @@ def conv2d_per_example_grads(
         return a.new_zeros((0, o, c, kh, kw))
     if method == "grouped":
         a, delta = a.contiguous(), delta.contiguous()  # examples as groups need NCHW
-        weight = a.new_empty((n * o, c, kh, kw))
-        grad = torch.ops.aten.convolution_backward(
-            delta.reshape(1, n * o, *delta.shape[2:]),
-            a.reshape(1, n * c, h, w),
-            weight,
-            None,
-            list(_pair(stride)),
-            list(_pair(padding)),
-            list(_pair(dilation)),
-            False,
-            [0, 0],
-            n,
-            [False, True, False],
-        )[1]
+        grad = _conv_weight_grad(
+            delta.reshape(1, n * o, *delta.shape[2:]), a.reshape(1, n * c, h, w),
+            (n * o, c, kh, kw), stride, padding, dilation, groups=n,
+        )
         return grad.view(n, o, c, kh, kw)
     if method != "unfold":
         raise ValueError(
@@ -188,14 +186,8 @@ def conv2d_weighted_sum(
     m, b = weights.shape
     kh, kw = _pair(kernel_size)
     c, o = a.shape[2], delta.shape[2]
-    weight = a.new_empty((o, c, kh, kw))
     out = []
     for j in range(m):
         scaled = delta[j] * weights[j].to(delta.dtype).view(b, 1, 1, 1)
-        out.append(
-            torch.ops.aten.convolution_backward(
-                scaled, a[j], weight, None, list(_pair(stride)), list(_pair(padding)),
-                list(_pair(dilation)), False, [0, 0], 1, [False, True, False],
-            )[1]
-        )
+        out.append(_conv_weight_grad(scaled, a[j], (o, c, kh, kw), stride, padding, dilation))
     return torch.stack(out)

@@ -574,31 +574,45 @@ class CohortTrainer:
                 self._net = self._ctx = self._layers = None
         return self._clipped_vmap(params, x, y, mask, real, gens)
 
-    def _clipped_layers(self, params, x, y, mask, real, gens) -> GradientResult:
+    @contextlib.contextmanager
+    def _output_grads(self, params, x, y, mask, real, gens):
+        """Forward through the captured net; yield ``(losses, records, deltas)`` with
+        ``deltas`` the per-example gradients of the summed loss w.r.t. each layer's output."""
         ctx, m = self._ctx, len(real)
-        b = x.shape[0] // m
-        ctx.begin(m, b, params, capture=True, real=real, generators=gens)
+        ctx.begin(m, x.shape[0] // m, params, capture=True, real=real, generators=gens)
         try:
             with torch.enable_grad():
-                out = self._net(x)
-                losses = self._losses(out, y, mask)
+                losses = self._losses(self._net(x), y, mask)
                 records = list(ctx.records)
                 deltas = torch.autograd.grad(losses.sum(), [r.out for r in records],
                                              allow_unused=True)
+            yield losses, records, [torch.zeros_like(r.out) if d is None else d
+                                    for r, d in zip(records, deltas, strict=True)]
+        finally:
+            ctx.end()
+
+    def _per_example_grad_fn(self):
+        """``vmap(grad(loss of one example))`` over the examples of one client (torch.func)."""
+        model, loss_fn = self._plain.module, self.loss_fn
+
+        def loss_one(p, xi, yi):
+            return loss_fn(functional_call(model, p, (xi.unsqueeze(0),)), yi.unsqueeze(0)).sum()
+
+        return vmap(grad(loss_one), in_dims=(None, 0, 0), randomness="different")
+
+    def _clipped_layers(self, params, x, y, mask, real, gens) -> GradientResult:
+        m = len(real)
+        b = x.shape[0] // m
+        with self._output_grads(params, x, y, mask, real, gens) as (losses, records, deltas):
             sq = None
             for rec, delta in zip(records, deltas, strict=True):
-                if delta is None:
-                    delta = torch.zeros_like(rec.out)
-                rec.cache["delta"] = delta
                 layer_sq = rec.layer.sq_norms(rec, delta)
                 sq = layer_sq if sq is None else sq + layer_sq
             norms = sq.sqrt().reshape(m, b) if sq is not None else x.new_zeros(m, b)
             factors = clip_factors(norms, self.spec.clip_norm, mask)
             sums = {}
-            for rec in records:
-                sums.update(rec.layer.weighted_sums(rec, rec.cache["delta"], factors))
-        finally:
-            ctx.end()
+            for rec, delta in zip(records, deltas, strict=True):
+                sums.update(rec.layer.weighted_sums(rec, delta, factors))
         for name in self.param_names:  # layers not reached by this forward contribute 0
             if name not in sums:
                 sums[name] = torch.zeros_like(params[name])
@@ -610,12 +624,7 @@ class CohortTrainer:
         m = len(real)
         b = x.shape[0] // m
         model = self._plain.module
-        loss_fn = self.loss_fn
-
-        def loss_one(p, xi, yi):
-            return loss_fn(functional_call(model, p, (xi.unsqueeze(0),)), yi.unsqueeze(0)).sum()
-
-        per_grad = vmap(grad(loss_one), in_dims=(None, 0, 0), randomness="different")
+        per_grad = self._per_example_grad_fn()
         xs, ys = x.reshape(m, b, *x.shape[1:]), y.reshape(m, b)
         sums, norms, factors, losses = {n: [] for n in self.param_names}, [], [], []
         for j in range(m):
@@ -700,31 +709,16 @@ class CohortTrainer:
         gens = list(generators) if generators is not None else [None] * m
         params = {n: params[n].to(self.dtype) for n in self.param_names}
         if not self.uses_fast_path:
-            model, loss_fn = self._plain.module, self.loss_fn
-
-            def loss_one(p, xi, yi):
-                out = functional_call(model, p, (xi.unsqueeze(0),))
-                return loss_fn(out, yi.unsqueeze(0)).sum()
-
-            per_grad = vmap(grad(loss_one), in_dims=(None, 0, 0), randomness="different")
+            per_grad = self._per_example_grad_fn()
             xs, ys = xf.reshape(m, b, *xf.shape[1:]), yf.reshape(m, b)
             rows = [per_grad({n: v[j] for n, v in params.items()}, xs[j], ys[j])
                     for j in range(m)]
             return {n: torch.stack([r[n] for r in rows]) for n in self.param_names}
-        ctx = self._ctx
-        ctx.begin(m, b, params, capture=True, real=real, generators=gens)
-        try:
-            with torch.enable_grad():
-                out = self._net(xf)
-                losses = self._losses(out, yf, None)
-                records = list(ctx.records)
-                deltas = torch.autograd.grad(losses.sum(), [r.out for r in records])
-            result = {}
+        result = {}
+        with self._output_grads(params, xf, yf, None, real, gens) as (_, records, deltas):
             for rec, delta in zip(records, deltas, strict=True):
                 for name, g in rec.layer.per_example(rec, delta).items():
                     result[name] = g.reshape(m, b, *g.shape[1:])
-        finally:
-            ctx.end()
         for name in self.param_names:
             if name not in result:
                 result[name] = params[name].new_zeros((m, b, *self.param_shapes[name]))
