@@ -79,7 +79,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -1262,27 +1262,29 @@ def gaussian_pair(sensitivity: float = 1.0, std: float = 1.0) -> AdversarialPair
     Every pair of inputs whose outputs' means differ by at most ``sensitivity`` (L2) is dominated
     by this pair, so its delta(epsilon) is the mechanism's (Balle & Wang 2018).
     """
-    sensitivity = check_positive("sensitivity", sensitivity)
-    std = check_positive("std", std)
-    return AdversarialPair(
-        gaussian(sensitivity, std),
-        gaussian(0.0, std),
-        "gaussian mechanism",
-        {"sensitivity": sensitivity, "std": std},
-        ("P||Q", "Q||P"),
-        worst_case=True,
-    )
+    return _shift_pair(gaussian, "gaussian mechanism", sensitivity, "std", std)
 
 
 def laplace_pair(sensitivity: float = 1.0, scale: float = 1.0) -> AdversarialPair:
     """Laplace mechanism in 1-D: ``Laplace(sensitivity, scale)`` vs ``Laplace(0, scale)``."""
+    return _shift_pair(laplace, "laplace mechanism", sensitivity, "scale", scale)
+
+
+def _shift_pair(
+    law: Callable[[float, float], MixtureLaw],
+    name: str,
+    sensitivity: object,
+    width_name: str,
+    width: object,
+) -> AdversarialPair:
+    """Worst-case pair ``law(sensitivity, width)`` vs ``law(0, width)`` of a 1-D mechanism."""
     sensitivity = check_positive("sensitivity", sensitivity)
-    scale = check_positive("scale", scale)
+    width = check_positive(width_name, width)
     return AdversarialPair(
-        laplace(sensitivity, scale),
-        laplace(0.0, scale),
-        "laplace mechanism",
-        {"sensitivity": sensitivity, "scale": scale},
+        law(sensitivity, width),
+        law(0.0, width),
+        name,
+        {"sensitivity": sensitivity, width_name: width},
         ("P||Q", "Q||P"),
         worst_case=True,
     )

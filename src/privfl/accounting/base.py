@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 from privfl._validation import check_delta, check_epsilon
-from privfl.accounting.events import PrivacyEvent, UnsupportedEventError
+from privfl.accounting.events import (
+    Neighbouring,
+    NoisyStep,
+    PrivacyEvent,
+    UnsupportedEventError,
+)
 from privfl.accounting.results import Kind, PrivacyResult
 
 
@@ -22,6 +28,20 @@ class Accountant(ABC):
     @abstractmethod
     def unsupported_reason(self, event: PrivacyEvent) -> str | None:
         """``None`` if the event can be accounted, else a sentence naming what is unsupported."""
+
+    @staticmethod
+    def _first_step_reason(
+        event: PrivacyEvent, step_reason: Callable[[NoisyStep, Neighbouring], str | None]
+    ) -> str | None:
+        """The first ``step_reason(step, event.neighbouring)`` that is not ``None`` over the
+        event's steps (groups with ``count = 0`` are skipped), else ``None``."""
+        for step, count in event.steps:
+            if count == 0:
+                continue
+            reason = step_reason(step, event.neighbouring)
+            if reason is not None:
+                return reason
+        return None
 
     def supports(self, event: PrivacyEvent) -> bool:
         return self.unsupported_reason(event) is None

@@ -201,6 +201,25 @@ def _check_direction(direction: object, scheme: str) -> str:
     return direction
 
 
+def _check_query(
+    scheme: object,
+    name: str,
+    value: object,
+    client_rate: object,
+    record_rate: object,
+    records: object,
+    noise: object,
+    clip: object,
+    direction: object,
+) -> tuple[str, float, _Setting, str]:
+    """Checked ``(scheme, value, setting, direction)`` of a per-iteration query, in that order;
+    ``name`` says whether ``value`` is an ``"epsilon"`` or a ``"delta"``."""
+    scheme = _check_scheme(scheme)
+    value = (check_epsilon if name == "epsilon" else check_delta)(name, value)
+    s = _setting(client_rate, record_rate, records, noise, clip)
+    return scheme, value, s, _check_direction(direction, scheme)
+
+
 # --------------------------------------------------------------------------------------------
 # Amplification maps and the paper's constants
 # --------------------------------------------------------------------------------------------
@@ -685,10 +704,9 @@ def participation_delta(
     direction : ``"max"`` (default, both directions), ``"forward"`` (with x' || without x', the
         paper's) or ``"reverse"``. Theorem 4.1 is forward only (``"max"`` means forward there).
     """
-    scheme = _check_scheme(scheme)
-    eps = check_epsilon("epsilon", epsilon)
-    s = _setting(client_rate, record_rate, records, noise, clip)
-    direction = _check_direction(direction, scheme)
+    scheme, eps, s, direction = _check_query(
+        scheme, "epsilon", epsilon, client_rate, record_rate, records, noise, clip, direction
+    )
     return math.exp(_log_delta(scheme, eps, s, direction))
 
 
@@ -745,10 +763,9 @@ def participation_epsilon(
 ) -> float:
     """Per-iteration epsilon of ``scheme`` at ``delta``: the smallest epsilon found (Brent on
     ``log delta(eps)``) whose delta is <= ``delta``; ``inf`` if none below 2^20."""
-    scheme = _check_scheme(scheme)
-    delta = check_delta("delta", delta)
-    s = _setting(client_rate, record_rate, records, noise, clip)
-    direction = _check_direction(direction, scheme)
+    scheme, delta, s, direction = _check_query(
+        scheme, "delta", delta, client_rate, record_rate, records, noise, clip, direction
+    )
     return _epsilon_for(lambda e: _log_delta(scheme, e, s, direction), delta)
 
 
@@ -1005,6 +1022,20 @@ def _composed_wcs(
     return epsilon, min(max(dlt, 0.0), 1.0), {"discretization": options.discretization}
 
 
+def _setting_extras(scheme: str, s: _Setting, sigma: float, clip: float, server: str) -> dict:
+    """The setting part of a result's ``extras`` (shared by per-iteration and composed)."""
+    return {
+        "client_rate": s.p,
+        "record_rate": s.q,
+        "records": s.d,
+        "noise": sigma,
+        "clip": clip,
+        "noise_multiplier": s.z,
+        "server": server,
+        "random_participation": _RELATION[scheme],
+    }
+
+
 def _composed_results(
     scheme: str,
     accountants: Sequence[str],
@@ -1020,14 +1051,7 @@ def _composed_results(
     common = {
         "scheme": scheme,
         "iterations": steps,
-        "client_rate": s.p,
-        "record_rate": s.q,
-        "records": s.d,
-        "noise": sigma,
-        "clip": clip,
-        "noise_multiplier": s.z,
-        "server": server,
-        "random_participation": _RELATION[scheme],
+        **_setting_extras(scheme, s, sigma, clip, server),
     }
     results = []
     if scheme in ("cs", "ols"):
@@ -1116,14 +1140,7 @@ def _per_iteration_result(
 ) -> PrivacyResult:
     extras: dict = {
         "scheme": scheme,
-        "client_rate": s.p,
-        "record_rate": s.q,
-        "records": s.d,
-        "noise": sigma,
-        "clip": clip,
-        "noise_multiplier": s.z,
-        "server": server,
-        "random_participation": _RELATION[scheme],
+        **_setting_extras(scheme, s, sigma, clip, server),
         "direction": "forward only (as stated)" if scheme == "theorem-4.1" else "max of both",
     }
     if delta is not None:

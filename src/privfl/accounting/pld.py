@@ -748,13 +748,7 @@ class PldAccountant(Accountant):
         )
 
     def unsupported_reason(self, event: PrivacyEvent) -> str | None:
-        for step, count in event.steps:
-            if count == 0:
-                continue
-            reason = _unsupported_step(step, event.neighbouring)
-            if reason is not None:
-                return reason
-        return None
+        return self._first_step_reason(event, _unsupported_step)
 
     # -- building the composed PLD ----------------------------------------------------------
 

@@ -1079,13 +1079,7 @@ class RdpAccountant(Accountant):
         self.conversion = check_choice("conversion", conversion, CONVERSIONS)
 
     def unsupported_reason(self, event: PrivacyEvent) -> str | None:
-        for step, count in event.steps:
-            if count == 0:
-                continue
-            reason = _unsupported_step(step, event.neighbouring)
-            if reason is not None:
-                return reason
-        return None
+        return self._first_step_reason(event, _unsupported_step)
 
     def rdp_curve(self, event: PrivacyEvent) -> np.ndarray:
         """Total RDP of the event at ``self.orders`` (a new, writable array)."""
@@ -1104,9 +1098,10 @@ class RdpAccountant(Accountant):
             )
         return ""
 
-    def _epsilon(self, event: PrivacyEvent, delta: float) -> PrivacyResult:
-        curve = self.rdp_curve(event)
-        epsilon, order = epsilon_from_rdp(self.orders, curve, delta, self.conversion)
+    def _result(
+        self, event: PrivacyEvent, epsilon: float, delta: float, order: float
+    ) -> PrivacyResult:
+        """The labelled result of a conversion whose optimal order is ``order``."""
         return PrivacyResult.for_event(
             event,
             method=self.name,
@@ -1118,16 +1113,12 @@ class RdpAccountant(Accountant):
             conversion=self.conversion,
         )
 
+    def _epsilon(self, event: PrivacyEvent, delta: float) -> PrivacyResult:
+        curve = self.rdp_curve(event)
+        epsilon, order = epsilon_from_rdp(self.orders, curve, delta, self.conversion)
+        return self._result(event, epsilon, delta, order)
+
     def _delta(self, event: PrivacyEvent, epsilon: float) -> PrivacyResult:
         curve = self.rdp_curve(event)
         delta, order = delta_from_rdp(self.orders, curve, epsilon, self.conversion)
-        return PrivacyResult.for_event(
-            event,
-            method=self.name,
-            kind=self.kind,
-            epsilon=epsilon,
-            delta=delta,
-            note=self._note(order),
-            order=order,
-            conversion=self.conversion,
-        )
+        return self._result(event, epsilon, delta, order)
