@@ -16,7 +16,7 @@ test-slow:
 	$(PY) -m pytest -m slow
 
 lint:
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks scripts
 
 bench:
 	$(PY) benchmarks/accounting.py

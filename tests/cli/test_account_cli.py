@@ -18,19 +18,38 @@ def run_json(*args):
     return json.loads(result.stdout)
 
 
-def test_dpsgd_json_all_methods():
-    data = run_json(
-        "account",
-        "dpsgd",
-        "--sampling-rate",
-        "0.01",
-        "--noise-multiplier",
-        "1.0",
-        "--steps",
-        "1000",
-        "--delta",
-        "1e-5",
+def flags(**options):
+    """``--name value`` for each option, in order (a ``_`` in a name is ``-`` on the line)."""
+    return [
+        part for name, value in options.items() for part in ("--" + name.replace("_", "-"), value)
+    ]
+
+
+def dpsgd_options(sampling_rate, noise_multiplier, steps, delta="1e-5"):
+    """The required options of ``privfl account dpsgd``."""
+    return flags(
+        sampling_rate=sampling_rate, noise_multiplier=noise_multiplier, steps=steps, delta=delta
     )
+
+
+def seed2_rdp(sigma, orders):
+    """seed 002's setting (q = 0.1, T = 3, delta = 0.0029) with RDP and the classic conversion."""
+    return run_json(
+        "account", "dpsgd", *dpsgd_options("0.1", sigma, "3", "0.0029"),
+        *flags(method="rdp", orders=orders, conversion="classic"),
+    )
+
+
+def fedfdp_options(records, batch_size, local_steps, rounds, sigma):
+    """The required options of ``privfl account fedfdp``, for 100 clients at delta = 1e-5."""
+    return flags(
+        records=records, batch_size=batch_size, local_steps=local_steps, rounds=rounds,
+        sigma=sigma, clients="100", delta="1e-5",
+    )
+
+
+def test_dpsgd_json_all_methods():
+    data = run_json("account", "dpsgd", *dpsgd_options("0.01", "1.0", "1000"))
     methods = {r["method"]: r for r in data["results"]}
     assert set(methods) == {"rdp", "pld", "gdp-clt"}
     assert methods["gdp-clt"]["kind"] == "estimate" and "mu" in methods["gdp-clt"]
@@ -42,69 +61,18 @@ def test_dpsgd_json_all_methods():
 
 @pytest.mark.parametrize("sigma,expected", [(0.5, 6.9269), (1.8, 0.6298), (3.0, 0.2808)])
 def test_dpsgd_legacy_classic_reproduces_seed2_table4(sigma, expected):
-    data = run_json(
-        "account",
-        "dpsgd",
-        "--sampling-rate",
-        "0.1",
-        "--noise-multiplier",
-        str(sigma),
-        "--steps",
-        "3",
-        "--delta",
-        "0.0029",
-        "--method",
-        "rdp",
-        "--orders",
-        "legacy",
-        "--conversion",
-        "classic",
-    )
+    data = seed2_rdp(str(sigma), "legacy")
     (result,) = data["results"]
     assert round(result["epsilon"], 4) == expected
 
 
 def test_dpsgd_custom_orders():
-    data = run_json(
-        "account",
-        "dpsgd",
-        "--sampling-rate",
-        "0.1",
-        "--noise-multiplier",
-        "1.8",
-        "--steps",
-        "3",
-        "--delta",
-        "0.0029",
-        "--method",
-        "rdp",
-        "--orders",
-        "2,13,40",
-        "--conversion",
-        "classic",
-    )
+    data = seed2_rdp("1.8", "2,13,40")
     assert data["results"][0]["order"] == 13
 
 
 def test_fedfdp_json_reports_weak_and_strong():
-    data = run_json(
-        "account",
-        "fedfdp",
-        "--records",
-        "600",
-        "--batch-size",
-        "16",
-        "--local-steps",
-        "38",
-        "--rounds",
-        "93",
-        "--sigma",
-        "1.0",
-        "--clients",
-        "100",
-        "--delta",
-        "1e-5",
-    )
+    data = run_json("account", "fedfdp", *fedfdp_options("600", "16", "38", "93", "1.0"))
     entries = {(r["method"], r["scope"]): r for r in data["results"]}
     assert set(entries) == {
         ("gdp-clt", "weak"),
@@ -134,9 +102,8 @@ SEED0_ROWS = [
 @pytest.mark.parametrize("n,B,K,p,sigma,R,mu", SEED0_ROWS)
 def test_fedfdp_cli_mu_rows(n, B, K, p, sigma, R, mu):
     data = run_json(
-        "account", "fedfdp", "--records", str(n), "--batch-size", str(B), "--local-steps",
-        str(K), "--rounds", str(R), "--sigma", str(sigma), "--clients", "100", "--delta", "1e-5",
-        "--client-rate", str(p), "--method", "gdp-clt",
+        "account", "fedfdp", *fedfdp_options(str(n), str(B), str(K), str(R), str(sigma)),
+        *flags(client_rate=str(p), method="gdp-clt"),
     )
     weak = next(r for r in data["results"] if r["scope"] == "weak")
     assert abs(weak["mu"] - mu) <= 0.005
@@ -150,132 +117,43 @@ def test_fedfdp_help_states_convention():
 
 
 def test_calibrate_noise_and_steps():
-    data = run_json(
-        "calibrate",
-        "dpsgd",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-5",
-        "--sampling-rate",
-        "0.01",
-        "--steps",
-        "1000",
-    )
+    def calibrate(epsilon, **given):
+        return run_json(
+            "calibrate", "dpsgd", *flags(epsilon=epsilon, delta="1e-5", sampling_rate="0.01"),
+            *flags(**given),
+        )
+
+    data = calibrate("1", steps="1000")
     assert data["calibration"]["parameter"] == "noise_multiplier"
     assert data["results"][0]["epsilon"] <= 1.0
-    data = run_json(
-        "calibrate",
-        "dpsgd",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-5",
-        "--sampling-rate",
-        "0.01",
-        "--noise-multiplier",
-        "1.0",
-    )
+    data = calibrate("2", noise_multiplier="1.0")
     assert data["calibration"]["parameter"] == "steps" and data["calibration"]["value"] > 0
-    data = run_json(
-        "calibrate",
-        "dpsgd",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-5",
-        "--sampling-rate",
-        "0.01",
-        "--noise-multiplier",
-        "1.0",
-        "--steps",
-        "100",
-    )
+    data = calibrate("2", noise_multiplier="1.0", steps="100")
     assert data["setting"]["epsilon_left"] > 0
 
 
 def test_human_table_mentions_bound_and_estimate():
-    result = runner.invoke(
-        app,
-        [
-            "account",
-            "dpsgd",
-            "--sampling-rate",
-            "0.01",
-            "--noise-multiplier",
-            "1.0",
-            "--steps",
-            "100",
-            "--delta",
-            "1e-5",
-        ],
-    )
+    result = runner.invoke(app, ["account", "dpsgd", *dpsgd_options("0.01", "1.0", "100")])
     assert result.exit_code == 0
     assert "bound" in result.output and "estimate" in result.output
 
 
+# valid `account dpsgd` options; each bad-input case below replaces one of them
+VALID_DPSGD = {"sampling_rate": "0.1", "noise_multiplier": "1", "steps": "10", "delta": "1e-5"}
+
+
 @pytest.mark.parametrize(
-    "args,name",
+    "name,value",
     [
-        (
-            [
-                "--sampling-rate",
-                "1.5",
-                "--noise-multiplier",
-                "1",
-                "--steps",
-                "10",
-                "--delta",
-                "1e-5",
-            ],
-            "sampling_rate",
-        ),
-        (
-            [
-                "--sampling-rate",
-                "0.1",
-                "--noise-multiplier",
-                "0",
-                "--steps",
-                "10",
-                "--delta",
-                "1e-5",
-            ],
-            "noise_multiplier",
-        ),
-        (
-            [
-                "--sampling-rate",
-                "0.1",
-                "--noise-multiplier",
-                "nan",
-                "--steps",
-                "10",
-                "--delta",
-                "1e-5",
-            ],
-            "noise_multiplier",
-        ),
-        (
-            [
-                "--sampling-rate",
-                "0.1",
-                "--noise-multiplier",
-                "1",
-                "--steps",
-                "-3",
-                "--delta",
-                "1e-5",
-            ],
-            "steps",
-        ),
-        (
-            ["--sampling-rate", "0.1", "--noise-multiplier", "1", "--steps", "10", "--delta", "2"],
-            "delta",
-        ),
+        ("sampling_rate", "1.5"),
+        ("noise_multiplier", "0"),
+        ("noise_multiplier", "nan"),
+        ("steps", "-3"),
+        ("delta", "2"),
     ],
 )
-def test_bad_input_exits_nonzero_with_message(args, name):
+def test_bad_input_exits_nonzero_with_message(name, value):
+    args = dpsgd_options(**{**VALID_DPSGD, name: value})
     result = runner.invoke(app, ["account", "dpsgd", *args])
     assert result.exit_code == 2
     assert name in result.stderr and "must be" in result.stderr
@@ -285,19 +163,8 @@ def test_bad_input_exits_nonzero_with_message(args, name):
 def test_no_traceback_in_real_process():
     proc = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "privfl.cli.main",
-            "account",
-            "dpsgd",
-            "--sampling-rate",
-            "0.1",
-            "--noise-multiplier",
-            "-1",
-            "--steps",
-            "10",
-            "--delta",
-            "1e-5",
+            sys.executable, "-m", "privfl.cli.main", "account", "dpsgd",
+            *dpsgd_options(**{**VALID_DPSGD, "noise_multiplier": "-1"}),
         ],
         capture_output=True,
         text=True,
@@ -307,11 +174,19 @@ def test_no_traceback_in_real_process():
     assert "noise_multiplier" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def last_iterate_options(batch_size):
+    """The required options of ``privfl account last-iterate``: n = 100, L = rho = 1, eta = 0.5,
+    sigma = 1.5, delta = 1e-5."""
+    return flags(
+        users="100", batch_size=batch_size, lipschitz="1", radius="1", lr="0.5", noise="1.5",
+        delta="1e-5",
+    )
+
+
 @pytest.mark.parametrize("m,expected", [(10, 1.6485), (20, 1.1241)])
 def test_last_iterate_figure2(m, expected):
     data = run_json(
-        "account", "last-iterate", "--users", "100", "--batch-size", str(m), "--lipschitz", "1",
-        "--radius", "1", "--lr", "0.5", "--noise", "1.5", "--delta", "1e-5",
+        "account", "last-iterate", *last_iterate_options(str(m)),
         "--convex", "--smoothness", "4",  # Figure 2 uses the convex diameter 2 rho (eta = 2/beta)
     )
     methods = [r["method"] for r in data["results"]]
@@ -323,9 +198,5 @@ def test_last_iterate_figure2(m, expected):
 
 
 def test_last_iterate_refuses_m_not_dividing_n():
-    result = runner.invoke(
-        app,
-        ["account", "last-iterate", "--users", "100", "--batch-size", "30", "--lipschitz", "1",
-         "--radius", "1", "--lr", "0.5", "--noise", "1.5", "--delta", "1e-5"],
-    )
+    result = runner.invoke(app, ["account", "last-iterate", *last_iterate_options("30")])
     assert result.exit_code == 2 and "batch_size" in result.stderr

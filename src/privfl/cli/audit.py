@@ -8,13 +8,14 @@ some pairs proves nothing unless the pair is a known dominating pair (the report
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from typing import Annotated, Any
 
 import typer
 
 from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
-from privfl.cli.common import JsonOpt, user_errors
+from privfl.cli.common import F, JsonOpt, OptionGroup, option_groups, user_errors
 
 audit_app = typer.Typer(help="Check a claimed (epsilon, delta) on concrete neighbouring inputs.")
 
@@ -27,6 +28,8 @@ class Interval(str, Enum):
 EpsilonOpt = Annotated[float, typer.Option(help="Claimed epsilon.")]
 DeltaOpt = Annotated[float, typer.Option(help="Claimed delta.")]
 StepsOpt = Annotated[int, typer.Option(help="T: compose the pair T times.")]
+NoiseMultiplierOpt = Annotated[float, typer.Option(help="z: noise std / clip norm.")]
+RelationOpt = Annotated[Neighbouring, typer.Option(help="Neighbouring relation.")]
 MonteCarloOpt = Annotated[
     int | None, typer.Option("--monte-carlo", help="Also estimate by N Monte Carlo samples.")
 ]
@@ -36,6 +39,37 @@ IntervalOpt = Annotated[
     Interval,
     typer.Option(help="MC interval: empirical Bernstein (rigorous) or CLT (approximate)."),
 ]
+
+
+def _mc_options(
+    monte_carlo: int | None, seed: int, confidence: float, interval: Interval
+) -> dict[str, Any]:
+    return {
+        "monte_carlo_samples": monte_carlo,
+        "seed": seed,
+        "confidence": confidence,
+        "interval": interval.value,
+    }
+
+
+# --monte-carlo, --seed, --confidence, --interval of every audit command, received as the
+# keyword arguments of the audit functions (see OptionGroup).
+MONTE_CARLO: Any = OptionGroup(
+    _mc_options,
+    monte_carlo=(MonteCarloOpt, None),
+    seed=(SeedOpt, 0),
+    confidence=(ConfidenceOpt, 0.99),
+    interval=(IntervalOpt, Interval.bernstein),
+)
+
+
+def _command(name: str) -> Callable[[F], F]:
+    """Register `privfl audit NAME`, its option groups expanded, a ValueError as exit status 2."""
+
+    def register(command: F) -> F:
+        return audit_app.command(name)(user_errors(option_groups(command)))
+
+    return register
 
 
 def _print(report: Any, as_json: bool) -> None:
@@ -53,86 +87,60 @@ def _run(pair: Any, steps: int, epsilon: float, delta: float, options: dict, as_
     _print(pair.audit(epsilon, delta, **options), as_json)
 
 
-def _mc_options(
-    monte_carlo: int | None, seed: int, confidence: float, interval: Interval
-) -> dict[str, Any]:
-    return {
-        "monte_carlo_samples": monte_carlo,
-        "seed": seed,
-        "confidence": confidence,
-        "interval": interval.value,
-    }
-
-
-@audit_app.command("gaussian")
-@user_errors
+@_command("gaussian")
 def audit_gaussian(
     sensitivity: Annotated[float, typer.Option(help="L2 sensitivity.")],
     std: Annotated[float, typer.Option(help="Noise standard deviation.")],
     epsilon: EpsilonOpt,
     delta: DeltaOpt,
     steps: StepsOpt = 1,
-    monte_carlo: MonteCarloOpt = None,
-    seed: SeedOpt = 0,
-    confidence: ConfidenceOpt = 0.99,
-    interval: IntervalOpt = Interval.bernstein,
+    mc: dict[str, Any] = MONTE_CARLO,
     as_json: JsonOpt = False,
 ) -> None:
     """Gaussian mechanism: N(sensitivity, std^2) vs N(0, std^2) (its worst case)."""
     from privfl.accounting.audit import gaussian_pair
 
-    options = _mc_options(monte_carlo, seed, confidence, interval)
-    _run(gaussian_pair(sensitivity, std), steps, epsilon, delta, options, as_json)
+    _run(gaussian_pair(sensitivity, std), steps, epsilon, delta, mc, as_json)
 
 
-@audit_app.command("laplace")
-@user_errors
+@_command("laplace")
 def audit_laplace(
     sensitivity: Annotated[float, typer.Option(help="L1 sensitivity.")],
     scale: Annotated[float, typer.Option(help="Laplace scale b.")],
     epsilon: EpsilonOpt,
     delta: DeltaOpt,
     steps: StepsOpt = 1,
-    monte_carlo: MonteCarloOpt = None,
-    seed: SeedOpt = 0,
-    confidence: ConfidenceOpt = 0.99,
-    interval: IntervalOpt = Interval.bernstein,
+    mc: dict[str, Any] = MONTE_CARLO,
     as_json: JsonOpt = False,
 ) -> None:
     """Laplace mechanism: Lap(sensitivity, b) vs Lap(0, b)."""
     from privfl.accounting.audit import laplace_pair
 
-    options = _mc_options(monte_carlo, seed, confidence, interval)
-    _run(laplace_pair(sensitivity, scale), steps, epsilon, delta, options, as_json)
+    _run(laplace_pair(sensitivity, scale), steps, epsilon, delta, mc, as_json)
 
 
-@audit_app.command("subsampled-gaussian")
-@user_errors
+@_command("subsampled-gaussian")
 def audit_subsampled_gaussian(
     sampling_rate: Annotated[float, typer.Option(help="q: Poisson sampling rate.")],
-    noise_multiplier: Annotated[float, typer.Option(help="z: noise std / clip norm.")],
+    noise_multiplier: NoiseMultiplierOpt,
     epsilon: EpsilonOpt,
     delta: DeltaOpt,
-    neighbouring: Annotated[Neighbouring, typer.Option(help="Neighbouring relation.")] = (
-        Neighbouring.ADD_REMOVE
-    ),
+    neighbouring: RelationOpt = Neighbouring.ADD_REMOVE,
     steps: StepsOpt = 1,
-    monte_carlo: MonteCarloOpt = None,
-    seed: SeedOpt = 0,
-    confidence: ConfidenceOpt = 0.99,
-    interval: IntervalOpt = Interval.bernstein,
+    mc: dict[str, Any] = MONTE_CARLO,
     as_json: JsonOpt = False,
 ) -> None:
     """Poisson-subsampled Gaussian: its dominating pair (T > 1 needs --monte-carlo)."""
     from privfl.accounting.audit import subsampled_gaussian_pair
 
     pair = subsampled_gaussian_pair(sampling_rate, noise_multiplier, neighbouring=neighbouring)
-    options = _mc_options(monte_carlo, seed, confidence, interval)
-    _run(pair, steps, epsilon, delta, options, as_json)
+    _run(pair, steps, epsilon, delta, mc, as_json)
 
 
-@audit_app.command("participation")
-@user_errors
+MONTE_CARLO_CLT: Any = MONTE_CARLO.with_defaults(interval=Interval.clt)
+
+
+@_command("participation")
 def audit_participation(
     participation_rate: Annotated[float, typer.Option(help="p: client participation rate.")],
     sampling_rate: Annotated[float, typer.Option(help="q: record rate inside a client.")],
@@ -144,10 +152,7 @@ def audit_participation(
     scale: Annotated[
         float, typer.Option(help="a: the client's other gradients are a*C, aligned.")
     ] = 1.0,
-    monte_carlo: MonteCarloOpt = None,
-    seed: SeedOpt = 0,
-    confidence: ConfidenceOpt = 0.99,
-    interval: IntervalOpt = Interval.clt,
+    mc: dict[str, Any] = MONTE_CARLO_CLT,
     as_json: JsonOpt = False,
 ) -> None:
     """Seed 003's aligned-gradient configuration (spec seed3 section 7 item 10)."""
@@ -156,25 +161,18 @@ def audit_participation(
     pair = participation_pair(
         participation_rate, sampling_rate, local_size, std, clip_norm=clip_norm, scale=scale
     )
-    options = _mc_options(monte_carlo, seed, confidence, interval)
-    _run(pair, 1, epsilon, delta, options, as_json)
+    _run(pair, 1, epsilon, delta, mc, as_json)
 
 
-@audit_app.command("dpsgd")
-@user_errors
+@_command("dpsgd")
 def audit_dpsgd(
-    noise_multiplier: Annotated[float, typer.Option(help="z: noise std / clip norm.")],
+    noise_multiplier: NoiseMultiplierOpt,
     sampling_rate: Annotated[float, typer.Option(help="q: sampling rate.")],
     steps: Annotated[int, typer.Option(help="T: steps.")],
     delta: DeltaOpt,
     methods: Annotated[str, typer.Option(help="Comma list of accountants to audit.")] = "rdp,pld",
-    neighbouring: Annotated[Neighbouring, typer.Option(help="Neighbouring relation.")] = (
-        Neighbouring.ADD_REMOVE
-    ),
-    monte_carlo: MonteCarloOpt = None,
-    seed: SeedOpt = 0,
-    confidence: ConfidenceOpt = 0.99,
-    interval: IntervalOpt = Interval.bernstein,
+    neighbouring: RelationOpt = Neighbouring.ADD_REMOVE,
+    mc: dict[str, Any] = MONTE_CARLO,
     as_json: JsonOpt = False,
 ) -> None:
     """Audit privfl's own accountants: their epsilon at delta, checked on the worst-case pair."""
@@ -184,10 +182,7 @@ def audit_dpsgd(
         noise_multiplier, sampling_rate, steps, sampling=Sampling.POISSON, neighbouring=neighbouring
     )
     reports = audit_accountants(
-        event,
-        delta,
-        methods=[m.strip() for m in methods.split(",") if m.strip()],
-        **_mc_options(monte_carlo, seed, confidence, interval),
+        event, delta, methods=[m.strip() for m in methods.split(",") if m.strip()], **mc
     )
     if as_json:
         from privfl.cli.output import print_json

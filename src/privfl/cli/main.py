@@ -15,7 +15,7 @@ import typer
 from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
 from privfl.accounting.methods import AccountingOptions, account
 from privfl.cli.audit import audit_app
-from privfl.cli.common import JsonOpt, user_errors
+from privfl.cli.common import JsonOpt, OptionGroup, option_groups, user_errors
 
 app = typer.Typer(
     help="privfl: differentially private federated learning with trustworthy privacy numbers.",
@@ -29,31 +29,20 @@ app.add_typer(account_app, name="account")
 app.add_typer(calibrate_app, name="calibrate")
 app.add_typer(audit_app, name="audit")
 
-class MethodChoice(str, Enum):
-    rdp = "rdp"
-    pld = "pld"
-    gdp = "gdp"
-    gdp_clt = "gdp-clt"
-    all = "all"
+
+def _choices(name: str, *values: str) -> Any:
+    """The ``str`` Enum of a choice option: its values in the order --help lists them.
+
+    A member's name is its value with '-' as '_' (``gdp-clt`` is ``.gdp_clt``).
+    """
+    members = [(value.replace("-", "_"), value) for value in values]
+    return Enum(name, members, type=str, module=__name__)
 
 
-class BoundMethod(str, Enum):
-    rdp = "rdp"
-    pld = "pld"
-
-
-class FedMethod(str, Enum):
-    gdp = "gdp"
-    gdp_clt = "gdp-clt"
-    pld = "pld"
-    rdp = "rdp"
-    all = "all"
-
-
-class Conversion(str, Enum):
-    improved = "improved"
-    classic = "classic"
-
+MethodChoice = _choices("MethodChoice", "rdp", "pld", "gdp", "gdp-clt", "all")
+BoundMethod = _choices("BoundMethod", "rdp", "pld")
+FedMethod = _choices("FedMethod", "gdp", "gdp-clt", "pld", "rdp", "all")
+Conversion = _choices("Conversion", "improved", "classic")
 
 NeighbouringOpt = Annotated[
     Neighbouring,
@@ -82,12 +71,39 @@ ConversionOpt = Annotated[
 DiscretizationOpt = Annotated[
     float, typer.Option(help="PLD value discretisation interval (smaller: tighter, slower).")
 ]
+TargetDeltaOpt = Annotated[float, typer.Option(help="Target delta, in (0, 1).")]
 
 
 def _options(orders: str, conversion: Conversion, discretization: float) -> AccountingOptions:
     return AccountingOptions(
         orders=orders, conversion=conversion.value, discretization=discretization
     )
+
+
+def _dpsgd_accounting(
+    orders: str,
+    conversion: Conversion,
+    neighbouring: Neighbouring,
+    sampling: Sampling,
+    discretization: float,
+) -> dict[str, Any]:
+    return {
+        "sampling": sampling,
+        "neighbouring": neighbouring,
+        "options": _options(orders, conversion, discretization),
+    }
+
+
+# The accounting options of `account dpsgd` and `calibrate dpsgd`, received as the keyword
+# arguments sampling, neighbouring and options of privfl.accounting.calibrate (see OptionGroup).
+DPSGD_ACCOUNTING: Any = OptionGroup(
+    _dpsgd_accounting,
+    orders=(OrdersOpt, "default"),
+    conversion=(ConversionOpt, Conversion.improved),
+    neighbouring=(NeighbouringOpt, Neighbouring.ADD_REMOVE),
+    sampling=(SamplingOpt, Sampling.POISSON),
+    discretization=(DiscretizationOpt, 1e-4),
+)
 
 
 def _emit(
@@ -117,31 +133,27 @@ def _emit(
 
 @account_app.command("dpsgd")
 @user_errors
+@option_groups
 def account_dpsgd(
     sampling_rate: Annotated[float, typer.Option(help="q: sampling rate per step.")],
     noise_multiplier: Annotated[
         float, typer.Option(help="z: noise std divided by the clipping norm (Opacus/TF).")
     ],
     steps: Annotated[int, typer.Option(help="T: number of noisy steps, all released.")],
-    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    delta: TargetDeltaOpt,
     method: Annotated[MethodChoice, typer.Option(help="Accountant(s) to use.")] = MethodChoice.all,
-    orders: OrdersOpt = "default",
-    conversion: ConversionOpt = Conversion.improved,
-    neighbouring: NeighbouringOpt = Neighbouring.ADD_REMOVE,
-    sampling: SamplingOpt = Sampling.POISSON,
-    discretization: DiscretizationOpt = 1e-4,
+    accounting: dict[str, Any] = DPSGD_ACCOUNTING,
     as_json: JsonOpt = False,
 ) -> None:
     """Epsilon of DP-SGD: T steps of a subsampled Gaussian, noise multiplier z (record level)."""
     event = dpsgd_event(
-        noise_multiplier, sampling_rate, steps, sampling=sampling, neighbouring=neighbouring
+        noise_multiplier,
+        sampling_rate,
+        steps,
+        sampling=accounting["sampling"],
+        neighbouring=accounting["neighbouring"],
     )
-    report = account(
-        event,
-        delta=delta,
-        methods=method.value,
-        options=_options(orders, conversion, discretization),
-    )
+    report = account(event, delta=delta, methods=method.value, options=accounting["options"])
     setting = {
         "unit": event.unit.value,
         "neighbouring": event.neighbouring.value,
@@ -162,17 +174,22 @@ FEDFDP_HELP = (
     "(K*R steps) whatever the client sampling rate."
 )
 
+RecordsPerClientOpt = Annotated[int, typer.Option(help="n: records per client.")]
+BatchSizeOpt = Annotated[int, typer.Option(help="B: local batch size (without replacement).")]
+LocalStepsOpt = Annotated[int, typer.Option(help="K: local steps per round.")]
+RoundsOpt = Annotated[int, typer.Option(help="R: synchronisation rounds.")]
+
 
 @account_app.command("fedfdp", help=FEDFDP_HELP)
 @user_errors
 def account_fedfdp(
-    records: Annotated[int, typer.Option(help="n: records per client.")],
-    batch_size: Annotated[int, typer.Option(help="B: local batch size (without replacement).")],
-    local_steps: Annotated[int, typer.Option(help="K: local steps per round.")],
-    rounds: Annotated[int, typer.Option(help="R: synchronisation rounds.")],
+    records: RecordsPerClientOpt,
+    batch_size: BatchSizeOpt,
+    local_steps: LocalStepsOpt,
+    rounds: RoundsOpt,
     sigma: Annotated[float, typer.Option(help="Paper sigma: noise std / (2C) on the sum.")],
     clients: Annotated[int, typer.Option(help="m: number of clients.")],
-    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    delta: TargetDeltaOpt,
     client_rate: Annotated[
         float, typer.Option(help="p: client sampling rate (does not enter Theorem 2).")
     ] = 1.0,
@@ -220,21 +237,9 @@ def _float_list(name: str, text: str) -> float | list[float]:
     return values[0] if len(values) == 1 else values
 
 
-class Release(str, Enum):
-    last = "last"
-    random_stop = "random-stop"
-
-
-class Baseline(str, Enum):
-    one_pass = "one-pass"
-    independent_rounds = "independent-rounds"
-
-
-class CompositionMethod(str, Enum):
-    rdp = "rdp"
-    pld = "pld"
-    all = "all"
-    none = "none"
+Release = _choices("Release", "last", "random-stop")
+Baseline = _choices("Baseline", "one-pass", "independent-rounds")
+CompositionMethod = _choices("CompositionMethod", "rdp", "pld", "all", "none")
 
 
 @account_app.command("last-iterate")
@@ -248,7 +253,7 @@ def account_last_iterate(
     noise: Annotated[
         str, typer.Option(help="sigma: the paper's per-user noise std, or a comma list.")
     ],
-    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    delta: TargetDeltaOpt,
     convex: Annotated[
         bool, typer.Option(help="Assert convex losses (needs --smoothness; diameter 2 rho).")
     ] = False,
@@ -304,10 +309,7 @@ def account_last_iterate(
     _emit(as_json, "account last-iterate", card, results)
 
 
-class Server(str, Enum):
-    trusted = "trusted"
-    untrusted = "untrusted"
-    untrusted_participants_only = "untrusted-participants-only"
+Server = _choices("Server", "trusted", "untrusted", "untrusted-participants-only")
 
 
 ClientRateOpt = Annotated[float, typer.Option(help="p: probability a client participates.")]
@@ -426,20 +428,17 @@ def calibrate_participation_command(
 
 @calibrate_app.command("dpsgd")
 @user_errors
+@option_groups
 def calibrate_dpsgd(
     epsilon: Annotated[float, typer.Option(help="Target epsilon.")],
-    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    delta: TargetDeltaOpt,
     sampling_rate: Annotated[float | None, typer.Option(help="q (omit to solve for it).")] = None,
     noise_multiplier: Annotated[
         float | None, typer.Option(help="z (omit to solve for it).")
     ] = None,
     steps: Annotated[int | None, typer.Option(help="T (omit to solve for it).")] = None,
     method: Annotated[BoundMethod, typer.Option(help="Accountant (a bound).")] = BoundMethod.rdp,
-    orders: OrdersOpt = "default",
-    conversion: ConversionOpt = Conversion.improved,
-    neighbouring: NeighbouringOpt = Neighbouring.ADD_REMOVE,
-    sampling: SamplingOpt = Sampling.POISSON,
-    discretization: DiscretizationOpt = 1e-4,
+    accounting: dict[str, Any] = DPSGD_ACCOUNTING,
     as_json: JsonOpt = False,
 ) -> None:
     """Solve for the one of --noise-multiplier, --steps, --sampling-rate that is omitted.
@@ -448,12 +447,7 @@ def calibrate_dpsgd(
     """
     from privfl.accounting import calibrate as cal
 
-    template = {
-        "method": method.value,
-        "sampling": sampling,
-        "neighbouring": neighbouring,
-        "options": _options(orders, conversion, discretization),
-    }
+    template = {"method": method.value, **accounting}
     missing = [
         name
         for name, value in (
@@ -508,10 +502,10 @@ def calibrate_dpsgd(
 @calibrate_app.command("fedfdp")
 @user_errors
 def calibrate_fedfdp(
-    records: Annotated[int, typer.Option(help="n: records per client.")],
-    batch_size: Annotated[int, typer.Option(help="B: local batch size (without replacement).")],
-    local_steps: Annotated[int, typer.Option(help="K: local steps per round.")],
-    rounds: Annotated[int, typer.Option(help="R: synchronisation rounds.")],
+    records: RecordsPerClientOpt,
+    batch_size: BatchSizeOpt,
+    local_steps: LocalStepsOpt,
+    rounds: RoundsOpt,
     mu: Annotated[
         float | None, typer.Option(help="Target CLT mu (Theorem 2 estimate); or give --epsilon.")
     ] = None,
@@ -581,9 +575,11 @@ def calibrate_fedfdp(
     _emit(as_json, "calibrate fedfdp", card, results, extra={"sigma": sigma})
 
 
+from privfl.cli.compare import compare_command  # noqa: E402
 from privfl.cli.run import run_command  # noqa: E402
 
 app.command("run", help=run_command.__doc__)(run_command)
+app.command("compare")(compare_command)
 
 
 def main() -> None:

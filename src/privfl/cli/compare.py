@@ -1,0 +1,56 @@
+"""``privfl compare``: runs side by side at the rounds they all completed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from privfl.cli.common import JsonOpt, user_errors
+
+__all__ = ["compare_command"]
+
+
+@user_errors
+def compare_command(
+    runs: Annotated[list[Path], typer.Argument(
+        help="Run directories written by `privfl run` (e.g. a private run and its "
+             "non-private baseline).", show_default=False)],
+    every: Annotated[int, typer.Option(
+        help="Compare every EVERY-th common round (the first and last always).")] = 5,
+    out: Annotated[Path | None, typer.Option(
+        help="Also write the Markdown table to this file.")] = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="Also write a PNG of every run's accuracy per round.")] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Compare run directories at the same rounds: personalised and global accuracy of each,
+    and the record-level privacy (PLD bound, Theorem 2 mu estimate) of the private ones."""
+    from privfl.report.compare import (
+        common_rounds,
+        comparison_markdown,
+        comparison_rows,
+        load_run,
+        plot_comparison,
+    )
+
+    loaded = [load_run(path) for path in runs]
+    names = [run.name for run in loaded]
+    if len(set(names)) != len(names):
+        raise ValueError(f"runs = {', '.join(map(str, runs))} have repeated names {names}: "
+                         "each run must have its own config name")
+    rows = comparison_rows(loaded, common_rounds(loaded, every))
+    text = comparison_markdown(loaded, rows)
+    if out is not None:
+        out.write_text(text)
+    if plot is not None:
+        plot_comparison(loaded, plot)
+    if json_output:
+        from privfl.cli.output import print_json
+
+        print_json({"command": "compare", "runs": [
+            {"name": r.name, "path": str(r.path), "private": r.private, "delta": r.delta}
+            for r in loaded], "rows": rows})
+    else:
+        typer.echo(text, nl=False)

@@ -1,0 +1,84 @@
+"""`privfl compare` and privfl.report.compare on hand-written run directories."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from privfl.cli.main import app
+from privfl.report.compare import common_rounds, comparison_rows, load_run
+
+
+def _write_run(path, name, private, rounds, acc_offset=0.0):
+    path.mkdir()
+    config = {"name": name, "privacy": {"enabled": private, "delta": 1e-5}}
+    (path / "config.yaml").write_text(yaml.safe_dump(config))
+    with open(path / "metrics.jsonl", "w") as stream:
+        for r in rounds:
+            row = {"round": r, "personalised_accuracy": 0.5 + acc_offset + r / 1000,
+                   "global_accuracy": 0.3 + acc_offset + r / 2000}
+            if private:
+                row.update(epsilon_pld=0.1 * r, mu_max=0.02 * r)
+            stream.write(json.dumps(row) + "\n")
+    return path
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    private = _write_run(tmp_path / "p", "private", True, range(1, 13))
+    baseline = _write_run(tmp_path / "np", "nonprivate", False, range(1, 11), acc_offset=0.2)
+    return private, baseline
+
+
+def test_common_rounds_are_shared_every_kth_with_first_and_last(two_runs):
+    runs = [load_run(p) for p in two_runs]
+    assert common_rounds(runs, 4) == [1, 4, 8, 10]
+    assert common_rounds(runs, 1) == list(range(1, 11))
+    with pytest.raises(ValueError, match="every"):
+        common_rounds(runs, 0)
+
+
+def test_rows_hold_each_runs_values_at_the_same_round(two_runs):
+    runs = [load_run(p) for p in two_runs]
+    rows = comparison_rows(runs, [4, 10])
+    assert rows[1]["round"] == 10
+    assert rows[1]["private"]["personalised_accuracy"] == pytest.approx(0.51)
+    assert rows[1]["nonprivate"]["global_accuracy"] == pytest.approx(0.505)
+    assert rows[0]["private"]["epsilon_pld"] == pytest.approx(0.4)
+    assert "epsilon_pld" not in rows[0]["nonprivate"]
+
+
+def test_cli_prints_table_writes_markdown_plot_and_json(two_runs, tmp_path):
+    out, plot = tmp_path / "cmp.md", tmp_path / "cmp.png"
+    result = CliRunner().invoke(app, ["compare", *map(str, two_runs), "--every", "5",
+                                      "--out", str(out), "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if line.startswith("| 10 |")]
+    assert lines == ["| 10 | 51.00 | 30.50 | 1 | 0.2 | 71.00 | 50.50 |"]
+    assert out.read_text() == result.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = CliRunner().invoke(app, ["compare", *map(str, two_runs), "--json"])
+    payload = json.loads(result.stdout)
+    assert [row["round"] for row in payload["rows"]] == [1, 5, 10]
+    assert payload["runs"][1] == {"name": "nonprivate", "path": str(two_runs[1]),
+                                  "private": False, "delta": None}
+    assert math.isclose(payload["rows"][2]["private"]["mu_max"], 0.2)
+
+
+def test_cli_errors_name_the_problem(two_runs, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(app, ["compare", str(two_runs[0]), str(empty)])
+    assert result.exit_code == 2
+    assert "no config.yaml" in result.output
+    result = CliRunner().invoke(app, ["compare", str(two_runs[0]), str(two_runs[0])])
+    assert result.exit_code == 2
+    assert "repeated names" in result.output
+    disjoint = _write_run(tmp_path / "late", "late", False, range(20, 22))
+    result = CliRunner().invoke(app, ["compare", str(two_runs[0]), str(disjoint)])
+    assert result.exit_code == 2
+    assert "share no completed round" in result.output
