@@ -396,8 +396,8 @@ class Experiment:
             "clients": f"{self.data.num_clients} (n_j = {int(sizes.min())}..{int(sizes.max())}"
             f" train, {int(self.data.test_sizes.min())}..{int(self.data.test_sizes.max())} "
             "test)",
-            "model": f"{c.model.name} {dict(c.model.kwargs) or ''} "
-            f"({algo.trainer.num_params:,} parameters)".replace(" ()", ""),
+            "model": " ".join(filter(None, (c.model.name, str(dict(c.model.kwargs or {}) or ""),
+                                            f"({algo.trainer.num_params:,} parameters)"))),
             "local training": f"K = {c.training.local_steps}, B = {c.training.batch_size} "
             f"({c.training.sampling}), {c.training.optimizer} lr {c.training.lr:g}"
             + (f", weight decay {c.training.weight_decay:g}" if c.training.weight_decay else ""),
