@@ -177,3 +177,24 @@ def test_demo_end_to_end(tmp_path):
     final = summary["final"]
     assert final["personalised_accuracy"] > final["global_accuracy"] + 0.2
     assert final["personalised_accuracy"] > 0.75
+
+
+def test_check_run_privacy_script_agrees_and_catches_a_tampered_round(tmp_path, tiny_yaml):
+    """scripts/check_run_privacy.py: every round equals `privfl account fedfdp`; a changed
+    mu_max in metrics.jsonl is reported (exit 1)."""
+    import pathlib
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    assert _run(str(tiny_yaml), "--out", str(out)).exit_code == 0
+    script = pathlib.Path(__file__).parents[2] / "scripts" / "check_run_privacy.py"
+    ok = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "checked 2 rounds" in ok.stdout and "all agree" in ok.stdout
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rows[1]["mu_max"] *= 1 + 1e-6
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bad = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True)
+    assert bad.returncode == 1
+    assert "DISAGREE at rounds [2]" in bad.stdout
