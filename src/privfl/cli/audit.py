@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
-from privfl.cli.common import F, JsonOpt, OptionGroup, option_groups, user_errors
+from privfl.cli.common import F, JsonOpt, user_errors
 
 audit_app = typer.Typer(help="Check a claimed (epsilon, delta) on concrete neighbouring inputs.")
 
@@ -52,22 +52,11 @@ def _mc_options(
     }
 
 
-# --monte-carlo, --seed, --confidence, --interval of every audit command, received as the
-# keyword arguments of the audit functions (see OptionGroup).
-MONTE_CARLO: Any = OptionGroup(
-    _mc_options,
-    monte_carlo=(MonteCarloOpt, None),
-    seed=(SeedOpt, 0),
-    confidence=(ConfidenceOpt, 0.99),
-    interval=(IntervalOpt, Interval.bernstein),
-)
-
-
 def _command(name: str) -> Callable[[F], F]:
-    """Register `privfl audit NAME`, its option groups expanded, a ValueError as exit status 2."""
+    """Register `privfl audit NAME`, a ValueError as exit status 2."""
 
     def register(command: F) -> F:
-        return audit_app.command(name)(user_errors(option_groups(command)))
+        return audit_app.command(name)(user_errors(command))
 
     return register
 
@@ -94,13 +83,17 @@ def audit_gaussian(
     epsilon: EpsilonOpt,
     delta: DeltaOpt,
     steps: StepsOpt = 1,
-    mc: dict[str, Any] = MONTE_CARLO,
+    monte_carlo: MonteCarloOpt = None,
+    seed: SeedOpt = 0,
+    confidence: ConfidenceOpt = 0.99,
+    interval: IntervalOpt = Interval.bernstein,
     as_json: JsonOpt = False,
 ) -> None:
     """Gaussian mechanism: N(sensitivity, std^2) vs N(0, std^2) (its worst case)."""
     from privfl.accounting.audit import gaussian_pair
 
-    _run(gaussian_pair(sensitivity, std), steps, epsilon, delta, mc, as_json)
+    options = _mc_options(monte_carlo, seed, confidence, interval)
+    _run(gaussian_pair(sensitivity, std), steps, epsilon, delta, options, as_json)
 
 
 @_command("laplace")
@@ -110,13 +103,17 @@ def audit_laplace(
     epsilon: EpsilonOpt,
     delta: DeltaOpt,
     steps: StepsOpt = 1,
-    mc: dict[str, Any] = MONTE_CARLO,
+    monte_carlo: MonteCarloOpt = None,
+    seed: SeedOpt = 0,
+    confidence: ConfidenceOpt = 0.99,
+    interval: IntervalOpt = Interval.bernstein,
     as_json: JsonOpt = False,
 ) -> None:
     """Laplace mechanism: Lap(sensitivity, b) vs Lap(0, b)."""
     from privfl.accounting.audit import laplace_pair
 
-    _run(laplace_pair(sensitivity, scale), steps, epsilon, delta, mc, as_json)
+    options = _mc_options(monte_carlo, seed, confidence, interval)
+    _run(laplace_pair(sensitivity, scale), steps, epsilon, delta, options, as_json)
 
 
 @_command("subsampled-gaussian")
@@ -127,17 +124,19 @@ def audit_subsampled_gaussian(
     delta: DeltaOpt,
     neighbouring: RelationOpt = Neighbouring.ADD_REMOVE,
     steps: StepsOpt = 1,
-    mc: dict[str, Any] = MONTE_CARLO,
+    monte_carlo: MonteCarloOpt = None,
+    seed: SeedOpt = 0,
+    confidence: ConfidenceOpt = 0.99,
+    interval: IntervalOpt = Interval.bernstein,
     as_json: JsonOpt = False,
 ) -> None:
     """Poisson-subsampled Gaussian: its dominating pair (T > 1 needs --monte-carlo)."""
     from privfl.accounting.audit import subsampled_gaussian_pair
 
     pair = subsampled_gaussian_pair(sampling_rate, noise_multiplier, neighbouring=neighbouring)
-    _run(pair, steps, epsilon, delta, mc, as_json)
+    options = _mc_options(monte_carlo, seed, confidence, interval)
+    _run(pair, steps, epsilon, delta, options, as_json)
 
-
-MONTE_CARLO_CLT: Any = MONTE_CARLO.with_defaults(interval=Interval.clt)
 
 
 @_command("participation")
@@ -152,7 +151,10 @@ def audit_participation(
     scale: Annotated[
         float, typer.Option(help="a: the client's other gradients are a*C, aligned.")
     ] = 1.0,
-    mc: dict[str, Any] = MONTE_CARLO_CLT,
+    monte_carlo: MonteCarloOpt = None,
+    seed: SeedOpt = 0,
+    confidence: ConfidenceOpt = 0.99,
+    interval: IntervalOpt = Interval.clt,
     as_json: JsonOpt = False,
 ) -> None:
     """Seed 003's aligned-gradient configuration (spec seed3 section 7 item 10)."""
@@ -161,7 +163,8 @@ def audit_participation(
     pair = participation_pair(
         participation_rate, sampling_rate, local_size, std, clip_norm=clip_norm, scale=scale
     )
-    _run(pair, 1, epsilon, delta, mc, as_json)
+    options = _mc_options(monte_carlo, seed, confidence, interval)
+    _run(pair, 1, epsilon, delta, options, as_json)
 
 
 @_command("dpsgd")
@@ -172,7 +175,10 @@ def audit_dpsgd(
     delta: DeltaOpt,
     methods: Annotated[str, typer.Option(help="Comma list of accountants to audit.")] = "rdp,pld",
     neighbouring: RelationOpt = Neighbouring.ADD_REMOVE,
-    mc: dict[str, Any] = MONTE_CARLO,
+    monte_carlo: MonteCarloOpt = None,
+    seed: SeedOpt = 0,
+    confidence: ConfidenceOpt = 0.99,
+    interval: IntervalOpt = Interval.bernstein,
     as_json: JsonOpt = False,
 ) -> None:
     """Audit privfl's own accountants: their epsilon at delta, checked on the worst-case pair."""
@@ -182,7 +188,8 @@ def audit_dpsgd(
         noise_multiplier, sampling_rate, steps, sampling=Sampling.POISSON, neighbouring=neighbouring
     )
     reports = audit_accountants(
-        event, delta, methods=[m.strip() for m in methods.split(",") if m.strip()], **mc
+        event, delta, methods=[m.strip() for m in methods.split(",") if m.strip()],
+        **_mc_options(monte_carlo, seed, confidence, interval),
     )
     if as_json:
         from privfl.cli.output import print_json

@@ -15,7 +15,7 @@ import typer
 from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
 from privfl.accounting.methods import AccountingOptions, account
 from privfl.cli.audit import audit_app
-from privfl.cli.common import JsonOpt, OptionGroup, option_groups, user_errors
+from privfl.cli.common import JsonOpt, user_errors
 
 app = typer.Typer(
     help="privfl: differentially private federated learning with trustworthy privacy numbers.",
@@ -80,32 +80,6 @@ def _options(orders: str, conversion: Conversion, discretization: float) -> Acco
     )
 
 
-def _dpsgd_accounting(
-    orders: str,
-    conversion: Conversion,
-    neighbouring: Neighbouring,
-    sampling: Sampling,
-    discretization: float,
-) -> dict[str, Any]:
-    return {
-        "sampling": sampling,
-        "neighbouring": neighbouring,
-        "options": _options(orders, conversion, discretization),
-    }
-
-
-# The accounting options of `account dpsgd` and `calibrate dpsgd`, received as the keyword
-# arguments sampling, neighbouring and options of privfl.accounting.calibrate (see OptionGroup).
-DPSGD_ACCOUNTING: Any = OptionGroup(
-    _dpsgd_accounting,
-    orders=(OrdersOpt, "default"),
-    conversion=(ConversionOpt, Conversion.improved),
-    neighbouring=(NeighbouringOpt, Neighbouring.ADD_REMOVE),
-    sampling=(SamplingOpt, Sampling.POISSON),
-    discretization=(DiscretizationOpt, 1e-4),
-)
-
-
 def _emit(
     as_json: bool,
     command: str,
@@ -133,7 +107,6 @@ def _emit(
 
 @account_app.command("dpsgd")
 @user_errors
-@option_groups
 def account_dpsgd(
     sampling_rate: Annotated[float, typer.Option(help="q: sampling rate per step.")],
     noise_multiplier: Annotated[
@@ -142,7 +115,11 @@ def account_dpsgd(
     steps: Annotated[int, typer.Option(help="T: number of noisy steps, all released.")],
     delta: TargetDeltaOpt,
     method: Annotated[MethodChoice, typer.Option(help="Accountant(s) to use.")] = MethodChoice.all,
-    accounting: dict[str, Any] = DPSGD_ACCOUNTING,
+    orders: OrdersOpt = "default",
+    conversion: ConversionOpt = Conversion.improved,
+    neighbouring: NeighbouringOpt = Neighbouring.ADD_REMOVE,
+    sampling: SamplingOpt = Sampling.POISSON,
+    discretization: DiscretizationOpt = 1e-4,
     as_json: JsonOpt = False,
 ) -> None:
     """Epsilon of DP-SGD: T steps of a subsampled Gaussian, noise multiplier z (record level)."""
@@ -150,10 +127,11 @@ def account_dpsgd(
         noise_multiplier,
         sampling_rate,
         steps,
-        sampling=accounting["sampling"],
-        neighbouring=accounting["neighbouring"],
+        sampling=sampling,
+        neighbouring=neighbouring,
     )
-    report = account(event, delta=delta, methods=method.value, options=accounting["options"])
+    options = _options(orders, conversion, discretization)
+    report = account(event, delta=delta, methods=method.value, options=options)
     setting = {
         "unit": event.unit.value,
         "neighbouring": event.neighbouring.value,
@@ -428,7 +406,6 @@ def calibrate_participation_command(
 
 @calibrate_app.command("dpsgd")
 @user_errors
-@option_groups
 def calibrate_dpsgd(
     epsilon: Annotated[float, typer.Option(help="Target epsilon.")],
     delta: TargetDeltaOpt,
@@ -438,7 +415,11 @@ def calibrate_dpsgd(
     ] = None,
     steps: Annotated[int | None, typer.Option(help="T (omit to solve for it).")] = None,
     method: Annotated[BoundMethod, typer.Option(help="Accountant (a bound).")] = BoundMethod.rdp,
-    accounting: dict[str, Any] = DPSGD_ACCOUNTING,
+    orders: OrdersOpt = "default",
+    conversion: ConversionOpt = Conversion.improved,
+    neighbouring: NeighbouringOpt = Neighbouring.ADD_REMOVE,
+    sampling: SamplingOpt = Sampling.POISSON,
+    discretization: DiscretizationOpt = 1e-4,
     as_json: JsonOpt = False,
 ) -> None:
     """Solve for the one of --noise-multiplier, --steps, --sampling-rate that is omitted.
@@ -447,7 +428,12 @@ def calibrate_dpsgd(
     """
     from privfl.accounting import calibrate as cal
 
-    template = {"method": method.value, **accounting}
+    template = {
+        "method": method.value,
+        "sampling": sampling,
+        "neighbouring": neighbouring,
+        "options": _options(orders, conversion, discretization),
+    }
     missing = [
         name
         for name, value in (
