@@ -24,7 +24,7 @@ import sys
 from typer.testing import CliRunner
 
 from privfl.cli.main import app
-from privfl.config.loader import config_from_dict, read_yaml
+from privfl.config.loader import load_config
 from privfl.fl.algorithms.experiment import build_dataset
 from privfl.report.rundir import RunDirectory
 
@@ -54,7 +54,7 @@ def main() -> int:
     parser.add_argument("--rtol", type=float, default=1e-9, help="relative tolerance")
     options = parser.parse_args()
     run_dir = RunDirectory(options.run_dir)
-    config = config_from_dict(read_yaml(run_dir.config))
+    config = load_config(run_dir.config)
     if not config.privacy.enabled:
         raise SystemExit(f"{options.run_dir} is a non-private run: nothing to check")
     if config.training.sampling != "without-replacement":

@@ -19,7 +19,14 @@ from rich.table import Table
 
 from privfl.accounting.results import PrivacyResult
 
-__all__ = ["card_markdown", "format_number", "prifedsync_card", "render_card", "results_rows"]
+__all__ = [
+    "card_markdown",
+    "format_number",
+    "format_percent",
+    "prifedsync_card",
+    "render_card",
+    "results_rows",
+]
 
 KIND_STYLE = {"bound": "green", "estimate": "yellow"}
 
@@ -33,6 +40,13 @@ def format_number(value: Any) -> str:
             return "nan"
         return f"{value:.6g}" if abs(value) < 1e5 else f"{value:.4e}"
     return str(value)
+
+
+def format_percent(value: Any, suffix: str = " %") -> str:
+    """A fraction as a percentage with 2 decimals (``0.5 -> "50.00 %"``); ``n/a`` if not finite."""
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return f"{100 * value:.2f}{suffix}"
+    return "n/a"
 
 
 def prifedsync_card(algorithm: Any, rounds: int) -> dict[str, Any]:

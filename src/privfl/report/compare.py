@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from privfl._validation import check_int
-from privfl.report.card import format_number
+from privfl.config.loader import load_config
+from privfl.report.card import format_number, format_percent
 from privfl.report.plots import _figure, _series
 from privfl.report.rundir import RunDirectory
 
@@ -47,15 +46,14 @@ def load_run(path: str | Path) -> RunRecord:
     run_dir = RunDirectory(path)
     if not run_dir.config.is_file():
         raise ValueError(f"run directory = {str(path)!r} is not a privfl run: no config.yaml")
-    config = yaml.safe_load(run_dir.config.read_text()) or {}
+    config = load_config(run_dir.config)
     metrics = run_dir.read_metrics()
     if not metrics:
         raise ValueError(f"run directory = {str(path)!r} has no completed rounds "
                          "(metrics.jsonl is empty or missing)")
-    privacy = config.get("privacy", {})
-    private = bool(privacy.get("enabled", True))
-    return RunRecord(Path(path), str(config.get("name", Path(path).name)), private,
-                     privacy.get("delta") if private else None, tuple(metrics))
+    private = config.privacy.enabled
+    return RunRecord(Path(path), config.name, private,
+                     config.privacy.delta if private else None, tuple(metrics))
 
 
 def common_rounds(runs: Sequence[RunRecord], every: int = 1) -> list[int]:
@@ -95,10 +93,6 @@ def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[di
     return rows
 
 
-def _pct(value: float) -> str:
-    return f"{100 * value:.2f}" if math.isfinite(value) else "n/a"
-
-
 def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table: accuracies (%) of every run per round, privacy of the private runs."""
     lines = ["| run | directory | private | rounds completed | delta |", "|---|---|---|---|---|"]
@@ -116,7 +110,8 @@ def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]
         cells = [str(row["round"])]
         for run in runs:
             entry = row[run.name]
-            cells += [_pct(entry["personalised_accuracy"]), _pct(entry["global_accuracy"])]
+            cells += [format_percent(entry[key], suffix="")
+                      for key in ("personalised_accuracy", "global_accuracy")]
             if run.private:
                 cells += [format_number(entry["epsilon_pld"]), format_number(entry["mu_max"])]
         lines.append("| " + " | ".join(cells) + " |")

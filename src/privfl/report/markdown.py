@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from privfl.accounting.results import PrivacyResult
-from privfl.report.card import card_markdown, format_number
+from privfl.report.card import card_markdown, format_number, format_percent
 
 __all__ = ["run_report_markdown"]
 
@@ -18,12 +18,6 @@ _STOP_TEXT = {
     "max_rounds": "run.max_rounds rounds ran in this invocation (continue with --resume)",
     "interrupted": "interrupted (continue with --resume)",
 }
-
-
-def _pct(value: Any) -> str:
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return f"{100 * value:.2f} %"
-    return "n/a"
 
 
 def run_report_markdown(
@@ -59,19 +53,21 @@ def run_report_markdown(
         "| metric | value |",
         "|---|---|",
         f"| personalised accuracy (mean over clients, spec A10) | "
-        f"{_pct(final.get('personalised_accuracy'))} |",
-        f"| global model accuracy (mean over clients) | {_pct(final.get('global_accuracy'))} |",
+        f"{format_percent(final.get('personalised_accuracy'))} |",
+        f"| global model accuracy (mean over clients) | "
+        f"{format_percent(final.get('global_accuracy'))} |",
     ]
     if summary.get("target_accuracy") is not None:
         reached = summary.get("rounds_to_target")
         lines.append(
             f"| first round with {summary.get('target_metric')} accuracy >= "
-            f"{_pct(summary['target_accuracy'])} | {reached if reached else 'not reached'} |"
+            f"{format_percent(summary['target_accuracy'])} | "
+            f"{reached if reached else 'not reached'} |"
         )
     best = max((m.get("personalised_accuracy", float("nan")) for m in metrics), default=None,
                key=lambda v: v if isinstance(v, float) and math.isfinite(v) else -1.0)
     if best is not None:
-        lines.append(f"| best personalised accuracy | {_pct(best)} |")
+        lines.append(f"| best personalised accuracy | {format_percent(best)} |")
     lines += [
         "",
         "Accuracies are measured on the clients' own test sets without noise: they are "
