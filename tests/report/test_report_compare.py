@@ -65,7 +65,9 @@ def test_cli_prints_table_writes_markdown_plot_and_json(two_runs, tmp_path):
     payload = json.loads(result.stdout)
     assert [row["round"] for row in payload["rows"]] == [1, 5, 10]
     assert payload["runs"][1] == {"name": "nonprivate", "path": str(two_runs[1]),
-                                  "private": False, "delta": None}
+                                  "private": False, "delta": None,
+                                  "sampling": "local batches without-replacement (B = 16), "
+                                              "clients Poisson (p = 0.5)"}
     assert math.isclose(payload["rows"][2]["private"]["mu_max"], 0.2)
 
 

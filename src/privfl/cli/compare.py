@@ -50,7 +50,8 @@ def compare_command(
         from privfl.cli.output import print_json
 
         print_json({"command": "compare", "runs": [
-            {"name": r.name, "path": str(r.path), "private": r.private, "delta": r.delta}
+            {"name": r.name, "path": str(r.path), "private": r.private, "delta": r.delta,
+             "sampling": r.sampling}
             for r in loaded], "rows": rows})
     else:
         typer.echo(text, nl=False)

@@ -32,6 +32,7 @@ class RunRecord:
     name: str
     private: bool
     delta: float | None
+    sampling: str
     metrics: tuple[dict[str, Any], ...]
 
     def at(self, round_index: int) -> dict[str, Any]:
@@ -52,8 +53,11 @@ def load_run(path: str | Path) -> RunRecord:
         raise ValueError(f"run directory = {str(path)!r} has no completed rounds "
                          "(metrics.jsonl is empty or missing)")
     private = config.privacy.enabled
+    t = config.training
+    sampling = (f"local batches {t.sampling} (B = {t.batch_size}), clients Poisson "
+                f"(p = {config.federated.client_rate:g})")
     return RunRecord(Path(path), config.name, private,
-                     config.privacy.delta if private else None, tuple(metrics))
+                     config.privacy.delta if private else None, sampling, tuple(metrics))
 
 
 def common_rounds(runs: Sequence[RunRecord], every: int = 1) -> list[int]:
@@ -95,11 +99,12 @@ def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[di
 
 def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table: accuracies (%) of every run per round, privacy of the private runs."""
-    lines = ["| run | directory | private | rounds completed | delta |", "|---|---|---|---|---|"]
+    lines = ["| run | directory | private | sampling | rounds completed | delta |",
+             "|---|---|---|---|---|---|"]
     for run in runs:
         delta = format_number(run.delta) if run.private else "-"
         lines.append(f"| {run.name} | `{run.path}` | {'yes' if run.private else 'no'} | "
-                     f"{run.metrics[-1]['round']} | {delta} |")
+                     f"{run.sampling} | {run.metrics[-1]['round']} | {delta} |")
     header = ["round"]
     for run in runs:
         header += [f"{run.name} personalised %", f"{run.name} global %"]
