@@ -50,6 +50,9 @@ def test_rows_hold_each_runs_values_at_the_same_round(two_runs):
     assert rows[1]["nonprivate"]["global_accuracy"] == pytest.approx(0.505)
     assert rows[0]["private"]["epsilon_pld"] == pytest.approx(0.4)
     assert "epsilon_pld" not in rows[0]["nonprivate"]
+    with pytest.raises(ValueError, match=r"round = 11 is not a completed round of run "
+                                         r"'nonprivate': must be one of its rounds 1\.\.10"):
+        comparison_rows(runs, [11])
 
 
 def test_cli_prints_table_writes_markdown_plot_and_json(two_runs, tmp_path):

@@ -39,7 +39,9 @@ class RunRecord:
         for row in self.metrics:
             if row["round"] == round_index:
                 return row
-        raise KeyError(round_index)
+        done = sorted(row["round"] for row in self.metrics)
+        raise ValueError(f"round = {round_index!r} is not a completed round of run {self.name!r}: "
+                         f"must be one of its rounds {done[0]}..{done[-1]}")
 
 
 def load_run(path: str | Path) -> RunRecord:
