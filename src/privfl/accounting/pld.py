@@ -153,7 +153,6 @@ import numpy as np
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as dp_pld
 from dp_accounting.pld import privacy_loss_mechanism as dp_plm
-from scipy import fft as sp_fft
 from scipy import special
 
 from privfl._validation import check_positive, check_range
@@ -164,6 +163,14 @@ from privfl.accounting.events import (
     NoisyStep,
     PrivacyEvent,
     Sampling,
+)
+from privfl.accounting.pld_compose import (
+    MAX_FFT_LENGTH,
+    ComposedUpper,
+    StepPmf,
+    compose_upper,
+    delta_upper,
+    epsilon_upper,
 )
 from privfl.accounting.results import PrivacyResult
 
@@ -179,10 +186,6 @@ _Adjacency = dp_plm.AdjacencyType
 
 #: ln of the noise tail mass put at +inf when a Gaussian step PMF is built (dp-accounting's).
 _LOG_MASS_TRUNCATION_BOUND = -50.0
-#: Fourier coefficients with |F|^count below e^-800 are set to zero.
-_LOG_SPECTRUM_FLOOR = -800.0
-#: Chernoff orders are limited so that exp(t * index) stays inside float64's normal range.
-_MAX_EXPONENT = 700.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,26 +214,49 @@ def _directions(pld: PrivacyLossDistribution) -> tuple[pld_pmf.PLDPmf, pld_pmf.P
     return remove, (None if pld._symmetric else pld._pmf_add)
 
 
-def _connect_dots(interval: float, lower: int, upper: int, deltas: np.ndarray) -> pld_pmf.PLDPmf:
-    """Pessimistic connect-the-dots PMF on ``lower..upper`` from the exact profile there.
+_U = float(np.finfo(float).eps) / 2.0  # unit round-off of float64
+#: Relative accuracy of a computed privacy-profile value (its affine part 1 - e^eps removed).
+#: Measured against mpmath: at most 1.4e-11 relative (tests/accounting/test_pld_soundness.py);
+#: the PMF is built from the profile raised by 1e-9 relative, so rounding never lowers it.
+_PROFILE_RELATIVE_ERROR = 1e-9
 
-    Same arithmetic as dp-accounting's ``create_pmf_pessimistic_connect_dots_fixed_gap`` but
-    returning a dense PMF directly (no dictionary round trip).
+
+def _connect_dots(interval: float, lower: int, w: np.ndarray) -> pld_pmf.PLDPmf:
+    """Pessimistic connect-the-dots PMF on ``lower .. lower + len(w) - 1`` (which holds eps = 0).
+
+    ``w`` is the exact privacy profile without its affine part: ``w(eps) = delta(eps)`` for
+    eps >= 0 and ``w(eps) = delta(eps) - (1 - e^eps) = e^eps delta_swap(-eps)`` for eps < 0
+    (``delta_swap`` the profile of the pair with its two laws exchanged). The connect-the-dots
+    masses (Doroshenko et al. 2022) reproduce the profile at the grid points and are linear in
+    it apart from a constant; they vanish on any piece affine in e^eps, so ``1 - e^eps``
+    contributes exactly one unit of mass at eps = 0, and the rest comes from w, whose
+    differences carry rounding relative to their own size (the same masses computed from
+    ``delta ~ 1`` at negative eps are pure rounding noise, ~1e-11 per point).
+
+    Soundness under rounding: the masses are built from ``w (1 + _PROFILE_RELATIVE_ERROR)``,
+    which is above the exact profile, so its chords are too; negative masses are set to 0 and
+    each mass gets the rounding bound of its own formula (``4u (|dw_k| + e^d |dw_{k-1}|) /
+    (e^d - 1)``). Both only add mass, which can only raise the profile.
     """
-    deltas = np.asarray(deltas, dtype=float)
-    if lower == upper:
-        return _dense(interval, lower, np.array([1.0 - deltas[0]]), deltas[0])
-    if np.any(np.diff(deltas) > 1e-12):
-        raise RuntimeError("privacy profile is not non-increasing; cannot connect the dots")
-    deltas = np.minimum.accumulate(deltas)
-    diffs = np.diff(deltas)
-    probs = np.empty_like(deltas)
-    em1 = math.expm1(interval)
-    probs[0] = 1.0 - deltas[0] + diffs[0] / em1
-    probs[1:-1] = (diffs[1:] - diffs[:-1] * math.exp(interval)) / em1
+    w = np.asarray(w, dtype=float) * (1.0 + _PROFILE_RELATIVE_ERROR)
+    zero = -lower
+    if w.size == 1:
+        return _dense(interval, lower, np.array([max(1.0 - w[0], 0.0)]), min(w[0], 1.0))
+    em1, ep = math.expm1(interval), math.exp(interval)
+    diffs = np.diff(w)
+    probs = np.empty_like(w)
+    probs[0] = -w[0] + diffs[0] / em1
+    probs[1:-1] = (diffs[1:] - diffs[:-1] * ep) / em1
     probs[-1] = diffs[-1] / math.expm1(-interval)
-    np.maximum(probs, 0.0, out=probs)
-    return _dense(interval, lower, probs, deltas[-1])
+    probs[zero] += 1.0
+    size = np.abs(diffs)
+    rounding = np.empty_like(w)
+    rounding[0] = 4.0 * _U * (abs(w[0]) + size[0] / em1)
+    rounding[1:-1] = 4.0 * _U * (size[1:] + ep * size[:-1]) / em1
+    rounding[-1] = 4.0 * _U * size[-1] / em1
+    rounding += 4.0 * _U * np.abs(probs)
+    probs = np.maximum(probs, 0.0) + rounding
+    return _dense(interval, lower, probs, min(float(w[-1]), 1.0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,10 +333,24 @@ def _gaussian_pmf(
         adjacency_type=adjacency,
     )
     bounds = loss.connect_dots_bounds()
-    upper = math.ceil(bounds.epsilon_upper / interval)
-    lower = math.floor(bounds.epsilon_lower / interval)
-    deltas = _gaussian_profile(loss, np.arange(lower, upper + 1) * interval)
-    return _connect_dots(interval, lower, upper, deltas)
+    upper = max(math.ceil(bounds.epsilon_upper / interval), 0)
+    lower = min(math.floor(bounds.epsilon_lower / interval), 0)
+    _check_grid(upper - lower + 1)
+    eps = np.arange(lower, upper + 1) * interval
+    swap = {_Adjacency.REMOVE: _Adjacency.ADD, _Adjacency.ADD: _Adjacency.REMOVE}
+    swapped = dp_plm.GaussianPrivacyLoss(
+        sigma,
+        sensitivity=sensitivity,
+        pessimistic_estimate=True,
+        log_mass_truncation_bound=_LOG_MASS_TRUNCATION_BOUND,
+        sampling_prob=q,
+        adjacency_type=swap.get(adjacency, adjacency),
+    )
+    negative = eps < 0.0
+    w = np.empty_like(eps)
+    w[~negative] = _gaussian_profile(loss, eps[~negative])
+    w[negative] = np.exp(eps[negative]) * _gaussian_profile(swapped, -eps[negative])
+    return _connect_dots(interval, lower, w)
 
 
 def _gaussian_pld(
@@ -392,6 +432,7 @@ def _wor_pmf_round_up(mu: float, q: float, interval: float) -> pld_pmf.PLDPmf:
     """
     _, top = _wor_loss_bound(mu, q)
     n = math.ceil(top / interval)
+    _check_grid(2 * n + 1)
     x = _wor_inverse_g(np.arange(0, n + 1) * interval, mu, q)  # g(x[k]) = k d; x[0] = mu/2
     # positive part, X ~ M: L in ((k-1)d, kd] <=> X in (x[k-1], x[k]] -> loss point k (k = 1..n);
     # X > x[n] (at most exp(-50)/2, since g(x_max) <= n d) -> +inf
@@ -421,18 +462,10 @@ def _wor_pmf_connect_dots(mu: float, q: float, interval: float) -> pld_pmf.PLDPm
     """
     _, top = _wor_loss_bound(mu, q)
     n = math.ceil(top / interval)
+    _check_grid(2 * n + 1)
     eps = np.arange(-n, n + 1) * interval
     positive = _wor_profile(np.abs(eps), mu, q)
-    w = np.where(eps < 0.0, np.exp(eps) * positive, positive)
-    diffs = np.diff(w)
-    em1 = math.expm1(interval)
-    probs = np.empty_like(w)
-    probs[0] = -w[0] + diffs[0] / em1
-    probs[1:-1] = (diffs[1:] - diffs[:-1] * math.exp(interval)) / em1
-    probs[-1] = diffs[-1] / math.expm1(-interval)
-    probs[n] += 1.0
-    np.maximum(probs, 0.0, out=probs)
-    return _dense(interval, -n, probs, float(w[-1]))
+    return _connect_dots(interval, -n, np.where(eps < 0.0, np.exp(eps) * positive, positive))
 
 
 def _wor_pmf(mu: float, q: float, interval: float, connect_dots: bool) -> pld_pmf.PLDPmf:
@@ -476,177 +509,6 @@ def without_replacement_gaussian_pld(
     q = check_range("sampling_rate", sampling_rate, 0.0, 1.0, low_open=True)
     interval = check_positive("value_discretization_interval", value_discretization_interval)
     return PrivacyLossDistribution(_wor_pmf(2.0 / z, q, interval, bool(connect_dots)))
-
-
-# --------------------------------------------------------------------------------------------
-# Composition by FFT
-# --------------------------------------------------------------------------------------------
-
-
-def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    """Inner product without BLAS (multi-threaded BLAS ``ddot`` can stall on small shared VMs)."""
-    return float(np.sum(a * b))
-
-
-def _index_moments(probs: np.ndarray) -> tuple[float, float]:
-    weights = np.maximum(probs, 0.0)
-    total = weights.sum()
-    if total <= 0.0:
-        return 0.0, 0.0
-    idx = np.arange(len(probs), dtype=float)
-    mean = _dot(weights, idx) / total
-    return mean, _dot(weights, (idx - mean) ** 2) / total
-
-
-def _log_mgf(weights: np.ndarray, t: float) -> float:
-    """``log sum_i w_i e^{t i}`` (w >= 0, ``|t| (n-1) <= 700`` so no term under/overflows)."""
-    n = len(weights)
-    shift = t * (n - 1) if t > 0 else 0.0
-    exps = np.exp(t * np.arange(n, dtype=float) - shift)
-    total = _dot(weights, exps)
-    return shift + math.log(total) if total > 0.0 else -math.inf
-
-
-def _chernoff_window(parts: Sequence[tuple[np.ndarray, int]], tail: float) -> tuple[int, int]:
-    """Indices ``lo <= hi`` of the summed relative index with at most ``tail/2`` mass outside each.
-
-    Chernoff: ``P(S >= a) <= exp(K(t) - t a)`` for every ``t > 0`` with ``K`` the log-MGF of S
-    (a sum of independent indices), and likewise below. ``(K(+-t) + log(2/tail)) / t`` is
-    unimodal in t (K is convex), so a geometric walk from the Gaussian guess
-    ``sqrt(2 log(2/tail) / Var S)`` finds its minimum; any t tried gives a valid bound.
-    """
-    top = sum(count * (len(p) - 1) for p, count in parts)
-    variance = sum(count * _index_moments(p)[1] for p, count in parts)
-    if tail <= 0.0 or variance <= 0.0 or top == 0:
-        return 0, top
-    log_term = math.log(2.0 / tail)
-    t_max = _MAX_EXPONENT / max(len(p) - 1 for p, _ in parts)
-    t_start = min(math.sqrt(2.0 * log_term / variance), t_max)
-    weights = [(np.maximum(p, 0.0), count) for p, count in parts]
-    ratio = 2.0**0.25
-
-    def bound(t: float, sign: float) -> float:
-        log_mgf = sum(count * _log_mgf(w, sign * t) for w, count in weights)
-        return (log_mgf + log_term) / t if math.isfinite(log_mgf) else math.inf
-
-    best = {}
-    for sign in (1.0, -1.0):
-        t, value = t_start, bound(t_start, sign)
-        for step in (ratio, 1.0 / ratio):
-            trial_t, trial = t, value
-            for _ in range(64):
-                next_t = min(trial_t * step, t_max)
-                if next_t == trial_t:
-                    break
-                next_value = bound(next_t, sign)
-                if next_value >= trial:
-                    break
-                trial_t, trial = next_t, next_value
-            if trial < value:
-                t, value = trial_t, trial
-                break  # the objective is unimodal: no need to try the other direction
-        best[sign] = value
-    hi = top if not math.isfinite(best[1.0]) else min(top, math.ceil(best[1.0]) + 1)
-    lo = 0 if not math.isfinite(best[-1.0]) else max(0, math.floor(-best[-1.0]) - 1)
-    if lo > hi:  # cannot happen for a probability vector; keep everything if it does
-        return 0, top
-    return lo, hi
-
-
-def _compose_arrays(
-    parts: Sequence[tuple[int, np.ndarray, float, int]], interval: float, tail: float
-) -> pld_pmf.PLDPmf:
-    """Compose ``count`` copies of each ``(lower, probs, infinity_mass, count)`` by one real FFT."""
-    parts = [part for part in parts if part[3] > 0]
-    if not parts:
-        return _dense(interval, 0, np.array([1.0]), 0.0)
-    if len(parts) == 1 and parts[0][3] == 1:
-        lower, probs, infinity, _ = parts[0]
-        return _dense(interval, lower, probs.copy(), infinity)  # never share a cached array
-    lower = sum(count * low for low, _, _, count in parts)
-    log_finite = sum(count * math.log1p(-inf) for _, _, inf, count in parts)
-    infinity = -math.expm1(log_finite) + tail
-    lo, hi = _chernoff_window([(p, count) for _, p, _, count in parts], tail)
-    length = hi - lo + 1
-    size = sp_fft.next_fast_len(max(length, *(len(p) for _, p, _, _ in parts)), real=True)
-    spectrum = np.ones(size // 2 + 1, dtype=complex)
-    alive = np.ones(size // 2 + 1, dtype=bool)
-    for _, probs, _, count in parts:
-        coeffs = sp_fft.rfft(probs, size)
-        # |F|^count < e^-800 (and every other factor has modulus <= ~1): treat it as zero
-        alive &= coeffs.real**2 + coeffs.imag**2 > math.exp(2.0 * _LOG_SPECTRUM_FLOOR / count)
-        idx = np.flatnonzero(alive)
-        spectrum[idx] *= coeffs[idx] ** count if count > 1 else coeffs[idx]
-    spectrum[~alive] = 0.0
-    values = sp_fft.irfft(spectrum, size)
-    probs = np.take(values, (lo + np.arange(length)) % size)
-    return _dense(interval, lower + lo, probs, min(infinity, 1.0))
-
-
-def _compose_pmfs(
-    parts: Sequence[tuple[pld_pmf.PLDPmf, int]], interval: float, tail: float
-) -> pld_pmf.PLDPmf:
-    return _compose_arrays([(*_arrays(pmf), count) for pmf, count in parts], interval, tail)
-
-
-# --------------------------------------------------------------------------------------------
-# Reading epsilon and delta
-# --------------------------------------------------------------------------------------------
-
-
-def _epsilon_for_delta(pmf: pld_pmf.PLDPmf, delta: float, block: int = 1 << 15) -> float:
-    """Smallest ``eps >= 0`` with ``delta(eps) <= delta``.
-
-    dp-accounting's rule (``_get_epsilon_for_delta``), vectorised: walking down from the largest
-    loss with ``U`` (+inf atom and mass strictly above) and ``W`` (the same weighted by e^-loss),
-    stop at the first loss l with ``U > delta`` and ``log((U - delta) / W) >= l``; epsilon is
-    that logarithm. Blocks of ``block`` grid points are processed from the top so the walk
-    stops early.
-    """
-    lower, probs, infinity = _arrays(pmf)
-    if infinity > delta:
-        return math.inf
-    interval = pmf._discretization
-    first = max(0, -lower + 1)  # first index with a strictly positive loss
-    upper_mass, lower_mass = infinity, 0.0
-    end = len(probs)
-    while end > first:
-        start = max(first, end - block)
-        p = probs[start:end]
-        losses = (lower + start + np.arange(p.size)) * interval
-        e_neg = np.exp(-losses)
-        pw = p * e_neg
-        incl_u = np.cumsum(p[::-1])[::-1]
-        incl_w = np.cumsum(pw[::-1])[::-1]
-        above_u = upper_mass + np.append(incl_u[1:], 0.0)
-        above_w = lower_mass + np.append(incl_w[1:], 0.0)
-        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            hit = (above_u > delta) & (above_w > 0.0) & (above_u - delta >= above_w / e_neg)
-        # dp-accounting also stops where e^-loss underflows: mass >= delta, no lower mass yet
-        zero = (upper_mass + incl_u >= delta) & (lower_mass + incl_w == 0.0)
-        hits, zeros = np.flatnonzero(hit), np.flatnonzero(zero)
-        if zeros.size and (not hits.size or zeros[-1] > hits[-1]):
-            return max(0.0, float(losses[zeros[-1]]))
-        if hits.size:
-            j = hits[-1]
-            return max(0.0, math.log((above_u[j] - delta) / above_w[j]))
-        upper_mass += float(incl_u[0])
-        lower_mass += float(incl_w[0])
-        end = start
-    if upper_mass <= lower_mass + delta:
-        return 0.0
-    return max(0.0, math.log((upper_mass - delta) / lower_mass))
-
-
-def _delta_for_epsilon(pmf: pld_pmf.PLDPmf, epsilon: float) -> float:
-    """``P[L = inf] + sum_{l > eps} p_l (1 - e^{eps - l})`` (dp-accounting's formula, no BLAS)."""
-    lower, probs, infinity = _arrays(pmf)
-    interval = pmf._discretization
-    first = max(0, math.floor(epsilon / interval) - lower)
-    losses = (lower + first + np.arange(len(probs) - first)) * interval
-    keep = losses > epsilon
-    tail = probs[first:][keep]
-    return infinity + float(np.sum(-np.expm1(epsilon - losses[keep]) * tail))
 
 
 # --------------------------------------------------------------------------------------------
@@ -769,50 +631,85 @@ class PldAccountant(Accountant):
             parts.append((_gaussian_gdp(math.sqrt(gdp_mu2), interval, dots), 1))
         return parts
 
-    def _composed(self, event: PrivacyEvent) -> tuple[pld_pmf.PLDPmf, pld_pmf.PLDPmf | None]:
+    def _directions(self, event: PrivacyEvent) -> list[list[StepPmf]]:
+        """The step PMFs of each direction to compose (REMOVE, and ADD where it differs)."""
         self._require_supported(event)
-        parts = self._parts(event)
-        interval, tail = self.value_discretization_interval, self.tail_mass_truncation
-        if not parts:
-            identity = _dense(interval, 0, np.array([1.0]), 0.0)
-            return identity, None
-        split = [(_directions(pld), count) for pld, count in parts]
-        remove = _compose_pmfs([(r, count) for (r, _), count in split], interval, tail)
+        split = [(_directions(pld), count) for pld, count in self._parts(event)]
+        remove = [StepPmf(*_arrays(r), count) for (r, _), count in split]
         if all(a is None for (_, a), _ in split):
-            return remove, None
-        add = _compose_pmfs(
-            [(r if a is None else a, count) for (r, a), count in split], interval, tail
-        )
-        return remove, add
+            return [remove]
+        add = [StepPmf(*_arrays(r if a is None else a), count) for (r, a), count in split]
+        return [remove, add]
+
+    def _guarded(self, compute, *args):
+        """Run ``compute``; a grid over the memory budget becomes a ValueError saying why."""
+        try:
+            return compute(*args)
+        except MemoryError as error:
+            size = error.args[0] if error.args and isinstance(error.args[0], int) else None
+            needed = f"an FFT of {size:,} points" if size else "more memory than is available"
+            raise ValueError(
+                f"the pld accountant would need {needed} (limit {MAX_FFT_LENGTH:,}) for this "
+                f"event at discretization = {self.value_discretization_interval:g}: increase "
+                "the discretization, or use fewer steps (the rdp accountant answers any number)"
+            ) from None
 
     def pld(self, event: PrivacyEvent) -> PrivacyLossDistribution:
-        """The composed pessimistic PLD of ``event`` (a dp-accounting object)."""
-        remove, add = self._composed(event)
-        return PrivacyLossDistribution(remove, add)
+        """The composed PLD of ``event`` (untilted upper masses, as a dp-accounting object).
+
+        Its masses include the composition's numerical error allowance, so epsilon and delta
+        read from it are upper bounds; the accountant's own answers are tighter at small delta
+        because they tilt the composition towards the loss that is read.
+        """
+        return self._guarded(self._pld, event)
+
+    def _pld(self, event: PrivacyEvent) -> PrivacyLossDistribution:
+        interval, tail = self.value_discretization_interval, self.tail_mass_truncation
+        pmfs = []
+        for parts in self._directions(event):
+            c = compose_upper(parts, interval, tail, 0.0)
+            pmfs.append(_dense(c.interval, c.lower, c.masses, c.infinity))
+        return PrivacyLossDistribution(*pmfs)
 
     # -- answers ----------------------------------------------------------------------------
 
     def _result(
-        self, event: PrivacyEvent, epsilon: float, delta: float, infinity: float
+        self,
+        event: PrivacyEvent,
+        epsilon: float,
+        delta: float,
+        answers: list[tuple[float, ComposedUpper]],
     ) -> PrivacyResult:
+        composed = [c for _, c in answers]
         return PrivacyResult.for_event(
             event,
             method=self.name,
             kind=self.kind,
             epsilon=epsilon,
-            delta=delta,
+            delta=min(max(delta, 0.0), 1.0),
             discretization=self.value_discretization_interval,
-            infinity_mass=infinity,
+            infinity_mass=max(c.infinity for c in composed),
+            fft_error_bound=max(c.eta for c in composed),
+            tilt=max(c.tilt for c in composed) / self.value_discretization_interval,
         )
 
     def _epsilon(self, event: PrivacyEvent, delta: float) -> PrivacyResult:
-        pmfs = [pmf for pmf in self._composed(event) if pmf is not None]
-        epsilon = max(_epsilon_for_delta(pmf, delta) for pmf in pmfs)
-        infinity = max(_arrays(pmf)[2] for pmf in pmfs)
-        return self._result(event, epsilon, delta, infinity)
+        return self._guarded(self._answer, event, epsilon_upper, delta)
 
     def _delta(self, event: PrivacyEvent, epsilon: float) -> PrivacyResult:
-        pmfs = [pmf for pmf in self._composed(event) if pmf is not None]
-        delta = max(_delta_for_epsilon(pmf, epsilon) for pmf in pmfs)
-        infinity = max(_arrays(pmf)[2] for pmf in pmfs)
-        return self._result(event, epsilon, min(max(delta, 0.0), 1.0), infinity)
+        return self._guarded(self._answer, event, delta_upper, epsilon)
+
+    def _answer(self, event: PrivacyEvent, solve, value: float) -> PrivacyResult:
+        """Ask ``solve`` (epsilon_upper or delta_upper) for each direction; keep the worst."""
+        interval, tail = self.value_discretization_interval, self.tail_mass_truncation
+        answers = [solve(parts, interval, tail, value) for parts in self._directions(event)]
+        worst = max(a[0] for a in answers)
+        if solve is epsilon_upper:
+            return self._result(event, worst, value, answers)
+        return self._result(event, value, worst, answers)
+
+
+def _check_grid(points: int) -> None:
+    """A step grid longer than the FFT budget is refused (as a MemoryError the accountant words)."""
+    if points > MAX_FFT_LENGTH:
+        raise MemoryError(points)
