@@ -161,6 +161,34 @@ def test_resume_from_the_command_line_equals_uninterrupted(tmp_path, tiny_yaml):
     assert torch.equal(a["algorithm"]["global_model"], b["algorithm"]["global_model"])
 
 
+def test_card_says_which_randomness_is_secure(tmp_path, tiny_yaml):
+    """A seeded run's card says its sampling and noise follow from the config's seed; a secure
+    run's (privacy.secure, or its deprecated alias privacy.secure_noise) says they come from
+    os.urandom; both keys disagreeing is a one-line error."""
+    fast = [str(tiny_yaml), "--no-progress", "--set", "federated.rounds=1",
+            "--set", "privacy.accountants=[gdp-clt]"]
+    seeded = _run(*fast, "--out", str(tmp_path / "seeded"))
+    assert seeded.exit_code == 0, seeded.output
+    text = " ".join(seeded.output.split())
+    assert ("seeded: the noise, the local batches and the cohorts (client sampling) are "
+            "reproducible from seed = 11 (the seed in config.yaml) and therefore known to anyone "
+            "holding the config; the guarantee holds only against an adversary who does not "
+            "know the seed") in text
+    for key in ("privacy.secure", "privacy.secure_noise"):
+        out = tmp_path / key
+        secure = _run(*fast, "--out", str(out), "--set", f"{key}=true")
+        assert secure.exit_code == 0, secure.output
+        text = " ".join(secure.output.split())
+        assert ("secure: the noise, the local batches and the cohorts (client sampling) are "
+                "drawn from os.urandom") in text
+        saved = yaml.safe_load((out / "config.yaml").read_text())
+        assert saved["privacy"]["secure"] is True and "secure_noise" not in saved["privacy"]
+        assert "| randomness | secure: " in (out / "report.md").read_text()
+    _one_line_error(_run(*fast, "--out", str(tmp_path / "both"), "--set", "privacy.secure=true",
+                         "--set", "privacy.secure_noise=false"),
+                    "privacy.secure = true and privacy.secure_noise = false disagree")
+
+
 def test_existing_out_directory_is_refused(tmp_path, tiny_yaml):
     args = [str(tiny_yaml), "--out", str(tmp_path / "run"), "--no-progress",
             "--set", "federated.rounds=1", "--set", "privacy.accountants=[gdp-clt]"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -69,12 +71,24 @@ def test_non_private_specs_refuse_a_privacy_step():
         ({"betas": 0.9}, "betas = 0.9"),
         ({"weight_decay": -0.1}, "weight_decay = -0.1"),
         ({"secure_noise": "yes"}, "secure_noise = 'yes'"),
+        ({"secure": 1}, "secure = 1"),
+        ({"secure": True, "secure_noise": False}, "secure = True and secure_noise = False"),
     ],
 )
 def test_spec_validation_names_the_argument(kwargs, message):
     base = {"local_steps": 2, "batch_size": 4, "clip_norm": 1.0, "noise_multiplier": 1.0}
     with pytest.raises(ValueError, match=message):
         LocalTrainingSpec(**{**base, **kwargs})
+
+
+def test_secure_noise_is_a_deprecated_alias_of_secure():
+    assert not LocalTrainingSpec(local_steps=2, batch_size=4).secure
+    alias = LocalTrainingSpec(local_steps=2, batch_size=4, secure_noise=True)
+    assert alias.secure
+    assert alias == LocalTrainingSpec(local_steps=2, batch_size=4, secure=True)
+    assert dataclasses.replace(alias, lr=0.5).secure  # replace keeps the resolved value
+    assert not dataclasses.replace(alias, secure=False).secure
+    assert "secure_noise" not in repr(alias) and "secure=True" in repr(alias)
 
 
 def test_stacking_round_trips():

@@ -44,13 +44,14 @@ def _assert_std(sample: np.ndarray, std: float) -> None:
 
 @pytest.mark.parametrize(("sampling", "secure"), [("without-replacement", False),
                                                   ("poisson", False),
-                                                  ("without-replacement", True)])
+                                                  ("without-replacement", True),
+                                                  ("poisson", True)])
 def test_noise_std_is_z_c_over_fixed_b(sampling, secure):
     """Zero gradients: K SGD steps (lr 1) move every coordinate by -sum_t N(0, (zC)^2) / B with
     the *fixed* B, whatever the realised (Poisson: often empty or larger) batch size."""
     model = TinyCNN()
     spec = LocalTrainingSpec(local_steps=3, batch_size=2, sampling=sampling, clip_norm=0.7,
-                             noise_multiplier=1.3, optimizer="sgd", lr=1.0, secure_noise=secure)
+                             noise_multiplier=1.3, optimizer="sgd", lr=1.0, secure=secure)
     m = 40
     sizes = [2 + 6 * (j % 5) for j in range(m)]  # ragged clients, q = 2 / n_j
     trainer = CohortTrainer(model, spec, loss_fn=_zero_loss, layout="batched")
@@ -184,17 +185,76 @@ def test_same_seed_same_result_in_every_layout(sampling):
     assert not torch.equal(other[0]["fc1.weight"], base_params["fc1.weight"])
 
 
-def test_secure_noise_is_fresh_but_batches_follow_the_generator():
+def _spy_batches(monkeypatch) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """Record every ``(index, mask)`` the trainer samples (absolute record indices)."""
+    seen = []
+    sample = CohortTrainer._sample
+
+    def spy(self, clients, device):
+        index, mask, real = sample(self, clients, device)
+        seen.append((index.clone(), None if mask is None else mask.clone()))
+        return index, mask, real
+
+    monkeypatch.setattr(CohortTrainer, "_sample", spy)
+    return seen
+
+
+def _same_batches(a, b) -> bool:
+    return len(a) == len(b) and all(
+        torch.equal(ia, ib) and (ma is None) == (mb is None) and (ma is None or torch.equal(ma, mb))
+        for (ia, ma), (ib, mb) in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("sampling", ["without-replacement", "poisson"])
+def test_secure_mode_draws_fresh_batches_and_noise(sampling, monkeypatch):
+    """The same generator state twice: secure mode gives other batches and other noise (zero
+    gradients: the update is the noise alone), the seeded mode the same ones bit for bit."""
     model = TinyCNN()
-    spec = LocalTrainingSpec(local_steps=2, batch_size=2, sampling="poisson", clip_norm=1.0,
-                             noise_multiplier=1.0, secure_noise=True)
-    trainer = CohortTrainer(model, spec)
-    start = perturbed_params(model, 2)
-    data = _data(2, 10)
-    a = trainer.train(start, data, None, torch.Generator().manual_seed(9))
-    b = trainer.train(start, data, None, torch.Generator().manual_seed(9))
-    assert torch.equal(a[2].batch_sizes, b[2].batch_sizes)
-    assert not torch.equal(a[0]["fc2.bias"], b[0]["fc2.bias"])
+    start = perturbed_params(model, 3)
+    data = _data(3, 50)
+    seen = _spy_batches(monkeypatch)
+    for secure in (False, True):
+        spec = LocalTrainingSpec(local_steps=3, batch_size=5, sampling=sampling, clip_norm=1.0,
+                                 noise_multiplier=1.0, optimizer="sgd", lr=1.0, secure=secure)
+        trainer = CohortTrainer(model, spec, loss_fn=_zero_loss)
+        runs = []
+        for _ in range(2):
+            seen.clear()
+            params, _, _ = trainer.train(start, data, None, torch.Generator().manual_seed(9))
+            runs.append((list(seen), params))
+        (seen_a, params_a), (seen_b, params_b) = runs
+        assert len(seen_a) == 3 * spec.local_steps  # 3 clients, looped layout
+        assert _same_batches(seen_a, seen_b) is not secure, secure
+        assert torch.equal(params_a["fc2.bias"], params_b["fc2.bias"]) is not secure, secure
+
+
+def test_secure_batches_follow_the_scheme(monkeypatch):
+    """Secure mode keeps the sampling scheme: exactly B distinct records of the client's own
+    n_j per step (fixed-size), Binomial(n_j, B / n_j) sizes (Poisson)."""
+    model = TinyCNN()
+    m, n, k, b = 24, 20, 5, 4
+    fixed = LocalTrainingSpec(local_steps=k, batch_size=b, clip_norm=1.0, noise_multiplier=1.0,
+                              secure=True)
+    seen = _spy_batches(monkeypatch)
+    _, _, st = CohortTrainer(model, fixed, loss_fn=_zero_loss).train(
+        perturbed_params(model, m), _data(m, n), None, torch.Generator().manual_seed(3))
+    assert st.batch_sizes.shape == (m, k) and (st.batch_sizes == b).all()
+    assert len(seen) == m * k  # looped layout: one client per step call
+    for step, (index, mask) in enumerate(seen):
+        client = step // k
+        assert mask is None and index.shape == (1, b)
+        assert torch.unique(index).numel() == b
+        assert ((index >= client * n) & (index < (client + 1) * n)).all()
+    poisson = LocalTrainingSpec(local_steps=k, batch_size=b, sampling="poisson", clip_norm=1.0,
+                                noise_multiplier=1.0, secure=True)
+    _, _, st = CohortTrainer(model, poisson, loss_fn=_zero_loss).train(
+        perturbed_params(model, m), _data(m, n), None, torch.Generator().manual_seed(4))
+    sizes = st.batch_sizes.double().numpy().ravel()
+    q, trials = b / n, sizes.size
+    z = (sizes.mean() - n * q) / math.sqrt(n * q * (1 - q) / trials)
+    assert abs(z) < stats.norm.ppf(1 - ALPHA / 2)
+    chi2 = (trials - 1) * sizes.var(ddof=1) / (n * q * (1 - q))
+    assert stats.chi2.ppf(ALPHA / 2, trials - 1) < chi2 < stats.chi2.ppf(1 - ALPHA / 2, trials - 1)
 
 
 def test_non_private_and_stats():

@@ -117,6 +117,21 @@ def test_noise_conventions():
     assert spec.clip_norm is None and spec.noise_multiplier == 0 and not spec.private
 
 
+def test_secure_mode_and_its_deprecated_alias():
+    assert not load_config(None).privacy.secure and not build_spec(load_config(None)).secure
+    secure = load_config(None, ["privacy.secure=true"])
+    alias = load_config(None, ["privacy.secure_noise=true"])
+    assert secure == alias and build_spec(alias).secure
+    assert load_config(None, ["privacy.secure=true", "privacy.secure_noise=true"]) == secure
+    text = dump_config(alias)  # config.yaml records the one key, privacy.secure
+    assert "secure: true" in text and "secure_noise" not in text
+    for a, b in (("true", "false"), ("false", "true")):
+        with pytest.raises(ConfigError, match=rf"^privacy.secure = {a} and privacy.secure_noise "
+                           rf"= {b} disagree: .* deprecated alias of privacy.secure") as info:
+            load_config(None, [f"privacy.secure={a}", f"privacy.secure_noise={b}"])
+        assert "\n" not in str(info.value)
+
+
 def test_demo_yaml_equals_the_built_in_demo():
     assert load_config(CONFIGS / "demo.yaml") == load_config(None)
     assert yaml.safe_load((CONFIGS / "demo.yaml").read_text()) == DEMO_CONFIG

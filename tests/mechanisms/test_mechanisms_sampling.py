@@ -1,5 +1,6 @@
 """Batch samplers: fixed-size batches are exactly B distinct records, uniform; Poisson batches
-have Binomial(n, q) sizes (mean, variance and a chi-square goodness-of-fit test)."""
+have Binomial(n, q) sizes (mean, variance and a chi-square goodness-of-fit test) — from a seeded
+generator and from os.urandom (SECURE_RANDOM, secure mode) alike."""
 
 from __future__ import annotations
 
@@ -10,18 +11,28 @@ torch = pytest.importorskip("torch")
 stats = pytest.importorskip("scipy.stats")
 
 from privfl.mechanisms import (  # noqa: E402
+    SECURE_RANDOM,
     fixed_size_sample,
     pad_batches,
     poisson_sample,
     sample_batch,
     secure_generator,
+    secure_uniform,
 )
 
 ALPHA = 1e-6  # false-alarm probability of each statistical test
 
 
-def test_fixed_size_is_exactly_b_distinct_and_uniform():
-    gen = torch.Generator().manual_seed(0)
+@pytest.fixture(params=["seeded", "secure"])
+def source(request):
+    """``source(seed)``: a seeded torch generator, or os.urandom (the seed is ignored)."""
+    if request.param == "secure":
+        return lambda seed: SECURE_RANDOM
+    return lambda seed: torch.Generator().manual_seed(seed)
+
+
+def test_fixed_size_is_exactly_b_distinct_and_uniform(source):
+    gen = source(0)
     n, b, trials = 30, 7, 6000
     counts = np.zeros(n)
     for _ in range(trials):
@@ -36,9 +47,9 @@ def test_fixed_size_is_exactly_b_distinct_and_uniform():
     assert chi2 < stats.chi2.ppf(1 - ALPHA, n - 1)
 
 
-def test_fixed_size_pairs_are_uniform():
+def test_fixed_size_pairs_are_uniform(source):
     """All C(5, 2) = 10 subsets are equally likely (not only the marginals)."""
-    gen = torch.Generator().manual_seed(1)
+    gen = source(1)
     trials = 5000
     counts: dict[tuple[int, ...], int] = {}
     for _ in range(trials):
@@ -49,8 +60,8 @@ def test_fixed_size_pairs_are_uniform():
     assert stats.chisquare(observed).pvalue > ALPHA
 
 
-def test_poisson_sizes_are_binomial():
-    gen = torch.Generator().manual_seed(2)
+def test_poisson_sizes_are_binomial(source):
+    gen = source(2)
     n, q, trials = 200, 0.08, 4000
     sizes = np.array([poisson_sample(n, q, gen).numel() for _ in range(trials)])
     mean, var = n * q, n * q * (1 - q)
@@ -70,8 +81,8 @@ def test_poisson_sizes_are_binomial():
     assert stats.chisquare(observed, expected).pvalue > ALPHA
 
 
-def test_poisson_allows_empty_batches_and_distinct_indices():
-    gen = torch.Generator().manual_seed(3)
+def test_poisson_allows_empty_batches_and_distinct_indices(source):
+    gen = source(3)
     sizes = []
     for _ in range(300):
         idx = poisson_sample(50, 0.02, gen)
@@ -113,3 +124,22 @@ def test_pad_batches_masks():
         pad_batches([torch.tensor([0, 1, 2])], size=2)
     with pytest.raises(ValueError, match="batches"):
         pad_batches([])
+
+
+def test_secure_uniforms_are_53_bit_and_fresh():
+    u = secure_uniform(100_000)
+    assert u.dtype == np.float64 and u.shape == (100_000,)
+    assert (u >= 0).all() and (u < 1).all()
+    assert np.array_equal(u * 2.0**53, np.floor(u * 2.0**53))  # k / 2^53, k an integer
+    assert stats.kstest(u, "uniform").pvalue > ALPHA
+    assert not np.array_equal(secure_uniform(8), secure_uniform(8))
+    assert secure_uniform(0).shape == (0,)
+    assert SECURE_RANDOM.random(5).shape == (5,)
+    keys = SECURE_RANDOM.rand(7)
+    assert keys.dtype == torch.float64 and keys.shape == (7,)
+
+
+def test_secure_batches_are_not_reproducible():
+    a = [fixed_size_sample(1000, 10, SECURE_RANDOM) for _ in range(2)]
+    assert not torch.equal(a[0], a[1])  # equal with probability 1 / C(1000, 10)
+    assert sample_batch(10, 4, "without-replacement", SECURE_RANDOM).numel() == 4

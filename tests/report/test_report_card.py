@@ -55,7 +55,8 @@ def test_private_card_names_every_label(private_algorithm):
     assert "C = 1.5" in card["clipping"]
     assert "4*10 = 40" in card["steps"]
     assert card["delta"] == 1e-6
-    assert "NOT cryptographically secure" in card["threat model"]
+    assert "batches, the cohorts and the noise must stay secret" in card["threat model"]
+    assert "NOT cryptographically secure" in card["randomness"]
 
 
 def test_rendered_card_labels_bound_and_estimate(private_algorithm):
@@ -84,10 +85,47 @@ def test_non_private_card_says_so():
     assert "NONE" in console.export_text()
 
 
-def test_secure_noise_is_stated():
+SEEDED_TEXT = (
+    "seeded: the noise, the local batches and the cohorts (client sampling) are reproducible "
+    "from seed = 7 (the seed in config.yaml) and therefore known to anyone holding the config; "
+    "the guarantee holds only against an adversary who does not know the seed (NOT "
+    "cryptographically secure: set privacy.secure: true in production)"
+)
+SECURE_TEXT = (
+    "secure: the noise, the local batches and the cohorts (client sampling) are drawn from "
+    "os.urandom (the operating system's CSPRNG), not reproducible; seed = 7 drives only the data "
+    "partition, the model initialisation and dropout, which the guarantee does not rely on"
+)
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    ({}, SEEDED_TEXT),
+    ({"secure": True}, SECURE_TEXT),
+    ({"secure_noise": True}, SECURE_TEXT),  # the deprecated alias means the same
+])
+def test_card_says_which_randomness_is_secure(flags, expected):
     spec = LocalTrainingSpec(local_steps=2, batch_size=6, clip_norm=1.0, noise_multiplier=2.0,
-                             secure_noise=True)
-    assert "os.urandom" in prifedsync_card(_algorithm(spec), 1)["threat model"]
+                             **flags)
+    algorithm = _algorithm(spec, seed=7)
+    card = prifedsync_card(algorithm, 1)
+    assert card["randomness"] == expected
+    # the same words reach report.md and the printed card
+    assert f"| randomness | {expected} |" in card_markdown(card, algorithm.privacy(1))
+    console = Console(record=True, width=400)
+    render_card(console, "card", card, [])
+    assert expected in " ".join(console.export_text().split())
+
+
+def test_non_private_card_states_its_randomness():
+    spec = LocalTrainingSpec(local_steps=2, batch_size=6, clip_norm=None)
+    seeded = prifedsync_card(_algorithm(spec, seed=7), 1)["randomness"]
+    assert seeded == ("seeded: the local batches and the cohorts (client sampling) are "
+                      "reproducible from seed = 7 (the seed in config.yaml) and therefore known "
+                      "to anyone holding the config")
+    spec = LocalTrainingSpec(local_steps=2, batch_size=6, clip_norm=None, secure=True)
+    secure = prifedsync_card(_algorithm(spec, seed=7), 1)["randomness"]
+    assert secure.startswith("secure: the local batches and the cohorts (client sampling) are "
+                             "drawn from os.urandom")
 
 
 def _rows(n):

@@ -26,7 +26,8 @@ RUN_HELP = (
     "2 cores.\n\n"
     "The run directory holds the resolved config, per-round metrics (metrics.jsonl), the "
     "privacy report (privacy.json), plots, report.md and checkpoints; --resume DIR continues a "
-    "run to exactly the result of an uninterrupted one."
+    "run to exactly the result of an uninterrupted one (except in secure mode, "
+    "privacy.secure: true, whose cohorts, batches and noise come from os.urandom)."
 )
 
 
@@ -68,6 +69,8 @@ class _Display:
         if experiment.resumed_from is not None:
             for warning in experiment.resume_warnings:
                 self.console.print(f"[yellow]skipped unreadable checkpoint {warning}[/yellow]")
+            for note in experiment.resume_notes:
+                self.console.print(f"[yellow]note: {note}[/yellow]")
             self.console.print(f"resuming after round {experiment.resumed_from}")
         rounds = config.federated.rounds
         render_card(self.console, f"privacy card: planned, {rounds} rounds",

@@ -133,9 +133,28 @@ class PrivacyConfig(_Section):
     accountants: list[Literal["gdp-clt", "pld", "rdp"]] = Field(
         default_factory=lambda: ["gdp-clt", "pld"]
     )
-    secure_noise: bool = Field(
-        False, description="noise from os.urandom (production; not reproducible)"
+    secure: bool = Field(
+        False,
+        description="secure mode: noise, local batches and client sampling from os.urandom "
+        "(production; not reproducible)",
     )
+    secure_noise: bool | None = Field(
+        None, exclude=True,
+        description="deprecated alias of secure (same meaning); config.yaml records secure",
+    )
+
+    @model_validator(mode="after")
+    def _secure_alias(self) -> PrivacyConfig:
+        if self.secure_noise is not None:
+            if "secure" in self.model_fields_set and self.secure != self.secure_noise:
+                raise ValueError(
+                    f"privacy.secure = {str(self.secure).lower()} and privacy.secure_noise = "
+                    f"{str(self.secure_noise).lower()} disagree: privacy.secure_noise is a "
+                    "deprecated alias of privacy.secure; give only privacy.secure"
+                )
+            self.secure = self.secure_noise
+            self.secure_noise = None
+        return self
 
     @model_validator(mode="after")
     def _noise(self) -> PrivacyConfig:

@@ -19,7 +19,7 @@ With ``clip_norm=None`` the step is non-private: ``g~ = sum_i g_i / B``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 
 from privfl._validation import (
     check_choice,
@@ -67,9 +67,17 @@ class LocalTrainingSpec:
         (PyTorch's Adam; weight decay as L2 added to the gradient).
     lr, momentum, betas, eps, weight_decay
         Optimizer settings. Weight decay is data-independent, added after the noise.
+    secure
+        Secure mode: draw the noise (:func:`privfl.mechanisms.secure_standard_normal`) and
+        every batch (:data:`privfl.mechanisms.SECURE_RANDOM`) from ``os.urandom``, the
+        operating system's CSPRNG, instead of the seeded generator — what the accountant's
+        secret subsampling assumes. The batch scheme (exactly B without replacement, or Poisson
+        at q = B / n_j) is unchanged. Use it in production; results are not reproducible.
+        PriFedSync also draws its cohorts from ``os.urandom`` when it is set.
     secure_noise
-        Draw the noise from ``os.urandom`` (:func:`privfl.mechanisms.secure_standard_normal`)
-        instead of the seeded generator: use it in production, not for reproducible runs.
+        Deprecated alias of ``secure`` (same meaning), accepted by the constructor only
+        (an ``InitVar``: read ``spec.secure``): ``True`` turns secure mode on;
+        ``secure=True, secure_noise=False`` is refused as contradictory.
     """
 
     local_steps: int
@@ -83,9 +91,10 @@ class LocalTrainingSpec:
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.0
-    secure_noise: bool = False
+    secure: bool = False
+    secure_noise: InitVar[bool | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, secure_noise: bool | None) -> None:
         set_ = object.__setattr__
         set_(self, "local_steps", check_int("local_steps", self.local_steps, minimum=1))
         set_(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
@@ -117,8 +126,17 @@ class LocalTrainingSpec:
         )
         set_(self, "eps", check_positive("eps", self.eps))
         set_(self, "weight_decay", check_nonnegative("weight_decay", self.weight_decay))
-        if not isinstance(self.secure_noise, bool):
-            raise ValueError(f"secure_noise = {self.secure_noise!r} is not a bool")
+        if not isinstance(self.secure, bool):
+            raise ValueError(f"secure = {self.secure!r} is not a bool")
+        if secure_noise is not None:
+            if not isinstance(secure_noise, bool):
+                raise ValueError(f"secure_noise = {secure_noise!r} is not a bool")
+            if self.secure and not secure_noise:
+                raise ValueError(
+                    "secure = True and secure_noise = False disagree: secure_noise is a "
+                    "deprecated alias of secure; give only secure"
+                )
+            set_(self, "secure", secure_noise)
 
     # ------------------------------------------------------------------ derived settings
     @property

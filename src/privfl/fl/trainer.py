@@ -32,6 +32,12 @@ fixed slice of the noise vector, so the draws can run on several cores; one stre
 Each client's result therefore does not depend on the layout, the chunking, the thread count or
 the other clients of its chunk: the same generator state gives the same models (up to float
 summation order between layouts) on one device type.
+
+Secure mode (``spec.secure``): the batches come from :data:`privfl.mechanisms.SECURE_RANDOM`
+(fresh ``os.urandom`` uniforms per client and step, the same samplers) and the noise from
+``os.urandom`` (:func:`privfl.mechanisms.secure_standard_normal`); the generator then only
+drives model-internal randomness such as dropout masks, which the guarantee does not rely on
+(it holds for any fixed masks). Nothing of a secure step is reproducible.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from privfl.fl.spec import LocalTrainingSpec
 from privfl.mechanisms.clipping import clip_factors
 from privfl.mechanisms.noise import standard_normal_
 from privfl.mechanisms.sampling import fixed_size_indices, poisson_indices
+from privfl.mechanisms.secure import SECURE_RANDOM
 
 __all__ = ["LAYOUTS", "CohortTrainer", "GradientResult", "TrainingStats", "cross_entropy_loss"]
 
@@ -306,8 +313,8 @@ class CohortTrainer:
             The clients' persistent optimizer states (``{"step": [M], ...: [M, d]}`` as from
             :meth:`init_optimizer_state`); ``None`` starts fresh.
         generator
-            Source of all randomness except ``secure_noise``; ``None`` seeds one from
-            :mod:`secrets` (not reproducible).
+            Source of all randomness except, with ``spec.secure``, the batches and the noise
+            (``os.urandom``); ``None`` seeds one from :mod:`secrets` (not reproducible).
         lr
             Learning rate override: a float or a ``[M]`` tensor of per-client rates
             (default ``spec.lr``).
@@ -436,7 +443,7 @@ class CohortTrainer:
             index, mask, real = self._sample(clients, x_all.device)
             acc["batch"][lo : lo + m, t] = torch.tensor(real)
             # the noise is drawn (on CPU: by worker threads) while the gradients are computed
-            wait = _fill_noise(grad_flat, clients, std, spec.secure_noise) if std > 0 else None
+            wait = _fill_noise(grad_flat, clients, std, spec.secure) if std > 0 else None
             sums = None
             try:
                 if index.shape[1] > 0:
@@ -463,11 +470,12 @@ class CohortTrainer:
         batches = []
         fixed = spec.sampling == Sampling.WITHOUT_REPLACEMENT.value
         for client in clients:  # the samplers of privfl.mechanisms (inputs checked in train)
+            source = SECURE_RANDOM if spec.secure else client.data
             if fixed:
-                idx = fixed_size_indices(client.records, spec.batch_size, client.data, device)
+                idx = fixed_size_indices(client.records, spec.batch_size, source, device)
             else:
                 idx = poisson_indices(client.records, spec.batch_size / client.records,
-                                      client.data, device)
+                                      source, device)
             batches.append(idx + client.offset)
         real = [int(b.numel()) for b in batches]
         width = max(real)

@@ -7,7 +7,11 @@
   ``secure_standard_normal`` (``os.urandom`` + Box–Muller in float64).
 * :mod:`~privfl.mechanisms.sampling` — ``fixed_size_sample`` (B of n without replacement),
   ``poisson_sample`` (rate q, variable size, may be empty), ``sample_batch``, ``pad_batches``
-  (index padding + masks for ragged cohorts), ``secure_generator``.
+  (index padding + masks for ragged cohorts), ``secure_generator``; every sampler takes a
+  seeded ``torch.Generator`` or :data:`SECURE_RANDOM`.
+* :mod:`~privfl.mechanisms.secure` — ``SecureRandom`` / ``SECURE_RANDOM`` and
+  ``secure_uniform``: uniforms straight from ``os.urandom`` for secure mode's sampling
+  decisions (batches, cohorts).
 
 The federated training engine (:mod:`privfl.fl`) uses exactly these definitions, and
 :meth:`privfl.fl.LocalTrainingSpec.privacy_step` describes them to the accountant.
@@ -28,9 +32,12 @@ from privfl.mechanisms.sampling import (
     sample_batch,
     secure_generator,
 )
+from privfl.mechanisms.secure import SECURE_RANDOM, SecureRandom, secure_uniform
 
 __all__ = [
     "BATCH_SAMPLING",
+    "SECURE_RANDOM",
+    "SecureRandom",
     "add_gaussian_noise",
     "clip_and_sum",
     "clip_factors",
@@ -42,5 +49,6 @@ __all__ = [
     "sample_batch",
     "secure_generator",
     "secure_standard_normal",
+    "secure_uniform",
     "standard_normal_",
 ]

@@ -17,8 +17,14 @@ by **index padding + masks**: :func:`pad_batches` turns a list of index vectors 
 ``M x b`` index matrix and a ``M x b`` 0/1 mask; padded slots point at a valid record and carry
 mask 0, so they contribute nothing (their loss is multiplied by 0).
 
-All randomness comes from the ``torch.Generator`` passed in (reproducible experiments). For
-unpredictable batches pass a generator seeded from ``secrets`` (:func:`secure_generator`).
+All randomness comes from the generator passed in: a ``torch.Generator`` (reproducible
+experiments; whoever knows its seed knows every batch) or :class:`~privfl.mechanisms.SecureRandom`
+(uniforms read from ``os.urandom``, the operating system's CSPRNG: batches nobody can predict,
+what the accountant's secret subsampling assumes; secure mode uses it). Both give float64
+uniforms with 53 random bits, turned into batches by the same code, so the two sources give
+the same sampling distribution. :func:`secure_generator` (a torch generator seeded from
+``secrets``) is unpredictable only as long as its Mersenne Twister state is: a CSPRNG-seeded
+PRNG, not a CSPRNG; prefer ``SecureRandom``.
 
 Exactness. A fixed-size batch is the ``B`` records with the smallest of ``n`` i.i.d. float64
 uniform keys (53 random bits each), which is a uniformly random ``B``-subset except on a tie
@@ -38,6 +44,7 @@ import torch
 
 from privfl._validation import check_choice, check_int, check_rate
 from privfl.accounting.events import Sampling
+from privfl.mechanisms.secure import SecureRandom
 
 __all__ = [
     "BATCH_SAMPLING",
@@ -52,46 +59,60 @@ __all__ = [
 BATCH_SAMPLING = (Sampling.WITHOUT_REPLACEMENT.value, Sampling.POISSON.value)
 
 
-def _check_generator(generator: object) -> torch.Generator | None:
-    if generator is not None and not isinstance(generator, torch.Generator):
+#: What the samplers accept as ``generator``.
+Source = torch.Generator | SecureRandom | None
+
+
+def _check_generator(generator: object) -> Source:
+    if generator is not None and not isinstance(generator, (torch.Generator, SecureRandom)):
         raise ValueError(
-            f"generator = {generator!r} is not allowed: must be a torch.Generator or None"
+            f"generator = {generator!r} is not allowed: must be a torch.Generator, a "
+            "SecureRandom or None"
         )
     return generator
 
 
-def _device(generator: torch.Generator | None, device: object) -> torch.device:
+def _device(generator: Source, device: object) -> torch.device:
     if device is not None:
         return torch.device(device)
-    return generator.device if generator is not None else torch.device("cpu")
+    return generator.device if isinstance(generator, torch.Generator) else torch.device("cpu")
+
+
+def _keys(n: int, generator: Source, device: torch.device) -> torch.Tensor:
+    """``n`` i.i.d. float64 uniform keys on ``[0, 1)`` (53 random bits each) from ``generator``."""
+    if isinstance(generator, SecureRandom):
+        return generator.rand(n, device)
+    return torch.rand(n, generator=generator, device=device, dtype=torch.float64)
 
 
 def fixed_size_indices(
-    n: int, batch_size: int, generator: torch.Generator | None, device: torch.device
+    n: int, batch_size: int, generator: Source, device: torch.device
 ) -> torch.Tensor:
     """Unchecked core of :func:`fixed_size_sample` (unsorted): the ``batch_size`` smallest of
     ``n`` float64 uniform keys."""
-    keys = torch.rand(n, generator=generator, device=device, dtype=torch.float64)
+    keys = _keys(n, generator, device)
     return torch.topk(keys, batch_size, largest=False, sorted=False).indices
 
 
-def poisson_indices(
-    n: int, rate: float, generator: torch.Generator | None, device: torch.device
-) -> torch.Tensor:
+def poisson_indices(n: int, rate: float, generator: Source, device: torch.device) -> torch.Tensor:
     """Unchecked core of :func:`poisson_sample`: records whose float64 uniform is < ``rate``."""
-    keys = torch.rand(n, generator=generator, device=device, dtype=torch.float64)
+    keys = _keys(n, generator, device)
     return torch.nonzero(keys < rate).flatten()
 
 
 def secure_generator(device: str | torch.device = "cpu") -> torch.Generator:
-    """A ``torch.Generator`` seeded with 63 bits from :mod:`secrets` (not reproducible)."""
+    """A ``torch.Generator`` seeded with 63 bits from :mod:`secrets` (not reproducible).
+
+    A CSPRNG-seeded Mersenne Twister, not a CSPRNG: its state follows from 624 of its outputs.
+    For sampling decisions that must stay secret use :data:`~privfl.mechanisms.SECURE_RANDOM`.
+    """
     return torch.Generator(device=device).manual_seed(secrets.randbits(63))
 
 
 def fixed_size_sample(
     n: int,
     batch_size: int,
-    generator: torch.Generator | None = None,
+    generator: Source = None,
     *,
     device: str | torch.device | None = None,
 ) -> torch.Tensor:
@@ -114,7 +135,7 @@ def fixed_size_sample(
 def poisson_sample(
     n: int,
     rate: float,
-    generator: torch.Generator | None = None,
+    generator: Source = None,
     *,
     device: str | torch.device | None = None,
 ) -> torch.Tensor:
@@ -132,7 +153,7 @@ def sample_batch(
     n: int,
     batch_size: int,
     sampling: str | Sampling = Sampling.WITHOUT_REPLACEMENT,
-    generator: torch.Generator | None = None,
+    generator: Source = None,
     *,
     device: str | torch.device | None = None,
 ) -> torch.Tensor:

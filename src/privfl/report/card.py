@@ -24,6 +24,7 @@ __all__ = [
     "format_number",
     "format_percent",
     "prifedsync_card",
+    "randomness_text",
     "render_card",
     "results_rows",
 ]
@@ -49,6 +50,22 @@ def format_percent(value: Any, suffix: str = " %") -> str:
     return "n/a"
 
 
+def randomness_text(secure: bool, seed: int, *, private: bool = True) -> str:
+    """Which randomness of a run is secret (secure mode) and which follows from its seed."""
+    drawn = ("the noise, the local batches and the cohorts (client sampling)" if private
+             else "the local batches and the cohorts (client sampling)")
+    if secure:
+        return (f"secure: {drawn} are drawn from os.urandom (the operating system's CSPRNG), "
+                f"not reproducible; seed = {seed} drives only the data partition, the model "
+                "initialisation and dropout, which the guarantee does not rely on")
+    text = (f"seeded: {drawn} are reproducible from seed = {seed} (the seed in config.yaml) "
+            "and therefore known to anyone holding the config")
+    if private:
+        text += ("; the guarantee holds only against an adversary who does not know the seed "
+                 "(NOT cryptographically secure: set privacy.secure: true in production)")
+    return text
+
+
 def prifedsync_card(algorithm: Any, rounds: int) -> dict[str, Any]:
     """Card rows for a :class:`~privfl.fl.algorithms.PriFedSync` after ``rounds`` rounds."""
     spec = algorithm.spec
@@ -66,6 +83,7 @@ def prifedsync_card(algorithm: Any, rounds: int) -> dict[str, Any]:
         "Theorem 2, which counts every round"
     )
     steps = spec.local_steps * rounds
+    randomness = randomness_text(algorithm.secure, algorithm.seed, private=algorithm.private)
     if not algorithm.private:
         why = "no clipping, no noise" if spec.clip_norm is None else "clipping without noise"
         return {
@@ -74,14 +92,10 @@ def prifedsync_card(algorithm: Any, rounds: int) -> dict[str, Any]:
             "local training": f"K = {spec.local_steps} steps of B = {spec.batch_size} "
             f"({spec.sampling}), {spec.optimizer} lr {spec.lr:g}",
             "client sampling": clients,
+            "randomness": randomness,
             "rounds": rounds,
         }
     z = spec.noise_multiplier
-    noise_source = (
-        "os.urandom (cryptographically secure)" if spec.secure_noise
-        else "seeded torch generator (reproducible; NOT cryptographically secure — use "
-        "privacy.secure_noise in production)"
-    )
     return {
         "unit": "record (one example of one client); client participation is not hidden",
         "neighbouring": "replace-one (one record of one client swapped)",
@@ -96,7 +110,8 @@ def prifedsync_card(algorithm: Any, rounds: int) -> dict[str, Any]:
         "release": "helper models sent to clients: weak = one other client sees its stream; "
         "strong = all other clients collude (paper's composition, very loose)",
         "threat model": "untrusted server and clients: only noised models leave a client; "
-        f"noise from {noise_source}",
+        "the batches, the cohorts and the noise must stay secret (see randomness)",
+        "randomness": randomness,
         "clients": f"m = {m}",
     }
 

@@ -13,6 +13,14 @@ loads the newest readable checkpoint, truncates ``metrics.jsonl`` to it and cont
 result equals an uninterrupted run with the same seed bit for bit (same machine, same thread
 count). On resume only execution keys (``run.*``), stops (``stop.*``) and
 ``federated.rounds`` (to extend a run) may be changed.
+
+Secure mode (``privacy.secure``) draws cohorts, batches and noise from ``os.urandom``: a resumed
+secure run continues from the checkpoint's models, optimizer states and round index with fresh
+randomness, so it is not bit-identical to anything (no secure run is). The accounting still
+counts rounds by index; but a round that completed after the last checkpoint and is run again
+is a second, independent draw: if its models were seen, it was released twice and counted once.
+:attr:`Experiment.resume_notes` says so when that happens (keep ``run.checkpoint_every: 1``,
+the default, for secure runs).
 """
 
 from __future__ import annotations
@@ -143,7 +151,7 @@ def build_spec(config: ExperimentConfig) -> LocalTrainingSpec:
             betas=tuple(t.betas),
             eps=t.eps,
             weight_decay=t.weight_decay,
-            secure_noise=p.secure_noise,
+            secure=p.secure,
         )
     except ValueError as error:
         raise ConfigError(f"training/privacy settings: {error}") from None
@@ -205,6 +213,16 @@ def _fixed_part(config: ExperimentConfig) -> dict[str, Any]:
     return data
 
 
+def _comparable_fixed_part(fixed: dict[str, Any]) -> dict[str, Any] | None:
+    """A checkpoint's stored fixed part re-validated by today's schema (so a renamed or
+    aliased key, e.g. ``privacy.secure_noise`` -> ``privacy.secure``, compares equal); None if
+    it is no longer a valid configuration."""
+    try:
+        return _fixed_part(config_from_dict(fixed))
+    except (ConfigError, TypeError, KeyError):
+        return None
+
+
 def _check_resumable(overrides: Iterable[str]) -> list[str]:
     checked = []
     for text in overrides:
@@ -240,7 +258,8 @@ class Experiment:
         self.algorithm = build_algorithm(config, self.data)
         self.metrics: list[dict[str, Any]] = []
         self.resumed_from: int | None = None
-        self.resume_warnings: list[str] = []
+        self.resume_warnings: list[str] = []  # unreadable checkpoints that were skipped
+        self.resume_notes: list[str] = []  # what else the user should know about the resume
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -294,7 +313,7 @@ class Experiment:
             if payload.get("format") != CHECKPOINT_FORMAT:
                 errors.append(f"{path.name}: unknown format {payload.get('format')!r}")
                 continue
-            if payload["fixed_config"] != _fixed_part(self.config):
+            if _comparable_fixed_part(payload["fixed_config"]) != _fixed_part(self.config):
                 raise ConfigError(
                     f"checkpoint {path} was written with a different configuration than "
                     f"{self.dir.config}: resume needs the configuration the run started with"
@@ -304,13 +323,30 @@ class Experiment:
             self.metrics = [dict(m) for m in payload["metrics"]][: payload["round"]]
             self.resumed_from = round_index
             self.resume_warnings = errors
+            self._note_lost_rounds()
             self.dir.write_metrics(self.metrics)
             return
         # no checkpoint: start from round 0 in the same directory
         self.metrics = []
         self.resumed_from = 0
-        self.dir.write_metrics([])
         self.resume_warnings = errors
+        self._note_lost_rounds()
+        self.dir.write_metrics([])
+
+    def _note_lost_rounds(self) -> None:
+        """Secure mode: say when rounds after the checkpoint ran before and will run again."""
+        try:
+            logged = max((int(m.get("round", 0)) for m in self.dir.read_metrics()), default=0)
+        except (ValueError, TypeError, AttributeError):  # a torn metrics.jsonl
+            logged = 0
+        if not self.config.privacy.secure or logged <= self.resumed_from:
+            return
+        self.resume_notes.append(
+            f"rounds {self.resumed_from + 1}..{logged} ran after the last checkpoint and run "
+            "again with fresh os.urandom randomness (secure mode): if their models were seen, "
+            "those rounds were released twice but are counted once (run.checkpoint_every: 1 "
+            "avoids this)"
+        )
 
     # ------------------------------------------------------------------ stopping rules
     def _target_reached(self) -> bool:
@@ -407,7 +443,10 @@ class Experiment:
                else "") + f", empty cohorts: {c.federated.empty_cohort}",
             "privacy": "record-level DP (seed 000 Theorem 2)" if algo.private
             else "none (non-private baseline)",
-            "seed": c.seed,
+            "seed": f"{c.seed} ("
+            + ("partition, initialisation, dropout; cohorts, batches and noise from os.urandom"
+               if c.privacy.secure else "partition, initialisation, cohorts, batches, noise")
+            + ")",
         }
 
     def finish(self, reason: str, detail: str, seconds: float) -> ExperimentResult:

@@ -60,6 +60,7 @@ from privfl.fl.algorithms.helpers import HelperMap, make_helper
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
+from privfl.mechanisms.secure import SECURE_RANDOM
 
 __all__ = ["EMPTY_COHORT_POLICIES", "PriFedSync", "privacy_summary"]
 
@@ -111,7 +112,10 @@ class PriFedSync:
         ``"redraw"`` (the reference code: draw again until some client is sampled) or
         ``"skip"`` (the round passes with no training; it still counts for privacy).
     seed
-        Seeds client sampling (numpy) and all training randomness (a torch generator).
+        Seeds client sampling (numpy) and all training randomness (a torch generator). With
+        ``spec.secure`` (secure mode) the cohorts, the local batches and the noise come from
+        ``os.urandom`` instead (:data:`privfl.mechanisms.SECURE_RANDOM`); the seed then drives
+        only what the guarantee does not rely on (model-internal randomness such as dropout).
     delta, accountants, accounting_options
         ``delta`` for the per-round (epsilon, delta) numbers; accountants among ``gdp-clt``
         (Theorem 2's CLT mu, an estimate), ``pld``, ``rdp`` (bounds). ``delta=None`` turns
@@ -244,6 +248,11 @@ class PriFedSync:
 
     # ------------------------------------------------------------------ privacy
     @property
+    def secure(self) -> bool:
+        """Secure mode (``spec.secure``): cohorts, batches and noise from ``os.urandom``."""
+        return self.spec.secure
+
+    @property
     def private(self) -> bool:
         """Whether local training clips and adds noise (``spec.private``)."""
         return self.spec.private
@@ -294,11 +303,14 @@ class PriFedSync:
     def sample_cohort(self) -> tuple[np.ndarray, int]:
         """Poisson client sampling: ``(sorted client indices, number of redraws)``.
 
-        With ``empty_cohort="skip"`` the result may be empty.
+        Client j joins iff ``u_j < p`` for a float64 uniform ``u_j`` (53 random bits) from the
+        seeded numpy generator or, in secure mode, from ``os.urandom``: the same Poisson(p)
+        scheme either way. With ``empty_cohort="skip"`` the result may be empty.
         """
+        source = SECURE_RANDOM if self.secure else self.rng
         redraws = 0
         while True:
-            chosen = np.flatnonzero(self.rng.random(self.num_clients) < self.client_rate)
+            chosen = np.flatnonzero(source.random(self.num_clients) < self.client_rate)
             if chosen.size or self.empty_cohort == "skip":
                 return chosen, redraws
             redraws += 1
@@ -410,7 +422,12 @@ class PriFedSync:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly (tensors and plain Python values only)."""
+        """Everything needed to continue exactly (tensors and plain Python values only).
+
+        In secure mode the generator states are saved too, but the rounds after a restore draw
+        fresh cohorts, batches and noise from ``os.urandom``: they continue the run, never
+        replay it.
+        """
         return {
             "round": self.round,
             "local": self.local.detach().cpu().clone(),
