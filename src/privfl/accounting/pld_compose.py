@@ -78,8 +78,11 @@ _MAX_EXPONENT = 700.0
 MAX_FFT_LENGTH = 1 << 25
 #: Largest tilt per grid step: at e^-30 per step the tilted mass already sits at the top index.
 _MAX_TILT = 30.0
+#: Tilted mass a first, tilted composition may leave outside its window (its untilted value is
+#: added to delta; the full ``tail`` window is used if that costs too much).
+_WINDOW_TAIL = 1e-4
 #: A tilted answer whose numerical slack exceeds this share of delta is recomputed, re-tilted.
-_RETILT_SLACK = 1e-3
+_RETILT_SLACK = 1e-6
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,9 @@ class ComposedUpper:
 
     ``infinity`` bounds the +inf atom (including truncated tails); ``eta`` and ``rho`` are the
     absolute (tilted) and relative error allowances of the FFT; ``tilt`` is t per grid step.
-    ``point`` holds the masses without the allowances (to measure how much they cost).
+    ``point`` holds the masses without the allowances, and ``slack`` bounds what the +inf
+    allowance and the mass folded in from below the window add to delta (to measure how much
+    the allowances cost).
     """
 
     interval: float
@@ -109,6 +114,7 @@ class ComposedUpper:
     tilt: float
     eta: float
     rho: float
+    slack: float = 0.0
 
 
 def _gamma(n: float) -> float:
@@ -301,7 +307,11 @@ def _fft_length(parts: Sequence[StepPmf], length: int) -> int:
 
 
 def compose_upper(
-    parts: Sequence[StepPmf], interval: float, tail: float, tilt: float = 0.0
+    parts: Sequence[StepPmf],
+    interval: float,
+    tail: float,
+    tilt: float = 0.0,
+    window_tail: float = 0.0,
 ) -> ComposedUpper:
     """Upper masses of the composition of ``parts`` (see the module docstring).
 
@@ -325,11 +335,14 @@ def compose_upper(
         tilted.append((p_t, p.count))
         kappa_total.append(p.count * kappa)
         ref_total += p.count * ref
-    lo, hi = _chernoff_window(tilted, tail)
+    lo, hi, tail_above = _window(tilted, tilt, tail, window_tail)
     length = hi - lo + 1
     size = _fft_length(parts, length)
     values, eta = _fft_compose(tilted, size)
-    window = np.take(values, (lo + np.arange(length)) % size)
+    if lo + length <= size:
+        window = values[lo : lo + length]
+    else:
+        window = np.take(values, (lo + np.arange(length)) % size)
     # P(i) = P_t(i) exp(K_total - t i), K_total = sum count kappa + t sum count ref
     kappa_sum = math.fsum(kappa_total)
     offsets = np.arange(lo - ref_total, hi - ref_total + 1, dtype=float)
@@ -339,54 +352,97 @@ def compose_upper(
     exponent_error += _U * math.fsum(abs(k) for k in kappa_total) * (len(parts) + 1)
     rho = math.expm1(rho_parts + exponent_error + 8.0 * _U)
     with np.errstate(over="ignore", invalid="ignore"):
-        weight = np.exp(log_weight)
-        point = np.minimum(np.maximum(window, 0.0) * weight, 1.0)
-        masses = np.minimum((np.maximum(window, 0.0) + eta) * weight * (1.0 + rho), 1.0)
+        weight = np.exp(log_weight, out=log_weight)
+        point = np.maximum(window, 0.0)
+        point *= weight
+        weight *= eta
+        masses = point + weight
+        masses *= 1.0 + rho
+        np.minimum(point, 1.0, out=point)
+        np.minimum(masses, 1.0, out=masses)
     # mass below the window: at most 1 under tilting (tail/2 untilted), put at its lowest loss
     masses[0] = min(1.0, masses[0] + (tail / 2.0 if tilt == 0.0 else 1.0))
     log_above = kappa_sum - tilt * (hi + 1 - ref_total)
-    above = (tail / 2.0) * math.exp(min(log_above, 0.0)) * (1.0 + rho)
-    infinity = min(1.0, infinity + above + 2.0 * _U)
-    return ComposedUpper(interval, lower + lo, masses, point, infinity, tilt, eta, rho)
+    above = tail_above * math.exp(min(log_above, 0.0)) * (1.0 + rho)
+    folded = math.exp(-tilt * size) if tilt > 0.0 else 0.0
+    point_infinity = infinity
+    infinity = min(1.0, infinity * (1.0 + 8.0 * _U) + above)
+    slack = (infinity - point_infinity) + folded
+    return ComposedUpper(
+        interval, lower + lo, masses, point, infinity, tilt, eta, rho, slack
+    )
+
+
+def _window(
+    tilted: Sequence[tuple[np.ndarray, int]], tilt: float, tail: float, window_tail: float
+) -> tuple[int, int, float]:
+    """Window ``lo..hi`` of the composed index to compute, and the tilted tail above hi.
+
+    Above hi: at most ``window_tail/2`` of the tilted mass (Chernoff); its untilted value,
+    ``(window_tail/2) e^{K - t(hi+1)}``, goes to the +inf atom. Below lo nothing is needed for
+    soundness: that mass is put at the lowest loss, and what the circular convolution folds
+    from below into the window only adds mass (at most ``e^{-t N}`` in all, N the FFT length).
+    Without a tilt the window is the plain ``tail`` Chernoff window.
+    """
+    used = tail if tilt <= 0.0 else max(tail, window_tail)
+    lo, hi = _chernoff_window(tilted, used)
+    return lo, hi, used / 2.0
 
 
 def _trivial(interval: float, lower: int, infinity: float) -> ComposedUpper:
     one = np.array([1.0 - infinity])
-    return ComposedUpper(interval, lower, one, one.copy(), infinity, 0.0, 0.0, 0.0)
+    return ComposedUpper(interval, lower, one, one.copy(), infinity, 0.0, 0.0, 0.0, 0.0)
 
 
 def _fft_compose(tilted: Sequence[tuple[np.ndarray, int]], size: int) -> tuple[np.ndarray, float]:
-    """Circular convolution of ``count`` copies of each tilted PMF, and its error bound eta."""
+    """Circular convolution of ``count`` copies of each tilted PMF, and its error bound eta.
+
+    Real-valued bookkeeping (moduli, the bound on every coefficient) runs over the whole
+    spectrum; complex logs and exponentials only over the coefficients that survive the power.
+    """
     gamma = _fft_gamma(size)
-    log_y = np.zeros(size // 2 + 1, dtype=complex)
-    phi = np.zeros(size // 2 + 1)  # bound on the error of the exponent log Y
-    dead = np.zeros(size // 2 + 1, dtype=bool)
-    log_dead = np.zeros(size // 2 + 1)  # log of the largest possible |Y| where dropped
+    half = size // 2 + 1
+    coeffs_list, errs = [], []
+    log_bound = np.zeros(half)  # log of the largest possible |Y_k| (true coefficients)
+    alive = np.ones(half, dtype=bool)
     for p_t, count in tilted:
         coeffs = sp_fft.rfft(p_t, size)
         err = gamma * float(np.sum(p_t)) + p_t.size * _TINY
         modulus = np.abs(coeffs)
-        with np.errstate(divide="ignore"):
-            log_c = np.log(coeffs)
-            log_dead += count * np.log(modulus + err)
-        ratio = np.where(modulus > 0.0, err / np.maximum(modulus, 1e-300), np.inf)
-        dead |= ratio >= 0.5
-        with np.errstate(invalid="ignore"):
-            phi += count * (-np.log1p(-np.minimum(ratio, 0.5)) + 2.0 * _U * (np.abs(log_c) + 1.0))
-            log_y += count * log_c
-    dead |= ~np.isfinite(log_y.real) | (log_y.real < _LOG_TINY)
-    alive = ~dead
-    spectrum = np.zeros(size // 2 + 1, dtype=complex)
-    spectrum[alive] = np.exp(log_y[alive])
-    phi[alive] += 2.0 * _U * (np.abs(log_y[alive]) + 1.0)
-    modulus_y = np.exp(np.where(alive, log_y.real, -np.inf))
-    with np.errstate(over="ignore", invalid="ignore"):
-        d_y = np.where(alive, modulus_y * np.expm1(phi), np.exp(np.minimum(log_dead, 0.0)))
-    weights = np.full(size // 2 + 1, 2.0)
-    weights[0] = 1.0
+        log_bound += count * np.log(modulus + err)
+        alive &= modulus > 2.0 * err
+        coeffs_list.append(coeffs)
+        errs.append(err)
+    alive &= log_bound > _LOG_TINY
+    idx = np.flatnonzero(alive)
+    log_y = np.zeros(idx.size, dtype=complex)
+    phi = np.zeros(idx.size)  # bound on the error of the exponent log Y
+    for (_, count), coeffs, err in zip(tilted, coeffs_list, errs, strict=True):
+        c = coeffs[idx]
+        log_c = np.log(c)
+        ratio = err / np.abs(c)
+        phi += count * (-np.log1p(-ratio) + 2.0 * _U * (np.abs(log_c) + 1.0))
+        log_y += count * log_c
+    keep = log_y.real > _LOG_TINY
+    idx, log_y, phi = idx[keep], log_y[keep], phi[keep]
+    phi += 2.0 * _U * (np.abs(log_y) + 1.0)
+    spectrum = np.zeros(half, dtype=complex)
+    spectrum[idx] = np.exp(log_y)
+    modulus_y = np.exp(log_y.real)
+    weights = np.full(idx.size, 2.0)
+    weights[idx == 0] = 1.0
     if size % 2 == 0:
-        weights[-1] = 1.0
-    eta = (float(np.sum(weights * d_y)) + gamma * float(np.sum(weights * modulus_y))) / size
+        weights[idx == half - 1] = 1.0
+    with np.errstate(over="ignore"):
+        alive_error = float(np.sum(weights * modulus_y * np.expm1(phi)))
+    # dropped coefficients: each at most e^{log_bound}; below e^-745 count them at e^-745
+    log_bound[idx] = -np.inf
+    large = np.flatnonzero(log_bound > _LOG_TINY)
+    n_small = half - idx.size - large.size
+    dead_error = 2.0 * float(np.sum(np.exp(np.minimum(log_bound[large], 0.0))))
+    dead_error += 2.0 * n_small * math.exp(_LOG_TINY)
+    inverse_error = gamma * float(np.sum(weights * modulus_y))
+    eta = (alive_error + dead_error + inverse_error) / size
     values = sp_fft.irfft(spectrum, size)
     return values, eta * (1.0 + 16.0 * _U) + _TINY
 
@@ -470,28 +526,31 @@ def _relative_target(parts: Sequence[StepPmf], interval: float, loss: float) -> 
     return loss / interval - lower
 
 
+def _slack(c: ComposedUpper, epsilon: float) -> float:
+    """What the error allowances add to delta at ``epsilon`` (upper bound)."""
+    return _delta_of(c, epsilon) - _delta_of(c, epsilon, point=True) + c.slack
+
+
 def epsilon_upper(
     parts: Sequence[StepPmf], interval: float, tail: float, delta: float
 ) -> tuple[float, ComposedUpper]:
     """A rigorous upper bound on epsilon(delta) of the composition, and the composition used.
 
-    First tilt: the saddle point whose tail is ``delta``; if the error allowance then costs more
-    than :data:`_RETILT_SLACK` of delta, re-tilt at the answer and keep the smaller bound (both
-    are valid).
+    First: tilt at the saddle point whose tail is ``delta``, on a window that keeps all but
+    ``_WINDOW_TAIL`` of the tilted mass. If the allowances then cost more than
+    :data:`_RETILT_SLACK` of delta, compose again, re-tilted at the answer, on the full
+    ``tail`` window, and keep the smaller bound (both are valid).
     """
     logs = _logs(parts)
     tilt = _tilt_for_tail(logs, math.log(delta)) if logs else 0.0
-    composed = compose_upper(parts, interval, tail, tilt)
+    composed = compose_upper(parts, interval, tail, tilt, _WINDOW_TAIL)
     epsilon = _epsilon_of(composed, delta)
-    if math.isfinite(epsilon) and logs:
-        slack = _delta_of(composed, epsilon) - _delta_of(composed, epsilon, point=True)
-        if slack > _RETILT_SLACK * delta:
-            retilt = _tilt_for_index(logs, _relative_target(parts, interval, epsilon))
-            if abs(retilt - tilt) > 1e-3 * max(tilt, retilt):
-                second = compose_upper(parts, interval, tail, retilt)
-                eps2 = _epsilon_of(second, delta)
-                if eps2 < epsilon:
-                    return eps2, second
+    if math.isfinite(epsilon) and logs and _slack(composed, epsilon) > _RETILT_SLACK * delta:
+        retilt = _tilt_for_index(logs, _relative_target(parts, interval, epsilon))
+        second = compose_upper(parts, interval, tail, retilt)
+        eps2 = _epsilon_of(second, delta)
+        if eps2 < epsilon:
+            return eps2, second
     return epsilon, composed
 
 
@@ -501,5 +560,9 @@ def delta_upper(
     """A rigorous upper bound on delta(epsilon) of the composition (tilted at ``epsilon``)."""
     logs = _logs(parts)
     tilt = _tilt_for_index(logs, _relative_target(parts, interval, epsilon)) if logs else 0.0
-    composed = compose_upper(parts, interval, tail, tilt)
-    return _delta_of(composed, epsilon), composed
+    composed = compose_upper(parts, interval, tail, tilt, _WINDOW_TAIL)
+    delta = _delta_of(composed, epsilon)
+    if logs and _slack(composed, epsilon) > _RETILT_SLACK * delta:
+        second = compose_upper(parts, interval, tail, tilt)
+        return min((delta, composed), (_delta_of(second, epsilon), second), key=lambda a: a[0])
+    return delta, composed
