@@ -758,7 +758,8 @@ def test_composed_cs_ols_equal_privfl_accountants(scheme):
         mine = composed[r.method]
         assert mine.method == f"{scheme}-{r.method}"
         assert mine.epsilon == pytest.approx(r.epsilon, rel=1e-12)
-        assert mine.kind == "bound"
+        # CS is rigorous only for centralised sampling at rate p q: a lower reference here
+        assert mine.kind == ("reference" if scheme == "cs" else "bound")
         assert mine.extras["scheme"] == scheme
     step = event.steps[0][0]
     assert step.sampling_rate == pytest.approx(p * q if scheme == "cs" else q)
@@ -859,7 +860,8 @@ def test_report_labels_delta_mode():
         assert r.release == "every aggregated noisy gradient (trusted server)"
         assert r.steps == 1
         assert r.extras["scheme"] == r.method
-        assert r.kind == ("estimate" if r.method == "theorem-4.1" else "bound")
+        assert r.kind == {"theorem-4.1": "estimate", "cs": "reference"}.get(r.method, "bound")
+        assert r.kind == rp.scheme_kind(r.method)
         if r.method == "cs":
             assert r.sampling.startswith("centralized shuffling")
         else:
@@ -989,3 +991,48 @@ def test_bad_input_other_functions():
         rp.deamplify_epsilon(0.5, 0.0)
     with pytest.raises(ValueError, match="noise"):
         rp.gaussian_delta(0.5, -1.0)
+
+
+def test_cs_rows_are_a_reference_never_a_bound():
+    """CS (centralised sampling at rate p q) is rigorous for another mechanism only: for random
+    participation its rows, per iteration and composed, are a lower reference (issue 8)."""
+    results = rp.participation_report(
+        *SIX_TWO, 0.874, delta=1e-6, iterations=100, options=COARSE
+    )
+    by = {r.method: r for r in results}
+    for method in ("cs", "cs-rdp", "cs-pld"):
+        assert by[method].kind == "reference", method
+        assert "reference" in by[method].extras["random_participation"]
+    assert by["cs"].steps == 1 and by["cs-rdp"].steps == by["cs-pld"].steps == 100
+    for method in ("wcs", "ols", "per-s1-convexity", "wcs-rdp", "wcs-pld", "ols-rdp", "ols-pld"):
+        assert by[method].kind == "bound", method
+    assert by["theorem-4.1"].kind == by["theorem-4.1-basic"].kind == "estimate"
+    # the reference is below the bounds, as a lower reference must be
+    assert by["cs-pld"].epsilon <= by["wcs-pld"].epsilon <= by["ols-pld"].epsilon
+    assert rp.scheme_kind("cs") == "reference" and rp.scheme_kind("wcs") == "bound"
+    with pytest.raises(ValueError, match="scheme"):
+        rp.scheme_kind("cs-pld")
+
+
+def test_calibration_report_labels_every_row():
+    rows = rp.calibrate_participation_report(*SIX_TWO, 0.015, 1e-6)
+    noise = rp.calibrate_participation(*SIX_TWO, 0.015, 1e-6)
+    assert [row.method for row in rows] == list(noise)
+    by = {row.method: row for row in rows}
+    for row in rows:
+        assert row.noise == noise[row.method]
+        assert row.kind == rp.scheme_kind(row.method)
+        assert (row.unit, row.neighbouring) == ("record", "add-remove")
+        assert row.epsilon == 0.015 and row.delta == 1e-6
+        data = row.to_dict()
+        assert data["kind"] == row.kind and data["neighbouring"] == "add-remove"
+        assert data["steps"] == 1 and data["reachable"] == (row.noise is not None)
+    thm = by["theorem-4.1"]
+    assert thm.kind == "estimate" and thm.noise is None and "unreachable" in thm.note
+    assert by["cs"].kind == "reference" and "at least this noise" in by["cs"].note
+    assert by["wcs"].kind == "bound" and by["wcs"].noise == pytest.approx(0.8739, rel=1e-3)
+    # Section 6.1: Theorem 4.1 gives a number, labelled an estimate that may not meet the target
+    six_one = {row.method: row for row in rp.calibrate_participation_report(*SIX_ONE, 0.015, 1e-6)}
+    assert six_one["theorem-4.1"].kind == "estimate"
+    assert six_one["theorem-4.1"].noise == pytest.approx(2.3715, rel=1e-3)
+    assert "may NOT meet the target" in six_one["theorem-4.1"].note

@@ -66,6 +66,36 @@ def test_dpsgd_legacy_classic_reproduces_seed2_table4(sigma, expected):
     assert round(result["epsilon"], 4) == expected
 
 
+def test_dpsgd_unit_client_reproduces_the_user_level_entry():
+    """Xie et al. 2023's user-level entry (Table 4): clients sampled with rate q per round,
+    each client's update clipped, z on the sum: the README's command prints unit client."""
+    args = [
+        "account", "dpsgd", *dpsgd_options("0.1", "1.8", "3", "0.0029"),
+        *flags(method="rdp", orders="legacy", conversion="classic", unit="client"),
+    ]
+    data = run_json(*args)
+    assert data["setting"]["unit"] == "client"
+    assert data["setting"]["sampling"] == "poisson (q=0.1) of clients"
+    (result,) = data["results"]
+    assert round(result["epsilon"], 4) == 0.6298
+    assert result["unit"] == "client" and result["sampling"] == "poisson (q=0.1) of clients"
+    text = runner.invoke(app, args)
+    assert text.exit_code == 0, text.output
+    card = {line.split()[0]: " ".join(line.split()[1:]) for line in text.output.splitlines()
+            if line.split()}
+    assert card["unit"] == "client" and card["sampling"] == "poisson (q=0.1) of clients"
+    assert "0.629756" in text.output
+
+
+def test_dpsgd_unit_defaults_to_record():
+    data = run_json("account", "dpsgd", *dpsgd_options("0.1", "1.8", "3"), *flags(method="rdp"))
+    assert data["setting"]["unit"] == "record" and data["results"][0]["unit"] == "record"
+    assert data["setting"]["sampling"] == "poisson (q=0.1)"
+    bad = runner.invoke(app, ["account", "dpsgd", *dpsgd_options("0.1", "1", "3"),
+                              "--unit", "user"])
+    assert bad.exit_code == 2
+
+
 def test_dpsgd_custom_orders():
     data = seed2_rdp("1.8", "2,13,40")
     assert data["results"][0]["order"] == 13
@@ -126,10 +156,44 @@ def test_calibrate_noise_and_steps():
     data = calibrate("1", steps="1000")
     assert data["calibration"]["parameter"] == "noise_multiplier"
     assert data["results"][0]["epsilon"] <= 1.0
+    # the default is the tightest sound method, PLD
+    assert data["calibration"]["method"] == "pld" and data["results"][0]["method"] == "pld"
+    assert data["calibration"]["kind"] == "bound" and data["setting"]["kind"] == "bound"
+    assert "warning" not in data and data["calibration"]["capped"] is False
+    rdp = calibrate("1", steps="1000", method="rdp")
+    assert rdp["calibration"]["value"] > data["calibration"]["value"]
     data = calibrate("2", noise_multiplier="1.0")
     assert data["calibration"]["parameter"] == "steps" and data["calibration"]["value"] > 0
     data = calibrate("2", noise_multiplier="1.0", steps="100")
     assert data["setting"]["epsilon_left"] > 0
+
+
+def test_calibrate_warns_when_the_answer_is_the_search_cap():
+    """`--epsilon 1e6` reports T = 1e9, the cap: a stderr line and a JSON `warning` say so."""
+    args = ["calibrate", "dpsgd", *flags(epsilon="1e6", delta="1e-5", sampling_rate="0.01",
+                                         noise_multiplier="1", method="rdp")]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["calibration"]["value"] == 10**9 and data["calibration"]["capped"] is True
+    assert "search cap" in data["warning"] and data["calibration"]["warning"] == data["warning"]
+    assert result.stderr.startswith("privfl: warning: T = 1,000,000,000 is the search cap")
+    assert len(result.stderr.strip().splitlines()) == 1
+    text = runner.invoke(app, args)
+    assert text.exit_code == 0 and "search cap" in text.stderr
+    assert "warning: T = 1,000,000,000" in " ".join(text.stdout.split())
+    solved = runner.invoke(app, ["calibrate", "dpsgd", *flags(
+        epsilon="2", delta="1e-5", sampling_rate="0.01", noise_multiplier="1", method="rdp")])
+    assert solved.exit_code == 0 and solved.stderr == ""
+
+
+def test_calibrate_fedfdp_mu_is_labelled_an_estimate():
+    data = run_json(
+        "calibrate", "fedfdp", *flags(records="600", batch_size="16", local_steps="38",
+                                      rounds="100", mu="3"),
+    )
+    assert data["calibration"] == {"method": "gdp-clt", "kind": "estimate"}
+    assert data["setting"]["kind"].startswith("estimate")
 
 
 def test_human_table_mentions_bound_and_estimate():

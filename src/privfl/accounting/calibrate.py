@@ -1,10 +1,25 @@
 """Solve for the missing one of (noise multiplier, steps, sampling rate) under an (epsilon, delta)
 budget, with any accountant that supports the event.
 
+The default accountant is ``pld`` (pessimistic privacy loss distribution), the tightest sound
+method privfl has: RDP is 7-15 % looser in noise for Poisson sampling and 1.7-2x for fixed-size
+batches, which is noise (or steps, or sampling rate) given away for nothing.
+
 Every solution is on the safe side of the target: the returned noise is the smallest found whose
 epsilon is <= the target (never the bracket end below it), the returned steps and rate are the
 largest whose epsilon is <= the target. The epsilon actually certified at the solution is
 returned alongside, so nothing the user asked for is silently changed.
+
+What an answer is, is said, never left implicit (:class:`Calibration`):
+
+* ``kind`` is the kind of the accountant's answer at the solution: ``"bound"`` for rdp / pld (the
+  solution provably meets the target), ``"estimate"`` when solved on an approximation
+  (``method="gdp"`` / ``"gdp-clt"`` on a subsampled event): it may not meet the target, and
+  ``warning`` says so;
+* ``capped`` is True when the value is where the search stopped rather than a solution: the steps
+  search reached its ``limit`` (more steps may fit), or the accountant could not evaluate beyond
+  the returned value (e.g. the PLD's memory budget at very many steps or very little noise);
+  ``warning`` says which.
 """
 
 from __future__ import annotations
@@ -15,26 +30,47 @@ from dataclasses import dataclass
 
 from privfl._validation import check_delta, check_epsilon, check_int, check_positive, check_rate
 from privfl.accounting.events import Neighbouring, Noise, Sampling, Unit, dpsgd_event
-from privfl.accounting.methods import AccountingOptions, build_accountant
+from privfl.accounting.methods import AccountingOptions, build_accountant, resolve_methods
 from privfl.accounting.results import PrivacyResult
+
+#: The default accountant of every calibration: the tightest sound one.
+DEFAULT_METHOD = "pld"
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """The solved parameter, its value, and the accountant's answer at that value."""
+    """The solved parameter, its value, and the accountant's answer at that value.
+
+    ``capped``: the value is a search limit, not a solution (``warning`` explains).
+    ``warning``: empty, or a sentence every consumer should show (a cap, or an answer solved on
+    an estimate).
+    """
 
     parameter: str
     value: float
     target_epsilon: float
     result: PrivacyResult
+    capped: bool = False
+    warning: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The kind of the answer: the accountant's kind at the solution."""
+        return self.result.kind
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "parameter": self.parameter,
             "value": self.value,
             "target_epsilon": self.target_epsilon,
+            "kind": self.kind,
+            "method": self.result.method,
+            "capped": self.capped,
             "result": self.result.to_dict(),
         }
+        if self.warning:
+            data["warning"] = self.warning
+        return data
 
 
 @dataclass(frozen=True)
@@ -42,12 +78,16 @@ class DpSgdTemplate:
     """Everything about a DP-SGD run except the parameter being solved for."""
 
     delta: float
-    method: str = "rdp"
+    method: str = DEFAULT_METHOD
     sampling: Sampling = Sampling.POISSON
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
     unit: Unit = Unit.RECORD
     noise: Noise = Noise.GAUSSIAN
     options: AccountingOptions = AccountingOptions()
+
+    def __post_init__(self) -> None:
+        (method,) = resolve_methods(self.method)
+        object.__setattr__(self, "method", method)
 
     def epsilon(self, noise_multiplier: float, sampling_rate: float, steps: int) -> PrivacyResult:
         event = dpsgd_event(
@@ -62,12 +102,85 @@ class DpSgdTemplate:
         return build_accountant(self.method, self.options).epsilon(event, self.delta)
 
 
-def _log_bisect(ok: Callable[[float], bool], bad: float, good: float, rtol: float) -> float:
+class _Probe:
+    """``ok(x)``: does the accountant certify the target at x?
+
+    The first evaluation's errors propagate (the accountant cannot answer this calibration at
+    all). Later a ValueError, ArithmeticError or MemoryError (the accountant cannot evaluate this
+    x: a memory budget, an overflow at extreme noise) counts as "not certified" - the safe
+    answer - and is remembered for the warning.
+    """
+
+    def __init__(self, evaluate: Callable[[float], PrivacyResult], epsilon: float) -> None:
+        self.evaluate = evaluate
+        self.epsilon = epsilon
+        self.failure: tuple[float, str] | None = None
+        self.results: dict[float, PrivacyResult] = {}
+
+    def __call__(self, x: float) -> bool:
+        if not self.results and self.failure is None:
+            result = self.evaluate(x)
+        else:
+            try:
+                result = self.evaluate(x)
+            except (ValueError, ArithmeticError, MemoryError) as error:
+                if self.failure is None:
+                    self.failure = (x, str(error))
+                return False
+        self.results[x] = result
+        return result.epsilon <= self.epsilon
+
+    def result(self, x: float) -> PrivacyResult:
+        """The accountant's answer at x (evaluated once)."""
+        if x not in self.results:
+            self.results[x] = self.evaluate(x)
+        return self.results[x]
+
+
+def _finish(
+    parameter: str,
+    value: float,
+    epsilon: float,
+    setting: DpSgdTemplate,
+    probe: _Probe,
+    *,
+    capped: bool = False,
+    cap_warning: str = "",
+) -> Calibration:
+    """The labelled calibration: a cap, an accountant that gave up, or an estimate is said."""
+    result = probe.result(value)
+    warnings = [cap_warning] if capped and cap_warning else []
+    if probe.failure is not None:
+        where, reason = probe.failure
+        capped = True
+        better = {"noise_multiplier": "less noise", "steps": "more steps"}.get(
+            parameter, "a larger rate"
+        )
+        warnings.append(
+            f"search stopped at {parameter} = {_show(value)}, the best value the "
+            f"{setting.method} accountant certified: it could not evaluate {parameter} = "
+            f"{_show(where)} [{reason.rstrip('.')}], so {better} may still meet the target"
+        )
+    if result.kind != "bound":
+        warnings.append(
+            f"solved on the {result.method} {result.kind}, not a bound: the solution may not "
+            "meet the target; use method 'pld' or 'rdp' for a guarantee"
+        )
+    return Calibration(parameter, value, epsilon, result, capped, "; ".join(warnings))
+
+
+def _show(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:.6g}"
+
+
+def _log_bisect(ok: _Probe, bad: float, good: float, rtol: float) -> float:
     """Shrink [bad, good] (either order) in log space until the ratio is within 1 + rtol.
 
-    ``ok(good)`` is True and ``ok(bad)`` is False; returns the final ``good`` end.
+    ``ok(good)`` is True and ``ok(bad)`` is False; returns the final ``good`` end. Once the
+    accountant has failed to evaluate a point, the search stops at ``good``: the points left
+    lie next to the accountant's limit, where every evaluation is at its most expensive.
     """
-    while abs(math.log(good / bad)) > math.log1p(rtol):
+    while ok.failure is None and abs(math.log(good / bad)) > math.log1p(rtol):
         middle = math.sqrt(good * bad)
         if ok(middle):
             good = middle
@@ -85,7 +198,10 @@ def calibrate_noise(
     rtol: float = 1e-4,
     **template: object,
 ) -> Calibration:
-    """Smallest noise multiplier z (within relative ``rtol``) with epsilon(z) <= ``epsilon``."""
+    """Smallest noise multiplier z (within relative ``rtol``) with epsilon(z) <= ``epsilon``.
+
+    ``template``: the :class:`DpSgdTemplate` fields (``method`` defaults to ``"pld"``).
+    """
     epsilon = check_epsilon("epsilon", epsilon)
     if epsilon == 0:
         raise ValueError("epsilon = 0.0 is out of range: no finite noise reaches epsilon 0")
@@ -93,9 +209,7 @@ def calibrate_noise(
     sampling_rate = check_rate("sampling_rate", sampling_rate)
     steps = check_int("steps", steps, minimum=1)
     rtol = check_positive("rtol", rtol)
-
-    def ok(z: float) -> bool:
-        return setting.epsilon(z, sampling_rate, steps).epsilon <= epsilon
+    ok = _Probe(lambda z: setting.epsilon(z, sampling_rate, steps), epsilon)
 
     if ok(1.0):
         good, bad = 1.0, 0.5
@@ -114,9 +228,15 @@ def calibrate_noise(
                 raise ValueError(
                     f"epsilon = {epsilon!r} is out of range: not reached with noise multipliers "
                     "up to 1e6"
+                    + (
+                        f" (the {setting.method} accountant could not evaluate some of them: "
+                        f"{ok.failure[1]})"
+                        if ok.failure
+                        else ""
+                    )
                 )
     z = _log_bisect(ok, bad, good, rtol)
-    return Calibration("noise_multiplier", z, epsilon, setting.epsilon(z, sampling_rate, steps))
+    return _finish("noise_multiplier", z, epsilon, setting, ok)
 
 
 def max_steps(
@@ -128,25 +248,41 @@ def max_steps(
     limit: int = 10**9,
     **template: object,
 ) -> Calibration:
-    """Largest number of steps T <= ``limit`` with epsilon(T) <= ``epsilon`` (0 if none fits)."""
+    """Largest number of steps T <= ``limit`` with epsilon(T) <= ``epsilon`` (0 if none fits).
+
+    An answer equal to ``limit`` is the search cap, not a solution: it comes back with
+    ``capped = True`` and a ``warning``. Where the accountant cannot evaluate more steps (the PLD's
+    memory budget), the search stops at the largest T it certified, also ``capped``.
+    """
     epsilon = check_epsilon("epsilon", epsilon)
     setting = DpSgdTemplate(delta=check_delta("delta", delta), **template)
     sampling_rate = check_rate("sampling_rate", sampling_rate)
     noise_multiplier = check_positive("noise_multiplier", noise_multiplier)
     limit = check_int("limit", limit, minimum=1)
-
-    def ok(steps: int) -> bool:
-        return setting.epsilon(noise_multiplier, sampling_rate, steps).epsilon <= epsilon
+    ok = _Probe(lambda t: setting.epsilon(noise_multiplier, sampling_rate, t), epsilon)
 
     good, bad = 0, 1
     while bad <= limit and ok(bad):
         good, bad = bad, bad * 2
-    bad = min(bad, limit + 1)
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        good, bad = (middle, bad) if ok(middle) else (good, middle)
-    result = setting.epsilon(noise_multiplier, sampling_rate, good)
-    return Calibration("steps", good, epsilon, result)
+    if ok.failure is None:  # else: bad is beyond what the accountant evaluates; stop at good
+        bad = min(bad, limit + 1)
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            good, bad = (middle, bad) if ok(middle) else (good, middle)
+            if ok.failure is not None:  # more evaluations near the accountant's limit: stop
+                break
+    return _finish(
+        "steps",
+        good,
+        epsilon,
+        setting,
+        ok,
+        capped=good == limit,
+        cap_warning=(
+            f"T = {limit:,} is the search cap (limit), not a solution: the target allows at "
+            "least this many steps"
+        ),
+    )
 
 
 def max_sampling_rate(
@@ -158,15 +294,16 @@ def max_sampling_rate(
     rtol: float = 1e-4,
     **template: object,
 ) -> Calibration:
-    """Largest sampling rate q in (0, 1] (to relative ``rtol``) with epsilon(q) <= ``epsilon``."""
+    """Largest sampling rate q in (0, 1] (to relative ``rtol``) with epsilon(q) <= ``epsilon``.
+
+    ``q = 1`` (every record in every step) is a solution, not a cap: the budget is not binding.
+    """
     epsilon = check_epsilon("epsilon", epsilon)
     setting = DpSgdTemplate(delta=check_delta("delta", delta), **template)
     noise_multiplier = check_positive("noise_multiplier", noise_multiplier)
     steps = check_int("steps", steps, minimum=1)
     rtol = check_positive("rtol", rtol)
-
-    def ok(q: float) -> bool:
-        return setting.epsilon(noise_multiplier, q, steps).epsilon <= epsilon
+    ok = _Probe(lambda q: setting.epsilon(noise_multiplier, q, steps), epsilon)
 
     if ok(1.0):
         q = 1.0
@@ -180,4 +317,4 @@ def max_sampling_rate(
                     "down to 1e-12"
                 )
         q = _log_bisect(ok, min(1.0, good * 2.0), good, rtol)
-    return Calibration("sampling_rate", q, epsilon, setting.epsilon(noise_multiplier, q, steps))
+    return _finish("sampling_rate", q, epsilon, setting, ok)

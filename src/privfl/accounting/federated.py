@@ -225,7 +225,14 @@ def federated_fdp(
 def sigma_for_mu(
     target_mu: float, *, records: int, batch_size: int, local_steps: int, rounds: int
 ) -> float:
-    """The paper sigma whose Theorem 2 CLT mu equals ``target_mu`` (estimate; spec seed0 6.5)."""
+    """The paper sigma whose Theorem 2 CLT mu equals ``target_mu`` (spec seed0 6.5).
+
+    Solved on the CLT **estimate**, so the sigma is an estimate too: it is not certified to
+    meet any (epsilon, delta) target. ``privfl calibrate fedfdp --mu`` labels it so; for a
+    certified sigma calibrate on the PLD bound (``privfl calibrate fedfdp --epsilon --delta``,
+    i.e. :func:`privfl.accounting.calibrate.calibrate_noise` with ``method="pld"``), and read
+    the bound at any sigma from :func:`federated_fdp`.
+    """
     from scipy.optimize import brentq
 
     target_mu = check_positive("target_mu", target_mu)

@@ -22,6 +22,12 @@ Directions
 ``H_{e^eps}(M(D) || M(D u {x'}))``. Rigorous answers (``kind = "bound"``) take the maximum of
 both, each computed in closed form (spec 8.7).
 
+Kinds: ``bound`` (rigorous for random participation: ``per-s1-convexity``, ``wcs``, ``ols`` and
+their compositions), ``estimate`` (``theorem-4.1``, the paper's formula, which can fall below the
+truth) and ``reference`` (``cs``, ``cs-rdp``, ``cs-pld``: rigorous for a different mechanism,
+centralised Poisson sampling at rate p q, and therefore a LOWER reference for random
+participation; never a guarantee for Algorithm 1). :func:`scheme_kind` gives the kind of a scheme.
+
 Schemes (per iteration)
 -----------------------
 With ``eps' = log(1 + (e^eps - 1)/(p q))``, ``alpha' = e^eps'``, ``beta = e^(eps - eps')``,
@@ -85,13 +91,14 @@ from privfl._validation import (
 )
 from privfl.accounting.events import Neighbouring, NoisyStep, PrivacyEvent, Sampling, Unit
 from privfl.accounting.methods import AccountingOptions, account
+from privfl.accounting.pld import composed_delta, composed_epsilon, poisson_gaussian_pld
 from privfl.accounting.rdp import (
     delta_from_rdp,
     epsilon_from_rdp,
     rdp_poisson_gaussian,
     resolve_orders,
 )
-from privfl.accounting.results import PrivacyResult
+from privfl.accounting.results import Kind, PrivacyResult
 
 __all__ = [
     "ACCOUNTANTS",
@@ -101,6 +108,8 @@ __all__ = [
     "SERVERS",
     "amplify_epsilon",
     "calibrate_participation",
+    "calibrate_participation_report",
+    "NoiseCalibration",
     "deamplify_epsilon",
     "gaussian_delta",
     "participation_constants",
@@ -109,6 +118,7 @@ __all__ = [
     "participation_event",
     "participation_noise",
     "participation_report",
+    "scheme_kind",
     "theorem41_zstar",
     "wcs_pld",
     "wcs_rdp",
@@ -124,6 +134,18 @@ DIRECTIONS = ("max", "forward", "reverse")
 SERVERS = ("trusted", "untrusted", "untrusted-participants-only")
 #: Accountants used for composition over iterations.
 ACCOUNTANTS = ("rdp", "pld")
+
+
+def scheme_kind(scheme: str) -> Kind:
+    """What a scheme's number is for random participation (see the module docstring):
+    ``"estimate"`` for Theorem 4.1, ``"reference"`` (a lower reference, rigorous only for
+    centralised sampling at rate p q) for CS, ``"bound"`` for the others."""
+    scheme = check_choice("scheme", scheme, SCHEMES)
+    if scheme == "theorem-4.1":
+        return "estimate"
+    if scheme == "cs":
+        return "reference"
+    return "bound"
 
 _RELEASE = {
     "trusted": "every aggregated noisy gradient (trusted server)",
@@ -925,21 +947,14 @@ def wcs_pld(
     discretization: float = 1e-4,
 ) -> dp_pld.PrivacyLossDistribution:
     """Pessimistic PLD of one WCS step: ``(1 - p) * (loss 0) + p * PLD_psg(q, z)`` in both
-    directions (dp-accounting's pessimistic connect-the-dots Gaussian PLD, then an exact mixture
+    directions (privfl's pessimistic connect-the-dots Gaussian PLD, then an exact mixture
     with the identity; the revealed participation bit splits the output, and when client 1 does
     not participate both worlds have the same law, i.e. privacy loss 0)."""
     p = check_rate("client_rate", client_rate)
     q = check_rate("record_rate", record_rate)
     z = check_positive("noise_multiplier", noise_multiplier)
     interval = check_positive("discretization", discretization)
-    inner = dp_pld.from_gaussian_mechanism(
-        standard_deviation=z,
-        sensitivity=1.0,
-        pessimistic_estimate=True,
-        value_discretization_interval=interval,
-        sampling_prob=q,
-        use_connect_dots=True,
-    )
+    inner = poisson_gaussian_pld(z, q, value_discretization_interval=interval)
     if p == 1.0:
         return inner
     return inner.compute_mixture(dp_pld.identity(interval, pessimistic_estimate=True), p)
@@ -954,8 +969,24 @@ _RELATION = {
     "wcs": "upper bound (participation revealed; exact for that release)",
     "ols": "upper bound (ignores client sampling; exact for p = 1)",
     "cs": (
-        "lower bound: exact delta of the zero-gradient configuration; random participation "
-        "cannot do better, so this is not a guarantee for Algorithm 1"
+        "reference (lower bound on the true delta): exact delta of the zero-gradient "
+        "configuration; random participation cannot do better, so this is not a guarantee for "
+        "Algorithm 1"
+    ),
+}
+
+#: What a noise calibrated on each scheme means for random participation.
+_CALIBRATION_NOTES = {
+    "theorem-4.1": (
+        "estimate: solved on Theorem 4.1's delta, which can be below the true delta; this noise "
+        "may NOT meet the target"
+    ),
+    "per-s1-convexity": "bound: this noise provably meets the target",
+    "wcs": "bound: this noise meets the target (participation revealed: conservative)",
+    "ols": "bound: this noise meets the target (client sampling ignored: conservative)",
+    "cs": (
+        "reference: random participation needs at least this noise; it does NOT meet the target "
+        "for Algorithm 1 (rigorous only for centralised sampling at rate p q)"
     ),
 }
 
@@ -1010,16 +1041,10 @@ def _composed_wcs(
             extras["grid_note"] = "optimal order is the largest of the grid"
         return result[0], result[1], extras
     pld = wcs_pld(p, q, z, discretization=options.discretization)
-    if steps > 1:
-        pld = pld.self_compose(steps)
-    if delta is not None:
-        return (
-            float(pld.get_epsilon_for_delta(delta)),
-            delta,
-            {"discretization": options.discretization},
-        )
-    dlt = float(pld.get_delta_for_epsilon(epsilon))
-    return epsilon, min(max(dlt, 0.0), 1.0), {"discretization": options.discretization}
+    extras = {"discretization": options.discretization}
+    if delta is not None:  # sound tilted composition (dp-accounting's self_compose is not)
+        return composed_epsilon(pld, steps, delta), delta, extras
+    return epsilon, min(max(composed_delta(pld, steps, epsilon), 0.0), 1.0), extras
 
 
 def _setting_extras(scheme: str, s: _Setting, sigma: float, clip: float, server: str) -> dict:
@@ -1064,6 +1089,7 @@ def _composed_results(
                 replace(
                     r,
                     method=f"{scheme}-{r.method}",
+                    kind=scheme_kind(scheme) if r.kind == "bound" else r.kind,
                     sampling=_scheme_sampling(scheme, s.p, s.q),
                     extras={
                         **common,
@@ -1160,7 +1186,7 @@ def _per_iteration_result(
         extras["aggregate_noise"] = "N_t sigma^2 per coordinate (every client adds its own)"
     return PrivacyResult(
         method=scheme,
-        kind="estimate" if scheme == "theorem-4.1" else "bound",
+        kind=scheme_kind(scheme),
         epsilon=eps,
         delta=dlt,
         unit=Unit.RECORD.value,
@@ -1192,7 +1218,7 @@ def _basic_composition(
         step_dlt = math.exp(_log_delta(scheme, epsilon / steps, s))
         eps, dlt = epsilon, min(1.0, steps * step_dlt)
         per = {"per_iteration_epsilon": epsilon / steps, "per_iteration_delta": step_dlt}
-    kind = "estimate" if scheme == "theorem-4.1" else "bound"
+    kind = scheme_kind(scheme)
     return PrivacyResult(
         method=f"{scheme}-basic",
         kind=kind,
@@ -1244,9 +1270,11 @@ def participation_report(
     Returns, in the order of ``methods`` (default: :data:`SCHEMES` allowed for ``server``), the
     per-iteration result of each scheme (method = scheme name, ``steps = 1``). With
     ``iterations`` T > 1 it then adds the composed results over T iterations (at the same
-    epsilon or delta, now for the whole run): ``cs-rdp``, ``cs-pld``, ``ols-rdp``, ``ols-pld``,
-    ``wcs-rdp``, ``wcs-pld`` (rigorous; ``accountants`` picks rdp / pld) and ``theorem-4.1-basic``
-    / ``per-s1-convexity-basic`` (basic composition). Every result carries ``extras["scheme"]``.
+    epsilon or delta, now for the whole run): ``ols-rdp``, ``ols-pld``, ``wcs-rdp``, ``wcs-pld``
+    (rigorous bounds; ``accountants`` picks rdp / pld), ``cs-rdp``, ``cs-pld`` (kind
+    ``"reference"``: rigorous for centralised sampling only, a lower reference here) and
+    ``theorem-4.1-basic`` (estimate) / ``per-s1-convexity-basic`` (bound; basic composition).
+    Every result carries ``extras["scheme"]`` and its ``steps`` (1 per iteration, else T).
 
     ``server``: ``"trusted"`` (Algorithm 1), ``"untrusted"`` (spec 4.4: every available client
     sends each iteration, non-participants pure noise, each adds its own N(0, sigma^2 I); the
@@ -1295,6 +1323,89 @@ def participation_report(
                     _basic_composition(scheme, s, sigma, clip, steps, epsilon, delta, server)
                 )
     return results
+
+
+@dataclass(frozen=True)
+class NoiseCalibration:
+    """One scheme's noise for a per-iteration ``(epsilon, delta)`` target, labelled.
+
+    ``noise`` is sigma (std on the sum, units of the clip norm's scale) or ``None`` when the
+    scheme's delta never reaches the target ("unreachable"). ``kind`` says what the noise means
+    for random participation: ``"bound"`` (provably meets the target), ``"estimate"`` (solved on
+    a formula that can be below the truth: may not meet it) or ``"reference"`` (solved on a
+    lower reference: random participation needs at least this noise).
+    """
+
+    method: str
+    noise: float | None
+    kind: Kind
+    epsilon: float
+    delta: float
+    unit: str
+    neighbouring: str
+    sampling: str
+    release: str
+    random_participation: str
+    note: str
+
+    @property
+    def reachable(self) -> bool:
+        return self.noise is not None
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "kind": self.kind,
+            "noise": self.noise,
+            "reachable": self.reachable,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "steps": 1,
+            "unit": self.unit,
+            "neighbouring": self.neighbouring,
+            "sampling": self.sampling,
+            "release": self.release,
+            "random_participation": self.random_participation,
+            "note": self.note,
+        }
+
+
+def calibrate_participation_report(
+    client_rate: float,
+    record_rate: float,
+    records: int,
+    epsilon: float,
+    delta: float,
+    *,
+    clip: float = 1.0,
+    schemes: str | Iterable[str] = "all",
+    server: str = "trusted",
+) -> list[NoiseCalibration]:
+    """:func:`calibrate_participation` with every row labelled (kind, unit, neighbouring
+    relation, sampling, release, and what the noise means for random participation)."""
+    noise = calibrate_participation(
+        client_rate, record_rate, records, epsilon, delta, clip=clip, schemes=schemes,
+        server=server,
+    )
+    p, q = float(client_rate), float(record_rate)
+    return [
+        NoiseCalibration(
+            method=scheme,
+            noise=value,
+            kind=scheme_kind(scheme),
+            epsilon=float(epsilon),
+            delta=float(delta),
+            unit=Unit.RECORD.value,
+            neighbouring=Neighbouring.ADD_REMOVE.value,
+            sampling=_scheme_sampling(scheme, p, q),
+            release=_RELEASE[server],
+            random_participation=_RELATION[scheme],
+            note=_CALIBRATION_NOTES[scheme]
+            + ("" if value is not None else "; unreachable: the scheme's delta never reaches "
+               "the target, so it gives no calibration"),
+        )
+        for scheme, value in noise.items()
+    ]
 
 
 def calibrate_participation(

@@ -177,6 +177,9 @@ from privfl.accounting.results import PrivacyResult
 __all__ = [
     "PldAccountant",
     "clear_cache",
+    "composed_delta",
+    "composed_epsilon",
+    "poisson_gaussian_pld",
     "without_replacement_gaussian_delta",
     "without_replacement_gaussian_pld",
 ]
@@ -713,3 +716,47 @@ def _check_grid(points: int) -> None:
     """A step grid longer than the FFT budget is refused (as a MemoryError the accountant words)."""
     if points > MAX_FFT_LENGTH:
         raise MemoryError(points)
+
+
+def poisson_gaussian_pld(
+    noise_multiplier: float, sampling_rate: float, *, value_discretization_interval: float = 1e-4
+) -> PrivacyLossDistribution:
+    """Pessimistic step PLD of the Poisson-subsampled Gaussian under add/remove (both directions).
+
+    The same step PMFs the accountant composes (connect-the-dots without rounding noise; see
+    :func:`_connect_dots`), as a dp-accounting object that can be mixed or composed further.
+    """
+    z = check_positive("noise_multiplier", noise_multiplier)
+    q = check_range("sampling_rate", sampling_rate, 0.0, 1.0, low_open=True)
+    interval = check_positive("value_discretization_interval", value_discretization_interval)
+    return _gaussian_pld(z, 1.0, q, False, interval, True)
+
+
+def _step_parts(step: PrivacyLossDistribution, count: int) -> list[list[StepPmf]]:
+    remove, add = _directions(step)
+    directions = [[StepPmf(*_arrays(remove), count)]]
+    if add is not None:
+        directions.append([StepPmf(*_arrays(add), count)])
+    return directions
+
+
+def composed_epsilon(
+    step: PrivacyLossDistribution, count: int, delta: float, *, tail: float = 1e-15
+) -> float:
+    """Sound epsilon(delta) of ``count`` compositions of a step PLD (tilted FFT with its error
+    bound, :mod:`privfl.accounting.pld_compose`); use it instead of dp-accounting's
+    ``self_compose``, whose float64 round-off can put epsilon below the truth at small delta."""
+    interval = step._pmf_remove._discretization
+    return max(
+        epsilon_upper(parts, interval, tail, delta)[0] for parts in _step_parts(step, count)
+    )
+
+
+def composed_delta(
+    step: PrivacyLossDistribution, count: int, epsilon: float, *, tail: float = 1e-15
+) -> float:
+    """Sound delta(epsilon) of ``count`` compositions of a step PLD (as composed_epsilon)."""
+    interval = step._pmf_remove._discretization
+    return max(
+        delta_upper(parts, interval, tail, epsilon)[0] for parts in _step_parts(step, count)
+    )

@@ -4,11 +4,14 @@ Every subcommand builds a one-dimensional adversarial pair (privfl.accounting.au
 exact hockey-stick divergence in both directions (and a Monte Carlo interval with --monte-carlo),
 and prints whether the claim holds. A violation on one pair disproves a claimed bound; passing on
 some pairs proves nothing unless the pair is a known dominating pair (the report says which).
+
+Exit status, so scripts can use the verdict: 0 the claim holds (on this pair), 1 it is VIOLATED,
+3 INCONCLUSIVE (only a Monte Carlo interval that contains the claimed delta), 2 an input error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Annotated, Any
 
@@ -17,7 +20,16 @@ import typer
 from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
 from privfl.cli.common import F, JsonOpt, user_errors
 
-audit_app = typer.Typer(help="Check a claimed (epsilon, delta) on concrete neighbouring inputs.")
+EXIT_HELP = (
+    "Exit status: 0 the claim holds, 1 it is VIOLATED, 3 inconclusive (Monte Carlo only), "
+    "2 an input error."
+)
+audit_app = typer.Typer(
+    help=f"Check a claimed (epsilon, delta) on concrete neighbouring inputs. {EXIT_HELP}"
+)
+
+#: Exit statuses of `privfl audit ...` (2, an input error, comes from ``user_errors``).
+EXIT_HOLDS, EXIT_VIOLATED, EXIT_INCONCLUSIVE = 0, 1, 3
 
 
 class Interval(str, Enum):
@@ -56,9 +68,26 @@ def _command(name: str) -> Callable[[F], F]:
     """Register `privfl audit NAME`, a ValueError as exit status 2."""
 
     def register(command: F) -> F:
-        return audit_app.command(name)(user_errors(command))
+        return audit_app.command(name, epilog=EXIT_HELP)(user_errors(command))
 
     return register
+
+
+def exit_status(reports: Iterable[Any]) -> int:
+    """1 if any claim is violated, else 3 if any verdict is inconclusive, else 0."""
+    reports = list(reports)
+    if any(report.violated for report in reports):
+        return EXIT_VIOLATED
+    if not all(report.conclusive for report in reports):
+        return EXIT_INCONCLUSIVE
+    return EXIT_HOLDS
+
+
+def _finish(reports: Iterable[Any]) -> None:
+    """End the command with the verdict's exit status (0 holds, 1 violated, 3 inconclusive)."""
+    code = exit_status(reports)
+    if code != EXIT_HOLDS:
+        raise typer.Exit(code=code)
 
 
 def _print(report: Any, as_json: bool) -> None:
@@ -68,6 +97,7 @@ def _print(report: Any, as_json: bool) -> None:
         print_json(report.to_dict())
     else:
         typer.echo(report.summary)
+    _finish([report])
 
 
 def _run(pair: Any, steps: int, epsilon: float, delta: float, options: dict, as_json: bool) -> None:
@@ -198,3 +228,4 @@ def audit_dpsgd(
     else:
         for method, report in reports.items():
             typer.echo(f"{method}: {report.summary}")
+    _finish(reports.values())

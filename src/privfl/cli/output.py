@@ -12,7 +12,16 @@ from rich.table import Table
 
 from privfl.accounting.results import PrivacyResult
 
-KIND_STYLE = {"bound": "green", "estimate": "yellow"}
+KIND_STYLE = {"bound": "green", "estimate": "yellow", "reference": "cyan"}
+#: One line per kind, printed under a table that shows it (README "Reading a privacy number").
+KIND_LEGEND = {
+    "bound": "bound: a rigorous upper bound for what ran",
+    "estimate": "estimate: an approximation that can be below the truth, not a guarantee",
+    "reference": (
+        "reference: rigorous only for a different, more private mechanism; a lower reference "
+        "here (the truth is at least this), not a guarantee"
+    ),
+}
 EXTRA_COLUMNS = ("scope", "mu", "order", "conversion", "noise")
 
 
@@ -47,8 +56,91 @@ def print_report(
     unsupported: Mapping[str, str] | None = None,
     footnotes: Sequence[str] = (),
 ) -> None:
-    """A privacy card (what ran) followed by one row per accountant, labelled bound/estimate."""
+    """A privacy card (what ran) followed by one row per accountant: its kind (bound, estimate,
+    reference) and the number of steps it covers (1 for a per-iteration row, T when composed)."""
     console = Console()
+    _print_card(console, title, setting)
+
+    extras = [c for c in EXTRA_COLUMNS if any(c in r.extras for r in results)]
+    table = _result_table(results, extras)
+    shared: list[str] = []
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if natural > console.width and len(results) > 1:
+        # too wide: an extra that every row carrying it shares moves under the table
+        shared = [c for c in extras if len({repr(r.extras.get(c)) for r in results
+                                            if c in r.extras}) == 1]
+        table = _result_table(results, [c for c in extras if c not in shared])
+    console.print(table)
+    for column in shared:
+        value = next(r.extras[column] for r in results if column in r.extras)
+        methods = [r.method for r in results if column in r.extras]
+        others = [r.method for r in results if column not in r.extras]
+        which = (
+            ", ".join(methods)
+            if len(methods) <= len(others)
+            else "every row" + (f" but {', '.join(others)}" if others else "")
+        )
+        console.print(f"{column} = {_format_number(value)} ({which})")
+    for method, reason in (unsupported or {}).items():
+        console.print(f"[dim]{method}: not applicable — {reason}[/dim]")
+    _print_legend(console, [r.kind for r in results])
+    notes = list(dict.fromkeys(r.note for r in results if r.note)) + list(footnotes)
+    for note in notes:
+        console.print(f"[dim]• {note}[/dim]")
+
+
+def _result_table(results: Sequence[PrivacyResult], extras: Sequence[str]) -> Table:
+    columns = ("method", "kind", "steps", "epsilon", "delta", *extras)
+    rows = [
+        [
+            result.method,
+            result.kind,
+            _format_number(result.steps),
+            _format_number(result.epsilon),
+            _format_number(result.delta),
+            *(_format_number(result.extras.get(c, "")) for c in extras),
+        ]
+        for result in results
+    ]
+    table = Table(show_lines=False)
+    for index, column in enumerate(columns):
+        essential = index < 5  # never shortened: the number and what it is
+        width = max([len(column), *(len(row[index]) for row in rows)])
+        table.add_column(
+            column,
+            justify="right" if column in ("steps", "epsilon", "delta", "mu") else "left",
+            no_wrap=essential,
+            min_width=width if essential else None,
+            overflow="fold",
+        )
+    for row in rows:
+        table.add_row(row[0], _kind_cell(row[1]), *row[2:])
+    return table
+
+
+def print_noise_table(title: str, setting: Mapping[str, Any], rows: Sequence[Any]) -> None:
+    """Calibrated noise per scheme (rows with ``method``, ``kind``, ``noise``, ``neighbouring``,
+    ``note``, e.g. :class:`privfl.accounting.participation.NoiseCalibration`)."""
+    console = Console()
+    _print_card(console, title, setting)
+    table = Table(show_lines=False)
+    table.add_column("method", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("noise (sigma)", justify="right", no_wrap=True)
+    table.add_column("neighbouring", no_wrap=True)
+    for row in rows:
+        table.add_row(
+            row.method,
+            _kind_cell(row.kind),
+            "unreachable" if row.noise is None else _format_number(row.noise),
+            row.neighbouring,
+        )
+    console.print(table)
+    for row in rows:
+        console.print(f"[dim]• {row.method}: {row.note}[/dim]")
+
+
+def _print_card(console: Console, title: str, setting: Mapping[str, Any]) -> None:
     card = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)
     card.add_column(style="bold")
     card.add_column()
@@ -56,25 +148,13 @@ def print_report(
         card.add_row(key, _format_number(value))
     console.print(card)
 
-    extras = [c for c in EXTRA_COLUMNS if any(c in r.extras for r in results)]
-    table = Table(show_lines=False)
-    for column in ("method", "kind", "epsilon", "delta", *extras):
-        table.add_column(
-            column, justify="right" if column in ("epsilon", "delta", "mu") else "left"
-        )
-    for result in results:
-        style = KIND_STYLE.get(result.kind, "")
-        cells = [
-            result.method,
-            f"[{style}]{result.kind}[/{style}]",
-            _format_number(result.epsilon),
-            _format_number(result.delta),
-            *(_format_number(result.extras.get(c, "")) for c in extras),
-        ]
-        table.add_row(*cells)
-    console.print(table)
-    for method, reason in (unsupported or {}).items():
-        console.print(f"[dim]{method}: not applicable — {reason}[/dim]")
-    notes = list(dict.fromkeys(r.note for r in results if r.note)) + list(footnotes)
-    for note in notes:
-        console.print(f"[dim]• {note}[/dim]")
+
+def _kind_cell(kind: str) -> str:
+    style = KIND_STYLE.get(kind, "")
+    return f"[{style}]{kind}[/{style}]" if style else kind
+
+
+def _print_legend(console: Console, kinds: Sequence[str]) -> None:
+    for kind in dict.fromkeys(kinds):
+        if kind in KIND_LEGEND:
+            console.print(f"[dim]{KIND_LEGEND[kind]}[/dim]")
