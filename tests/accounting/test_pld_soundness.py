@@ -268,3 +268,14 @@ def test_fft_over_the_memory_budget_is_a_clear_error():
     with pytest.raises(ValueError, match="discretization"):
         PldAccountant().epsilon(dpsgd_event(1.0, 0.01, 10**11), 1e-6)
 
+
+
+@pytest.mark.parametrize(
+    ("q", "z", "steps", "delta"),
+    [(0.01, 1.0, 10**5, 1e-12), (0.2, 50.0, 10**6, 1e-12), (1e-3, 0.5, 10**4, 1e-9),
+     (0.5, 3.0, 1000, 1e-12), (0.05, 1.0, 10**4, 0.1)],
+)  # fmt: skip
+def test_pld_is_never_looser_than_rdp_at_the_default_discretisation(q, z, steps, delta):
+    event = dpsgd_event(z, q, steps)
+    pld_eps = PldAccountant().epsilon(event, delta).epsilon
+    assert pld_eps <= RdpAccountant().epsilon(event, delta).epsilon
