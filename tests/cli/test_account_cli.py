@@ -187,6 +187,15 @@ def test_calibrate_warns_when_the_answer_is_the_search_cap():
     assert solved.exit_code == 0 and solved.stderr == ""
 
 
+def test_calibrate_dpsgd_unit_client_and_help():
+    data = run_json("calibrate", "dpsgd", *flags(epsilon="1", delta="0.0029", sampling_rate="0.1",
+                                                 steps="3", unit="client"))
+    assert data["setting"]["unit"] == "client" and data["results"][0]["unit"] == "client"
+    assert data["setting"]["sampling"] == "poisson (q=0.1) of clients"
+    help_text = " ".join(runner.invoke(app, ["calibrate", "dpsgd", "--help"]).output.split())
+    assert "[default: pld]" in help_text and "search cap" in help_text
+
+
 def test_calibrate_fedfdp_mu_is_labelled_an_estimate():
     data = run_json(
         "calibrate", "fedfdp", *flags(records="600", batch_size="16", local_steps="38",
