@@ -20,6 +20,8 @@ import math
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import fft as sp_fft
 
 from privfl.accounting import pld_compose
@@ -279,3 +281,34 @@ def test_pld_is_never_looser_than_rdp_at_the_default_discretisation(q, z, steps,
     event = dpsgd_event(z, q, steps)
     pld_eps = PldAccountant().epsilon(event, delta).epsilon
     assert pld_eps <= RdpAccountant().epsilon(event, delta).epsilon
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    weights=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=40),
+    tiny=st.integers(0, 3),
+    count=st.integers(1, 3000),
+    tilt=st.floats(0.0, 2.0),
+)
+def test_upper_masses_dominate_an_extended_precision_composition(weights, tiny, count, tilt):
+    """Any step PMF (with entries down to 1e-300), any count and tilt: every upper mass is at
+    least the exact composed mass (long double), and the +inf atom at least the exact one."""
+    probs = np.array(weights, dtype=float)
+    probs[: tiny] *= 1e-300
+    if probs.sum() <= 0:
+        probs[0] = 1.0
+    probs /= probs.sum() * (1 + 1e-3)  # 1e-3/(1+1e-3) of the mass at +inf
+    infinity = 1.0 - float(probs.sum())
+    part = pld_compose.StepPmf(-3, probs, infinity, count)
+    composed = pld_compose.compose_upper([part], 1e-2, 1e-15, tilt=tilt)
+    ld = probs.astype(LD)
+    span = count * (probs.size - 1) + 1
+    size = sp_fft.next_fast_len(span)
+    exact = np.maximum(sp_fft.irfft(sp_fft.rfft(ld, size) ** count, size)[:span], 0)
+    first = composed.lower - part.lower * count
+    window = exact[first : first + composed.masses.size].astype(float)
+    # the long-double composition is itself exact only up to its own round-off (~count u_LD)
+    noise = 64.0 * (count + 16) * float(np.finfo(LD).eps)
+    assert np.all(composed.masses >= window * (1 - 1e-12) - noise)
+    exact_inf = float(-np.expm1(count * np.log1p(-LD(infinity))))
+    assert composed.infinity >= exact_inf * (1 - 1e-12)
