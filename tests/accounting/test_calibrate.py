@@ -170,3 +170,17 @@ def test_max_sampling_rate_full_batch_when_affordable():
 def test_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_pld_max_steps_starts_from_rdp_and_is_within_rtol_of_the_largest():
+    """PLD certifies at least RDP's steps; the answer is certified and within 1e-3 of the most."""
+    from privfl.accounting.calibrate import max_steps
+    from privfl.accounting.events import dpsgd_event
+    from privfl.accounting.pld import PldAccountant
+
+    rdp = max_steps(8.0, 1e-5, 0.01, 1.0, method="rdp")
+    pld = max_steps(8.0, 1e-5, 0.01, 1.0)
+    assert (pld.result.method, pld.kind) == ("pld", "bound")
+    assert pld.value >= rdp.value and pld.result.epsilon <= 8.0
+    beyond = int(pld.value * (1 + 2e-3)) + 1
+    assert PldAccountant().epsilon(dpsgd_event(1.0, 0.01, beyond), 1e-5).epsilon > 8.0
