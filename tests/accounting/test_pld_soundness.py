@@ -312,3 +312,18 @@ def test_upper_masses_dominate_an_extended_precision_composition(weights, tiny, 
     assert np.all(composed.masses >= window * (1 - 1e-12) - noise)
     exact_inf = float(-np.expm1(count * np.log1p(-LD(infinity))))
     assert composed.infinity >= exact_inf * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("q", [0.3, 1.0])
+def test_laplace_step_pmfs_dominate_the_exact_profile(q):
+    from dp_accounting.pld import privacy_loss_mechanism as plm
+
+    event = dpsgd_event(2.0, q, 1, sampling="poisson" if q < 1 else "none", noise="laplace")
+    pld = PldAccountant(1e-3).pld(event)
+    for pmf, adjacency in [
+        (pld._pmf_remove, plm.AdjacencyType.REMOVE),
+        (pld._pmf_add, plm.AdjacencyType.ADD),
+    ]:
+        loss = plm.LaplacePrivacyLoss(2.0, sampling_prob=q, adjacency_type=adjacency)
+        for eps in np.linspace(-1.0, 1.0, 201):
+            assert pmf.get_delta_for_epsilon(eps) >= float(loss.get_delta_for_epsilon(eps))

@@ -550,19 +550,54 @@ def _step_pld(
     sampling = step.effective_sampling
     replace = relation is Neighbouring.REPLACE_ONE
     if step.noise is Noise.LAPLACE:
-        return dp_pld.from_laplace_mechanism(
-            z,
-            sensitivity=2.0 if (replace and sampling is Sampling.NONE) else 1.0,
-            pessimistic_estimate=True,
-            value_discretization_interval=interval,
-            sampling_prob=1.0 if sampling is Sampling.NONE else q,
-            use_connect_dots=connect_dots,
-        )
+        sensitivity = 2.0 if (replace and sampling is Sampling.NONE) else 1.0
+        rate = 1.0 if sampling is Sampling.NONE else q
+        if not connect_dots:
+            return dp_pld.from_laplace_mechanism(
+                z,
+                sensitivity=sensitivity,
+                pessimistic_estimate=True,
+                value_discretization_interval=interval,
+                sampling_prob=rate,
+                use_connect_dots=False,
+            )
+        return _laplace_pld(z, sensitivity, rate, interval)
     if sampling is Sampling.WITHOUT_REPLACEMENT:
         return PrivacyLossDistribution(_wor_pmf(2.0 / z, q, interval, connect_dots))
     if sampling is Sampling.NONE:
         return _gaussian_gdp(2.0 / z if replace else 1.0 / z, interval, connect_dots)
     return _gaussian_pld(z, 1.0, q, replace, interval, connect_dots)
+
+
+def _laplace_pld(
+    b: float, sensitivity: float, q: float, interval: float
+) -> PrivacyLossDistribution:
+    """Laplace step PLD (add/remove; both directions when sampled): dp-accounting's pairs, with
+    the connect-the-dots masses formed from the profile without its affine part."""
+
+    def loss(adjacency: _Adjacency) -> dp_plm.LaplacePrivacyLoss:
+        return dp_plm.LaplacePrivacyLoss(
+            b, sensitivity=sensitivity, sampling_prob=q, adjacency_type=adjacency
+        )
+
+    def pmf(adjacency: _Adjacency, swapped: _Adjacency) -> pld_pmf.PLDPmf:
+        bounds = loss(adjacency).connect_dots_bounds()
+        upper = max(math.ceil(bounds.epsilon_upper / interval), 0)
+        lower = min(math.floor(bounds.epsilon_lower / interval), 0)
+        _check_grid(upper - lower + 1)
+        eps = np.arange(lower, upper + 1) * interval
+        negative = eps < 0.0
+        w = np.empty_like(eps)
+        w[~negative] = loss(adjacency).get_delta_for_epsilon(eps[~negative])
+        w[negative] = np.exp(eps[negative]) * np.asarray(
+            loss(swapped).get_delta_for_epsilon(-eps[negative])
+        )
+        return _connect_dots(interval, lower, w)
+
+    remove = pmf(_Adjacency.REMOVE, _Adjacency.ADD)
+    if q == 1.0:
+        return PrivacyLossDistribution(remove)
+    return PrivacyLossDistribution(remove, pmf(_Adjacency.ADD, _Adjacency.REMOVE))
 
 
 @lru_cache(maxsize=32)
