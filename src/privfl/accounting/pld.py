@@ -39,8 +39,9 @@ Supported steps (``step.effective_sampling``)
   size-B subset is C_{B/n}(f)-DP under replace-one; the unsampled step is G_{2/z}). Seed 000
   writes this ``C_{B/n}(G_{1/sigma})`` with ``sigma = z / 2``. Its PLD is built here from the
   symmetric dominating pair of spec seed0 section 4.4; see below.
-* Laplace (scale z), no sampling or Poisson, add/remove: dp-accounting
-  ``from_laplace_mechanism(parameter=z, sensitivity=1, sampling_prob=q)``; replace-one without
+* Laplace (scale z), no sampling or Poisson, add/remove: dp-accounting's
+  ``LaplacePrivacyLoss(parameter=z, sensitivity=1, sampling_prob=q)`` pairs (PMFs built here as
+  for the Gaussian, see :func:`_connect_dots`); replace-one without
   sampling uses sensitivity 2. This is dp-accounting's scalar pair with the maximal shift: it
   covers a one-dimensional sum with ``|v| <= C``, taking the shift C as the worst case as
   dp-accounting does. For vector sums with per-coordinate Laplace noise and L1 clipping it is
