@@ -76,7 +76,7 @@ def test_as_rng():
 
 
 def test_to_torch():
-    torch = pytest.importorskip("torch")
+    import torch
     d = _dataset()
     x, y = d.to_torch()
     assert x.dtype == torch.float32 and y.dtype == torch.int64 and x.shape == (20, 1, 5, 5)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
 
-torch = pytest.importorskip("torch")
-
-import torch.nn.functional as F  # noqa: E402, N812
-from torch import nn  # noqa: E402
-
-from privfl.fl import load_params, replicate_params  # noqa: E402
+from privfl.fl import load_params, replicate_params
 
 
 class TinyCNN(nn.Module):

@@ -7,16 +7,14 @@ import copy
 import warnings
 
 import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+from _engine_helpers import TinyCNN, perturbed_params, reference_per_example
+from torch import nn
 
-torch = pytest.importorskip("torch")
-
-import torch.nn.functional as F  # noqa: E402, N812
-from _engine_helpers import TinyCNN, perturbed_params, reference_per_example  # noqa: E402
-from torch import nn  # noqa: E402
-
-from privfl.fl import CohortTrainer, LocalTrainingSpec, load_params  # noqa: E402
-from privfl.fl import grad_sample as gs  # noqa: E402
-from privfl.models import build_model  # noqa: E402
+from privfl.fl import CohortTrainer, LocalTrainingSpec, load_params
+from privfl.fl import grad_sample as gs
+from privfl.models import build_model
 
 SPEC = LocalTrainingSpec(local_steps=1, batch_size=2, clip_norm=0.5, noise_multiplier=1.0)
 
@@ -219,7 +217,7 @@ def test_ghost_norms_equal_materialised_norms():
 
 @pytest.mark.parametrize("name", ["seed0-mnist-cnn", "seed2-mnist-cnn", "mlp"])
 def test_matches_opacus_grad_sample(name):
-    opacus = pytest.importorskip("opacus")
+    import opacus
     torch.manual_seed(8)
     kwargs = {"dropout": False} if name == "seed0-mnist-cnn" else {}
     model = build_model(name, **kwargs)

@@ -5,14 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
+from _engine_helpers import TinyCNN
 
-torch = pytest.importorskip("torch")
-
-from _engine_helpers import TinyCNN  # noqa: E402
-
-from privfl.accounting.events import Neighbouring, NoisyStep, Sampling, Unit  # noqa: E402
-from privfl.accounting.federated import ClientTraining  # noqa: E402
-from privfl.fl import (  # noqa: E402
+from privfl.accounting.events import Neighbouring, NoisyStep, Sampling, Unit
+from privfl.accounting.federated import ClientTraining
+from privfl.fl import (
     CohortTrainer,
     LocalTrainingSpec,
     load_params,

@@ -6,11 +6,10 @@ import math
 
 import numpy as np
 import pytest
+import torch
+from scipy import stats
 
-torch = pytest.importorskip("torch")
-stats = pytest.importorskip("scipy.stats")
-
-from privfl.mechanisms import (  # noqa: E402
+from privfl.mechanisms import (
     add_gaussian_noise,
     clip_and_sum,
     clip_factors,

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from scipy import stats
 
-torch = pytest.importorskip("torch")
-stats = pytest.importorskip("scipy.stats")
-
-from privfl.mechanisms import (  # noqa: E402
+from privfl.mechanisms import (
     SECURE_RANDOM,
     fixed_size_sample,
     pad_batches,

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
 
-torch = pytest.importorskip("torch")
-
-from torch import nn  # noqa: E402
-from torch.func import functional_call, grad, vmap  # noqa: E402
-
-from privfl.models import (  # noqa: E402
+from privfl.models import (
     MLP,
     LogisticRegression,
     Seed0CifarCNN,
