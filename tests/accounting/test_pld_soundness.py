@@ -327,3 +327,31 @@ def test_laplace_step_pmfs_dominate_the_exact_profile(q):
         loss = plm.LaplacePrivacyLoss(2.0, sampling_prob=q, adjacency_type=adjacency)
         for eps in np.linspace(-1.0, 1.0, 201):
             assert pmf.get_delta_for_epsilon(eps) >= float(loss.get_delta_for_epsilon(eps))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    first=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=30),
+    second=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=30),
+    counts=st.tuples(st.integers(0, 800), st.integers(1, 800)),
+    tilt=st.floats(0.0, 1.0),
+)
+def test_upper_masses_of_two_step_kinds_dominate_the_exact_composition(first, second, counts, tilt):
+    """Heterogeneous events (two step PMFs, each composed its own number of times)."""
+    parts, span, lower = [], 1, 0
+    for weights, count, low in ((first, counts[0], -2), (second, counts[1], 5)):
+        probs = np.array(weights) + 1e-3
+        probs /= probs.sum()
+        parts.append(pld_compose.StepPmf(low, probs, 0.0, count))
+        span += count * (probs.size - 1)
+        lower += count * low
+    size = sp_fft.next_fast_len(span)
+    product = np.ones(size // 2 + 1, dtype=np.clongdouble)
+    for part in parts:
+        product *= sp_fft.rfft(part.probs.astype(LD), size) ** part.count
+    exact = np.maximum(sp_fft.irfft(product, size)[:span], 0)
+    composed = pld_compose.compose_upper(parts, 1e-2, 1e-15, tilt=tilt)
+    first_index = composed.lower - lower
+    window = exact[first_index : first_index + composed.masses.size].astype(float)
+    noise = 64.0 * (sum(counts) + 16) * float(np.finfo(LD).eps)
+    assert np.all(composed.masses >= window * (1 - 1e-12) - noise)
