@@ -1,19 +1,43 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# Versions CI tested; `make install CONSTRAINTS=` installs from pyproject's loose ranges instead.
+CONSTRAINTS ?= constraints.txt
+PIP_CONSTRAINTS := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
+LATEST ?= .venv-latest
+# torch stays at 2.13.0 (CPU build) everywhere: any other torch spec pulls GBs of CUDA wheels.
+TORCH := torch==2.13.0
 
-.PHONY: install test test-slow lint bench
+.PHONY: install test test-slow test-latest lock lint bench
 
 install:
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0  # the CPU build; any other spec pulls CUDA wheels
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet $(PIP_CONSTRAINTS) $(TORCH)
+	$(PY) -m pip install --quiet $(PIP_CONSTRAINTS) -e '.[dev]'
 
 test:
 	$(PY) -m pytest
 
 test-slow:
 	$(PY) -m pytest -m slow
+
+# The newest releases pyproject allows (torch still pinned, see TORCH), in a separate venv.
+test-latest:
+	python3 -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install --quiet --upgrade pip
+	echo '$(TORCH)' > $(LATEST)/torch-pin.txt
+	$(LATEST)/bin/python -m pip install --quiet -c $(LATEST)/torch-pin.txt $(TORCH)
+	$(LATEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
+		-c $(LATEST)/torch-pin.txt -e '.[dev]'
+	$(LATEST)/bin/python -m pip list --format=freeze --exclude-editable 2>/dev/null \
+		| grep -E '^(numpy|scipy|dp-accounting|torch|opacus|pytest)=='
+	$(MAKE) test VENV=$(LATEST)
+
+# After `make test-latest` passes: record its versions as the tested set (keeps the header).
+lock:
+	{ sed -n '/^#/!q;p' $(CONSTRAINTS); \
+	  $(LATEST)/bin/python -m pip freeze --exclude-editable | sed -E 's/\+[A-Za-z0-9.]+$$//'; \
+	} > $(CONSTRAINTS).new && mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 lint:
 	$(VENV)/bin/ruff check src tests benchmarks scripts
