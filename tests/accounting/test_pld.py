@@ -120,10 +120,17 @@ def delta_tolerance(steps: int) -> float:
     return (4 * steps + 32) * EPS64
 
 
+#: privfl's step PMFs are raised by their measured rounding error and every composed mass
+#: carries the FFT's error bound, so privfl may be above dp-accounting by this much (relative),
+#: never below it beyond dp-accounting's own rounding.
+ALLOWANCE = 1e-6
+
+
 def assert_epsilon_matches(mine: float, epsilon_at, delta: float, steps: int) -> None:
-    """``mine`` is the reference's epsilon at ``delta`` up to the composition's rounding."""
+    """``mine`` is the reference's epsilon at ``delta`` up to rounding and privfl's allowances."""
     tol = delta_tolerance(steps)
     low, high = epsilon_at(delta + tol), epsilon_at(max(delta - tol, 0.5 * delta))
+    high = high * (1 + ALLOWANCE)
     # dp-accounting walks its loss grid by repeated float addition (itertools.count), so where
     # epsilon lands on a grid point it carries up to (grid length) * ulp of drift: measured
     # 5e-8 at epsilon = 841 (6e-11 relative). Allow 1e-9 relative for that.
@@ -164,10 +171,15 @@ def test_gaussian_step_pmf_equals_dp_accounting(z, q, replace):
         # Each entry is (d[i+1] - d[i] - e^h (d[i] - d[i-1])) / (e^h - 1) of profile values
         # d <= 1 that carry about one ulp(1) of rounding each (the vectorised and the scalar
         # profile round differently for sampled replace-one; measured 5.6e-12 = 2.5 eps64 / h).
-        # Allow 8 eps64 / (e^h - 1) ~ 1.8e-11 absolute, plus 1e-9 relative.
+        # Allow 8 eps64 / (e^h - 1) ~ 1.8e-11 absolute, plus 1e-9 relative. privfl's PMF is
+        # built from the profile raised by 1e-9 relative (pld._PROFILE_RELATIVE_ERROR): its
+        # atom at loss 0 is lower by up to that, every other mass only higher.
         atol = 8 * EPS64 / math.expm1(1e-4)
-        np.testing.assert_allclose(probs_o, probs_t, rtol=1e-9, atol=atol)
-        assert inf_o == pytest.approx(inf_t, rel=1e-12, abs=1e-300)
+        zero = -lower_o
+        rest = np.arange(len(probs_o)) != zero
+        np.testing.assert_allclose(probs_o[rest], probs_t[rest], rtol=2e-9, atol=atol)
+        assert abs(probs_o[zero] - probs_t[zero]) <= 2e-9
+        assert inf_o == pytest.approx(inf_t, rel=2e-9, abs=1e-300)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,9 +204,8 @@ def test_poisson_add_remove_matches_dp_accounting(q, z, steps):
         mine = ours.epsilon(event, delta).epsilon
         assert_epsilon_matches(mine, reference.get_epsilon, delta, steps)
     for eps in (0.5, 2.0):
-        assert ours.delta(event, eps).delta == pytest.approx(
-            reference.get_delta(eps), rel=1e-9, abs=delta_tolerance(steps)
-        )
+        theirs, tol = reference.get_delta(eps), delta_tolerance(steps)
+        assert theirs - tol <= ours.delta(event, eps).delta <= theirs * (1 + 10 * ALLOWANCE) + tol
 
 
 @pytest.mark.parametrize(("q", "z", "steps"), POISSON_GRID)
@@ -519,7 +530,10 @@ def test_result_labels_and_pld_object():
     assert (result.neighbouring, result.steps, result.delta) == ("add-remove", 500, 1e-6)
     composed = accountant.pld(event)
     assert isinstance(composed, dp_pld.PrivacyLossDistribution)
-    assert composed.get_epsilon_for_delta(1e-6) == pytest.approx(result.epsilon, rel=1e-9)
+    # the untilted object carries the FFT error allowance at every grid point: an upper bound,
+    # slightly looser than the accountant's tilted answer
+    untilted = composed.get_epsilon_for_delta(1e-6)
+    assert result.epsilon <= untilted <= result.epsilon * (1 + 1e-5)
     back = accountant.delta(event, result.epsilon)
     assert back.delta == pytest.approx(1e-6, rel=1e-6)
     assert back.epsilon == result.epsilon
