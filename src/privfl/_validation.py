@@ -14,16 +14,36 @@ from collections.abc import Iterable
 
 import numpy as np
 
+#: The largest step count (or other count) accepted: the int64 maximum, 2^63 - 1 (about 9.2e18).
+#: Accountants keep counts in numpy arrays and floats; far beyond any run that can happen.
+MAX_COUNT = 2**63 - 1
+
+
+def _show(value: object) -> str:
+    """``repr(value)``, shortened for integers too long to read in a one-line message."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(value) > 10**30:
+        # str() of a huge int is slow and refused beyond 4300 digits: count digits by bit length
+        size = abs(int(value))
+        digits = int((size.bit_length() - 1) * math.log10(2.0))  # 10^digits <= size, or nearly
+        if digits < 100_000:  # exact: the count of 10^k <= size
+            digits += (size >= 10**digits) + (size >= 10 ** (digits + 1))
+            return f"{'-' if value < 0 else ''}<a {digits}-digit integer>"
+        return f"{'-' if value < 0 else ''}<an integer of about {digits + 1} digits>"
+    return repr(value)
+
 
 def _fail(name: str, value: object, allowed: str) -> ValueError:
-    return ValueError(f"{name} = {value!r} is out of range: must be {allowed}")
+    return ValueError(f"{name} = {_show(value)} is out of range: must be {allowed}")
 
 
 def check_real(name: str, value: object) -> float:
     """A finite real number (bools, strings, NaN and infinities are refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} = {value!r} is not a real number")
-    value = float(value)
+        raise ValueError(f"{name} = {_show(value)} is not a real number")
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond the float range (about 1.8e308)
+        raise _fail(name, value, "finite (within the float range, about 1.8e308)") from None
     if math.isnan(value):
         raise _fail(name, value, "a number, not NaN")
     if math.isinf(value):
@@ -42,7 +62,11 @@ def check_range(
 ) -> float:
     """A finite real number in the interval given by ``low``, ``high`` and openness flags."""
     allowed = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isnan(value):
+    if (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, numbers.Integral)  # ints are never NaN (and may not fit a float)
+        and math.isnan(value)
+    ):
         raise _fail(name, float(value), allowed + ", not NaN")
     x = check_real(name, value)
     too_low = x <= low if low_open else x < low
@@ -82,8 +106,9 @@ def check_probability(name: str, value: object) -> float:
     return check_range(name, value, 0.0, 1.0)
 
 
-def check_int(name: str, value: object, minimum: int = 0) -> int:
-    """An integer >= ``minimum`` (floats with an integral value such as 3.0 are accepted)."""
+def check_int(name: str, value: object, minimum: int = 0, maximum: int | None = None) -> int:
+    """An integer >= ``minimum`` and, if given, <= ``maximum`` (floats with an integral value
+    such as 3.0 are accepted). Step counts use ``maximum=MAX_COUNT`` (2^63 - 1)."""
     if isinstance(value, bool):
         raise ValueError(f"{name} = {value!r} is not an integer")
     if (
@@ -94,9 +119,14 @@ def check_int(name: str, value: object, minimum: int = 0) -> int:
     ):
         result = int(value)
     else:
-        raise ValueError(f"{name} = {value!r} is not an integer: must be an integer >= {minimum}")
+        raise ValueError(
+            f"{name} = {_show(value)} is not an integer: must be an integer >= {minimum}"
+        )
     if result < minimum:
         raise _fail(name, result, f"an integer >= {minimum}")
+    if maximum is not None and result > maximum:
+        limit = "2^63 - 1 = 9223372036854775807" if maximum == MAX_COUNT else str(maximum)
+        raise _fail(name, result, f"an integer in [{minimum}, {limit}]")
     return result
 
 

@@ -15,6 +15,16 @@ from privfl.accounting.events import (
 from privfl.accounting.results import Kind, PrivacyResult
 
 
+def check_event(event: object) -> PrivacyEvent:
+    """``event`` itself if it is a :class:`PrivacyEvent`, else a ``ValueError`` saying so."""
+    if not isinstance(event, PrivacyEvent):
+        raise ValueError(
+            f"event = {event!r} is not a PrivacyEvent: describe what ran with "
+            "privfl.accounting.events.dpsgd_event(...) or PrivacyEvent(...)"
+        )
+    return event
+
+
 class Accountant(ABC):
     """An accountant turns a description of what ran into a labelled (epsilon, delta).
 
@@ -44,11 +54,10 @@ class Accountant(ABC):
         return None
 
     def supports(self, event: PrivacyEvent) -> bool:
-        return self.unsupported_reason(event) is None
+        return self.unsupported_reason(check_event(event)) is None
 
     def _require_supported(self, event: PrivacyEvent) -> None:
-        if not isinstance(event, PrivacyEvent):
-            raise ValueError(f"event = {event!r} is not a PrivacyEvent")
+        check_event(event)
         reason = self.unsupported_reason(event)
         if reason is not None:
             raise UnsupportedEventError(f"the {self.name} accountant cannot handle this: {reason}")

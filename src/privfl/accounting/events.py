@@ -21,11 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from privfl._validation import check_int, check_positive, check_rate
+from privfl._validation import MAX_COUNT, check_int, check_positive, check_rate
 
 
 class UnsupportedEventError(ValueError):
     """An accountant was asked about a combination it cannot bound; the message says which."""
+
+
+class AccountingLimitError(ValueError):
+    """An accountant supports the event but its numerics cannot answer it within their limits
+    (a memory budget, the float range, a cost that grows with an argument). The message names
+    the argument to change. ``account(..., methods="all")`` lists such a method under
+    ``unsupported`` with this message and reports the others."""
 
 
 class Neighbouring(str, Enum):
@@ -98,13 +105,25 @@ class PrivacyEvent:
     description: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.steps, (tuple, list)):
+            raise ValueError(
+                f"steps = {self.steps!r} is not a sequence of (NoisyStep, count) pairs"
+            )
         if not self.steps:
             raise ValueError("steps = () is out of range: must hold at least one (step, count)")
         checked = []
-        for step, count in self.steps:
+        for entry in self.steps:
+            if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
+                raise ValueError(f"steps entry {entry!r} is not a (NoisyStep, count) pair")
+            step, count = entry
             if not isinstance(step, NoisyStep):
                 raise ValueError(f"steps entry {step!r} is not a NoisyStep")
-            checked.append((step, check_int("steps", count, minimum=0)))
+            checked.append((step, check_int("steps", count, minimum=0, maximum=MAX_COUNT)))
+        total = sum(count for _, count in checked)
+        if total > MAX_COUNT:
+            raise ValueError(
+                f"steps = {total} in all is out of range: must be at most 2^63 - 1 = {MAX_COUNT}"
+            )
         object.__setattr__(self, "steps", tuple(checked))
         object.__setattr__(self, "neighbouring", Neighbouring(self.neighbouring))
         object.__setattr__(self, "unit", Unit(self.unit))
@@ -139,7 +158,7 @@ def dpsgd_event(
     """``steps`` identical DP-SGD steps (all iterates released)."""
     step = NoisyStep(noise_multiplier, sampling_rate, Sampling(sampling), Noise(noise))
     return PrivacyEvent(
-        ((step, check_int("steps", steps, minimum=0)),),
+        ((step, check_int("steps", steps, minimum=0, maximum=MAX_COUNT)),),
         neighbouring=Neighbouring(neighbouring),
         unit=Unit(unit),
     )

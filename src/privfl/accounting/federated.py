@@ -156,16 +156,22 @@ def _clt_results(setting: FederatedSetting, delta: float) -> list[PrivacyResult]
         ("strong", len(setting.clients) - 1, setting.mu_strong()),
     ):
         event = worst.event(setting.rounds, colluders=colluders)
+        note = "CLT limit of C_{B/n}(G_{1/sigma})^{KR} (seed 000 Theorem 2); not a bound"
+        if math.isinf(mu):
+            note += (
+                "; mu exceeds the float range (e^{1/sigma^2} overflows below sigma ~ 0.027): "
+                "the estimate is infinite, use a larger sigma or a bound (pld, rdp)"
+            )
         results.append(
             PrivacyResult.for_event(
                 event,
                 method="gdp-clt",
                 kind="estimate",
-                epsilon=gdp_epsilon(delta, mu),
+                epsilon=math.inf if math.isinf(mu) else gdp_epsilon(delta, mu),
                 delta=delta,
                 mu=mu,
                 scope=scope,
-                note="CLT limit of C_{B/n}(G_{1/sigma})^{KR} (seed 000 Theorem 2); not a bound",
+                note=note,
             )
         )
     return results

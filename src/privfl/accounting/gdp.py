@@ -141,10 +141,17 @@ def _epsilon_scalar(delta: float, mu: float) -> float:
         return _log_delta_scalar(eps, mu) - log_target
 
     # Asymptotic guess eps ~ mu^2/2 + mu sqrt(2 log(1/delta)), then doubling until bracketed.
-    high = 0.5 * mu * mu + mu * math.sqrt(2.0 * -log_target) + 1.0
+    # delta(eps) > delta for every eps <= mu^2/2 (there delta(eps) >= 1/2 - phi(0)/mu), so where
+    # the bracket leaves the float range, epsilon itself exceeds it: inf is the exact answer.
+    largest = float(np.finfo(float).max)
+    if 0.5 * mu * mu >= largest:
+        return math.inf
+    high = min(0.5 * mu * mu + mu * math.sqrt(2.0 * -log_target) + 1.0, largest)
     low = 0.0  # gap(0) > 0 here
     while gap(high) > 0:
-        low, high = high, 2.0 * high
+        if high == largest:
+            return math.inf
+        low, high = high, min(2.0 * high, largest)
     return float(optimize.brentq(gap, low, high, xtol=1e-15, rtol=1e-15, maxiter=500))
 
 
@@ -211,8 +218,13 @@ def poisson_clt_mu(sampling_rate: float, noise_multiplier: float, steps: int) ->
     steps = check_int("steps", steps, minimum=0)
     if steps == 0:
         return 0.0
-    x = 1.0 / (z * z)
-    log_expm1 = math.log(math.expm1(x)) if x < 50.0 else x + math.log1p(-math.exp(-x))
+    x = (1.0 / z) * (1.0 / z)  # inf (not an error) below z ~ 1e-154
+    if x < 1e-100:  # huge noise: expm1(x) = x (1 + x/2 + ...), and x may underflow to 0
+        log_expm1 = -2.0 * math.log(z)
+    elif x < 50.0:
+        log_expm1 = math.log(math.expm1(x))
+    else:
+        log_expm1 = x + math.log1p(-math.exp(-x))
     log_mu = math.log(q) + 0.5 * (math.log(steps) + log_expm1)
     return math.exp(log_mu) if log_mu < _LOG_MAX else math.inf
 
@@ -221,6 +233,8 @@ def _log_kappa(sigma: float) -> float:
     """log kappa(sigma), kappa^2 = e^{1/s^2} Phi(1.5/s) + 3 Phi(-0.5/s) - 2, stable for all s."""
     x = 1.0 / sigma
     x2 = x * x
+    if x < 1e-100:  # huge sigma: kappa^2 = x^2/2 (1 + O(x)), and x^2 may underflow to 0
+        return math.log(x) - 0.5 * math.log(2.0)
     if x2 < 1.0:
         # Large sigma: kappa^2 ~ x^2/2, so remove the O(1) cancellation analytically:
         # kappa^2 = expm1(x^2) Phi(1.5x) + [Phi(1.5x) - 1/2] - 3 [Phi(0.5x) - 1/2].
@@ -340,6 +354,8 @@ class GdpCltAccountant(Accountant):
             return math.sqrt(count) * sensitivity / z, True
         if sampling is Sampling.POISSON:
             return poisson_clt_mu(step.sampling_rate, z, count), False
+        if z / 2.0 == 0.0:  # z is the smallest subnormal float: mu is beyond the float range
+            return math.inf, False
         return fdp_clt_mu(step.sampling_rate, count, z / 2.0), False
 
     def mu(self, event: PrivacyEvent) -> tuple[float, bool]:
@@ -360,17 +376,10 @@ class GdpCltAccountant(Accountant):
         if exact:
             return "bound", _EXACT_NOTE
         note = _CLT_NOTE
-        no_amplification = math.sqrt(
-            sum(
-                count
-                * (
-                    (1.0 if event.neighbouring is Neighbouring.ADD_REMOVE else 2.0)
-                    / step.noise_multiplier
-                )
-                ** 2
-                for step, count in event.steps
-            )
-        )
+        sensitivity = 1.0 if event.neighbouring is Neighbouring.ADD_REMOVE else 2.0
+        # r * r, not r ** 2: for tiny z the power raises OverflowError, the product is inf
+        ratios = [(count, sensitivity / step.noise_multiplier) for step, count in event.steps]
+        no_amplification = math.sqrt(sum(count * (r * r) for count, r in ratios))
         if mu > no_amplification:
             note += (
                 f"; WARNING: this CLT mu exceeds mu = {no_amplification:.6g}, which is a rigorous "
@@ -382,6 +391,9 @@ class GdpCltAccountant(Accountant):
         mu, exact = self.mu(event)
         epsilon = math.inf if math.isinf(mu) else _epsilon_scalar(delta, mu)
         kind, note = self._labels(event, mu, exact)
+        if math.isinf(epsilon):
+            what = "mu and epsilon exceed" if math.isinf(mu) else "epsilon exceeds"
+            note += f"; {what} the float range (about 1.8e308): no finite value can be stated"
         return PrivacyResult.for_event(
             event, method=self.name, kind=kind, epsilon=epsilon, delta=delta, mu=mu, note=note
         )

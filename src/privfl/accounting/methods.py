@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from privfl._validation import check_choice
-from privfl.accounting.base import Accountant
-from privfl.accounting.events import PrivacyEvent, UnsupportedEventError
+from privfl._validation import check_choice, check_delta, check_epsilon
+from privfl.accounting.base import Accountant, check_event
+from privfl.accounting.events import AccountingLimitError, PrivacyEvent, UnsupportedEventError
 from privfl.accounting.results import PrivacyResult
 
 METHODS = ("rdp", "pld", "gdp-clt")
@@ -82,13 +82,23 @@ def account(
     """Ask each method for epsilon at ``delta`` (or delta at ``epsilon``).
 
     With ``methods="all"`` a method that cannot handle the event is listed in
-    ``report.unsupported`` with its reason; a method asked for by name that cannot handle it
-    raises :class:`UnsupportedEventError`.
+    ``report.unsupported`` with its reason, and so is a method whose numerics refuse the event
+    (:class:`AccountingLimitError`, e.g. a PLD grid over its memory budget, or a ``MemoryError``):
+    the other methods still answer. A method asked for by name that cannot handle the event
+    raises :class:`UnsupportedEventError`, and one whose numerics refuse it raises that
+    refusal (a ``ValueError`` naming the argument to change). If no method answers, a
+    ``ValueError`` lists every reason.
     """
+    check_event(event)
     if (delta is None) == (epsilon is None):
         raise ValueError("give exactly one of delta and epsilon")
+    if delta is not None:
+        delta = check_delta("delta", delta)
+    else:
+        epsilon = check_epsilon("epsilon", epsilon)
     requested_all = methods == "all" or (not isinstance(methods, str) and "all" in methods)
     report = AccountingReport()
+    refused = False
     for method in resolve_methods(methods):
         accountant = build_accountant(method, options)
         reason = accountant.unsupported_reason(event)
@@ -97,13 +107,32 @@ def account(
                 raise UnsupportedEventError(f"the {method} accountant cannot handle this: {reason}")
             report.unsupported[method] = reason
             continue
-        if delta is not None:
-            report.results.append(accountant.epsilon(event, delta))
-        else:
-            report.results.append(accountant.delta(event, epsilon))
+        try:
+            if delta is not None:
+                report.results.append(accountant.epsilon(event, delta))
+            else:
+                report.results.append(accountant.delta(event, epsilon))
+        except (AccountingLimitError, MemoryError) as error:
+            if not requested_all:
+                if isinstance(error, MemoryError):
+                    raise AccountingLimitError(_out_of_memory(method, error)) from None
+                raise
+            refused = True
+            report.unsupported[method] = (
+                _out_of_memory(method, error) if isinstance(error, MemoryError) else str(error)
+            )
     if not report.results:
-        raise UnsupportedEventError(
+        error_type = AccountingLimitError if refused else UnsupportedEventError
+        raise error_type(
             "no accountant supports this event: "
             + "; ".join(f"{m}: {r}" for m, r in report.unsupported.items())
         )
     return report
+
+
+def _out_of_memory(method: str, error: MemoryError) -> str:
+    detail = " ".join(str(error).split())
+    return (
+        f"the {method} accountant ran out of memory ({detail or 'MemoryError'}); "
+        "this event needs a cheaper setting or another method"
+    )

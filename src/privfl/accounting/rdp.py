@@ -38,6 +38,15 @@ mpmath quadrature):
   alpha = 1.01); it costs about 1-2 ms per order. Small noise (z = 0.05 ... 0.5) with large q,
   where the signed series alternates hardest, stays well conditioned on the series.
 
+* **tiny noise** - ``alpha/(2 z^2) + alpha log(q)/(alpha - 1) <= rdp <= alpha/(2 z^2)`` (the
+  lower end from ``A >= E[(q r)^alpha]``, the upper by quasi-convexity of the Renyi divergence).
+  Where that bracket is narrower than 1e-12 relative (``2 z^2 |log q| <= 1e-12 (alpha - 1)``,
+  e.g. z <~ 1e-8), the upper end is used: a bound, equal to the exact value at the accuracy
+  of the other regimes. (There the series' terms overflow and the quadrature's log-integrand,
+  a difference of numbers of size ``x^2/(2 z^2)``, has lost every digit.) The quadrature
+  integrates over windows of +-40 sigma around 0, 1, 2, alpha and the crossover, so that it
+  resolves the integrand for any sigma down to that regime.
+
 Measured against mpmath quadrature at 30 digits (300 random cases, q in [1e-6, 1), z in
 [0.2, 50], fractional alpha in (1, 30)): max relative error 2.4e-13 (series) and 7e-14
 (quadrature).
@@ -75,6 +84,7 @@ from privfl._validation import (
 )
 from privfl.accounting.base import Accountant
 from privfl.accounting.events import (
+    AccountingLimitError,
     Neighbouring,
     Noise,
     NoisyStep,
@@ -87,6 +97,7 @@ __all__ = [
     "CONVERSIONS",
     "DEFAULT_ORDERS",
     "LEGACY_ORDERS",
+    "MAX_SUBSAMPLED_ORDER",
     "WOR_GAUSSIAN_EXACT_MAX_ORDER",
     "RdpAccountant",
     "delta_from_rdp",
@@ -172,6 +183,26 @@ def _orders_array(orders: object) -> np.ndarray:
     return np.asarray(orders, dtype=float)
 
 
+#: The largest order at which the subsampled curves (:func:`rdp_poisson_gaussian`,
+#: :func:`rdp_without_replacement_gaussian`, :func:`rdp_without_replacement`) are evaluated:
+#: their cost grows linearly with the order (one term per integer up to it; about 0.3 s and
+#: 60 MB at 1e5). The optimal order is about 2 log(1/delta) / epsilon, so this covers every
+#: epsilon above ~2e-4 at delta = 1e-5. Unsubsampled and Laplace curves take any order.
+MAX_SUBSAMPLED_ORDER = 1e5
+
+
+def _check_subsampled_orders(alphas: np.ndarray) -> None:
+    """Refuse orders above :data:`MAX_SUBSAMPLED_ORDER` (their cost grows with the order)."""
+    top = float(np.max(alphas))
+    if top > MAX_SUBSAMPLED_ORDER:
+        raise AccountingLimitError(
+            f"orders = {top:g} is out of range for a subsampled mechanism: each order must be "
+            f"at most {MAX_SUBSAMPLED_ORDER:g} (the subsampled RDP sums one term per integer up "
+            "to the order, so its time and memory grow with it); use smaller orders (the optimal "
+            "order is about 2 log(1/delta) / epsilon), or the pld method"
+        )
+
+
 # --------------------------------------------------------------------------------------------
 # Small numerical helpers
 # --------------------------------------------------------------------------------------------
@@ -192,6 +223,10 @@ def _log_expm1_minus_x(x: float) -> float:
     """``log(expm1(x) - x)`` (the argument is positive for every ``x != 0``)."""
     if x == 0.0:
         return -math.inf
+    if math.isinf(x):
+        return x if x > 0 else math.inf  # expm1(-inf) - (-inf) = inf
+    if abs(x) < 1e-150:  # x^2/2 would underflow: log(x^2/2) directly (relative error O(x))
+        return 2.0 * math.log(abs(x)) - math.log(2.0)
     if abs(x) < 0.5:
         total, term, k = 0.0, x * x / 2.0, 2
         while True:  # sum_{k>=2} x^k / k!  (relative to x^2, converges fast for |x| < 1/2)
@@ -239,7 +274,9 @@ def _log_alternating_sums(log_terms: np.ndarray) -> np.ndarray:
     (the sum lies in [a_0 / 2, a_0], so it is positive and well conditioned)."""
     top = log_terms[:, 0]
     safe = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # overflow (terms that are not a decreasing moment sequence, tiny noise) gives NaN, which
+    # the caller treats as an unreliable series
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         total = np.exp(log_terms - safe[:, None]) @ _CRVZ_WEIGHTS
         return np.where(np.isfinite(top), safe + np.log(total), -np.inf)
 
@@ -355,7 +392,8 @@ def _log_a_minus_1_series(
         )
         log_a = np.logaddexp(0.0, value)
         error = rel_am1 * np.exp(value - log_a) / log_a
-    bad = ~(total > 0) | ~np.isfinite(value)
+    # a NaN tail (its terms overflowed) would be dropped by ``keep`` above: never trust it
+    bad = ~(total > 0) | ~np.isfinite(value) | np.isnan(tail_ab) | np.isnan(tail_ref)
     return np.where(bad, np.nan, value), np.where(bad, np.inf, error)
 
 
@@ -399,31 +437,77 @@ def _make_log_integrand(q: float, sigma: float, alpha: float) -> Callable[[np.nd
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
 
 
+def _windows(centres: list[float], half_width: float) -> list[tuple[float, float]]:
+    """The union of ``[c - half_width, c + half_width]`` over ``centres``, as disjoint
+    intervals in increasing order."""
+    merged: list[list[float]] = []
+    for c in sorted(centres):
+        if merged and c - half_width <= merged[-1][1]:
+            merged[-1][1] = c + half_width
+        else:
+            merged.append([c - half_width, c + half_width])
+    return [(a, b) for a, b in merged]
+
+
 def _log_a_minus_1_quad(q: float, sigma: float, alpha: float) -> float:
     """``log(A_alpha - 1)`` by quadrature of ``E[f(L)]``, ``f(L) = L^a - 1 - a (L - 1) >= 0``.
 
-    ``f >= 0`` (convexity), so there is no cancellation. The log-integrand is evaluated on a
-    grid (spacing <= sigma/4) spanning 40 sigma beyond 0, 1, 2, alpha and the crossover point
-    z0 = sigma^2 log(1/q - 1) + 1/2, and scaled by its maximum; the range where it is within
-    e^-90 of the maximum is integrated with composite 16-point Gauss-Legendre, doubling the
-    panels until two estimates agree to 1e-13 (scipy's adaptive ``quad`` as a last resort).
+    ``f >= 0`` (convexity), so there is no cancellation. The integrand is below a sum of
+    Gaussian bumps of width sigma centred at 0, 1 and alpha (``f(L) <= a`` for ``L < 1``,
+    ``f(L) <= L^a`` above, and ``phi_s(x) L^a`` is a tilted Gaussian centred at alpha beyond the
+    crossover z0 = sigma^2 log(1/q - 1) + 1/2), so it is integrated over the windows of
+    +-40 sigma around 0, 1, 2, alpha and z0 (merged where they overlap: a single interval unless
+    sigma is small next to the distances between those points). On each window the
+    log-integrand is evaluated on a grid (spacing <= sigma/4), scaled by the overall maximum,
+    and the range within e^-90 of that maximum is integrated with composite 16-point
+    Gauss-Legendre, doubling the panels until two estimates agree to 1e-13 (scipy's adaptive
+    ``quad`` as a last resort). The windows keep the grid fine for any sigma (a single grid over
+    [0, alpha] cannot resolve bumps of width 1e-10).
     """
     log_g = _make_log_integrand(q, sigma, alpha)
     z0 = sigma * sigma * (math.log1p(-q) - math.log(q)) + 0.5
     centres = [0.0, 1.0, 2.0, alpha, z0]
-    lo = min(centres) - 40.0 * sigma
-    hi = max(centres) + 40.0 * sigma
-    n = int(min(max(4001.0, 4.0 * (hi - lo) / sigma), 400001.0))
-    grid = np.linspace(lo, hi, n)
-    values = log_g(grid)
-    peak = float(np.max(values))
-    inside = np.nonzero(values >= peak - 90.0)[0]
-    a = float(grid[max(int(inside[0]) - 1, 0)])
-    b = float(grid[min(int(inside[-1]) + 1, n - 1)])
+    grids = []
+    for lo, hi in _windows(centres, 40.0 * sigma):
+        n = int(min(max(4001.0, 4.0 * (hi - lo) / sigma), 400001.0))
+        grid = np.linspace(lo, hi, n)
+        grids.append((grid, log_g(grid)))
+    peak = max(float(np.max(values)) for _, values in grids)
+    if not math.isfinite(peak):
+        raise AccountingLimitError(
+            f"the rdp accountant cannot evaluate order {alpha:g} at noise_multiplier = "
+            f"{sigma:g}, sampling_rate = {q:g} (its integrand is {peak}); use other orders"
+        )
 
     def integrand(x: np.ndarray) -> np.ndarray:
         return np.exp(log_g(x) - peak)
 
+    total = 0.0
+    for grid, values in grids:
+        inside = np.nonzero(values >= peak - 90.0)[0]
+        if inside.size == 0:
+            continue  # below e^-90 of the peak everywhere on this window
+        n = grid.size
+        a = float(grid[max(int(inside[0]) - 1, 0)])
+        b = float(grid[min(int(inside[-1]) + 1, n - 1)])
+        total += _integrate_window(integrand, a, b, sigma, [c for c in centres if a < c < b])
+    if not total > 0.0:
+        raise AccountingLimitError(  # pragma: no cover - the peak's own window is positive
+            f"the rdp accountant cannot evaluate order {alpha:g} at noise_multiplier = "
+            f"{sigma:g}, sampling_rate = {q:g} (quadrature gave {total}); use other orders"
+        )
+    return peak + math.log(total)
+
+
+def _integrate_window(
+    integrand: Callable[[np.ndarray], np.ndarray],
+    a: float,
+    b: float,
+    sigma: float,
+    points: list[float],
+) -> float:
+    """Integral of ``integrand`` over [a, b]: composite 16-point Gauss-Legendre with panels
+    doubled until two estimates agree to 1e-13, scipy's adaptive ``quad`` as a last resort."""
     panels = max(16, int(math.ceil(2.0 * (b - a) / sigma)))
     previous = math.nan
     while panels <= 2**15:
@@ -433,7 +517,7 @@ def _log_a_minus_1_quad(q: float, sigma: float, alpha: float) -> float:
         nodes = (mid[:, None] + half[:, None] * _GL_NODES[None, :]).ravel()
         total = float(np.sum((half[:, None] * _GL_WEIGHTS[None, :]).ravel() * integrand(nodes)))
         if abs(total - previous) <= 1e-13 * total:
-            return peak + math.log(total)
+            return total
         previous = total
         panels *= 2
     with warnings.catch_warnings():
@@ -445,9 +529,35 @@ def _log_a_minus_1_quad(q: float, sigma: float, alpha: float) -> float:
             epsabs=0.0,
             epsrel=1e-12,
             limit=500,
-            points=[c for c in centres if a < c < b],
+            points=points or None,
         )
-    return peak + math.log(total)
+    return total
+
+
+#: Above this noise multiplier the sampled-Gaussian RDP is bounded by the unsubsampled
+#: ``alpha / (2 z^2) < 1e-280`` (the series and quadrature need ``z^2``, which overflows).
+_HUGE_NOISE = 1e140
+
+#: Orders whose rdp is known to this relative width without computing it use that value
+#: (:func:`_log_a`, tiny noise); the regimes below are accurate to about this.
+_GAUSSIAN_LIMIT_REL_WIDTH = 1e-12
+
+#: Integer and series evaluations build (orders x terms) arrays, terms ~ the largest order; the
+#: orders are evaluated in groups so that an array holds at most this many entries (~32 MB).
+_MAX_TABLE_ENTRIES = 1 << 22
+
+
+def _order_groups(alphas: np.ndarray) -> list[np.ndarray]:
+    """Indices of ``alphas`` in groups of increasing order whose (size x largest order) stays
+    within :data:`_MAX_TABLE_ENTRIES` (a single large order is a group of its own)."""
+    groups: list[list[int]] = []
+    for index in np.argsort(alphas, kind="stable"):
+        width = float(alphas[index]) + 3.0
+        if groups and (len(groups[-1]) + 1) * width <= _MAX_TABLE_ENTRIES:
+            groups[-1].append(int(index))
+        else:
+            groups.append([int(index)])
+    return [np.array(group, dtype=int) for group in groups]
 
 
 def _log_a(q: float, sigma: float, alphas: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -456,15 +566,27 @@ def _log_a(q: float, sigma: float, alphas: np.ndarray) -> tuple[np.ndarray, list
     log_a = np.empty(alphas.shape)
     regimes = ["series"] * len(alphas)
     integer = np.array([float(a).is_integer() for a in alphas], dtype=bool)
-    if integer.any():
-        log_a[integer] = np.logaddexp(0.0, _log_a_minus_1_int(q, sigma, alphas[integer]))
-        for n in np.nonzero(integer)[0]:
+    # Tiny noise: alpha/(2 s^2) + alpha log(q)/(alpha - 1) <= rdp <= alpha/(2 s^2) (the lower end
+    # from A >= E[(q r)^alpha], the upper by quasi-convexity); where the bracket is narrower than
+    # the accuracy the other regimes reach (1e-12 relative), the upper end is the answer.
+    limit = 2.0 * sigma * sigma * abs(math.log(q)) <= _GAUSSIAN_LIMIT_REL_WIDTH * (alphas - 1.0)
+    with np.errstate(over="ignore", divide="ignore"):
+        log_a[limit] = alphas[limit] * (alphas[limit] - 1.0) / (2.0 * sigma * sigma)
+    for n in np.nonzero(limit)[0]:
+        regimes[n] = "gaussian-limit"
+    integer &= ~limit
+    integers = np.nonzero(integer)[0]
+    for group in _order_groups(alphas[integers]):
+        chosen = integers[group]
+        log_a[chosen] = np.logaddexp(0.0, _log_a_minus_1_int(q, sigma, alphas[chosen]))
+        for n in chosen:
             regimes[n] = "integer"
-    fractional = np.nonzero(~integer)[0]
-    if fractional.size:
-        values, errors = _log_a_minus_1_series(q, sigma, alphas[fractional])
-        for n, value, error in zip(fractional, values, errors, strict=True):
-            if error > _SERIES_MAX_REL_ERROR:
+    fractionals = np.nonzero(~integer & ~limit)[0]
+    for group in _order_groups(alphas[fractionals]):
+        chosen = fractionals[group]
+        values, errors = _log_a_minus_1_series(q, sigma, alphas[chosen])
+        for n, value, error in zip(chosen, values, errors, strict=True):
+            if not error <= _SERIES_MAX_REL_ERROR:  # NaN (an overflowed estimate) included
                 value = _log_a_minus_1_quad(q, sigma, float(alphas[n]))
                 regimes[n] = "quadrature"
             log_a[n] = np.logaddexp(0.0, value)
@@ -498,7 +620,13 @@ def rdp_poisson_gaussian(
     q = check_rate("sampling_rate", sampling_rate)
     z = check_positive("noise_multiplier", noise_multiplier)
     if q == 1.0:
-        return alphas / (2.0 * z * z)
+        with np.errstate(over="ignore", divide="ignore"):  # inf beyond the float range
+            return alphas / (2.0 * z * z)
+    _check_subsampled_orders(alphas)
+    if z > _HUGE_NOISE:
+        # z^2 overflows the float range: the unsubsampled alpha / (2 z^2) (an upper bound, by
+        # quasi-convexity) is below 1e-280, kept at least the smallest positive float
+        return np.maximum(alphas / (2.0 * z) / z, np.nextafter(0.0, 1.0))
     return _log_a(q, z, alphas)[0] / (alphas - 1.0)
 
 
@@ -513,7 +641,8 @@ def rdp_gaussian(
     alphas = _orders_array(orders)
     z = check_positive("noise_multiplier", noise_multiplier)
     s = check_positive("sensitivity", sensitivity)
-    return alphas * s * s / (2.0 * z * z)
+    with np.errstate(over="ignore", divide="ignore"):  # inf beyond the float range
+        return alphas * s * s / (2.0 * z * z)
 
 
 def rdp_laplace(orders: Sequence[float] | np.ndarray, scale: float) -> np.ndarray:
@@ -528,10 +657,11 @@ def rdp_laplace(orders: Sequence[float] | np.ndarray, scale: float) -> np.ndarra
     b = check_positive("scale", scale)
     out = np.empty(alphas.shape)
     for n, a in enumerate(alphas):
-        log_n = np.logaddexp(
-            math.log(a) + _log_expm1_minus_x((a - 1.0) / b),
-            math.log(a - 1.0) + _log_expm1_minus_x(-a / b),
-        )
+        with np.errstate(over="ignore"):  # (a - 1)/b = inf for the tiniest b: rdp is inf
+            log_n = np.logaddexp(
+                math.log(a) + _log_expm1_minus_x((a - 1.0) / b),
+                math.log(a - 1.0) + _log_expm1_minus_x(-a / b),
+            )
         out[n] = float(np.logaddexp(0.0, log_n - math.log(2.0 * a - 1.0))) / (a - 1.0)
     return out
 
@@ -586,6 +716,7 @@ def rdp_without_replacement(
 
     if g == 1.0:
         return np.array([base(float(a)) for a in alphas])
+    _check_subsampled_orders(alphas)
     top = int(math.ceil(float(alphas.max())))
     top = max(top, 2)
     base_values = {j: base(float(j)) for j in range(2, top + 1)}
@@ -842,9 +973,13 @@ def rdp_without_replacement_gaussian(
     alphas = _orders_array(orders)
     q = check_rate("sampling_rate", sampling_rate)
     z = check_positive("noise_multiplier", noise_multiplier)
-    c = 2.0 / (z * z)  # 1 / (2 sigma^2) with sigma = z / 2
+    c = (2.0 / z) / z  # 1 / (2 sigma^2) with sigma = z / 2; inf below z ~ 1e-154
     if q == 1.0:
-        return c * alphas
+        with np.errstate(over="ignore", invalid="ignore"):
+            return c * alphas
+    _check_subsampled_orders(alphas)
+    if math.isinf(c):  # z below ~1e-154: even one step's RDP exceeds the float range
+        return np.full(alphas.shape, math.inf)
     lower = np.floor(alphas)
     upper = np.ceil(alphas)
     needed = np.unique(np.concatenate([lower, upper]))
@@ -1091,10 +1226,20 @@ class RdpAccountant(Accountant):
         return total
 
     def _note(self, order: float) -> str:
-        if math.isfinite(order) and order == max(self.orders):
+        if math.isnan(order):
+            return (
+                "the RDP of this event exceeds the float range (about 1.8e308) at every order: "
+                "no finite guarantee can be stated"
+            )
+        if order == max(self.orders):
             return (
                 "the optimal order is the largest of the grid; a grid with larger orders may "
                 "give a smaller epsilon"
+            )
+        if len(self.orders) > 1 and order == min(self.orders):
+            return (
+                "the optimal order is the smallest of the grid; a grid with orders closer to 1 "
+                "may give a smaller epsilon"
             )
         return ""
 
