@@ -12,7 +12,13 @@ from typing import Annotated, Any
 
 import typer
 
-from privfl.accounting.events import Neighbouring, Sampling, Unit, dpsgd_event
+from privfl.accounting.events import (
+    AccountingLimitError,
+    Neighbouring,
+    Sampling,
+    Unit,
+    dpsgd_event,
+)
 from privfl.accounting.methods import AccountingOptions, account
 from privfl.cli.audit import audit_app
 from privfl.cli.common import JsonOpt, user_errors
@@ -212,9 +218,17 @@ def account_fedfdp(
         client_rate=client_rate,
     )
     methods = ("gdp-clt", "pld") if method is FedMethod.all else (method.value,)
-    results = federated_fdp(
-        setting, delta, methods=methods, options=_options(orders, conversion, discretization)
-    )
+    results, refused = [], {}
+    for name in methods:
+        try:
+            options = _options(orders, conversion, discretization)
+            results += federated_fdp(setting, delta, methods=(name,), options=options)
+        except AccountingLimitError as error:  # --method all: report the others, say why not
+            if method is not FedMethod.all:
+                raise
+            refused[name] = str(error)
+    if not results:
+        raise AccountingLimitError("; ".join(f"{m}: {r}" for m, r in refused.items()))
     card = {
         "unit": "record",
         "neighbouring": "replace-one",
@@ -226,7 +240,7 @@ def account_fedfdp(
         "release": "helper models sent to clients (weak: one client; strong: all colluding)",
         "delta": delta,
     }
-    _emit(as_json, "account fedfdp", card, results)
+    _emit(as_json, "account fedfdp", card, results, unsupported=refused)
 
 
 def _float_list(name: str, text: str) -> float | list[float]:
