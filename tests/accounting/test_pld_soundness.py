@@ -257,8 +257,9 @@ def test_composition_error_bound_covers_the_realised_error():
     size = sp_fft.next_fast_len(composed.masses.size + 2 * 401)
     exact = sp_fft.irfft(sp_fft.rfft(ld, size) ** 5000, size)
     first = composed.lower
-    reference = exact[(first + np.arange(composed.point.size)) % size]
-    realised = float(np.max(np.abs(composed.point - reference.astype(float))))
+    point = composed.point_masses()
+    reference = exact[(first + np.arange(point.size)) % size]
+    realised = float(np.max(np.abs(point - reference.astype(float))))
     assert realised <= composed.eta
     assert composed.eta < 1e-9 * float(reference.max())  # and the bound is not vacuous
     assert np.all(composed.masses >= reference.astype(float))

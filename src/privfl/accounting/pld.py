@@ -159,6 +159,7 @@ from scipy import special
 from privfl._validation import check_positive, check_range
 from privfl.accounting.base import Accountant
 from privfl.accounting.events import (
+    AccountingLimitError,
     Neighbouring,
     Noise,
     NoisyStep,
@@ -687,10 +688,11 @@ class PldAccountant(Accountant):
         except MemoryError as error:
             size = error.args[0] if error.args and isinstance(error.args[0], int) else None
             needed = f"an FFT of {size:,} points" if size else "more memory than is available"
-            raise ValueError(
+            raise AccountingLimitError(
                 f"the pld accountant would need {needed} (limit {MAX_FFT_LENGTH:,}) for this "
                 f"event at discretization = {self.value_discretization_interval:g}: increase "
-                "the discretization, or use fewer steps (the rdp accountant answers any number)"
+                "the discretization, the noise multiplier, or use fewer steps (the rdp "
+                "accountant answers any of these)"
             ) from None
 
     def pld(self, event: PrivacyEvent) -> PrivacyLossDistribution:

@@ -78,8 +78,8 @@ _MAX_EXPONENT = 700.0
 MAX_FFT_LENGTH = 1 << 25
 #: Largest tilt per grid step: at e^-30 per step the tilted mass already sits at the top index.
 _MAX_TILT = 30.0
-#: Tilted mass a first, tilted composition may leave outside its window (its untilted value is
-#: added to delta; the full ``tail`` window is used if that costs too much).
+#: Tilted mass a first, tilted composition may leave below its window (folded in at e^{-tN} of
+#: its weight; the full ``tail`` window is used if that costs too much).
 _WINDOW_TAIL = 1e-4
 #: A tilted answer whose numerical slack exceeds this share of delta is recomputed, re-tilted.
 _RETILT_SLACK = 1e-6
@@ -100,21 +100,29 @@ class ComposedUpper:
     """Upper masses of a composed PLD: ``masses[i] >= P(loss = (lower + i) * interval)``.
 
     ``infinity`` bounds the +inf atom (including truncated tails); ``eta`` and ``rho`` are the
-    absolute (tilted) and relative error allowances of the FFT; ``tilt`` is t per grid step.
-    ``point`` holds the masses without the allowances, and ``slack`` bounds what the +inf
-    allowance and the mass folded in from below the window add to delta (to measure how much
-    the allowances cost).
+    absolute (tilted) and relative error allowances of the FFT; ``tilt`` is t per grid step;
+    ``tilted`` holds the computed tilted composition and ``log_w0`` the log of the untilting
+    weight at index 0 (``weight_i = exp(log_w0 - tilt i)``); ``slack`` bounds what the +inf
+    allowance and the mass folded in from below the window add to delta.
     """
 
     interval: float
     lower: int
     masses: np.ndarray
-    point: np.ndarray
+    tilted: np.ndarray
+    log_w0: float
     infinity: float
     tilt: float
     eta: float
     rho: float
     slack: float = 0.0
+
+    def point_masses(self) -> np.ndarray:
+        """The masses without the allowances (a point estimate, not a bound)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            weights = _weights(self.log_w0, self.tilt, self.tilted.size)
+            point = np.maximum(self.tilted, 0.0) * weights
+        return np.minimum(np.nan_to_num(point, nan=0.0), 1.0)
 
 
 def _gamma(n: float) -> float:
@@ -247,8 +255,11 @@ def _log_mgf_of(weights: np.ndarray, t: float) -> float:
     return shift + math.log(total) if total > 0.0 else -math.inf
 
 
-def _chernoff_window(parts: Sequence[tuple[np.ndarray, int]], tail: float) -> tuple[int, int]:
-    """Indices ``lo <= hi`` of the summed index with at most ``tail/2`` mass outside each side.
+def _chernoff_window(
+    parts: Sequence[tuple[np.ndarray, int]], tail: float, lower_tail: float | None = None
+) -> tuple[int, int]:
+    """Indices ``lo <= hi`` of the summed index with at most ``tail/2`` mass above hi and
+    ``lower_tail/2`` (default ``tail/2``) below lo.
 
     Chernoff: ``P(S >= a) <= exp(K(s) - s a)`` for every ``s > 0`` (K the log-MGF of S), and
     likewise below; a geometric walk from the Gaussian guess minimises the (unimodal) bound.
@@ -263,17 +274,17 @@ def _chernoff_window(parts: Sequence[tuple[np.ndarray, int]], tail: float) -> tu
             variance += count * float(np.sum(p * (idx - m) ** 2)) / total
     if tail <= 0.0 or variance <= 0.0 or top == 0:
         return 0, top
-    log_term = math.log(2.0 / tail)
+    log_terms = {1.0: math.log(2.0 / tail), -1.0: math.log(2.0 / (lower_tail or tail))}
     s_max = _MAX_EXPONENT / max(len(p) - 1 for p, _ in parts)
-    s_start = min(math.sqrt(2.0 * log_term / variance), s_max)
     ratio = 2.0**0.25
 
     def bound(s: float, sign: float) -> float:
         log_mgf = sum(count * _log_mgf_of(p, sign * s) for p, count in parts)
-        return (log_mgf + log_term) / s if math.isfinite(log_mgf) else math.inf
+        return (log_mgf + log_terms[sign]) / s if math.isfinite(log_mgf) else math.inf
 
     best = {}
     for sign in (1.0, -1.0):
+        s_start = min(math.sqrt(2.0 * log_terms[sign] / variance), s_max)
         s, value = s_start, bound(s_start, sign)
         for step in (ratio, 1.0 / ratio):
             trial_s, trial = s, value
@@ -335,63 +346,73 @@ def compose_upper(
         tilted.append((p_t, p.count))
         kappa_total.append(p.count * kappa)
         ref_total += p.count * ref
-    lo, hi, tail_above = _window(tilted, tilt, tail, window_tail)
+    lo, hi = _window(tilted, tilt, tail, window_tail)
     length = hi - lo + 1
     size = _fft_length(parts, length)
     values, eta = _fft_compose(tilted, size)
-    if lo + length <= size:
-        window = values[lo : lo + length]
-    else:
-        window = np.take(values, (lo + np.arange(length)) % size)
+    start = lo % size
+    if start + length <= size:
+        window = values[start : start + length]
+    else:  # the window wraps around the end of the circular buffer
+        window = np.concatenate((values[start:], values[: start + length - size]))
     # P(i) = P_t(i) exp(K_total - t i), K_total = sum count kappa + t sum count ref
     kappa_sum = math.fsum(kappa_total)
-    offsets = np.arange(lo - ref_total, hi - ref_total + 1, dtype=float)
-    log_weight = kappa_sum - tilt * offsets
+    log_w0 = kappa_sum - tilt * (lo - ref_total)  # the largest weight, at lo
     spread = max(abs(lo - ref_total), abs(hi + 1 - ref_total))
-    exponent_error = _U * (2.0 * abs(kappa_sum) + 2.0 * tilt * spread + 4.0)
+    exponent_error = _U * (2.0 * abs(kappa_sum) + 2.0 * tilt * (spread + length) + 4.0)
     exponent_error += _U * math.fsum(abs(k) for k in kappa_total) * (len(parts) + 1)
     rho = math.expm1(rho_parts + exponent_error + 8.0 * _U)
+    weight = _weights(log_w0, tilt, length)
     with np.errstate(over="ignore", invalid="ignore"):
-        weight = np.exp(log_weight, out=log_weight)
-        point = np.maximum(window, 0.0)
-        point *= weight
-        weight *= eta
-        masses = point + weight
+        masses = np.maximum(window, 0.0)
+        masses += eta
+        masses *= weight
         masses *= 1.0 + rho
-        np.minimum(point, 1.0, out=point)
+    if log_w0 > 0.0:  # masses can exceed 1 (or be 0 * inf): at most 1 each
+        masses[np.isnan(masses)] = 1.0
         np.minimum(masses, 1.0, out=masses)
     # mass below the window: at most 1 under tilting (tail/2 untilted), put at its lowest loss
     masses[0] = min(1.0, masses[0] + (tail / 2.0 if tilt == 0.0 else 1.0))
     log_above = kappa_sum - tilt * (hi + 1 - ref_total)
-    above = tail_above * math.exp(min(log_above, 0.0)) * (1.0 + rho)
+    above = (tail / 2.0) * math.exp(min(log_above, 0.0)) * (1.0 + rho)
     folded = math.exp(-tilt * size) if tilt > 0.0 else 0.0
     point_infinity = infinity
     infinity = min(1.0, infinity * (1.0 + 8.0 * _U) + above)
     slack = (infinity - point_infinity) + folded
     return ComposedUpper(
-        interval, lower + lo, masses, point, infinity, tilt, eta, rho, slack
+        interval, lower + lo, masses, window, log_w0, infinity, tilt, eta, rho, slack
     )
+
+
+def _weights(log_w0: float, tilt: float, length: int) -> np.ndarray:
+    """``exp(log_w0 - tilt i)`` for ``i = 0..length-1`` (overflow becomes inf)."""
+    with np.errstate(over="ignore"):
+        weight = np.arange(length, dtype=float)
+        weight *= -tilt
+        weight += log_w0
+        return np.exp(weight, out=weight)
 
 
 def _window(
     tilted: Sequence[tuple[np.ndarray, int]], tilt: float, tail: float, window_tail: float
-) -> tuple[int, int, float]:
-    """Window ``lo..hi`` of the composed index to compute, and the tilted tail above hi.
+) -> tuple[int, int]:
+    """Window ``lo..hi`` of the composed index to compute.
 
-    Above hi: at most ``window_tail/2`` of the tilted mass (Chernoff); its untilted value,
-    ``(window_tail/2) e^{K - t(hi+1)}``, goes to the +inf atom. Below lo nothing is needed for
-    soundness: that mass is put at the lowest loss, and what the circular convolution folds
-    from below into the window only adds mass (at most ``e^{-t N}`` in all, N the FFT length).
-    Without a tilt the window is the plain ``tail`` Chernoff window.
+    Above hi: at most ``tail/2`` of the tilted mass (Chernoff); its untilted value,
+    ``(tail/2) e^{K - t(hi+1)}``, goes to the +inf atom. Below lo nothing is needed for
+    soundness: that mass is put at the lowest loss, and what the circular convolution folds from
+    below into the window only adds mass, at ``e^{-t N}`` times its true weight (N the FFT
+    length; counted in the slack). So with a tilt, lo keeps only all but ``window_tail/2`` of the
+    tilted mass (the read is near the tilted mean). (Mass folded from *above* is weighted up by
+    ``e^{t N}``; the upper side therefore keeps the full ``tail`` window.)
     """
-    used = tail if tilt <= 0.0 else max(tail, window_tail)
-    lo, hi = _chernoff_window(tilted, used)
-    return lo, hi, used / 2.0
+    lower_tail = tail if tilt <= 0.0 else max(tail, window_tail)
+    return _chernoff_window(tilted, tail, lower_tail)
 
 
 def _trivial(interval: float, lower: int, infinity: float) -> ComposedUpper:
     one = np.array([1.0 - infinity])
-    return ComposedUpper(interval, lower, one, one.copy(), infinity, 0.0, 0.0, 0.0, 0.0)
+    return ComposedUpper(interval, lower, one, one.copy(), 0.0, infinity, 0.0, 0.0, 0.0, 0.0)
 
 
 def _fft_compose(tilted: Sequence[tuple[np.ndarray, int]], size: int) -> tuple[np.ndarray, float]:
@@ -405,15 +426,23 @@ def _fft_compose(tilted: Sequence[tuple[np.ndarray, int]], size: int) -> tuple[n
     coeffs_list, errs = [], []
     log_bound = np.zeros(half)  # log of the largest possible |Y_k| (true coefficients)
     alive = np.ones(half, dtype=bool)
+    single = len(tilted) == 1
     for p_t, count in tilted:
         coeffs = sp_fft.rfft(p_t, size)
         err = gamma * float(np.sum(p_t)) + p_t.size * _TINY
         modulus = np.abs(coeffs)
-        log_bound += count * np.log(modulus + err)
-        alive &= modulus > 2.0 * err
+        if single:  # alive iff count log(|X| + err) > LOG_TINY and |X| > 2 err
+            threshold = max(math.exp(_LOG_TINY / count) - err, 2.0 * err)
+            alive = modulus > threshold
+            # every dropped coefficient is at most (threshold + err)^count
+            single_log_bound = count * math.log(threshold + err)
+        else:
+            log_bound += count * np.log(modulus + err)
+            alive &= modulus > 2.0 * err
         coeffs_list.append(coeffs)
         errs.append(err)
-    alive &= log_bound > _LOG_TINY
+    if not single:
+        alive &= log_bound > _LOG_TINY
     idx = np.flatnonzero(alive)
     log_y = np.zeros(idx.size, dtype=complex)
     phi = np.zeros(idx.size)  # bound on the error of the exponent log Y
@@ -436,11 +465,14 @@ def _fft_compose(tilted: Sequence[tuple[np.ndarray, int]], size: int) -> tuple[n
     with np.errstate(over="ignore"):
         alive_error = float(np.sum(weights * modulus_y * np.expm1(phi)))
     # dropped coefficients: each at most e^{log_bound}; below e^-745 count them at e^-745
-    log_bound[idx] = -np.inf
-    large = np.flatnonzero(log_bound > _LOG_TINY)
-    n_small = half - idx.size - large.size
-    dead_error = 2.0 * float(np.sum(np.exp(np.minimum(log_bound[large], 0.0))))
-    dead_error += 2.0 * n_small * math.exp(_LOG_TINY)
+    if single:
+        dead_error = 2.0 * (half - idx.size) * math.exp(min(single_log_bound, 0.0))
+    else:
+        log_bound[idx] = -np.inf
+        large = np.flatnonzero(log_bound > _LOG_TINY)
+        n_small = half - idx.size - large.size
+        dead_error = 2.0 * float(np.sum(np.exp(np.minimum(log_bound[large], 0.0))))
+        dead_error += 2.0 * n_small * math.exp(_LOG_TINY)
     inverse_error = gamma * float(np.sum(weights * modulus_y))
     eta = (alive_error + dead_error + inverse_error) / size
     values = sp_fft.irfft(spectrum, size)
@@ -508,9 +540,8 @@ def delta_for_epsilon(
     return min(1.0, infinity + float(np.sum(-np.expm1(epsilon - losses[keep]) * tail)))
 
 
-def _delta_of(c: ComposedUpper, epsilon: float, point: bool = False) -> float:
-    masses = c.point if point else c.masses
-    return delta_for_epsilon(c.interval, c.lower, masses, c.infinity, epsilon)
+def _delta_of(c: ComposedUpper, epsilon: float) -> float:
+    return delta_for_epsilon(c.interval, c.lower, c.masses, c.infinity, epsilon)
 
 
 def _epsilon_of(c: ComposedUpper, delta: float) -> float:
@@ -526,9 +557,28 @@ def _relative_target(parts: Sequence[StepPmf], interval: float, loss: float) -> 
     return loss / interval - lower
 
 
-def _slack(c: ComposedUpper, epsilon: float) -> float:
-    """What the error allowances add to delta at ``epsilon`` (upper bound)."""
-    return _delta_of(c, epsilon) - _delta_of(c, epsilon, point=True) + c.slack
+def _log_geometric(x: float, start: int, stop: int) -> float:
+    """``log sum_{i=start}^{stop-1} e^{-x i}`` for ``x >= 0`` (``-inf`` if empty)."""
+    n = stop - start
+    if n <= 0:
+        return -math.inf
+    if x == 0.0:
+        return math.log(n)
+    return -x * start + math.log(-math.expm1(-x * n)) - math.log(-math.expm1(-x))
+
+
+def _slack(c: ComposedUpper, epsilon: float, delta: float) -> float:
+    """What the error allowances add to delta at ``epsilon`` (an estimate to decide whether to
+    recompose, not part of the bound): ``eta (1 + rho) sum_{l > eps} w_l (1 - e^{eps - l}) +
+    rho delta + slack``, the sum in closed form (w and e^{-l} are geometric in the index)."""
+    first = min(max(0, math.floor(epsilon / c.interval) - c.lower + 1), c.masses.size)
+    end = c.masses.size
+    with np.errstate(over="ignore"):
+        plain = c.log_w0 + _log_geometric(c.tilt, first, end)
+        shifted = c.log_w0 + epsilon - c.lower * c.interval
+        shifted += _log_geometric(c.tilt + c.interval, first, end)
+        gain = math.exp(plain) - math.exp(shifted) if math.isfinite(plain) else 0.0
+    return c.eta * (1.0 + c.rho) * max(gain, 0.0) + c.rho * delta + c.slack
 
 
 def epsilon_upper(
@@ -545,7 +595,8 @@ def epsilon_upper(
     tilt = _tilt_for_tail(logs, math.log(delta)) if logs else 0.0
     composed = compose_upper(parts, interval, tail, tilt, _WINDOW_TAIL)
     epsilon = _epsilon_of(composed, delta)
-    if math.isfinite(epsilon) and logs and _slack(composed, epsilon) > _RETILT_SLACK * delta:
+    slack = _slack(composed, epsilon, delta) if math.isfinite(epsilon) and logs else 0.0
+    if slack > _RETILT_SLACK * delta:
         retilt = _tilt_for_index(logs, _relative_target(parts, interval, epsilon))
         second = compose_upper(parts, interval, tail, retilt)
         eps2 = _epsilon_of(second, delta)
@@ -562,7 +613,7 @@ def delta_upper(
     tilt = _tilt_for_index(logs, _relative_target(parts, interval, epsilon)) if logs else 0.0
     composed = compose_upper(parts, interval, tail, tilt, _WINDOW_TAIL)
     delta = _delta_of(composed, epsilon)
-    if logs and _slack(composed, epsilon) > _RETILT_SLACK * delta:
+    if logs and _slack(composed, epsilon, delta) > _RETILT_SLACK * delta:
         second = compose_upper(parts, interval, tail, tilt)
         return min((delta, composed), (_delta_of(second, epsilon), second), key=lambda a: a[0])
     return delta, composed
