@@ -21,13 +21,6 @@ from privfl.cli.main import app
 
 runner = CliRunner()
 
-#: ``--method all`` lists the pld accountant under "unsupported" when its memory budget refuses
-#: the event - once pld.py raises AccountingLimitError (a ValueError subclass) for it.
-PLD_REFUSAL_PENDING = pytest.mark.xfail(
-    reason="pld memory budget pending: pld.py must raise AccountingLimitError", strict=False
-)
-
-
 def dpsgd(*more, q="0.01", z="1.0", steps="1000"):
     required = ["--sampling-rate", q, "--noise-multiplier", z, "--steps", steps]
     return ["account", "dpsgd", *required, "--delta", "1e-5", *more]
@@ -84,7 +77,6 @@ def test_huge_steps_pld_refuses_naming_what_to_change():
     refused(dpsgd("--method", "pld", steps="100000000000"), "discretization", "steps")
 
 
-@PLD_REFUSAL_PENDING
 def test_huge_steps_all_methods_report_rdp_and_gdp_and_say_why_not_pld():
     data = answered(dpsgd(steps="100000000000"))
     assert set(by_method(data)) == {"rdp", "gdp-clt"}
@@ -136,7 +128,6 @@ def test_small_noise_large_rate_pld_refuses_rdp_answers():
     assert rdp["kind"] == "bound" and 1e5 < rdp["epsilon"] < 2e5
 
 
-@PLD_REFUSAL_PENDING
 def test_small_noise_large_rate_all_methods_report_rdp_and_gdp():
     data = answered(dpsgd(q="0.5", z="0.05"))
     assert {"rdp", "gdp-clt"} == set(by_method(data)) and "pld" in data["unsupported"]
@@ -158,7 +149,6 @@ def test_tiny_noise_pld_refuses():
     refused(dpsgd("--method", "pld", z="1e-10"), "discretization", "noise_multiplier")
 
 
-@PLD_REFUSAL_PENDING
 def test_tiny_noise_all_methods_answer_what_they_can():
     data = answered(dpsgd(z="1e-10"))
     assert {"rdp", "gdp-clt"} == set(by_method(data)) and "pld" in data["unsupported"]
@@ -192,7 +182,6 @@ def test_fedfdp_tiny_sigma_rdp_bounds_it():
     assert all(math.isfinite(row["epsilon"]) for row in data["results"])
 
 
-@PLD_REFUSAL_PENDING
 def test_fedfdp_tiny_sigma_all_methods_report_the_clt_and_say_why_not_pld():
     data = answered(FEDFDP)
     assert {row["method"] for row in data["results"]} == {"gdp-clt"}
