@@ -328,29 +328,26 @@ def _gaussian_profile(loss: dp_plm.GaussianPrivacyLoss, eps: np.ndarray) -> np.n
 def _gaussian_pmf(
     sigma: float, sensitivity: float, q: float, adjacency: _Adjacency, interval: float
 ) -> pld_pmf.PLDPmf:
-    """dp-accounting's pessimistic connect-the-dots Gaussian PMF, built without a Python loop."""
-    loss = dp_plm.GaussianPrivacyLoss(
-        sigma,
-        sensitivity=sensitivity,
-        pessimistic_estimate=True,
-        log_mass_truncation_bound=_LOG_MASS_TRUNCATION_BOUND,
-        sampling_prob=q,
-        adjacency_type=adjacency,
-    )
+    """Pessimistic connect-the-dots Gaussian PMF of dp-accounting's pair, built vectorised."""
+
+    def privacy_loss(kind: _Adjacency) -> dp_plm.GaussianPrivacyLoss:
+        return dp_plm.GaussianPrivacyLoss(
+            sigma,
+            sensitivity=sensitivity,
+            pessimistic_estimate=True,
+            log_mass_truncation_bound=_LOG_MASS_TRUNCATION_BOUND,
+            sampling_prob=q,
+            adjacency_type=kind,
+        )
+
+    loss = privacy_loss(adjacency)
     bounds = loss.connect_dots_bounds()
     upper = max(math.ceil(bounds.epsilon_upper / interval), 0)
     lower = min(math.floor(bounds.epsilon_lower / interval), 0)
     _check_grid(upper - lower + 1)
     eps = np.arange(lower, upper + 1) * interval
     swap = {_Adjacency.REMOVE: _Adjacency.ADD, _Adjacency.ADD: _Adjacency.REMOVE}
-    swapped = dp_plm.GaussianPrivacyLoss(
-        sigma,
-        sensitivity=sensitivity,
-        pessimistic_estimate=True,
-        log_mass_truncation_bound=_LOG_MASS_TRUNCATION_BOUND,
-        sampling_prob=q,
-        adjacency_type=swap.get(adjacency, adjacency),
-    )
+    swapped = privacy_loss(swap.get(adjacency, adjacency))
     negative = eps < 0.0
     w = np.empty_like(eps)
     w[~negative] = _gaussian_profile(loss, eps[~negative])
