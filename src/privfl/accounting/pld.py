@@ -320,9 +320,31 @@ def _gaussian_profile(loss: dp_plm.GaussianPrivacyLoss, eps: np.ndarray) -> np.n
         use = eps > math.log1p(-q)
         deltas[~use] = -np.expm1(eps[~use])
     x = _gaussian_inverse_loss(loss, eps[use])
-    with np.errstate(over="ignore"):
-        deltas[use] = loss.mu_upper_cdf(x) - np.exp(eps[use] + loss.mu_lower_log_cdf(x))
+    with np.errstate(over="ignore", divide="ignore"):
+        deltas[use] = _upper_cdf(loss, x) - np.exp(eps[use] + _lower_log_cdf(loss, x))
     return np.clip(deltas, 0.0, 1.0)
+
+
+def _upper_cdf(loss: dp_plm.GaussianPrivacyLoss, x: np.ndarray) -> np.ndarray:
+    """dp-accounting's ``mu_upper_cdf`` with ``special.ndtr`` (no scipy.stats overhead)."""
+    sd, s, q = loss.standard_deviation, loss.sensitivity, loss.sampling_prob
+    if loss.adjacency_type is _Adjacency.ADD:
+        return special.ndtr(x / sd)
+    if q == 1.0:
+        return special.ndtr((x + s) / sd)
+    return (1.0 - q) * special.ndtr(x / sd) + q * special.ndtr((x + s) / sd)
+
+
+def _lower_log_cdf(loss: dp_plm.GaussianPrivacyLoss, x: np.ndarray) -> np.ndarray:
+    """dp-accounting's ``mu_lower_log_cdf`` with ``special.log_ndtr``."""
+    sd, s, q = loss.standard_deviation, loss.sensitivity, loss.sampling_prob
+    if loss.adjacency_type is _Adjacency.REMOVE:
+        return special.log_ndtr(x / sd)
+    if q == 1.0:
+        return special.log_ndtr((x - s) / sd)
+    return np.logaddexp(
+        math.log1p(-q) + special.log_ndtr(x / sd), math.log(q) + special.log_ndtr((x - s) / sd)
+    )
 
 
 def _gaussian_pmf(
