@@ -18,7 +18,8 @@ peak memory of
   default, the single-tensor implementation; mean loss);
 * ``plain-loop-fused`` — the same with ``torch.optim.Adam(fused=True)``, the fused kernel privfl
   uses, to show how much of the difference is the optimizer;
-* ``privfl-dp-secure`` (only with ``--methods``) — privfl-dp with ``secure_noise=True``;
+* ``privfl-dp-secure`` (only with ``--methods``) — privfl-dp in secure mode (``secure=True``:
+  noise and local batches from os.urandom);
 
 then the ratios privfl-dp / opacus (target >= 4) and plain-loop / privfl-dp (target <= 1.5).
 
@@ -52,7 +53,7 @@ METHODS = (
     "plain-loop",
     "plain-loop-fused",
 )
-#: not run by default: privfl-dp with noise from os.urandom (secure_noise=True)
+#: not run by default: privfl-dp in secure mode (noise and batches from os.urandom)
 OPTIONAL = ("privfl-dp-secure",)
 RECORDS = 600
 CLIP, NOISE, LR = 1.0, 2.0, 1e-3
@@ -103,7 +104,7 @@ class Method:
             spec = LocalTrainingSpec(
                 local_steps=steps, batch_size=batch, clip_norm=CLIP if private else None,
                 noise_multiplier=NOISE if private else 0.0, optimizer="adam", lr=LR,
-                secure_noise="secure" in name,
+                secure="secure" in name,
             )
             layout = name[name.index("[") + 1 : -1] if "[" in name else "auto"
             self.trainer = CohortTrainer(model, spec, layout=layout)
