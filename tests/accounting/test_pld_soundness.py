@@ -35,7 +35,7 @@ LD = np.longdouble
 
 def _step_directions(event, interval):
     """The accountant's own step PMFs of each direction: [(lower, probs, infinity)]."""
-    directions = PldAccountant(interval)._directions(event)
+    directions = PldAccountant(interval)._directions(event, interval)
     out = []
     for parts in directions:
         (part,) = parts
@@ -99,6 +99,7 @@ def _delta_of(start, masses, interval, eps):
 
 def reference_epsilon(event, steps, delta, interval, guess):
     """epsilon(delta) of the composed step PMFs, in long double (max over the directions)."""
+    interval = PldAccountant(interval).grid(event)  # the grid the accountant composes on
     best = 0.0
     for lower, probs, infinity in _step_directions(event, interval):
         start, masses = _reference_delta_curve(lower, probs, steps, interval, guess)
@@ -128,7 +129,7 @@ GRID = [
     (0.01, 50.0, 10**7, 0.1),
     pytest.param(0.5, 2.0, 1000, 1e-12, marks=SLOW),
     pytest.param(1e-3, 0.8, 10**7, 1e-12, marks=SLOW),
-    pytest.param(1e-6, 0.3, 10**7, 1e-12, marks=SLOW),
+    (1e-4, 5.0, 10**5, 1e-9),  # losses far below the default grid: composed on a finer one
     pytest.param(0.05, 5.0, 10**7, 1e-6, marks=SLOW),
 ]
 
@@ -276,7 +277,10 @@ def test_fft_over_the_memory_budget_is_a_clear_error():
 @pytest.mark.parametrize(
     ("q", "z", "steps", "delta"),
     [(0.01, 1.0, 10**5, 1e-12), (0.2, 50.0, 10**6, 1e-12), (1e-3, 0.5, 10**4, 1e-9),
-     (0.5, 3.0, 1000, 1e-12), (0.05, 1.0, 10**4, 0.1)],
+     (0.5, 3.0, 1000, 1e-12), (0.05, 1.0, 10**4, 0.1),
+     # steps whose losses are far below the default grid (refined automatically)
+     (1e-4, 50.0, 10**6, 1e-12), (1e-4, 5.0, 10**6, 1e-6), (1e-6, 5.0, 10**6, 1e-6),
+     (1e-6, 50.0, 10**7, 1e-12), (1e-6, 0.3, 10**7, 1e-12)],
 )  # fmt: skip
 def test_pld_is_never_looser_than_rdp_at_the_default_discretisation(q, z, steps, delta):
     event = dpsgd_event(z, q, steps)
@@ -356,3 +360,15 @@ def test_upper_masses_of_two_step_kinds_dominate_the_exact_composition(first, se
     window = exact[first_index : first_index + composed.masses.size].astype(float)
     noise = 64.0 * (sum(counts) + 16) * float(np.finfo(LD).eps)
     assert np.all(composed.masses >= window * (1 - 1e-12) - noise)
+
+
+def test_a_step_narrower_than_the_grid_gets_a_finer_grid_and_says_so():
+    event = dpsgd_event(50.0, 1e-4, 10**6)
+    accountant = PldAccountant()
+    assert accountant.grid(event) < 1e-4
+    result = accountant.epsilon(event, 1e-6)
+    assert result.extras["discretization"] == 1e-4
+    assert result.extras["discretization_used"] == accountant.grid(event)
+    # a step wider than the grid keeps it, and no extra field appears
+    wide = accountant.epsilon(dpsgd_event(1.0, 0.01, 1000), 1e-6)
+    assert "discretization_used" not in wide.extras
