@@ -372,3 +372,12 @@ def test_a_step_narrower_than_the_grid_gets_a_finer_grid_and_says_so():
     # a step wider than the grid keeps it, and no extra field appears
     wide = accountant.epsilon(dpsgd_event(1.0, 0.01, 1000), 1e-6)
     assert "discretization_used" not in wide.extras
+
+
+def test_a_delta_below_the_truncated_mass_is_refused_with_the_number():
+    from privfl.accounting.events import AccountingLimitError
+
+    with pytest.raises(AccountingLimitError, match=r"delta = 1e-300 is below .* ask for delta >="):
+        PldAccountant().epsilon(dpsgd_event(1.0, 0.01, 10**5), 1e-300)
+    report = account(dpsgd_event(1.0, 0.01, 10**4), delta=1e-100)  # the others still answer
+    assert "pld" in report.unsupported and {r.method for r in report.results} >= {"rdp"}

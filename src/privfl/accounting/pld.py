@@ -805,6 +805,14 @@ class PldAccountant(Accountant):
         ]
         worst = max(a[0] for a in answers)
         if solve is epsilon_upper:
+            atom = max(c.infinity for _, c in answers)
+            if atom > value:
+                raise AccountingLimitError(
+                    f"delta = {value:g} is below what the pld accountant can certify: the mass "
+                    f"it puts at +inf (noise tails beyond e^-50 per step and truncated "
+                    f"composition tails) is {atom:.3g}; ask for delta >= {atom:.3g} or use the "
+                    "rdp accountant"
+                )
             return self._result(event, worst, value, answers)
         return self._result(event, value, worst, answers)
 
