@@ -156,7 +156,7 @@ from dp_accounting.pld import privacy_loss_distribution as dp_pld
 from dp_accounting.pld import privacy_loss_mechanism as dp_plm
 from scipy import special
 
-from privfl._validation import check_positive, check_range
+from privfl._validation import check_delta, check_int, check_positive, check_range
 from privfl.accounting.base import Accountant
 from privfl.accounting.events import (
     AccountingLimitError,
@@ -363,17 +363,27 @@ def _gaussian_pmf(
         )
 
     loss = privacy_loss(adjacency)
-    bounds = loss.connect_dots_bounds()
+    swap = {_Adjacency.REMOVE: _Adjacency.ADD, _Adjacency.ADD: _Adjacency.REMOVE}
+    swapped = privacy_loss(swap.get(adjacency, adjacency))
+    return _pmf_from_profiles(
+        loss.connect_dots_bounds(),
+        lambda eps: _gaussian_profile(loss, eps),
+        lambda eps: _gaussian_profile(swapped, eps),
+        interval,
+    )
+
+
+def _pmf_from_profiles(bounds, profile, swapped_profile, interval: float) -> pld_pmf.PLDPmf:
+    """Connect-the-dots PMF on the grid covering ``bounds`` (and 0) from a pair's profile
+    (eps >= 0) and its swapped pair's profile (for eps < 0, as ``e^eps delta_swap(-eps)``)."""
     upper = max(math.ceil(bounds.epsilon_upper / interval), 0)
     lower = min(math.floor(bounds.epsilon_lower / interval), 0)
     _check_grid(upper - lower + 1)
     eps = np.arange(lower, upper + 1) * interval
-    swap = {_Adjacency.REMOVE: _Adjacency.ADD, _Adjacency.ADD: _Adjacency.REMOVE}
-    swapped = privacy_loss(swap.get(adjacency, adjacency))
     negative = eps < 0.0
     w = np.empty_like(eps)
-    w[~negative] = _gaussian_profile(loss, eps[~negative])
-    w[negative] = np.exp(eps[negative]) * _gaussian_profile(swapped, -eps[negative])
+    w[~negative] = profile(eps[~negative])
+    w[negative] = np.exp(eps[negative]) * np.asarray(swapped_profile(-eps[negative]))
     return _connect_dots(interval, lower, w)
 
 
@@ -602,18 +612,12 @@ def _laplace_pld(
         )
 
     def pmf(adjacency: _Adjacency, swapped: _Adjacency) -> pld_pmf.PLDPmf:
-        bounds = loss(adjacency).connect_dots_bounds()
-        upper = max(math.ceil(bounds.epsilon_upper / interval), 0)
-        lower = min(math.floor(bounds.epsilon_lower / interval), 0)
-        _check_grid(upper - lower + 1)
-        eps = np.arange(lower, upper + 1) * interval
-        negative = eps < 0.0
-        w = np.empty_like(eps)
-        w[~negative] = loss(adjacency).get_delta_for_epsilon(eps[~negative])
-        w[negative] = np.exp(eps[negative]) * np.asarray(
-            loss(swapped).get_delta_for_epsilon(-eps[negative])
+        return _pmf_from_profiles(
+            loss(adjacency).connect_dots_bounds(),
+            loss(adjacency).get_delta_for_epsilon,
+            loss(swapped).get_delta_for_epsilon,
+            interval,
         )
-        return _connect_dots(interval, lower, w)
 
     remove = pmf(_Adjacency.REMOVE, _Adjacency.ADD)
     if q == 1.0:
@@ -728,12 +732,7 @@ class PldAccountant(Accountant):
         ``interval`` (default: :meth:`grid`)."""
         self._require_supported(event)
         interval = self.grid(event) if interval is None else interval
-        split = [(_directions(pld), count) for pld, count in self._parts(event, interval)]
-        remove = [StepPmf(*_arrays(r), count) for (r, _), count in split]
-        if all(a is None for (_, a), _ in split):
-            return [remove]
-        add = [StepPmf(*_arrays(r if a is None else a), count) for (r, a), count in split]
-        return [remove, add]
+        return _split_directions(self._parts(event, interval))
 
     def _guarded(self, compute, *args):
         """Run ``compute``; a grid over the memory budget becomes a ValueError saying why."""
@@ -874,12 +873,22 @@ def poisson_gaussian_pld(
     return _gaussian_pld(z, 1.0, q, False, interval, True)
 
 
+def _split_directions(
+    parts: list[tuple[PrivacyLossDistribution, int]],
+) -> list[list[StepPmf]]:
+    """The step PMFs to compose per direction: REMOVE, and ADD where any step differs (a
+    symmetric step contributes its one PMF to both)."""
+    split = [(_directions(pld), count) for pld, count in parts]
+    remove = [StepPmf(*_arrays(r), count) for (r, _), count in split]
+    if all(a is None for (_, a), _ in split):
+        return [remove]
+    add = [StepPmf(*_arrays(r if a is None else a), count) for (r, a), count in split]
+    return [remove, add]
+
+
 def _step_parts(step: PrivacyLossDistribution, count: int) -> list[list[StepPmf]]:
-    remove, add = _directions(step)
-    directions = [[StepPmf(*_arrays(remove), count)]]
-    if add is not None:
-        directions.append([StepPmf(*_arrays(add), count)])
-    return directions
+    count = check_int("count", count, minimum=1)
+    return _split_directions([(step, count)])
 
 
 def composed_epsilon(
@@ -888,6 +897,7 @@ def composed_epsilon(
     """Sound epsilon(delta) of ``count`` compositions of a step PLD (tilted FFT with its error
     bound, :mod:`privfl.accounting.pld_compose`); use it instead of dp-accounting's
     ``self_compose``, whose float64 round-off can put epsilon below the truth at small delta."""
+    delta = check_delta("delta", delta)
     interval = step._pmf_remove._discretization
     return max(
         epsilon_upper(parts, interval, tail, delta)[0] for parts in _step_parts(step, count)
@@ -898,6 +908,7 @@ def composed_delta(
     step: PrivacyLossDistribution, count: int, epsilon: float, *, tail: float = 1e-15
 ) -> float:
     """Sound delta(epsilon) of ``count`` compositions of a step PLD (as composed_epsilon)."""
+    epsilon = check_range("epsilon", epsilon, 0.0, math.inf)
     interval = step._pmf_remove._discretization
     return max(
         delta_upper(parts, interval, tail, epsilon)[0] for parts in _step_parts(step, count)
