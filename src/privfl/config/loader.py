@@ -90,8 +90,18 @@ _BOUNDS = {
 }
 
 
-def _section_model(path: tuple) -> type[BaseModel] | None:
+def _section_model(path: tuple, raw: Mapping[str, Any] | None = None) -> type[BaseModel] | None:
     cls: type[BaseModel] = ExperimentConfig
+    if path[:1] == ("federated",):  # the section of the algorithm the config names
+        from privfl.fl.algorithms.registry import config_class
+
+        section = (raw or {}).get("federated")
+        name = section.get("algorithm", "prifedsync") if isinstance(section, Mapping) else None
+        try:
+            cls = config_class(name)
+        except (ValueError, ImportError):
+            return None
+        path = path[1:]
     for part in path:
         field = cls.model_fields.get(part) if isinstance(part, str) else None
         if field is None:
@@ -113,14 +123,14 @@ def _key(loc: tuple) -> str:
     return ".".join(parts)
 
 
-def _one_error(error: Mapping[str, Any]) -> str:
+def _one_error(error: Mapping[str, Any], raw: Mapping[str, Any] | None = None) -> str:
     loc = tuple(error.get("loc", ()))
     kind = error.get("type", "")
     key = _key(loc)
     value = error.get("input")
     message = str(error.get("msg", "")).removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        section = _section_model(loc[:-1])
+        section = _section_model(loc[:-1], raw)
         where = ".".join(str(p) for p in loc[:-1]) or "the top level"
         allowed = ", ".join(section.model_fields) if section is not None else "(none)"
         return f"{key} is not a known key: allowed keys in {where} are {allowed}"
@@ -142,9 +152,10 @@ def _one_error(error: Mapping[str, Any]) -> str:
     return f"{key} = {value!r} is not valid: {message[:1].lower() + message[1:]}"
 
 
-def format_validation_error(error: ValidationError) -> str:
-    """One line naming every offending key (joined with ``; ``)."""
-    return "; ".join(_one_error(e) for e in error.errors())
+def format_validation_error(error: ValidationError, raw: Mapping[str, Any] | None = None) -> str:
+    """One line naming every offending key (joined with ``; ``); ``raw`` is the validated
+    mapping (it says which algorithm's ``federated`` section applies)."""
+    return "; ".join(_one_error(e, raw) for e in error.errors())
 
 
 # ---------------------------------------------------------------------------------- overrides
@@ -213,7 +224,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> ExperimentConfig:
     try:
         return ExperimentConfig.model_validate(dict(raw))
     except ValidationError as error:
-        raise ConfigError(format_validation_error(error)) from None
+        raise ConfigError(format_validation_error(error, raw)) from None
 
 
 def load_config(

@@ -7,21 +7,30 @@ configuration. See ``docs/run.md`` for the reference with examples.
 ``model``       which architecture (:func:`privfl.models.build_model`) and its keyword arguments
 ``training``    local training of a client in one round (:class:`privfl.fl.LocalTrainingSpec`)
 ``privacy``     clipping, noise, delta, accountants; ``enabled: false`` for non-private baselines
-``federated``   PriFedSync: rounds, client sampling rate, empty-cohort policy, server step, helper
+``federated``   the algorithm (``federated.algorithm``, see :mod:`privfl.fl.algorithms.registry`)
+                and its settings: rounds, client sampling, server step, ...
 ``stop``        optional early stops: a privacy budget, a target accuracy
 ``run``         execution only (device, threads, checkpoints); never changes the result
 
 Privacy-relevant numbers (``training.batch_size``, ``training.local_steps``,
 ``training.sampling``, ``privacy.clip_norm``, ``privacy.sigma`` / ``privacy.noise_multiplier``)
-appear exactly once here; the run builds ONE :class:`~privfl.fl.LocalTrainingSpec` from them and
-both the trainer and the accountant read that object.
+appear exactly once here; the algorithm builds ONE privacy plan from them
+(:class:`~privfl.fl.algorithms.base.PrivacyPlan`) and both the trainer and the accountant read it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "DATASET_NAMES",
@@ -118,20 +127,23 @@ class TrainingConfig(_Section):
 
 
 class PrivacyConfig(_Section):
-    """Record-level DP of local training (seed 000 Theorem 2 accounting)."""
+    """Clipping, noise, delta and accountants; what they protect (a record or a client) and which
+    accountants apply is the algorithm's (``federated.algorithm``)."""
 
     enabled: bool = Field(True, description="false: no clipping, no noise (baseline)")
     sigma: float | None = Field(
         None, gt=0,
-        description="seed 000's sigma: noise std / (2C) on the sum (z = 2 sigma); default 1",
+        description="PriFedSync only (Zheng et al. 2021's convention): noise std / (2C) on the "
+        "sum (z = 2 sigma); default 1",
     )
     noise_multiplier: float | None = Field(
         None, gt=0, description="z: noise std / C on the sum (Opacus convention)"
     )
-    clip_norm: float = Field(1.0, gt=0, description="C: flat L2 clip norm per example")
+    clip_norm: float = Field(1.0, gt=0, description="C: L2 clip norm (per example or per "
+                             "client update, as the algorithm says)")
     delta: float = Field(1e-5, gt=0, lt=1)
-    accountants: list[Literal["gdp-clt", "pld", "rdp"]] = Field(
-        default_factory=lambda: ["gdp-clt", "pld"]
+    accountants: list[str] | None = Field(
+        None, description="accountants to report (default and choices: the algorithm's)"
     )
     secure: bool = Field(
         False,
@@ -158,38 +170,40 @@ class PrivacyConfig(_Section):
 
     @model_validator(mode="after")
     def _noise(self) -> PrivacyConfig:
-        if self.enabled:
-            if self.sigma is not None and self.noise_multiplier is not None:
-                raise ValueError(
-                    "privacy.sigma and privacy.noise_multiplier: both given; with "
-                    "privacy.enabled give exactly one (noise_multiplier = 2 * sigma)"
-                )
-            if self.sigma is None and self.noise_multiplier is None:
-                self.sigma = 1.0  # the default: seed 000's sigma = 1 (noise multiplier 2)
-            if not self.accountants:
-                raise ValueError(
-                    "privacy.accountants = [] must name at least one of gdp-clt, pld, rdp"
-                )
+        if self.enabled and self.sigma is not None and self.noise_multiplier is not None:
+            raise ValueError(
+                "privacy.sigma and privacy.noise_multiplier: both given; with "
+                "privacy.enabled give exactly one (noise_multiplier = 2 * sigma)"
+            )
         return self
 
     @property
     def z(self) -> float:
-        """The noise multiplier (0 when disabled)."""
+        """The noise multiplier (0 when disabled; ``2 * sigma`` when only sigma is given)."""
         if not self.enabled:
             return 0.0
-        return self.noise_multiplier if self.noise_multiplier is not None else 2.0 * self.sigma
+        if self.noise_multiplier is not None:
+            return self.noise_multiplier
+        return 2.0 * self.sigma if self.sigma is not None else 0.0
 
 
 class FederatedConfig(_Section):
-    """PriFedSync (seed 000 Algorithm 1)."""
+    """The ``federated`` section: keys common to every algorithm. Each algorithm extends it
+    (its ``config_class``) and :meth:`check` refuses combinations it cannot run or account."""
 
-    algorithm: Literal["prifedsync"] = "prifedsync"
-    rounds: int = Field(30, ge=1, description="R: synchronisation rounds")
-    client_rate: float = Field(0.5, gt=0, le=1, description="p: Poisson client sampling rate")
-    empty_cohort: Literal["redraw", "skip"] = "redraw"
-    server_lr: float = Field(1.0, gt=0, le=1, description="eta: aggregation step")
-    helper: Literal["interpolation", "identity"] = "interpolation"
-    alpha: float = Field(0.1, ge=0, le=1, description="interpolation weight of the global model")
+    algorithm: str = "prifedsync"
+    rounds: int = Field(30, ge=1, description="R: rounds")
+
+    #: accountants the algorithm's privacy plan can answer, and the default list
+    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
+    DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("pld",)
+    #: accountants among ACCOUNTANTS whose numbers are estimates (never a budget's bound)
+    ESTIMATE_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt",)
+    #: accuracy metrics that stop.target_metric may name (without "_accuracy")
+    TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
+
+    def check(self, config: ExperimentConfig) -> None:
+        """Refuse settings of other sections that this algorithm cannot honour (ValueError)."""
 
 
 class StopConfig(_Section):
@@ -198,9 +212,13 @@ class StopConfig(_Section):
     epsilon: float | None = Field(
         None, gt=0, description="budget on epsilon at privacy.delta (pld bound if computed)"
     )
-    mu: float | None = Field(None, gt=0, description="budget on the Theorem 2 mu_max (estimate)")
+    mu: float | None = Field(
+        None, gt=0, description="budget on a Gaussian-DP mu (a gdp-clt estimate, e.g. Theorem 2's "
+        "mu_max of PriFedSync)")
     target_accuracy: float | None = Field(None, gt=0, le=1)
-    target_metric: Literal["personalised", "global"] = "personalised"
+    target_metric: str | None = Field(
+        None, description="accuracy metric of the target (the algorithm's: "
+        "personalised (default) or global for PriFedSync, global for the others)")
 
 
 class RunConfig(_Section):
@@ -226,28 +244,67 @@ class ExperimentConfig(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
-    federated: FederatedConfig = Field(default_factory=FederatedConfig)
+    federated: SerializeAsAny[FederatedConfig] = Field(default_factory=lambda: _federated({}))
     stop: StopConfig = Field(default_factory=StopConfig)
     run: RunConfig = Field(default_factory=RunConfig)
 
+    @field_validator("federated", mode="wrap")
+    @classmethod
+    def _algorithm_section(cls, value: Any, handler: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, FederatedConfig):
+            return value
+        return _federated(value)
+
     @model_validator(mode="after")
     def _consistent(self) -> ExperimentConfig:
-        if self.privacy.enabled and self.training.sampling != "without-replacement":
-            raise ValueError(
-                f"training.sampling = {self.training.sampling!r} is not allowed with "
-                "privacy.enabled: seed 000's Theorem 2 accountant assumes without-replacement "
-                "batches"
-            )
-        if not self.privacy.enabled and (self.stop.epsilon is not None or self.stop.mu is not None):
+        fed, privacy = self.federated, self.privacy
+        if privacy.accountants is None:
+            privacy.accountants = list(fed.DEFAULT_ACCOUNTANTS)
+        elif privacy.enabled and not privacy.accountants:
+            raise ValueError(f"privacy.accountants = [] must name at least one of "
+                             f"{', '.join(fed.ACCOUNTANTS)}")
+        for name in privacy.accountants:
+            if name not in fed.ACCOUNTANTS:
+                raise ValueError(
+                    f"privacy.accountants = {privacy.accountants!r} is not allowed for "
+                    f"federated.algorithm = {fed.algorithm!r}: each must be one of "
+                    f"{', '.join(fed.ACCOUNTANTS)}"
+                )
+        if not privacy.enabled and (self.stop.epsilon is not None or self.stop.mu is not None):
             raise ValueError(
                 "stop.epsilon / stop.mu need privacy.enabled: a non-private run has no budget"
             )
-        if self.stop.epsilon is not None and "pld" not in self.privacy.accountants and (
-            "rdp" not in self.privacy.accountants
+        if self.stop.epsilon is not None and all(
+            name in fed.ESTIMATE_ACCOUNTANTS for name in privacy.accountants
         ):
+            bounds = [n for n in fed.ACCOUNTANTS if n not in fed.ESTIMATE_ACCOUNTANTS]
             raise ValueError(
-                "stop.epsilon needs a bound accountant in privacy.accountants (pld or rdp)"
+                "stop.epsilon needs a bound accountant in privacy.accountants (one of "
+                f"{', '.join(bounds)})"
             )
-        if self.stop.mu is not None and "gdp-clt" not in self.privacy.accountants:
+        if self.stop.mu is not None and "gdp-clt" not in privacy.accountants:
             raise ValueError("stop.mu needs gdp-clt in privacy.accountants")
+        if self.stop.target_metric is None:
+            self.stop.target_metric = fed.TARGET_METRICS[0]
+        if self.stop.target_metric not in fed.TARGET_METRICS:
+            raise ValueError(
+                f"stop.target_metric = {self.stop.target_metric!r} is not allowed for "
+                f"federated.algorithm = {fed.algorithm!r}: must be one of "
+                f"{', '.join(fed.TARGET_METRICS)}"
+            )
+        fed.check(self)
         return self
+
+
+def _federated(value: Any) -> FederatedConfig:
+    """Validate a ``federated`` mapping with the model of the algorithm it names."""
+    from privfl.fl.algorithms.registry import config_class
+
+    if not isinstance(value, dict):
+        raise ValueError("must be a mapping (a section of keys)")
+    name = value.get("algorithm", "prifedsync")
+    try:
+        cls = config_class(name)
+    except (ValueError, ImportError) as error:
+        raise ValueError(str(error)) from None
+    return cls.model_validate(value)

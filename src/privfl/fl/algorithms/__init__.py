@@ -1,4 +1,7 @@
-"""Federated algorithms built on the round engine (:mod:`privfl.fl`).
+"""Federated algorithms built on the round engine (:mod:`privfl.fl`), on one seam.
+
+* :mod:`~privfl.fl.algorithms.base` — the protocol (select a cohort, local work, aggregate,
+  evaluate, a privacy plan) and :mod:`~privfl.fl.algorithms.registry` (``federated.algorithm``).
 
 * :class:`PriFedSync` — seed 000 Algorithm 1 with local NoisySGD / noisy Adam (Algorithm 2),
   Poisson client sampling with a stated empty-cohort policy, aggregation with step eta,
@@ -8,6 +11,12 @@
   :class:`privfl.config.ExperimentConfig` (run directory, checkpoints, resume).
 """
 
+from privfl.fl.algorithms.base import (
+    FederatedAlgorithm,
+    PrivacyPlan,
+    RoundAlgorithm,
+    privacy_entries,
+)
 from privfl.fl.algorithms.helpers import (
     HELPERS,
     HelperMap,
@@ -15,15 +24,25 @@ from privfl.fl.algorithms.helpers import (
     InterpolationHelper,
     make_helper,
 )
-from privfl.fl.algorithms.prifedsync import EMPTY_COHORT_POLICIES, PriFedSync, privacy_summary
+from privfl.fl.algorithms.prifedsync import (
+    EMPTY_COHORT_POLICIES,
+    PriFedSync,
+    PriFedSyncConfig,
+    PriFedSyncPrivacy,
+)
 
 __all__ = [
     "EMPTY_COHORT_POLICIES",
+    "FederatedAlgorithm",
     "HELPERS",
     "HelperMap",
     "IdentityHelper",
     "InterpolationHelper",
     "PriFedSync",
+    "PriFedSyncConfig",
+    "PriFedSyncPrivacy",
+    "PrivacyPlan",
+    "RoundAlgorithm",
     "make_helper",
-    "privacy_summary",
+    "privacy_entries",
 ]

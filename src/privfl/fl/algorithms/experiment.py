@@ -1,12 +1,12 @@
-"""Build and run a PriFedSync experiment from a configuration, with a run directory and resume.
+"""Build and run any registered algorithm from a configuration, with a run directory and resume.
 
-:class:`Experiment` turns an :class:`~privfl.config.ExperimentConfig` into data, a model, ONE
-:class:`~privfl.fl.LocalTrainingSpec` and a :class:`~privfl.fl.algorithms.PriFedSync`, then runs
+:class:`Experiment` turns an :class:`~privfl.config.ExperimentConfig` into data and the algorithm
+``federated.algorithm`` names (:mod:`privfl.fl.algorithms.registry`; the runner only knows the
+protocol of :mod:`privfl.fl.algorithms.base`), then runs
 rounds until a stop: all rounds done, a target accuracy reached, the privacy budget would be
 exceeded by the next round (that round is not run), or ``run.max_rounds`` rounds ran in this
 invocation. After every ``run.checkpoint_every`` rounds (and at the stop) it writes a checkpoint
-holding the algorithm state (all client models, optimizer states, accuracies), the numpy and
-torch generator states, torch's global RNG state, the round index and the metrics so far.
+holding the algorithm's state (its ``state_dict``: models, optimizer states, generator states), torch's global RNG state, the round index and the metrics so far.
 
 Resume (:meth:`Experiment.resume`) rebuilds the same objects from the saved ``config.yaml``,
 loads the newest readable checkpoint, truncates ``metrics.jsonl`` to it and continues: the
@@ -25,7 +25,6 @@ the default, for secure runs).
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from collections.abc import Iterable
@@ -34,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from privfl.accounting.results import PrivacyResult
 from privfl.config import (
@@ -47,9 +45,9 @@ from privfl.config import (
     read_yaml,
 )
 from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.prifedsync import PriFedSync
-from privfl.fl.spec import LocalTrainingSpec
-from privfl.report.card import prifedsync_card
+from privfl.fl.algorithms.base import budget_results, finite, tightest_bound
+from privfl.fl.algorithms.builders import build_dataset, build_model, build_spec
+from privfl.fl.algorithms.registry import algorithm_class
 from privfl.report.rundir import RunDirectory
 
 __all__ = [
@@ -61,6 +59,7 @@ __all__ = [
     "build_dataset",
     "build_model",
     "build_spec",
+    "privacy_plan",
 ]
 
 #: Keys that ``--set`` may change when resuming (prefixes ending in "." cover a section).
@@ -68,113 +67,23 @@ RESUMABLE_KEYS = ("run.", "stop.", "federated.rounds")
 CHECKPOINT_FORMAT = "privfl-run-checkpoint/1"
 
 
-# ---------------------------------------------------------------------------------- builders
-def build_dataset(config: ExperimentConfig) -> FederatedDataset:
-    """The federated dataset the configuration describes (deterministic in ``config.seed``)."""
-    from privfl import data as d
-
-    c, seed = config.data, config.seed
-    if c.dataset == "mnist-5k":
-        train, test = d.load_mnist_5k(normalize=c.normalize).split(c.test_fraction, seed)
-    elif c.dataset == "digits":
-        train, test = d.load_digits(normalize=c.normalize).split(c.test_fraction, seed)
-    elif c.dataset == "synthetic":
-        full = d.synthetic_dataset(c.synthetic_examples, 10, (1, 28, 28), seed=seed)
-        train, test = full.split(c.test_fraction, seed)
-    elif c.dataset == "fashion-mnist":
-        train, test = d.load_fashion_mnist(c.root, download=c.download, normalize=c.normalize)
-    elif c.dataset == "mnist":
-        train, test = d.load_mnist(c.root, download=c.download, normalize=c.normalize)
-    else:  # cifar10
-        train, test = d.load_cifar10(c.root, download=c.download, normalize=c.normalize)
-    if c.partition == "shards":
-        return d.federate_shards(
-            train, test, num_clients=c.clients, shards_per_client=c.shards_per_client,
-            shard_size=c.shard_size, test_size=200 if c.test_size is None else c.test_size,
-            test_replace=c.test_replace, seed=seed,
-        )
-    if c.partition == "dirichlet":
-        return d.federate_dirichlet(
-            train, test, num_clients=c.clients,
-            train_size=500 if c.train_size is None else c.train_size,
-            test_size=200 if c.test_size is None else c.test_size, beta=c.beta,
-            disjoint=c.disjoint, test_sampling=c.test_sampling, seed=seed,
-        )
-    return d.federate_iid(train, test, num_clients=c.clients, size=c.train_size,
-                          test_size=c.test_size, seed=seed)
-
-
-def build_model(config: ExperimentConfig, data: FederatedDataset) -> nn.Module:
-    """The configured architecture, initialised from ``config.seed``; ``num_classes`` and
-    ``input_shape`` come from the data unless given in ``model.kwargs``."""
-    from privfl.models import MODELS
-    from privfl.models import build_model as _build
-
-    cls, _ = MODELS[config.model.name]
-    accepted = inspect.signature(cls).parameters
-    kwargs = dict(config.model.kwargs)
-    if "num_classes" in accepted:
-        kwargs.setdefault("num_classes", data.num_classes)
-    if "input_shape" in accepted:
-        kwargs.setdefault("input_shape", data.input_shape)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed)
-        try:
-            model = _build(config.model.name, **kwargs)
-        except (TypeError, ValueError) as error:
-            raise ConfigError(
-                f"model.kwargs = {dict(config.model.kwargs)!r} is not valid for model "
-                f"{config.model.name!r}: {error}"
-            ) from None
-    expected = getattr(model, "input_shape", None)
-    if expected is not None and tuple(expected) != tuple(data.input_shape):
-        raise ConfigError(
-            f"model.name = {config.model.name!r} takes inputs of shape {tuple(expected)}: "
-            f"data.dataset = {config.data.dataset!r} has {tuple(data.input_shape)}"
-        )
-    return model
-
-
-def build_spec(config: ExperimentConfig) -> LocalTrainingSpec:
-    """THE local-training spec of the run: the trainer and the accountant both read it."""
-    t, p = config.training, config.privacy
-    try:
-        return LocalTrainingSpec(
-            local_steps=t.local_steps,
-            batch_size=t.batch_size,
-            sampling=t.sampling,
-            clip_norm=p.clip_norm if p.enabled else None,
-            noise_multiplier=p.z,
-            optimizer=t.optimizer,
-            lr=t.lr,
-            momentum=t.momentum,
-            betas=tuple(t.betas),
-            eps=t.eps,
-            weight_decay=t.weight_decay,
-            secure=p.secure,
-        )
-    except ValueError as error:
-        raise ConfigError(f"training/privacy settings: {error}") from None
-
-
-def build_algorithm(
-    config: ExperimentConfig, data: FederatedDataset | None = None
-) -> PriFedSync:
-    """PriFedSync with everything the configuration says (data built if not given)."""
+def build_algorithm(config: ExperimentConfig, data: FederatedDataset | None = None) -> Any:
+    """The algorithm ``federated.algorithm`` names, built from the configuration (data built if
+    not given); see :mod:`privfl.fl.algorithms.registry`."""
     data = build_dataset(config) if data is None else data
-    model = build_model(config, data)
-    spec = build_spec(config)
-    f, p, t = config.federated, config.privacy, config.training
+    cls = algorithm_class(config.federated.algorithm)
     try:
-        return PriFedSync(
-            model, spec, data, client_rate=f.client_rate, server_lr=f.server_lr,
-            helper=f.helper, alpha=f.alpha, empty_cohort=f.empty_cohort, seed=config.seed,
-            delta=p.delta if p.enabled else None, accountants=tuple(p.accountants),
-            lr_decay_every=t.lr_decay_every, lr_decay_gamma=t.lr_decay_gamma,
-            device=config.run.device, eval_batch_size=config.run.eval_batch_size,
-        )
+        return cls.from_config(config, data)
+    except ConfigError:
+        raise
     except ValueError as error:
         raise ConfigError(str(error)) from None
+
+
+def privacy_plan(config: ExperimentConfig, data: FederatedDataset | None = None) -> Any:
+    """The algorithm's privacy plan alone (no model, no training)."""
+    data = build_dataset(config) if data is None else data
+    return algorithm_class(config.federated.algorithm).privacy_plan(config, data)
 
 
 # ---------------------------------------------------------------------------------- running
@@ -237,14 +146,8 @@ def _check_resumable(overrides: Iterable[str]) -> list[str]:
     return checked
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
-        value
-    )
-
-
 class Experiment:
-    """One PriFedSync run backed by a run directory.
+    """One run of any registered algorithm, backed by a run directory.
 
     Use :meth:`create` for a new run and :meth:`resume` to continue one; then :meth:`run`.
     """
@@ -354,26 +257,34 @@ class Experiment:
         if target is None or not self.metrics:
             return False
         value = self.metrics[-1].get(f"{self.config.stop.target_metric}_accuracy")
-        return _finite(value) and value >= target
+        return finite(value) and value >= target
 
     def budget_exceeded(self, rounds: int) -> str | None:
-        """Why running up to ``rounds`` rounds would exceed the budget (None if it would not)."""
+        """Why running up to ``rounds`` rounds would exceed the budget (None if it would not).
+
+        The budget applies to the results in the plan's primary scope: ``stop.epsilon`` to the
+        tightest rigorous bound among them, ``stop.mu`` to the largest Gaussian-DP mu among them.
+        """
         stop = self.config.stop
         if stop.epsilon is None and stop.mu is None:
             return None
-        weak = [r for r in self.algorithm.privacy(rounds) if r.extras.get("scope") == "weak"]
+        plan = self.algorithm.plan
+        primary = budget_results(plan, self.algorithm.privacy(rounds))
+        scope = f", {plan.primary_scope}" if plan.primary_scope else ""
         if stop.mu is not None:
-            mu = next(r.extras["mu"] for r in weak if r.method == "gdp-clt")
-            if mu > stop.mu:
-                return (f"round {rounds} would reach mu_max = {mu:.6g} (gdp-clt estimate) > "
-                        f"stop.mu = {stop.mu:g}")
+            with_mu = [r for r in primary if "mu" in r.extras]
+            if with_mu:
+                worst = max(with_mu, key=lambda r: r.extras["mu"])
+                mu = worst.extras["mu"]
+                if mu > stop.mu:
+                    return (f"round {rounds} would reach mu = {mu:.6g} ({worst.method} "
+                            f"{worst.kind}{scope}) > stop.mu = {stop.mu:g}")
         if stop.epsilon is not None:
-            bounds = [r for r in weak if r.kind == "bound"]
-            tightest = min(bounds, key=lambda r: r.epsilon)
-            if tightest.epsilon > stop.epsilon:
+            tightest = tightest_bound(primary)
+            if tightest is not None and tightest.epsilon > stop.epsilon:
                 return (f"round {rounds} would spend epsilon = {tightest.epsilon:.6g} "
-                        f"({tightest.method} bound, delta = {tightest.delta:g}) > stop.epsilon "
-                        f"= {stop.epsilon:g}")
+                        f"({tightest.method} bound{scope}, delta = {tightest.delta:g}) > "
+                        f"stop.epsilon = {stop.epsilon:g}")
         return None
 
     def next_stop(self, ran: int) -> tuple[str, str] | None:
@@ -424,30 +335,21 @@ class Experiment:
         return self.algorithm.privacy(self.config.federated.rounds)
 
     def setup(self) -> dict[str, Any]:
-        """What ran, for report.md and the summary."""
+        """What ran, for report.md and the summary: data, then the algorithm's own rows."""
         c, algo = self.config, self.algorithm
         sizes = self.data.client_sizes
-        return {
+        rows = {
             "dataset": f"{c.data.dataset}: {self.data.name}",
             "clients": f"{self.data.num_clients} (n_j = {int(sizes.min())}..{int(sizes.max())}"
             f" train, {int(self.data.test_sizes.min())}..{int(self.data.test_sizes.max())} "
             "test)",
-            "model": " ".join(filter(None, (c.model.name, str(dict(c.model.kwargs or {}) or ""),
-                                            f"({algo.trainer.num_params:,} parameters)"))),
-            "local training": f"K = {c.training.local_steps}, B = {c.training.batch_size} "
-            f"({c.training.sampling}), {c.training.optimizer} lr {c.training.lr:g}"
-            + (f", weight decay {c.training.weight_decay:g}" if c.training.weight_decay else ""),
-            "PriFedSync": f"R = {c.federated.rounds}, p = {c.federated.client_rate:g}, "
-            f"eta = {c.federated.server_lr:g}, helper {c.federated.helper}"
-            + (f" (alpha = {c.federated.alpha:g})" if c.federated.helper == "interpolation"
-               else "") + f", empty cohorts: {c.federated.empty_cohort}",
-            "privacy": "record-level DP (seed 000 Theorem 2)" if algo.private
-            else "none (non-private baseline)",
-            "seed": f"{c.seed} ("
-            + ("partition, initialisation, dropout; cohorts, batches and noise from os.urandom"
-               if c.privacy.secure else "partition, initialisation, cohorts, batches, noise")
-            + ")",
+            "algorithm": f"{c.federated.algorithm}: {algo.title}",
         }
+        rows.update(algo.setup())
+        rows["seed"] = f"{c.seed} (" + (
+            "partition, initialisation, dropout; cohorts, batches and noise from os.urandom"
+            if c.privacy.secure else "partition, initialisation, cohorts, batches, noise") + ")"
+        return rows
 
     def finish(self, reason: str, detail: str, seconds: float) -> ExperimentResult:
         """Write privacy.json, summary.json, the plots and report.md; return the result."""
@@ -457,12 +359,12 @@ class Experiment:
         algo, config = self.algorithm, self.config
         rounds = algo.round
         results = algo.privacy(rounds)
-        card = prifedsync_card(algo, rounds)
+        card = algo.plan.card(rounds)
         last = self.metrics[-1] if self.metrics else {}
         target = config.stop.target_accuracy
         key = f"{config.stop.target_metric}_accuracy"
         reached = next((m["round"] for m in self.metrics
-                        if target is not None and _finite(m.get(key)) and m[key] >= target), None)
+                        if target is not None and finite(m.get(key)) and m[key] >= target), None)
         summary: dict[str, Any] = {
             "command": "run",
             "name": config.name,
@@ -480,11 +382,11 @@ class Experiment:
             "training_seconds": sum(m.get("seconds", 0.0) for m in self.metrics),
             "final": {
                 "round": last.get("round", 0),
-                "personalised_accuracy": last.get("personalised_accuracy", math.nan),
-                "global_accuracy": last.get("global_accuracy", math.nan),
-                "personalised_accuracy_cohort": last.get("personalised_accuracy_cohort",
-                                                         math.nan),
+                **{k: last.get(k, math.nan) for k in algo.metric_labels},
+                **({"epsilon": last["epsilon"], "epsilon_method": last.get("epsilon_method")}
+                   if "epsilon" in last else {}),
             },
+            "metric_labels": dict(algo.metric_labels),
             "target_accuracy": target,
             "target_metric": config.stop.target_metric,
             "rounds_to_target": reached,
@@ -500,7 +402,8 @@ class Experiment:
         })
         self.dir.write_json(self.dir.summary, summary)
         title = f"{config.name}: {self.data.name}"
-        plot_accuracy(self.metrics, self.dir.accuracy_plot, title=title, target=target)
+        plot_accuracy(self.metrics, self.dir.accuracy_plot, algo.metric_labels, title=title,
+                      target=target)
         plot_privacy(self.metrics, self.dir.privacy_plot,
                      delta=config.privacy.delta if algo.private else None, title=title)
         self.dir.write_text(self.dir.report, run_report_markdown(

@@ -13,15 +13,18 @@ One round ``r``::
     h~_i <- F_i(w~_global) for i in Omega; client i continues from h~_i next time it is sampled
     evaluate w~_global on every client's test set               (global accuracy)
 
-Privacy (record level, replace-one neighbours; spec seed0 section 4.4). Only noised models
-leave a client, so everything the server does — the mean over the *realised* cohort (dividing
-by |Omega| is post-processing of private models, not a sensitivity-calibrated sum), the helper
-maps, the redraw or skip of empty cohorts — is post-processing. The accountant is
-:func:`privfl.accounting.federated.federated_fdp` on
-``FederatedSetting(spec.client_training(n_j) for every client, rounds=r, p)``, built from the
-**same** :class:`~privfl.fl.LocalTrainingSpec` that configures the trainer. Theorem 2 counts
-``K * r`` steps for every client whatever p, so neither the client sampling, the redraw policy
-nor skipped rounds change the number: a skipped round still counts (conservative).
+Privacy (record level; spec seed0 section 4.4). Only noised models leave a client, so
+everything the server does — the mean over the *realised* cohort (dividing by |Omega| is
+post-processing of private models, not a sensitivity-calibrated sum), the helper maps, the
+redraw or skip of empty cohorts — is post-processing. The plan (:class:`PriFedSyncPrivacy`)
+derives every client's event from the **same** :class:`~privfl.fl.LocalTrainingSpec` that
+configures the trainer (:meth:`~privfl.fl.LocalTrainingSpec.privacy_event`: ``K * r`` steps of
+the spec's noise multiplier z and batch sampling; replace-one neighbours for fixed-size batches
+as in Theorem 2, add/remove for Poisson batches) and takes the worst client
+(:func:`privfl.accounting.parallel.worst_client_results`); ``gdp-clt`` is Theorem 2's CLT mu
+(an estimate). Theorem 2 counts ``K * r`` steps for every client whatever p, so neither the
+client sampling, the redraw policy nor skipped rounds change the number: a skipped round still
+counts (conservative).
 
 Metrics (spec seed0 A10): the *personalised accuracy* of round r is the mean over all m clients
 of each client's accuracy on its own test set, measured right after its latest local training
@@ -36,12 +39,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 from torch.func import functional_call
 
@@ -52,43 +55,121 @@ from privfl._validation import (
     check_range,
     check_rate,
 )
-from privfl.accounting.federated import ClientTraining, FederatedSetting, federated_fdp
+from privfl.accounting.federated import STRONG_RELEASE, WEAK_RELEASE
 from privfl.accounting.methods import AccountingOptions, resolve_methods
+from privfl.accounting.parallel import worst_client_results
 from privfl.accounting.results import PrivacyResult
+from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
+from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
 from privfl.fl.algorithms.helpers import HelperMap, make_helper
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.secure import SECURE_RANDOM
 
-__all__ = ["EMPTY_COHORT_POLICIES", "PriFedSync", "privacy_summary"]
+__all__ = ["EMPTY_COHORT_POLICIES", "PriFedSync", "PriFedSyncConfig", "PriFedSyncPrivacy"]
 
 #: What to do when Poisson client sampling selects nobody.
 EMPTY_COHORT_POLICIES = ("redraw", "skip")
 _MAX_REDRAWS = 100_000
 
 
-def privacy_summary(results: Iterable[PrivacyResult]) -> dict[str, float]:
-    """Flat per-round numbers: ``mu_max``/``mu_strong`` (gdp-clt estimates) and
-    ``epsilon_<method>`` / ``epsilon_<method>_strong`` for every method."""
-    out: dict[str, float] = {}
-    for r in results:
-        scope = r.extras.get("scope", "weak")
-        suffix = "" if scope == "weak" else f"_{scope}"
-        key = r.method.replace("-", "_")
-        out[f"epsilon_{key}{suffix}"] = float(r.epsilon)
-        if r.method == "gdp-clt" and "mu" in r.extras:
-            out["mu_max" if scope == "weak" else f"mu_{scope}"] = float(r.extras["mu"])
-    return out
+class PriFedSyncConfig(FederatedConfig):
+    """``federated`` section of PriFedSync (Zheng et al. 2021, Algorithm 1)."""
+
+    algorithm: Literal["prifedsync"] = "prifedsync"
+    client_rate: float = Field(0.5, gt=0, le=1, description="p: Poisson client sampling rate")
+    empty_cohort: Literal["redraw", "skip"] = "redraw"
+    server_lr: float = Field(1.0, gt=0, le=1, description="eta: aggregation step")
+    helper: Literal["interpolation", "identity"] = "interpolation"
+    alpha: float = Field(0.1, ge=0, le=1, description="interpolation weight of the global model")
+
+    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt", "pld", "rdp")
+    DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt", "pld")
+    TARGET_METRICS: ClassVar[tuple[str, ...]] = ("personalised", "global")
+
+    def check(self, config: ExperimentConfig) -> None:
+        privacy = config.privacy
+        if privacy.enabled and privacy.sigma is None and privacy.noise_multiplier is None:
+            privacy.sigma = 1.0  # the default: Zheng et al.'s sigma = 1 (noise multiplier 2)
+
+
+class PriFedSyncPrivacy:
+    """PriFedSync's privacy plan: record-level federated f-DP (Zheng et al. 2021 Theorem 2).
+
+    Derived from the run's :class:`~privfl.fl.LocalTrainingSpec` (the trainer's own object) and
+    the clients' record counts. Per client j the event is ``spec.privacy_event(n_j, rounds)``;
+    the *weak* scope (one other client sees j's helper-model stream) is the worst client's
+    guarantee, the *strong* scope (all m - 1 others collude) the paper's composition over
+    ``(m - 1) K R`` steps (valid, very loose; spec seed0 A5).
+    """
+
+    unit = "record"
+    primary_scope = "weak"
+
+    def __init__(self, spec: LocalTrainingSpec, client_sizes: np.ndarray, *, client_rate: float,
+                 empty_cohort: str, delta: float | None, accountants: Sequence[str],
+                 options: AccountingOptions | None, seed: int) -> None:
+        self.spec = spec
+        self.client_sizes = np.asarray(client_sizes, dtype=np.int64)
+        self.num_clients = int(self.client_sizes.size)
+        self.client_rate = client_rate
+        self.empty_cohort = empty_cohort
+        self.delta = delta
+        self.accountants = resolve_methods(accountants)
+        self.options = options
+        self.seed = seed
+        self._cache: dict[int, list[PrivacyResult]] = {}
+
+    @property
+    def private(self) -> bool:
+        return self.spec.private
+
+    @property
+    def secure(self) -> bool:
+        return self.spec.secure
+
+    def client_events(self, rounds: int, *, colluders: int = 1):
+        """Every client's record-level event after ``rounds`` rounds (``colluders`` copies of
+        its K R steps for the strong scope)."""
+        release = WEAK_RELEASE if colluders == 1 else STRONG_RELEASE
+        return [self.spec.privacy_event(int(n), colluders * rounds, release=release)
+                for n in np.unique(self.client_sizes)]
+
+    def results(self, rounds: int) -> list[PrivacyResult]:
+        """Weak and strong guarantees after ``rounds`` rounds (empty when not private or
+        ``delta`` is None; rounds = 0 gives epsilon 0 with the same labels)."""
+        rounds = check_int("rounds", rounds, 0)
+        if not self.private or self.delta is None:
+            return []
+        if rounds not in self._cache:
+            results = []
+            for method in self.accountants:
+                for scope, colluders in (("weak", 1), ("strong", self.num_clients - 1)):
+                    note = ("paper's strong composition over (m-1)·K·R steps (valid but very "
+                            "loose)" if scope == "strong" else "")
+                    results += worst_client_results(
+                        self.client_events(max(rounds, 1), colluders=colluders), self.delta,
+                        methods=method, options=self.options, scope=scope,
+                        note="; ".join(filter(None, ("max over clients of the per-client "
+                                                     "composition", note))),
+                    )
+            self._cache[rounds] = zero_rounds(results) if rounds == 0 else results
+        return self._cache[rounds]
+
+    def card(self, rounds: int) -> dict[str, Any]:
+        from privfl.report.card import prifedsync_card
+
+        return prifedsync_card(self, rounds)
 
 
 def _as_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return torch.as_tensor(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
 
 
-class PriFedSync:
-    """Seed 000's PriFedSync over a :class:`~privfl.data.FederatedDataset`.
+class PriFedSync(RoundAlgorithm):
+    """PriFedSync (Zheng et al. 2021) over a :class:`~privfl.data.FederatedDataset`.
 
     Parameters
     ----------
@@ -188,7 +269,11 @@ class PriFedSync:
         for j, n in enumerate(self.client_sizes):
             spec.check_records(int(n), f"data.client_sizes[{j}]")
         # the accountant's view of every client, from the very spec the trainer runs
-        self._client_trainings = self._build_client_trainings()
+        self.plan = PriFedSyncPrivacy(
+            spec, self.client_sizes, client_rate=self.client_rate,
+            empty_cohort=self.empty_cohort, delta=self.delta, accountants=self.accountants,
+            options=accounting_options, seed=self.seed,
+        )
 
         self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
         self._eval_model = copy.deepcopy(model).to(self.device).eval()
@@ -214,7 +299,6 @@ class PriFedSync:
         self.generator = torch.Generator(device=self.device).manual_seed(
             int(seeds[1].generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
         )
-        self._privacy_cache: dict[int, list[PrivacyResult]] = {}
 
     # ------------------------------------------------------------------ data
     def _load_data(self) -> None:
@@ -246,58 +330,62 @@ class PriFedSync:
             digest.update(b"|")
         return digest.hexdigest()
 
-    # ------------------------------------------------------------------ privacy
-    @property
-    def secure(self) -> bool:
-        """Secure mode (``spec.secure``): cohorts, batches and noise from ``os.urandom``."""
-        return self.spec.secure
+    # ------------------------------------------------------------------ the seam
+    name: ClassVar[str] = "prifedsync"
+    title: ClassVar[str] = ("PriFedSync, record-level federated f-DP with personalised helper "
+                            "models (Zheng et al. 2021)")
+    config_class: ClassVar[type[FederatedConfig]] = PriFedSyncConfig
+    metric_labels: ClassVar[dict[str, str]] = {
+        "personalised_accuracy": "personalised (mean over clients)",
+        "global_accuracy": "global model (mean over clients)",
+        "personalised_accuracy_cohort": "personalised, this round's cohort",
+    }
 
-    @property
-    def private(self) -> bool:
-        """Whether local training clips and adds noise (``spec.private``)."""
-        return self.spec.private
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> PriFedSync:
+        """PriFedSync with everything the configuration says."""
+        from privfl.fl.algorithms.builders import build_model, build_spec
 
-    def _build_client_trainings(self) -> tuple[ClientTraining, ...] | None:
-        if not self.spec.private:
-            return None
-        return tuple(self.spec.client_training(int(n)) for n in self.client_sizes)
+        model = build_model(config, data)
+        spec = build_spec(config)
+        f, p, t = config.federated, config.privacy, config.training
+        return cls(
+            model, spec, data, client_rate=f.client_rate, server_lr=f.server_lr,
+            helper=f.helper, alpha=f.alpha, empty_cohort=f.empty_cohort, seed=config.seed,
+            delta=p.delta if p.enabled else None, accountants=tuple(p.accountants),
+            lr_decay_every=t.lr_decay_every, lr_decay_gamma=t.lr_decay_gamma,
+            device=config.run.device, eval_batch_size=config.run.eval_batch_size,
+        )
 
-    def client_trainings(self) -> tuple[ClientTraining, ...]:
-        """Every client's :class:`ClientTraining`, derived from ``spec`` (private runs only)."""
-        if self._client_trainings is None:
-            raise ValueError(
-                f"clip_norm = {self.spec.clip_norm!r}, noise_multiplier = "
-                f"{self.spec.noise_multiplier!r}: this run is not private, it has no guarantee"
-            )
-        return self._client_trainings
+    @classmethod
+    def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> PriFedSyncPrivacy:
+        """The plan alone, from the same spec builder the training uses."""
+        from privfl.fl.algorithms.builders import build_spec
 
-    def privacy_setting(self, rounds: int | None = None) -> FederatedSetting:
-        """Theorem 2's setting after ``rounds`` rounds (default: the rounds completed)."""
-        rounds = self.round if rounds is None else check_int("rounds", rounds, 0)
-        return FederatedSetting(self.client_trainings(), rounds, self.client_rate)
+        spec = build_spec(config)
+        f, p = config.federated, config.privacy
+        return PriFedSyncPrivacy(
+            spec, data.client_sizes, client_rate=f.client_rate, empty_cohort=f.empty_cohort,
+            delta=p.delta if p.enabled else None, accountants=tuple(p.accountants),
+            options=None, seed=config.seed,
+        )
 
-    def privacy(self, rounds: int | None = None) -> list[PrivacyResult]:
-        """Labelled weak and strong federated guarantees after ``rounds`` rounds.
-
-        Empty for a non-private run or when ``delta`` is None; rounds = 0 gives epsilon 0.
-        """
-        rounds = self.round if rounds is None else check_int("rounds", rounds, 0)
-        if not self.private or self.delta is None:
-            return []
-        if rounds not in self._privacy_cache:
-            setting = self.privacy_setting(max(rounds, 1))
-            results = federated_fdp(setting, self.delta, methods=self.accountants,
-                                    options=self.accounting_options)
-            if rounds == 0:  # nothing ran yet: perfect privacy, same labels
-                results = [
-                    PrivacyResult(r.method, r.kind, 0.0, r.delta, r.unit, r.neighbouring,
-                                  r.sampling, r.release, 0,
-                                  {**r.extras, **({"mu": 0.0} if "mu" in r.extras else {})},
-                                  r.note)
-                    for r in results
-                ]
-            self._privacy_cache[rounds] = results
-        return self._privacy_cache[rounds]
+    def setup(self) -> dict[str, str]:
+        spec = self.spec
+        helper = getattr(self.helper, "name", repr(self.helper))
+        alpha = getattr(self.helper, "alpha", None)
+        return {
+            "model": f"{type(self._eval_model).__name__} ({self.trainer.num_params:,} "
+            "parameters)",
+            "local training": f"K = {spec.local_steps}, B = {spec.batch_size} ({spec.sampling}), "
+            f"{spec.optimizer} lr {spec.lr:g}"
+            + (f", weight decay {spec.weight_decay:g}" if spec.weight_decay else ""),
+            "PriFedSync": f"p = {self.client_rate:g}, eta = {self.server_lr:g}, helper {helper}"
+            + (f" (alpha = {alpha:g})" if alpha is not None else "")
+            + f", empty cohorts: {self.empty_cohort}",
+            "privacy": "record-level federated f-DP (Zheng et al. 2021 Theorem 2)"
+            if self.private else "none (non-private baseline)",
+        }
 
     # ------------------------------------------------------------------ sampling
     def sample_cohort(self) -> tuple[np.ndarray, int]:
@@ -369,56 +457,68 @@ class PriFedSync:
         return float(self.personal_accuracy[has].mean()) if has.any() else math.nan
 
     # ------------------------------------------------------------------ one round
-    def run_round(self) -> dict[str, Any]:
-        """Run round ``self.round + 1``; returns its metrics (accuracies and privacy)."""
-        started = time.perf_counter()
-        r = self.round + 1
-        cohort, redraws = self.sample_cohort()
-        metrics: dict[str, Any] = {"round": r, "cohort_size": int(cohort.size),
-                                   "redraws": redraws, "skipped": bool(cohort.size == 0)}
-        cohort_acc = math.nan
-        loss = clipped = math.nan
-        if cohort.size:
-            start = self.trainer.unflatten(self.local[cohort])
-            data = [self.train_data[j] for j in cohort]
-            states = take_rows(self.optimizer_state, cohort)
-            params, states, stats = self.trainer.train(
-                start, data, states, self.generator, lr=self._learning_rates(cohort)
-            )
-            trained = self.trainer.flatten(params)  # w~_i, [c, d]
-            put_rows(self.optimizer_state, cohort, states)
-            self.participations[cohort] += 1
-            # personalised models, right after local training (spec A10)
-            accs = np.array([self.client_accuracy(trained[k], j) for k, j in enumerate(cohort)])
-            self.personal_accuracy[cohort] = np.nan_to_num(accs, nan=0.0)
-            self.evaluated[cohort] = True
-            cohort_acc = float(np.nanmean(accs)) if np.isfinite(accs).any() else math.nan
-            # server: aggregate the private models (post-processing), then the helper maps
-            mean = trained.mean(0)
-            self.global_model = torch.lerp(self.global_model, mean, self.server_lr)
-            helpers = self.helper(trained, self.global_model, cohort)
-            if tuple(helpers.shape) != tuple(trained.shape):
-                raise ValueError(
-                    f"helper returned shape {tuple(helpers.shape)}: must be {tuple(trained.shape)}"
-                )
-            self.local[cohort] = helpers.to(self.local.dtype)
-            loss = float(stats.loss.mean())
-            clipped = float(stats.clipped_fraction.mean())
-        self.global_accuracy = self.global_accuracies()
-        self.round = r
-        has = self.test_sizes > 0
-        metrics.update(
-            personalised_accuracy=self.personalised_accuracy(),
-            personalised_accuracy_cohort=cohort_acc,
-            global_accuracy=float(np.nanmean(self.global_accuracy[has])) if has.any()
-            else math.nan,
-            clients_evaluated=int(self.evaluated.sum()),
-            train_loss=loss,
-            clipped_fraction=clipped,
+    def select_cohort(self) -> tuple[np.ndarray, int]:
+        return self.sample_cohort()
+
+    def round_info(self, cohort: tuple[np.ndarray, int]) -> dict[str, Any]:
+        chosen, redraws = cohort
+        return {"cohort_size": int(chosen.size), "redraws": redraws,
+                "skipped": bool(chosen.size == 0)}
+
+    def local_work(self, cohort: tuple[np.ndarray, int]) -> dict[str, Any] | None:
+        """K private local steps of every sampled client, then its personalised accuracy."""
+        chosen, _ = cohort
+        if not chosen.size:
+            return None
+        start = self.trainer.unflatten(self.local[chosen])
+        data = [self.train_data[j] for j in chosen]
+        states = take_rows(self.optimizer_state, chosen)
+        params, states, stats = self.trainer.train(
+            start, data, states, self.generator, lr=self._learning_rates(chosen)
         )
-        metrics.update(privacy_summary(self.privacy(r)))
-        metrics["seconds"] = time.perf_counter() - started
-        return metrics
+        trained = self.trainer.flatten(params)  # w~_i, [c, d]
+        put_rows(self.optimizer_state, chosen, states)
+        self.participations[chosen] += 1
+        # personalised models, right after local training (spec A10)
+        accs = np.array([self.client_accuracy(trained[k], j) for k, j in enumerate(chosen)])
+        self.personal_accuracy[chosen] = np.nan_to_num(accs, nan=0.0)
+        self.evaluated[chosen] = True
+        return {"trained": trained, "stats": stats, "accuracies": accs}
+
+    def aggregate(self, cohort: tuple[np.ndarray, int], updates: dict[str, Any] | None) -> None:
+        """Post-processing of the private models: the global step, then the helper maps."""
+        if updates is None:
+            return
+        chosen, _ = cohort
+        trained = updates["trained"]
+        mean = trained.mean(0)
+        self.global_model = torch.lerp(self.global_model, mean, self.server_lr)
+        helpers = self.helper(trained, self.global_model, chosen)
+        if tuple(helpers.shape) != tuple(trained.shape):
+            raise ValueError(
+                f"helper returned shape {tuple(helpers.shape)}: must be {tuple(trained.shape)}"
+            )
+        self.local[chosen] = helpers.to(self.local.dtype)
+
+    def evaluate(self, cohort: tuple[np.ndarray, int],
+                 updates: dict[str, Any] | None) -> dict[str, Any]:
+        cohort_acc = loss = clipped = math.nan
+        if updates is not None:
+            accs = updates["accuracies"]
+            cohort_acc = float(np.nanmean(accs)) if np.isfinite(accs).any() else math.nan
+            loss = float(updates["stats"].loss.mean())
+            clipped = float(updates["stats"].clipped_fraction.mean())
+        self.global_accuracy = self.global_accuracies()
+        has = self.test_sizes > 0
+        return {
+            "personalised_accuracy": self.personalised_accuracy(),
+            "personalised_accuracy_cohort": cohort_acc,
+            "global_accuracy": float(np.nanmean(self.global_accuracy[has])) if has.any()
+            else math.nan,
+            "clients_evaluated": int(self.evaluated.sum()),
+            "train_loss": loss,
+            "clipped_fraction": clipped,
+        }
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -1,0 +1,229 @@
+"""The algorithm seam: one small protocol that every federated algorithm of privfl implements.
+
+Modelled on pfl-research's ``FederatedAlgorithm``, TensorFlow Federated's learning process and
+Flower's strategies. A round is four stages, run by :meth:`RoundAlgorithm.run_round`::
+
+    cohort  <- select_cohort()              who takes part (the sampling the accountant assumes)
+    updates <- local_work(cohort)           the clients' work, on the vectorised engine
+    aggregate(cohort, updates)              the server's step (a DP wrapper may clip and noise)
+    metrics <- evaluate(cohort, updates)    monitoring values (not covered by the guarantee)
+
+and the algorithm's privacy is one :class:`PrivacyPlan`: the settings object from which both the
+training (noise, clipping, sampling, step counts) and the accountant's events are derived, so
+the two cannot disagree (design principle 1). The runner (:mod:`privfl.fl.algorithms.experiment`,
+``privfl run``, ``privfl compare``, ``privfl check-privacy``, the privacy card and report.md)
+only knows this protocol; nothing in it names an algorithm, an accountant or a paper's metric.
+
+Per-round privacy metrics are generic (:func:`privacy_entries`): ``metrics["privacy"]`` is a list
+of ``{"method", "kind", "scope", "epsilon", "delta"[, "mu"]}`` and ``metrics["epsilon"]`` is the
+tightest rigorous bound in the plan's primary scope (``metrics["epsilon_method"]`` names it).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from privfl.accounting.results import PrivacyResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from privfl.config.schema import ExperimentConfig
+    from privfl.data.datasets import FederatedDataset
+
+__all__ = [
+    "FederatedAlgorithm",
+    "PrivacyPlan",
+    "RoundAlgorithm",
+    "budget_results",
+    "privacy_entries",
+    "tightest_bound",
+    "zero_rounds",
+]
+
+
+@runtime_checkable
+class PrivacyPlan(Protocol):
+    """An algorithm's privacy: what the accountant is told, derived from the training settings.
+
+    Attributes
+    ----------
+    private
+        False for a non-private baseline (``results`` is then empty).
+    secure
+        Secure mode: the randomness the guarantee relies on comes from ``os.urandom``.
+    unit
+        ``"record"`` or ``"client"``.
+    primary_scope
+        The ``extras["scope"]`` of the results that budgets and headline numbers use (``""``
+        when the results carry no scope, e.g. one guarantee per run).
+    delta
+        The delta of the reported (epsilon, delta) pairs (None: accounting off).
+    """
+
+    private: bool
+    secure: bool
+    unit: str
+    primary_scope: str
+    delta: float | None
+
+    def results(self, rounds: int) -> list[PrivacyResult]:
+        """Labelled guarantees after ``rounds`` rounds (empty when not private)."""
+        ...
+
+    def card(self, rounds: int) -> dict[str, Any]:
+        """Privacy-card rows (unit, neighbouring, sampling, noise, steps, release, ...)."""
+        ...
+
+
+@runtime_checkable
+class FederatedAlgorithm(Protocol):
+    """What the runner needs from an algorithm (see the module docstring).
+
+    Class attributes: ``name`` (the ``federated.algorithm`` registry key), ``title`` (method
+    and authors, for reports), ``metric_labels`` (accuracy-like metric keys -> labels; the
+    first is the headline; ``stop.target_metric`` names one of them without ``_accuracy``).
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    metric_labels: ClassVar[Mapping[str, str]]
+    round: int
+    plan: PrivacyPlan
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> FederatedAlgorithm:
+        ...
+
+    @classmethod
+    def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> PrivacyPlan:
+        """The plan alone (no model, no training): ``privfl check-privacy`` uses it."""
+        ...
+
+    def run_round(self) -> dict[str, Any]: ...
+
+    def setup(self) -> dict[str, str]:
+        """"What ran" rows for report.md (algorithm settings beyond data/model/training)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class RoundAlgorithm:
+    """Base class implementing :meth:`run_round` from the four stages and the plan.
+
+    Subclasses set ``name``, ``title``, ``metric_labels``, ``self.plan`` and ``self.round`` and
+    implement :meth:`select_cohort`, :meth:`local_work`, :meth:`aggregate`, :meth:`evaluate`
+    (plus ``from_config``, ``privacy_plan``, ``setup``, ``state_dict``, ``load_state_dict``).
+    """
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    metric_labels: ClassVar[Mapping[str, str]] = {"global_accuracy": "global model"}
+    plan: PrivacyPlan
+    round: int = 0
+
+    # the four stages ---------------------------------------------------------------------
+    def select_cohort(self) -> Any:
+        """The clients (or their indices) that take part in the next round."""
+        raise NotImplementedError
+
+    def local_work(self, cohort: Any) -> Any:
+        """The cohort's local work; returns what the server aggregates."""
+        raise NotImplementedError
+
+    def aggregate(self, cohort: Any, updates: Any) -> None:
+        """The server's step: fold the updates into the model state."""
+        raise NotImplementedError
+
+    def evaluate(self, cohort: Any, updates: Any) -> dict[str, Any]:
+        """Monitoring metrics of the round (computed without noise; not private)."""
+        raise NotImplementedError
+
+    def round_info(self, cohort: Any) -> dict[str, Any]:
+        """Per-round facts about the cohort (size, redraws, ...); override to add some."""
+        return {}
+
+    # the template ------------------------------------------------------------------------
+    @property
+    def private(self) -> bool:
+        return self.plan.private
+
+    @property
+    def secure(self) -> bool:
+        return self.plan.secure
+
+    def privacy(self, rounds: int | None = None) -> list[PrivacyResult]:
+        """The plan's labelled guarantees after ``rounds`` rounds (default: those completed)."""
+        return self.plan.results(self.round if rounds is None else rounds)
+
+    def run_round(self) -> dict[str, Any]:
+        """Run round ``self.round + 1``: select, local work, aggregate, evaluate, account."""
+        started = time.perf_counter()
+        r = self.round + 1
+        cohort = self.select_cohort()
+        metrics: dict[str, Any] = {"round": r, **self.round_info(cohort)}
+        updates = self.local_work(cohort)
+        self.aggregate(cohort, updates)
+        self.round = r
+        metrics.update(self.evaluate(cohort, updates))
+        metrics.update(privacy_metrics(self.plan, self.plan.results(r)))
+        metrics["seconds"] = time.perf_counter() - started
+        return metrics
+
+
+# ------------------------------------------------------------------------ generic privacy metrics
+def privacy_entries(results: Iterable[PrivacyResult]) -> list[dict[str, Any]]:
+    """Compact per-round records: method, kind, scope, epsilon, delta (and mu when given)."""
+    entries = []
+    for r in results:
+        entry: dict[str, Any] = {"method": r.method, "kind": r.kind,
+                                 "scope": str(r.extras.get("scope", "")),
+                                 "epsilon": float(r.epsilon), "delta": float(r.delta)}
+        if "mu" in r.extras:
+            entry["mu"] = float(r.extras["mu"])
+        entries.append(entry)
+    return entries
+
+
+def budget_results(plan: PrivacyPlan, results: Sequence[PrivacyResult]) -> list[PrivacyResult]:
+    """The results in the plan's primary scope (what budgets and headlines use)."""
+    return [r for r in results if str(r.extras.get("scope", "")) == plan.primary_scope]
+
+
+def tightest_bound(results: Sequence[PrivacyResult]) -> PrivacyResult | None:
+    """The rigorous bound with the smallest epsilon (None if there is no bound)."""
+    bounds = [r for r in results if r.kind == "bound"]
+    return min(bounds, key=lambda r: r.epsilon) if bounds else None
+
+
+def privacy_metrics(plan: PrivacyPlan, results: Sequence[PrivacyResult]) -> dict[str, Any]:
+    """``{"privacy": entries, "epsilon": tightest primary bound, "epsilon_method": its method}``
+    (empty for a non-private run)."""
+    if not results:
+        return {}
+    best = tightest_bound(budget_results(plan, results))
+    out: dict[str, Any] = {"privacy": privacy_entries(results)}
+    if best is not None:
+        out["epsilon"] = float(best.epsilon)
+        out["epsilon_method"] = best.method
+    return out
+
+
+def zero_rounds(results: Sequence[PrivacyResult]) -> list[PrivacyResult]:
+    """The same labelled results with epsilon (and mu) 0 and 0 steps: before round 1."""
+    return [
+        PrivacyResult(r.method, r.kind, 0.0, r.delta, r.unit, r.neighbouring, r.sampling,
+                      r.release, 0, {**r.extras, **({"mu": 0.0} if "mu" in r.extras else {})},
+                      r.note)
+        for r in results
+    ]
+
+
+def finite(value: Any) -> bool:
+    """A real, finite number (not a bool)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))

@@ -1,0 +1,107 @@
+"""Build the parts every algorithm shares from a configuration: data, model, local training.
+
+:func:`build_dataset` (deterministic in ``config.seed``), :func:`build_model` (initialised from
+``config.seed``) and :func:`build_spec` (THE :class:`~privfl.fl.LocalTrainingSpec` of a run whose
+clients train locally: the trainer and the accountant both read it).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from torch import nn
+
+from privfl.config import ConfigError, ExperimentConfig
+from privfl.data.datasets import FederatedDataset
+from privfl.fl.spec import LocalTrainingSpec
+
+__all__ = ["build_dataset", "build_model", "build_spec"]
+
+
+def build_dataset(config: ExperimentConfig) -> FederatedDataset:
+    """The federated dataset the configuration describes (deterministic in ``config.seed``)."""
+    from privfl import data as d
+
+    c, seed = config.data, config.seed
+    if c.dataset == "mnist-5k":
+        train, test = d.load_mnist_5k(normalize=c.normalize).split(c.test_fraction, seed)
+    elif c.dataset == "digits":
+        train, test = d.load_digits(normalize=c.normalize).split(c.test_fraction, seed)
+    elif c.dataset == "synthetic":
+        full = d.synthetic_dataset(c.synthetic_examples, 10, (1, 28, 28), seed=seed)
+        train, test = full.split(c.test_fraction, seed)
+    elif c.dataset == "fashion-mnist":
+        train, test = d.load_fashion_mnist(c.root, download=c.download, normalize=c.normalize)
+    elif c.dataset == "mnist":
+        train, test = d.load_mnist(c.root, download=c.download, normalize=c.normalize)
+    else:  # cifar10
+        train, test = d.load_cifar10(c.root, download=c.download, normalize=c.normalize)
+    if c.partition == "shards":
+        return d.federate_shards(
+            train, test, num_clients=c.clients, shards_per_client=c.shards_per_client,
+            shard_size=c.shard_size, test_size=200 if c.test_size is None else c.test_size,
+            test_replace=c.test_replace, seed=seed,
+        )
+    if c.partition == "dirichlet":
+        return d.federate_dirichlet(
+            train, test, num_clients=c.clients,
+            train_size=500 if c.train_size is None else c.train_size,
+            test_size=200 if c.test_size is None else c.test_size, beta=c.beta,
+            disjoint=c.disjoint, test_sampling=c.test_sampling, seed=seed,
+        )
+    return d.federate_iid(train, test, num_clients=c.clients, size=c.train_size,
+                          test_size=c.test_size, seed=seed)
+
+
+def build_model(config: ExperimentConfig, data: FederatedDataset) -> nn.Module:
+    """The configured architecture, initialised from ``config.seed``; ``num_classes`` and
+    ``input_shape`` come from the data unless given in ``model.kwargs``."""
+    from privfl.models import MODELS
+    from privfl.models import build_model as _build
+
+    cls, _ = MODELS[config.model.name]
+    accepted = inspect.signature(cls).parameters
+    kwargs = dict(config.model.kwargs)
+    if "num_classes" in accepted:
+        kwargs.setdefault("num_classes", data.num_classes)
+    if "input_shape" in accepted:
+        kwargs.setdefault("input_shape", data.input_shape)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        try:
+            model = _build(config.model.name, **kwargs)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(
+                f"model.kwargs = {dict(config.model.kwargs)!r} is not valid for model "
+                f"{config.model.name!r}: {error}"
+            ) from None
+    expected = getattr(model, "input_shape", None)
+    if expected is not None and tuple(expected) != tuple(data.input_shape):
+        raise ConfigError(
+            f"model.name = {config.model.name!r} takes inputs of shape {tuple(expected)}: "
+            f"data.dataset = {config.data.dataset!r} has {tuple(data.input_shape)}"
+        )
+    return model
+
+
+def build_spec(config: ExperimentConfig) -> LocalTrainingSpec:
+    """THE local-training spec of the run: the trainer and the accountant both read it."""
+    t, p = config.training, config.privacy
+    try:
+        return LocalTrainingSpec(
+            local_steps=t.local_steps,
+            batch_size=t.batch_size,
+            sampling=t.sampling,
+            clip_norm=p.clip_norm if p.enabled else None,
+            noise_multiplier=p.z,
+            optimizer=t.optimizer,
+            lr=t.lr,
+            momentum=t.momentum,
+            betas=tuple(t.betas),
+            eps=t.eps,
+            weight_decay=t.weight_decay,
+            secure=p.secure,
+        )
+    except ValueError as error:
+        raise ConfigError(f"training/privacy settings: {error}") from None

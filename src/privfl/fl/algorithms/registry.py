@@ -1,0 +1,85 @@
+"""The registry of federated algorithms, keyed by ``federated.algorithm``.
+
+Built-in algorithms are imported lazily (``module:Class``); :func:`register` adds one at run
+time (a class following :class:`~privfl.fl.algorithms.base.FederatedAlgorithm` with a
+``config_class``: the pydantic model of its ``federated`` section).
+
+========================  ==========================================================
+``prifedsync``            PriFedSync, record-level federated f-DP (Zheng et al. 2021)
+``dp-fedavg``             client-level DP-FedAvg (McMahan et al. 2018; Xie et al. 2023 Alg. 1)
+``insdp-fedsgd``          record-level DP-SGD in each client, FedSGD (Xie et al. 2023 Alg. 2)
+``insdp-fedavg``          record-level DP-SGD in each client, FedAvg (Xie et al. 2023 Alg. 3)
+``dp-dsgd``               DP distributed SGD with random participation (Hasircioglu and Gunduz 2022)
+``projected-sgd``         projected noisy SGD, last iterate released (Asoodeh et al. 2021)
+========================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from privfl._validation import check_choice
+
+__all__ = ["ALGORITHM_NAMES", "algorithm_class", "available", "config_class", "register",
+           "unregister"]
+
+#: Built-in algorithms: name -> "module:Class".
+_BUILTIN: dict[str, str] = {
+    "prifedsync": "privfl.fl.algorithms.prifedsync:PriFedSync",
+    "dp-fedavg": "privfl.fl.algorithms.dp_fedavg:DpFedAvg",
+    "insdp-fedsgd": "privfl.fl.algorithms.insdp:InsDpFedSgd",
+    "insdp-fedavg": "privfl.fl.algorithms.insdp:InsDpFedAvg",
+    "dp-dsgd": "privfl.fl.algorithms.dp_dsgd:DpDsgd",
+    "projected-sgd": "privfl.fl.algorithms.projected_sgd:ProjectedSgd",
+}
+ALGORITHM_NAMES: tuple[str, ...] = tuple(_BUILTIN)
+_REGISTERED: dict[str, Any] = {}
+
+
+def register(cls: Any) -> Any:
+    """Register an algorithm class under ``cls.name`` (usable as a decorator)."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"algorithm {cls!r} has no name: set the class attribute `name`")
+    if getattr(cls, "config_class", None) is None:
+        raise ValueError(f"algorithm {name!r} has no config_class (its federated section)")
+    _REGISTERED[name] = cls
+    return cls
+
+
+def unregister(name: str) -> None:
+    """Remove an algorithm added with :func:`register` (built-ins stay)."""
+    _REGISTERED.pop(name, None)
+
+
+def available() -> tuple[str, ...]:
+    """Every registered name: the built-ins that import, then those added at run time."""
+    names = []
+    for name in _BUILTIN:
+        try:
+            algorithm_class(name)
+        except ImportError:
+            continue
+        names.append(name)
+    return (*names, *(n for n in _REGISTERED if n not in _BUILTIN))
+
+
+def algorithm_class(name: str) -> Any:
+    """The class registered as ``name``."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    check_choice("federated.algorithm", name, (*_BUILTIN, *_REGISTERED))
+    module, _, attr = _BUILTIN[name].partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as error:
+        raise ImportError(f"federated.algorithm = {name!r} is not available in this "
+                          f"installation ({error})") from None
+    _REGISTERED[name] = cls
+    return cls
+
+
+def config_class(name: str) -> Any:
+    """The pydantic model of ``name``'s ``federated`` section."""
+    return algorithm_class(name).config_class
