@@ -25,8 +25,9 @@ def compare_command(
         help="Also write a PNG of every run's accuracy per round.")] = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Compare run directories at the same rounds: personalised and global accuracy of each,
-    and the record-level privacy (PLD bound, Theorem 2 mu estimate) of the private ones."""
+    """Compare run directories (any algorithms) at the same rounds: each run's headline
+    accuracies and, for private ones, the tightest epsilon bound (with its accountant and unit)
+    and any Gaussian-DP mu estimate."""
     from privfl.report.compare import (
         common_rounds,
         comparison_markdown,
@@ -50,8 +51,9 @@ def compare_command(
         from privfl.cli.output import print_json
 
         print_json({"command": "compare", "runs": [
-            {"name": r.name, "path": str(r.path), "private": r.private, "delta": r.delta,
-             "sampling": r.sampling}
+            {"name": r.name, "path": str(r.path), "algorithm": r.algorithm,
+             "private": r.private, "delta": r.delta, "unit": r.unit, "sampling": r.sampling,
+             "metrics": dict(r.metric_labels)}
             for r in loaded], "rows": rows})
     else:
         typer.echo(text, nl=False)

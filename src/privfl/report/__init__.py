@@ -1,6 +1,6 @@
 """Reporting: privacy cards, per-round plots, run directories and report.md.
 
-* :mod:`privfl.report.card` — :func:`prifedsync_card` (what the numbers mean),
+* :mod:`privfl.report.card` — :func:`render_card` (what the numbers mean),
   :func:`render_card` (rich), :func:`card_markdown`.
 * :mod:`privfl.report.plots` — :func:`plot_accuracy`, :func:`plot_privacy` (matplotlib, Agg).
 * :mod:`privfl.report.rundir` — :class:`RunDirectory`: the files of a ``privfl run`` directory.
@@ -9,7 +9,7 @@
 matplotlib is imported only when a plot is drawn.
 """
 
-from privfl.report.card import card_markdown, format_number, prifedsync_card, render_card
+from privfl.report.card import card_markdown, format_number, render_card
 from privfl.report.markdown import run_report_markdown
 from privfl.report.plots import plot_accuracy, plot_privacy
 from privfl.report.rundir import RunDirectory, json_safe
@@ -21,7 +21,6 @@ __all__ = [
     "json_safe",
     "plot_accuracy",
     "plot_privacy",
-    "prifedsync_card",
     "render_card",
     "run_report_markdown",
 ]

@@ -3,9 +3,9 @@
 A card lists the unit of privacy, the neighbouring relation, how records and clients are
 sampled, the noise and clipping, how many steps are composed, delta and the release/threat
 model, followed by one row per accountant result labelled ``bound`` or ``estimate``
-(design principle 1). :func:`prifedsync_card` builds the rows from a
-:class:`~privfl.fl.algorithms.PriFedSync` (so from the same spec the trainer runs);
-:func:`render_card` prints them with rich; :func:`card_markdown` writes them for report.md.
+(design principle 1). Each algorithm's privacy plan builds its rows (``plan.card(rounds)``, from
+the same settings the trainer runs); :func:`render_card` prints them with rich;
+:func:`card_markdown` writes them for report.md.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ __all__ = [
     "card_markdown",
     "format_number",
     "format_percent",
-    "prifedsync_card",
     "randomness_text",
     "render_card",
     "results_rows",
@@ -64,56 +63,6 @@ def randomness_text(secure: bool, seed: int, *, private: bool = True) -> str:
         text += ("; the guarantee holds only against an adversary who does not know the seed "
                  "(NOT cryptographically secure: set privacy.secure: true in production)")
     return text
-
-
-def prifedsync_card(algorithm: Any, rounds: int) -> dict[str, Any]:
-    """Card rows for a :class:`~privfl.fl.algorithms.PriFedSync` after ``rounds`` rounds."""
-    spec = algorithm.spec
-    sizes = algorithm.client_sizes
-    m = algorithm.num_clients
-    n_text = f"{int(sizes[0])}" if sizes.min() == sizes.max() else (
-        f"{int(sizes.min())}..{int(sizes.max())}"
-    )
-    policy = {
-        "redraw": "empty cohorts redrawn",
-        "skip": "empty cohorts skip the round (still counted)",
-    }[algorithm.empty_cohort]
-    clients = (
-        f"Poisson, p = {algorithm.client_rate:g} per round ({policy}); p does not enter "
-        "Theorem 2, which counts every round"
-    )
-    steps = spec.local_steps * rounds
-    randomness = randomness_text(algorithm.secure, algorithm.seed, private=algorithm.private)
-    if not algorithm.private:
-        why = "no clipping, no noise" if spec.clip_norm is None else "clipping without noise"
-        return {
-            "privacy": f"NONE: non-private baseline ({why}); no guarantee, epsilon = inf",
-            "clients": f"{m} clients, n_j = {n_text} records",
-            "local training": f"K = {spec.local_steps} steps of B = {spec.batch_size} "
-            f"({spec.sampling}), {spec.optimizer} lr {spec.lr:g}",
-            "client sampling": clients,
-            "randomness": randomness,
-            "rounds": rounds,
-        }
-    z = spec.noise_multiplier
-    return {
-        "unit": "record (one example of one client); client participation is not hidden",
-        "neighbouring": "replace-one (one record of one client swapped)",
-        "sampling": f"local batches without replacement, B/n_j = {spec.batch_size}/{n_text} "
-        f"(q = {spec.batch_size / float(sizes.min()):.6g}, largest over clients); clients "
-        f"{clients}",
-        "noise": f"Gaussian, paper sigma = {z / 2:g} (noise multiplier z = {z:g}; std "
-        f"z*C = {spec.noise_std:g} on the sum of clipped gradients, divided by B)",
-        "clipping": f"flat L2 per example, C = {spec.clip_norm:g}",
-        "steps": f"K*R = {spec.local_steps}*{rounds} = {steps} per client (every round counts)",
-        "delta": algorithm.delta,
-        "release": "helper models sent to clients: weak = one other client sees its stream; "
-        "strong = all other clients collude (paper's composition, very loose)",
-        "threat model": "untrusted server and clients: only noised models leave a client; "
-        "the batches, the cohorts and the noise must stay secret (see randomness)",
-        "randomness": randomness,
-        "clients": f"m = {m}",
-    }
 
 
 def results_rows(results: Sequence[PrivacyResult]) -> list[dict[str, Any]]:

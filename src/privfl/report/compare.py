@@ -1,13 +1,15 @@
 """Side-by-side comparison of finished (or partial) run directories at the same rounds.
 
-Used to set a private run against its non-private baseline (seed 000 Figure 1 / Table 1): the
-table holds, at each compared round, every run's personalised and global accuracy (mean over
-clients' own test sets) and, for private runs, the record-level guarantee reached by then
-(``epsilon_pld``: PLD bound; ``mu_max``: Theorem 2 CLT estimate).
+Generic over algorithms (e.g. a private run against its non-private baseline, or PriFedSync
+against DP-FedAvg): at each compared round the table holds every run's headline accuracies (the
+first two metrics its algorithm declares) and, for private runs, the guarantee reached by then:
+``epsilon`` (the tightest rigorous bound in the algorithm's primary scope, with the accountant
+that gave it) and ``mu`` (a Gaussian-DP estimate, where the algorithm reports one).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,10 +32,18 @@ class RunRecord:
 
     path: Path
     name: str
+    algorithm: str
     private: bool
     delta: float | None
+    unit: str
     sampling: str
+    metric_labels: tuple[tuple[str, str], ...]
     metrics: tuple[dict[str, Any], ...]
+
+    @property
+    def headline(self) -> tuple[str, ...]:
+        """The (at most two) accuracy metrics shown for this run."""
+        return tuple(key for key, _ in self.metric_labels[:2])
 
     def at(self, round_index: int) -> dict[str, Any]:
         for row in self.metrics:
@@ -44,8 +54,20 @@ class RunRecord:
                          f"must be one of its rounds {done[0]}..{done[-1]}")
 
 
+def _labels_of_saved_privacy(run_dir: RunDirectory) -> tuple[str, str]:
+    """(unit, sampling) of the run's privacy.json results, when it was written."""
+    try:
+        results = json.loads(run_dir.privacy.read_text()).get("results") or []
+        first = results[0]
+        return str(first.get("unit", "-")), str(first.get("sampling", "-"))
+    except (OSError, ValueError, AttributeError, IndexError, TypeError):
+        return "-", "-"
+
+
 def load_run(path: str | Path) -> RunRecord:
-    """Read ``config.yaml`` and ``metrics.jsonl`` of a run directory."""
+    """Read ``config.yaml``, ``metrics.jsonl`` and (if present) ``privacy.json`` of a run."""
+    from privfl.fl.algorithms.registry import algorithm_class
+
     run_dir = RunDirectory(path)
     if not run_dir.config.is_file():
         raise ValueError(f"run directory = {str(path)!r} is not a privfl run: no config.yaml")
@@ -55,11 +77,11 @@ def load_run(path: str | Path) -> RunRecord:
         raise ValueError(f"run directory = {str(path)!r} has no completed rounds "
                          "(metrics.jsonl is empty or missing)")
     private = config.privacy.enabled
-    t = config.training
-    sampling = (f"local batches {t.sampling} (B = {t.batch_size}), clients Poisson "
-                f"(p = {config.federated.client_rate:g})")
-    return RunRecord(Path(path), config.name, private,
-                     config.privacy.delta if private else None, sampling, tuple(metrics))
+    unit, sampling = _labels_of_saved_privacy(run_dir) if private else ("-", "-")
+    labels = tuple(algorithm_class(config.federated.algorithm).metric_labels.items())
+    return RunRecord(Path(path), config.name, config.federated.algorithm, private,
+                     config.privacy.delta if private else None, unit, sampling, labels,
+                     tuple(metrics))
 
 
 def common_rounds(runs: Sequence[RunRecord], every: int = 1) -> list[int]:
@@ -84,16 +106,18 @@ def _value(row: dict[str, Any], key: str) -> float:
 
 
 def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[dict[str, Any]]:
-    """One dict per round: ``{"round": r, run name: {accuracies, epsilon_pld, mu_max}}``."""
+    """One dict per round: ``{"round": r, run name: {accuracies, epsilon, epsilon_method,
+    mu}}``."""
     rows = []
     for r in rounds:
         row: dict[str, Any] = {"round": r}
         for run in runs:
             m = run.at(r)
-            entry = {k: _value(m, k) for k in ("personalised_accuracy", "global_accuracy")}
+            entry: dict[str, Any] = {k: _value(m, k) for k in run.headline}
             if run.private:
-                entry["epsilon_pld"] = _value(m, "epsilon_pld")
-                entry["mu_max"] = _value(m, "mu_max")
+                entry["epsilon"] = _value(m, "epsilon")
+                entry["epsilon_method"] = m.get("epsilon_method")
+                entry["mu"] = _value(m, "mu")
             row[run.name] = entry
         rows.append(row)
     return rows
@@ -101,48 +125,49 @@ def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[di
 
 def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table: accuracies (%) of every run per round, privacy of the private runs."""
-    lines = ["| run | directory | private | sampling | rounds completed | delta |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| run | algorithm | directory | private | unit | sampling | rounds completed | "
+             "delta |", "|---|---|---|---|---|---|---|---|"]
     for run in runs:
         delta = format_number(run.delta) if run.private else "-"
-        lines.append(f"| {run.name} | `{run.path}` | {'yes' if run.private else 'no'} | "
-                     f"{run.sampling} | {run.metrics[-1]['round']} | {delta} |")
+        lines.append(f"| {run.name} | {run.algorithm} | `{run.path}` | "
+                     f"{'yes' if run.private else 'no'} | {run.unit} | {run.sampling} | "
+                     f"{run.metrics[-1]['round']} | {delta} |")
     header = ["round"]
     for run in runs:
-        header += [f"{run.name} personalised %", f"{run.name} global %"]
+        header += [f"{run.name} {dict(run.metric_labels)[k]} %" for k in run.headline]
         if run.private:
-            header += [f"{run.name} eps (pld bound)", f"{run.name} mu_max (estimate)"]
+            header += [f"{run.name} eps (bound)", f"{run.name} mu (estimate)"]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [str(row["round"])]
         for run in runs:
             entry = row[run.name]
-            cells += [format_percent(entry[key], suffix="")
-                      for key in ("personalised_accuracy", "global_accuracy")]
+            cells += [format_percent(entry[key], suffix="") for key in run.headline]
             if run.private:
-                cells += [format_number(entry["epsilon_pld"]), format_number(entry["mu_max"])]
+                method = f" ({entry['epsilon_method']})" if entry.get("epsilon_method") else ""
+                cells += [format_number(entry["epsilon"]) + method, format_number(entry["mu"])]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Accuracy: mean over clients of the test accuracy on each client's own test "
-              "set (personalised: the client's local model; global: the server model). "
-              "Privacy: record level, replace-one neighbours, weak federated f-DP (one other "
-              "client's view); eps is the PLD bound at delta, mu_max the seed 000 Theorem 2 "
-              "CLT estimate."]
+    lines += ["", "Accuracy: test accuracy as each algorithm defines it (mean over clients' own "
+              "test sets). Privacy: eps is the tightest rigorous bound at delta in the "
+              "algorithm's primary scope (the accountant in brackets), with each run's unit "
+              "(record or client) — runs with different units are not comparable; mu is a "
+              "Gaussian-DP estimate where one is reported."]
     return "\n".join(lines) + "\n"
 
 
 def plot_comparison(runs: Sequence[RunRecord], path: str | Path, *, title: str = "") -> Path:
-    """Personalised (solid) and global (dashed) accuracy per round of every run."""
+    """Each run's headline accuracies per round (first solid, second dashed)."""
     fig = _figure()
     ax = fig.add_subplot()
     for index, run in enumerate(runs):
         color = f"C{index % 10}"
-        for key, style, label in (("personalised_accuracy", "-", "personalised"),
-                                  ("global_accuracy", "--", "global")):
+        for key, style in zip(run.headline, ("-", "--"), strict=False):
             xs, ys = _series(run.metrics, key)
             if xs:
-                ax.plot(xs, ys, style, color=color, label=f"{run.name}: {label}")
+                ax.plot(xs, ys, style, color=color,
+                        label=f"{run.name}: {dict(run.metric_labels)[key]}")
     ax.set_xlabel("round")
-    ax.set_ylabel("test accuracy (mean over clients)")
+    ax.set_ylabel("test accuracy")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=7)

@@ -52,11 +52,10 @@ def run_report_markdown(
         "",
         "| metric | value |",
         "|---|---|",
-        f"| personalised accuracy (mean over clients, spec A10) | "
-        f"{format_percent(final.get('personalised_accuracy'))} |",
-        f"| global model accuracy (mean over clients) | "
-        f"{format_percent(final.get('global_accuracy'))} |",
     ]
+    labels = dict(summary.get("metric_labels") or {"global_accuracy": "global model"})
+    for key, label in labels.items():
+        lines.append(f"| {label} | {format_percent(final.get(key))} |")
     if summary.get("target_accuracy") is not None:
         reached = summary.get("rounds_to_target")
         lines.append(
@@ -64,10 +63,11 @@ def run_report_markdown(
             f"{format_percent(summary['target_accuracy'])} | "
             f"{reached if reached else 'not reached'} |"
         )
-    best = max((m.get("personalised_accuracy", float("nan")) for m in metrics), default=None,
+    headline = next(iter(labels))
+    best = max((m.get(headline, float("nan")) for m in metrics), default=None,
                key=lambda v: v if isinstance(v, float) and math.isfinite(v) else -1.0)
     if best is not None:
-        lines.append(f"| best personalised accuracy | {format_percent(best)} |")
+        lines.append(f"| best {labels[headline]} | {format_percent(best)} |")
     lines += [
         "",
         "Accuracies are measured on the clients' own test sets without noise: they are "
@@ -79,8 +79,9 @@ def run_report_markdown(
         "",
         card_markdown(card, results),
         "",
-        "A **bound** is a rigorous upper bound on epsilon; an **estimate** (the central-limit "
-        "mu of seed 000 Theorem 2) can be below the truth. Report bounds.",
+        "A **bound** is a rigorous upper bound on epsilon; an **estimate** (e.g. a central-limit "
+        "Gaussian-DP mu) can be below the truth; a **reference** is rigorous for a different, "
+        "more private mechanism. Report bounds.",
         "",
         "![privacy per round](privacy.png)",
         "",
@@ -88,7 +89,9 @@ def run_report_markdown(
         "",
         "`config.yaml` (resolved configuration), `metrics.jsonl` (one JSON line per round), "
         "`privacy.json` (labelled results, the format of `privfl account --json`), "
-        "`summary.json`, `accuracy.png`, `privacy.png`, `checkpoints/`.",
+        "`summary.json`, `accuracy.png`, `privacy.png`, `checkpoints/`. "
+        f"`privfl check-privacy {summary.get('run_dir', 'DIR')}` recomputes every round's "
+        "privacy from config.yaml and compares it with metrics.jsonl.",
         "",
         f"Continue or extend this run with `privfl run --resume {summary.get('run_dir', 'DIR')}` "
         "(add `--set federated.rounds=N` to extend it).",

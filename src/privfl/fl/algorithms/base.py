@@ -14,9 +14,10 @@ the two cannot disagree (design principle 1). The runner (:mod:`privfl.fl.algori
 ``privfl run``, ``privfl compare``, ``privfl check-privacy``, the privacy card and report.md)
 only knows this protocol; nothing in it names an algorithm, an accountant or a paper's metric.
 
-Per-round privacy metrics are generic (:func:`privacy_entries`): ``metrics["privacy"]`` is a list
-of ``{"method", "kind", "scope", "epsilon", "delta"[, "mu"]}`` and ``metrics["epsilon"]`` is the
-tightest rigorous bound in the plan's primary scope (``metrics["epsilon_method"]`` names it).
+Per-round privacy metrics are generic (:func:`privacy_metrics`): ``metrics["privacy"]`` is a list
+of ``{"method", "kind", "scope", "epsilon", "delta"[, "mu"]}``, ``metrics["epsilon"]`` is the
+tightest rigorous bound in the plan's primary scope (``metrics["epsilon_method"]`` names it) and
+``metrics["mu"]`` the largest Gaussian-DP mu there, when an accountant gives one.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "PrivacyPlan",
     "RoundAlgorithm",
     "budget_results",
+    "privacy_metrics",
     "privacy_entries",
     "tightest_bound",
     "zero_rounds",
@@ -201,15 +203,23 @@ def tightest_bound(results: Sequence[PrivacyResult]) -> PrivacyResult | None:
 
 
 def privacy_metrics(plan: PrivacyPlan, results: Sequence[PrivacyResult]) -> dict[str, Any]:
-    """``{"privacy": entries, "epsilon": tightest primary bound, "epsilon_method": its method}``
-    (empty for a non-private run)."""
+    """Per-round privacy metrics (empty for a non-private run): ``privacy`` (every result,
+    :func:`privacy_entries`), ``epsilon`` / ``epsilon_method`` (the tightest rigorous bound in
+    the plan's primary scope), ``mu`` / ``mu_method`` (the largest Gaussian-DP mu there, if
+    any result carries one) and ``scope`` (the primary scope)."""
     if not results:
         return {}
-    best = tightest_bound(budget_results(plan, results))
-    out: dict[str, Any] = {"privacy": privacy_entries(results)}
+    primary = budget_results(plan, results)
+    out: dict[str, Any] = {"privacy": privacy_entries(results), "scope": plan.primary_scope}
+    best = tightest_bound(primary)
     if best is not None:
         out["epsilon"] = float(best.epsilon)
         out["epsilon_method"] = best.method
+    with_mu = [r for r in primary if "mu" in r.extras]
+    if with_mu:
+        worst = max(with_mu, key=lambda r: r.extras["mu"])
+        out["mu"] = float(worst.extras["mu"])
+        out["mu_method"] = f"{worst.method} {worst.kind}"
     return out
 
 

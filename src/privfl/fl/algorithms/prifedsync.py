@@ -67,6 +67,7 @@ from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.secure import SECURE_RANDOM
+from privfl.report.card import randomness_text
 
 __all__ = ["EMPTY_COHORT_POLICIES", "PriFedSync", "PriFedSyncConfig", "PriFedSyncPrivacy"]
 
@@ -159,9 +160,57 @@ class PriFedSyncPrivacy:
         return self._cache[rounds]
 
     def card(self, rounds: int) -> dict[str, Any]:
-        from privfl.report.card import prifedsync_card
+        return _card(self, rounds)
 
-        return prifedsync_card(self, rounds)
+
+def _card(algorithm: PriFedSyncPrivacy, rounds: int) -> dict[str, Any]:
+    """Card rows of PriFedSync's plan after ``rounds`` rounds."""
+    spec = algorithm.spec
+    sizes = algorithm.client_sizes
+    m = algorithm.num_clients
+    n_text = f"{int(sizes[0])}" if sizes.min() == sizes.max() else (
+        f"{int(sizes.min())}..{int(sizes.max())}"
+    )
+    policy = {
+        "redraw": "empty cohorts redrawn",
+        "skip": "empty cohorts skip the round (still counted)",
+    }[algorithm.empty_cohort]
+    clients = (
+        f"Poisson, p = {algorithm.client_rate:g} per round ({policy}); p does not enter "
+        "Theorem 2, which counts every round"
+    )
+    steps = spec.local_steps * rounds
+    randomness = randomness_text(algorithm.secure, algorithm.seed, private=algorithm.private)
+    if not algorithm.private:
+        why = "no clipping, no noise" if spec.clip_norm is None else "clipping without noise"
+        return {
+            "privacy": f"NONE: non-private baseline ({why}); no guarantee, epsilon = inf",
+            "clients": f"{m} clients, n_j = {n_text} records",
+            "local training": f"K = {spec.local_steps} steps of B = {spec.batch_size} "
+            f"({spec.sampling}), {spec.optimizer} lr {spec.lr:g}",
+            "client sampling": clients,
+            "randomness": randomness,
+            "rounds": rounds,
+        }
+    z = spec.noise_multiplier
+    return {
+        "unit": "record (one example of one client); client participation is not hidden",
+        "neighbouring": "replace-one (one record of one client swapped)",
+        "sampling": f"local batches without replacement, B/n_j = {spec.batch_size}/{n_text} "
+        f"(q = {spec.batch_size / float(sizes.min()):.6g}, largest over clients); clients "
+        f"{clients}",
+        "noise": f"Gaussian, paper sigma = {z / 2:g} (noise multiplier z = {z:g}; std "
+        f"z*C = {spec.noise_std:g} on the sum of clipped gradients, divided by B)",
+        "clipping": f"flat L2 per example, C = {spec.clip_norm:g}",
+        "steps": f"K*R = {spec.local_steps}*{rounds} = {steps} per client (every round counts)",
+        "delta": algorithm.delta,
+        "release": "helper models sent to clients: weak = one other client sees its stream; "
+        "strong = all other clients collude (paper's composition, very loose)",
+        "threat model": "untrusted server and clients: only noised models leave a client; "
+        "the batches, the cohorts and the noise must stay secret (see randomness)",
+        "randomness": randomness,
+        "clients": f"m = {m}",
+    }
 
 
 def _as_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

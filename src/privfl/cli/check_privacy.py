@@ -1,0 +1,47 @@
+"""``privfl check-privacy RUN_DIR``: a run's logged privacy against its saved configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from privfl.cli.common import JsonOpt, user_errors
+
+__all__ = ["check_privacy_command"]
+
+
+@user_errors
+def check_privacy_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `privfl run`.",
+                                            show_default=False)],
+    every: Annotated[int, typer.Option(
+        help="Check every EVERY-th round (the first and the last always).")] = 1,
+    rtol: Annotated[float, typer.Option(help="Relative tolerance per number.")] = 1e-9,
+    json_output: JsonOpt = False,
+) -> None:
+    """Recompute every round's privacy from the run's config.yaml (the algorithm's privacy plan:
+    the settings the training derived its noise, clipping, sampling and steps from) and compare
+    it with metrics.jsonl. Exit status 0 when every checked round agrees, 1 otherwise, 2 for an
+    unreadable run directory."""
+    from privfl.report.check import check_run_privacy
+
+    report = check_run_privacy(run_dir, every=every, rtol=rtol)
+    if json_output:
+        from privfl.cli.output import print_json
+
+        print_json(report.to_dict())
+    else:
+        typer.echo(f"privfl check-privacy {run_dir} ({report.algorithm}): "
+                   f"{len(report.rows)} rounds checked, rtol {rtol:g}")
+        for row in report.rows:
+            status = "ok" if row["ok"] else "MISMATCH"
+            typer.echo(f"  round {row['round']}: {status} (max relative difference "
+                       f"{row['max_rel_diff']:.3g})")
+            for problem in row["problems"]:
+                typer.echo(f"    {problem}")
+        typer.echo("all rounds agree" if report.ok else "logged privacy DIFFERS from the "
+                   "configuration")
+    if not report.ok:
+        raise typer.Exit(code=1)

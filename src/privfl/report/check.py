@@ -1,0 +1,120 @@
+"""Check a run's logged privacy against a fresh computation from its saved configuration.
+
+For every checked round r of ``RUN_DIR/metrics.jsonl`` the algorithm's privacy plan is rebuilt
+from ``RUN_DIR/config.yaml`` (the same plan the training derives its noise, clipping, sampling
+and step counts from; no model is built, nothing is trained) and asked for round r. Each logged
+entry ``(method, kind, scope) -> epsilon, delta[, mu]`` must equal the fresh one within ``rtol``
+and the two sets of entries must be the same. Works for every registered algorithm.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from privfl._validation import check_int, check_range
+
+__all__ = ["PrivacyCheck", "check_run_privacy"]
+
+_FIELDS = ("epsilon", "delta", "mu")
+
+
+@dataclass
+class PrivacyCheck:
+    """The outcome: one row per checked round."""
+
+    run_dir: Path
+    algorithm: str
+    rtol: float
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(row["ok"] for row in self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"command": "check-privacy", "run_dir": str(self.run_dir),
+                "algorithm": self.algorithm, "rtol": self.rtol, "ok": self.ok,
+                "rounds_checked": len(self.rows), "rows": self.rows}
+
+
+def _relative(a: float, b: float) -> float:
+    if a == b or (math.isnan(a) and math.isnan(b)):
+        return 0.0
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return math.inf
+    return abs(a - b) / max(abs(a), abs(b), 1e-300)
+
+
+def _keyed(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping]:
+    return {(str(e.get("method")), str(e.get("kind")), str(e.get("scope", ""))): e
+            for e in entries}
+
+
+def _compare(logged: Any, fresh: Sequence[Mapping[str, Any]], rtol: float) -> dict[str, Any]:
+    problems: list[str] = []
+    worst = 0.0
+    if not isinstance(logged, list) or not all(isinstance(e, Mapping) for e in logged):
+        return {"ok": False, "max_rel_diff": math.inf,
+                "problems": ["the logged privacy entries are missing or malformed"]}
+    old, new = _keyed(logged), _keyed(fresh)
+    for key in sorted(set(old) | set(new)):
+        name = "/".join(part for part in key if part)
+        if key not in old:
+            problems.append(f"{name}: not logged")
+            continue
+        if key not in new:
+            problems.append(f"{name}: logged but not derived from the config")
+            continue
+        for name_field in _FIELDS:
+            a, b = old[key].get(name_field), new[key].get(name_field)
+            if a is None and b is None:
+                continue
+            if not isinstance(a, (int, float)) or isinstance(a, bool) or b is None:
+                problems.append(f"{name} {name_field}: logged {a!r}, fresh {b!r}")
+                worst = math.inf
+                continue
+            diff = _relative(float(a), float(b))
+            worst = max(worst, diff)
+            if diff > rtol:
+                problems.append(f"{name} {name_field}: logged {a!r}, fresh {b!r} "
+                                f"(relative difference {diff:.3g})")
+    return {"ok": not problems, "max_rel_diff": worst, "problems": problems}
+
+
+def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9,
+                      ) -> PrivacyCheck:
+    """Compare every ``every``-th round (and the first and last) with a fresh computation."""
+    from privfl.config.loader import load_config
+    from privfl.fl.algorithms.base import privacy_entries
+    from privfl.fl.algorithms.experiment import privacy_plan
+    from privfl.report.rundir import RunDirectory
+
+    every = check_int("every", every, minimum=1)
+    rtol = check_range("rtol", rtol, 0.0, 1.0)
+    directory = RunDirectory(run_dir)
+    if not directory.config.is_file():
+        raise ValueError(f"run directory = {str(run_dir)!r} is not a privfl run: no config.yaml")
+    config = load_config(directory.config)
+    metrics = directory.read_metrics()
+    if not metrics:
+        raise ValueError(f"run directory = {str(run_dir)!r} has no completed rounds "
+                         "(metrics.jsonl is empty or missing)")
+    plan = privacy_plan(config)
+    report = PrivacyCheck(Path(run_dir), config.federated.algorithm, rtol)
+    last = metrics[-1].get("round")
+    for row in metrics:
+        r = row.get("round")
+        if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+            report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
+                                "problems": [f"round = {r!r} is not a round index"]})
+            continue
+        if r % every and r not in (1, last):
+            continue
+        fresh = privacy_entries(plan.results(r))
+        outcome = _compare(row.get("privacy", []), fresh, rtol)
+        report.rows.append({"round": r, **outcome})
+    return report
