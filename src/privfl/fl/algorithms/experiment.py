@@ -6,7 +6,8 @@ protocol of :mod:`privfl.fl.algorithms.base`), then runs
 rounds until a stop: all rounds done, a target accuracy reached, the privacy budget would be
 exceeded by the next round (that round is not run), or ``run.max_rounds`` rounds ran in this
 invocation. After every ``run.checkpoint_every`` rounds (and at the stop) it writes a checkpoint
-holding the algorithm's state (its ``state_dict``: models, optimizer states, generator states), torch's global RNG state, the round index and the metrics so far.
+holding the algorithm's state (its ``state_dict``: models, optimizer states, generator
+states), torch's global RNG state, the round index and the metrics so far.
 
 Resume (:meth:`Experiment.resume`) rebuilds the same objects from the saved ``config.yaml``,
 loads the newest readable checkpoint, truncates ``metrics.jsonl`` to it and continues: the
