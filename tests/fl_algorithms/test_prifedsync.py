@@ -16,7 +16,7 @@ from privfl.fl.algorithms import (
     InterpolationHelper,
     PriFedSync,
     make_helper,
-    privacy_summary,
+    privacy_entries,
 )
 from privfl.models import build_model
 
@@ -162,8 +162,8 @@ def test_empty_cohort_skip_and_accounting_agree(tiny_federation, tiny_model, pri
     m_redraw = redraw.run_round()
     assert not m_redraw["skipped"] and m_redraw["cohort_size"] >= 1 and m_redraw["redraws"] >= 1
     # Theorem 2 counts K * r steps whatever happened: both policies report the same privacy
-    assert m_skip["mu_max"] == m_redraw["mu_max"]
-    assert m_skip["epsilon_pld"] == m_redraw["epsilon_pld"]
+    assert m_skip["privacy"] == m_redraw["privacy"]
+    assert m_skip["mu"] == m_redraw["mu"] and m_skip["epsilon"] == m_redraw["epsilon"]
 
 
 def test_poisson_client_sampling_rate(tiny_federation, tiny_model, private_spec):
@@ -181,12 +181,18 @@ def test_poisson_client_sampling_rate(tiny_federation, tiny_model, private_spec)
 # ---------------------------------------------------------------------------------- accounting
 def test_accountant_is_derived_from_the_training_spec(tiny_federation, tiny_model, private_spec):
     algorithm = _algorithm(tiny_federation, tiny_model, private_spec, client_rate=0.5)
-    trainings = algorithm.client_trainings()
-    assert len(trainings) == 4
-    for training, n in zip(trainings, tiny_federation.client_sizes, strict=True):
-        assert training == ClientTraining(records=int(n), batch_size=5, local_steps=2,
-                                          sigma=private_spec.noise_multiplier / 2)
-    assert algorithm.trainer.spec is algorithm.spec is private_spec
+    events = algorithm.plan.client_events(3)
+    assert len(events) == len(set(tiny_federation.client_sizes))
+    for event, n in zip(events, sorted(set(tiny_federation.client_sizes)), strict=True):
+        assert event == private_spec.privacy_event(int(n), 3)
+        (step, count), = event.steps
+        assert (step.noise_multiplier, step.sampling_rate, count) == (
+            private_spec.noise_multiplier, 5 / n, 2 * 3)
+        # the same numbers as seed 000's own accounting object
+        training = ClientTraining(records=int(n), batch_size=5, local_steps=2,
+                                  sigma=private_spec.noise_multiplier / 2)
+        assert training.event(3).steps == event.steps
+    assert algorithm.trainer.spec is algorithm.spec is algorithm.plan.spec is private_spec
 
 
 def test_per_round_privacy_equals_federated_fdp(tiny_federation, tiny_model, private_spec):
@@ -197,10 +203,15 @@ def test_per_round_privacy_equals_federated_fdp(tiny_federation, tiny_model, pri
         setting = FederatedSetting.homogeneous(clients=4, records=45, batch_size=5,
                                                local_steps=2, sigma=1.0, rounds=r,
                                                client_rate=0.5)
-        expected = privacy_summary(federated_fdp(setting, 1e-5, methods=("gdp-clt", "pld")))
-        for key, value in expected.items():
-            assert row[key] == pytest.approx(value, rel=1e-12), key
-        assert row["mu_max"] == pytest.approx(setting.mu_max(), rel=1e-12)
+        expected = privacy_entries(federated_fdp(setting, 1e-5, methods=("gdp-clt", "pld")))
+        assert len(row["privacy"]) == len(expected) == 4
+        for got, want in zip(row["privacy"], expected, strict=True):
+            assert (got["method"], got["kind"], got["scope"]) == (
+                want["method"], want["kind"], want["scope"])
+            assert got["epsilon"] == pytest.approx(want["epsilon"], rel=1e-12)
+            assert got.get("mu", 0.0) == pytest.approx(want.get("mu", 0.0), rel=1e-12)
+        assert row["mu"] == pytest.approx(setting.mu_max(), rel=1e-12)
+        assert row["epsilon"] == expected[2]["epsilon"] and row["epsilon_method"] == "pld"
     results = algorithm.privacy()
     assert {(r.method, r.kind, r.extras["scope"]) for r in results} == {
         ("gdp-clt", "estimate", "weak"), ("gdp-clt", "estimate", "strong"),
@@ -222,10 +233,8 @@ def test_non_private_mode_has_no_guarantee(tiny_federation, tiny_model):
     algorithm = _algorithm(tiny_federation, tiny_model, spec)
     assert not algorithm.private
     metrics = algorithm.run_round()
-    assert "mu_max" not in metrics and "epsilon_pld" not in metrics
+    assert "privacy" not in metrics and "epsilon" not in metrics and "mu" not in metrics
     assert algorithm.privacy() == []
-    with pytest.raises(ValueError, match="not private"):
-        algorithm.client_trainings()
 
 
 # ---------------------------------------------------------------------------------- validation

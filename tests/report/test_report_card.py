@@ -19,12 +19,16 @@ from privfl.report import (
     json_safe,
     plot_accuracy,
     plot_privacy,
-    prifedsync_card,
     render_card,
     run_report_markdown,
 )
 
 PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def prifedsync_card(algorithm, rounds):
+    """The card PriFedSync's privacy plan builds (what `privfl run` prints)."""
+    return algorithm.plan.card(rounds)
 
 
 def _algorithm(spec, **kwargs):
@@ -130,12 +134,31 @@ def test_non_private_card_states_its_randomness():
 
 def _rows(n):
     return [{"round": r, "personalised_accuracy": 0.5 + 0.01 * r, "global_accuracy": 0.3,
-             "personalised_accuracy_cohort": math.nan, "mu_max": 0.1 * r,
-             "epsilon_pld": 0.5 * r, "epsilon_gdp_clt": 0.4 * r} for r in range(1, n + 1)]
+             "personalised_accuracy_cohort": math.nan, "mu": 0.1 * r, "epsilon": 0.5 * r,
+             "privacy": [
+                 {"method": "pld", "kind": "bound", "scope": "weak", "epsilon": 0.5 * r,
+                  "delta": 1e-5},
+                 {"method": "gdp-clt", "kind": "estimate", "scope": "weak",
+                  "epsilon": 0.4 * r, "delta": 1e-5, "mu": 0.1 * r}]}
+            for r in range(1, n + 1)]
+
+
+def test_privacy_series_are_keyed_by_method_kind_and_scope():
+    from privfl.report.plots import privacy_series
+
+    series = privacy_series(_rows(4))
+    assert set(series) == {("pld", "bound", "weak"), ("gdp-clt", "estimate", "weak")}
+    assert series[("pld", "bound", "weak")] == ([1, 2, 3, 4], [0.5, 1.0, 1.5, 2.0])
+    mus = privacy_series(_rows(3), "mu")
+    assert list(mus) == [("gdp-clt", "estimate", "weak")]
+    assert mus[("gdp-clt", "estimate", "weak")][1] == pytest.approx([0.1, 0.2, 0.3])
+    # malformed entries (a torn or hand-edited metrics.jsonl) are skipped, not plotted
+    assert privacy_series([{"round": 1, "privacy": ["x", {"method": "pld"}]}]) == {}
 
 
 def test_plots_are_png(tmp_path):
-    assert plot_accuracy(_rows(5), tmp_path / "a.png", target=0.9).read_bytes()[:8] == PNG
+    labels = {"personalised_accuracy": "personalised", "global_accuracy": "global"}
+    assert plot_accuracy(_rows(5), tmp_path / "a.png", labels, target=0.9).read_bytes()[:8] == PNG
     assert plot_privacy(_rows(5), tmp_path / "p.png", delta=1e-5).read_bytes()[:8] == PNG
     # empty and non-private runs still give a figure
     assert plot_accuracy([], tmp_path / "e.png").read_bytes()[:8] == PNG
@@ -168,6 +191,7 @@ def test_report_markdown(private_algorithm):
     results = private_algorithm.privacy(5)
     summary = {"name": "t", "rounds_completed": 5, "rounds_planned": 9, "stop_reason": "budget",
                "final": {"personalised_accuracy": 0.81, "global_accuracy": 0.42},
+               "metric_labels": dict(private_algorithm.metric_labels),
                "target_accuracy": 0.8, "target_metric": "personalised", "rounds_to_target": 4,
                "run_dir": "runs/t"}
     text = run_report_markdown(summary, prifedsync_card(private_algorithm, 5), results,

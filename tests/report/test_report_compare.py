@@ -22,7 +22,7 @@ def _write_run(path, name, private, rounds, acc_offset=0.0):
             row = {"round": r, "personalised_accuracy": 0.5 + acc_offset + r / 1000,
                    "global_accuracy": 0.3 + acc_offset + r / 2000}
             if private:
-                row.update(epsilon_pld=0.1 * r, mu_max=0.02 * r)
+                row.update(epsilon=0.1 * r, epsilon_method="pld", mu=0.02 * r)
             stream.write(json.dumps(row) + "\n")
     return path
 
@@ -48,8 +48,9 @@ def test_rows_hold_each_runs_values_at_the_same_round(two_runs):
     assert rows[1]["round"] == 10
     assert rows[1]["private"]["personalised_accuracy"] == pytest.approx(0.51)
     assert rows[1]["nonprivate"]["global_accuracy"] == pytest.approx(0.505)
-    assert rows[0]["private"]["epsilon_pld"] == pytest.approx(0.4)
-    assert "epsilon_pld" not in rows[0]["nonprivate"]
+    assert rows[0]["private"]["epsilon"] == pytest.approx(0.4)
+    assert rows[0]["private"]["epsilon_method"] == "pld"
+    assert "epsilon" not in rows[0]["nonprivate"]
     with pytest.raises(ValueError, match=r"round = 11 is not a completed round of run "
                                          r"'nonprivate': must be one of its rounds 1\.\.10"):
         comparison_rows(runs, [11])
@@ -61,17 +62,19 @@ def test_cli_prints_table_writes_markdown_plot_and_json(two_runs, tmp_path):
                                       "--out", str(out), "--plot", str(plot)])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stdout.splitlines() if line.startswith("| 10 |")]
-    assert lines == ["| 10 | 51.00 | 30.50 | 1 | 0.2 | 71.00 | 50.50 |"]
+    assert lines == ["| 10 | 51.00 | 30.50 | 1 (pld) | 0.2 | 71.00 | 50.50 |"]
     assert out.read_text() == result.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = CliRunner().invoke(app, ["compare", *map(str, two_runs), "--json"])
     payload = json.loads(result.stdout)
     assert [row["round"] for row in payload["rows"]] == [1, 5, 10]
-    assert payload["runs"][1] == {"name": "nonprivate", "path": str(two_runs[1]),
-                                  "private": False, "delta": None,
-                                  "sampling": "local batches without-replacement (B = 16), "
-                                              "clients Poisson (p = 0.5)"}
-    assert math.isclose(payload["rows"][2]["private"]["mu_max"], 0.2)
+    assert payload["runs"][1] == {
+        "name": "nonprivate", "path": str(two_runs[1]), "algorithm": "prifedsync",
+        "private": False, "delta": None, "unit": "-", "sampling": "-",
+        "metrics": {"personalised_accuracy": "personalised (mean over clients)",
+                    "global_accuracy": "global model (mean over clients)",
+                    "personalised_accuracy_cohort": "personalised, this round's cohort"}}
+    assert math.isclose(payload["rows"][2]["private"]["mu"], 0.2)
 
 
 def test_cli_errors_name_the_problem(two_runs, tmp_path):
