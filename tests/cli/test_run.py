@@ -119,7 +119,7 @@ def test_json_summary_and_mu_equal_account_fedfdp(tmp_path, tiny_yaml):
         assert entry.get("mu") == reference.get("mu")
         assert entry["steps"] == reference["steps"]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert rows[-1]["mu_max"] == expected[("gdp-clt", "weak")]["mu"]
+    assert rows[-1]["mu"] == expected[("gdp-clt", "weak")]["mu"]
     # the privacy report on disk is the same list
     assert json.loads((out / "privacy.json").read_text())["results"] == privacy
 
@@ -206,22 +206,24 @@ def test_demo_end_to_end(tmp_path):
     assert final["personalised_accuracy"] > 0.75
 
 
-def test_check_run_privacy_script_agrees_and_catches_a_tampered_round(tmp_path, tiny_yaml):
-    """scripts/check_run_privacy.py: every round equals `privfl account fedfdp`; a changed
-    mu_max in metrics.jsonl is reported (exit 1)."""
-    import pathlib
-    import subprocess
-    import sys
-
+def test_check_privacy_agrees_and_catches_a_tampered_round(tmp_path, tiny_yaml):
+    """`privfl check-privacy`: every round equals a fresh computation from config.yaml; a
+    changed mu (Theorem 2's CLT estimate) in metrics.jsonl is reported (exit 1)."""
     out = tmp_path / "out"
     assert _run(str(tiny_yaml), "--out", str(out)).exit_code == 0
-    script = pathlib.Path(__file__).parents[2] / "scripts" / "check_run_privacy.py"
-    ok = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True)
-    assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "checked 2 rounds" in ok.stdout and "all agree" in ok.stdout
+    ok = runner.invoke(app, ["check-privacy", str(out)])
+    assert ok.exit_code == 0, ok.output
+    assert "2 rounds checked" in ok.stdout and "all rounds agree" in ok.stdout
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    rows[1]["mu_max"] *= 1 + 1e-6
+    entry = next(e for e in rows[1]["privacy"] if e["method"] == "gdp-clt"
+                 and e["scope"] == "weak")
+    entry["mu"] *= 1 + 1e-6
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    bad = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True)
-    assert bad.returncode == 1
-    assert "DISAGREE at rounds [2]" in bad.stdout
+    bad = runner.invoke(app, ["check-privacy", str(out), "--json"])
+    assert bad.exit_code == 1
+    payload = json.loads(bad.stdout)
+    assert [row["ok"] for row in payload["rows"]] == [True, False]
+    (problem,) = payload["rows"][1]["problems"]
+    assert problem.startswith(f"gdp-clt/estimate/weak mu: logged {entry['mu']!r}, fresh ")
+    missing = runner.invoke(app, ["check-privacy", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and "no config.yaml" in missing.output

@@ -88,7 +88,7 @@ def test_run_directory_contents(tmp_path, tiny_config_dict):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rows] == [1, 2, 3]
     for row in rows:
-        for key in ("personalised_accuracy", "global_accuracy", "mu_max", "epsilon_pld",
+        for key in ("personalised_accuracy", "global_accuracy", "mu", "epsilon", "privacy",
                     "cohort_size"):
             assert key in row
     privacy = json.loads((run / "privacy.json").read_text())
@@ -98,7 +98,7 @@ def test_run_directory_contents(tmp_path, tiny_config_dict):
     for entry in privacy["results"]:
         assert entry["unit"] == "record" and entry["neighbouring"] == "replace-one"
         assert entry["delta"] == 1e-5 and "sampling" in entry and "release" in entry
-    assert rows[-1]["mu_max"] == next(
+    assert rows[-1]["mu"] == next(
         r["mu"] for r in privacy["results"] if r["method"] == "gdp-clt" and r["scope"] == "weak"
     )
     report = (run / "report.md").read_text()
