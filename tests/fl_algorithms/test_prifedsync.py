@@ -184,7 +184,8 @@ def test_accountant_is_derived_from_the_training_spec(tiny_federation, tiny_mode
     events = algorithm.plan.client_events(3)
     assert len(events) == len(set(tiny_federation.client_sizes))
     for event, n in zip(events, sorted(set(tiny_federation.client_sizes)), strict=True):
-        assert event == private_spec.privacy_event(int(n), 3)
+        assert event.steps == private_spec.privacy_event(int(n), 3).steps
+        assert event.neighbouring.value == "replace-one" and "weak" in event.release
         (step, count), = event.steps
         assert (step.noise_multiplier, step.sampling_rate, count) == (
             private_spec.noise_multiplier, 5 / n, 2 * 3)
