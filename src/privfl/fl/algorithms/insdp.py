@@ -1,0 +1,473 @@
+"""InsDP-FedSGD and InsDP-FedAvg: instance-level DP federated learning (Xie et al. 2023,
+Algorithms 2 and 3).
+
+One round ``t``::
+
+    U_t   <- m clients: all N (m = N, the paper's experiments), m of N uniformly at random
+             without replacement, or a cyclic public schedule
+    for i in U_t (together, through the CohortTrainer):
+        w_i <- V local DP-SGD steps from w_{t-1} (LocalTrainingSpec: batches of B, Poisson at
+               q_j = B / n_j or fixed-size without replacement; flat per-example clipping at C;
+               noise N(0, sigma^2 C^2 I) on the sum; divided by B), client i's optimizer state
+               kept across rounds (as the authors' code does)
+    w_t   <- w_{t-1} + eta_s * (1/m) sum_{i in U_t} (w_i - w_{t-1})     (eta_s = 1 in the paper)
+
+InsDP-FedSGD is V = 1 (one DP-SGD step per selected client, Algorithm 2); InsDP-FedAvg takes V
+steps (Algorithm 3). Privacy is record-level, per client, combined by the maximum over clients
+(parallel composition, Xie et al. 2023 Proposition 3); :class:`InsDpPrivacy` derives every
+client's event from the same :class:`~privfl.fl.LocalTrainingSpec` the trainer runs, and also
+reports the paper's own accounting (scope ``paper``) beside privfl's tighter bounds.
+
+The *global accuracy* of a round is the mean over clients of the global model's accuracy on
+each client's test set (as for PriFedSync): a monitoring value computed without noise, not
+covered by the guarantee.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+from torch import nn
+from torch.func import functional_call
+
+from privfl._validation import check_delta, check_int, check_positive
+from privfl.accounting.methods import AccountingOptions, resolve_methods
+from privfl.config.schema import ExperimentConfig, FederatedConfig
+from privfl.data.datasets import FederatedDataset
+from privfl.fl.algorithms.base import RoundAlgorithm
+from privfl.fl.algorithms.insdp_plan import InsDpPrivacy
+from privfl.fl.params import put_rows, take_rows, trainable_parameters
+from privfl.fl.spec import LocalTrainingSpec
+from privfl.fl.trainer import CohortTrainer
+from privfl.mechanisms.secure import SECURE_RANDOM
+
+__all__ = ["InsDpFedAvg", "InsDpFedAvgConfig", "InsDpFedSgd", "InsDpFedSgdConfig",
+           "InsDpPrivacy"]
+
+#: The noise multiplier of a private run that gives none (Xie et al. 2023's sigma).
+DEFAULT_NOISE_MULTIPLIER = 1.0
+
+
+class InsDpFedAvgConfig(FederatedConfig):
+    """``federated`` section of InsDP-FedAvg (Xie et al. 2023 Algorithm 3).
+
+    Shared sections, as this algorithm reads them: ``training.local_steps`` is V (local DP-SGD
+    steps per round), ``training.batch_size`` is B (the batch sampling rate of client j is
+    ``q_j = B / n_j``; ``training.sampling: poisson`` is the paper's accounting assumption,
+    ``without-replacement`` is accounted under replace-one neighbours), ``training.optimizer``
+    and its settings run each client's local steps (the paper: ``momentum`` 0.9, weight decay
+    5e-4; each client keeps its optimizer state across rounds). ``privacy.noise_multiplier`` is
+    the paper's sigma (noise std sigma*C on each client's sum of clipped per-example gradients;
+    default 1.0), ``privacy.clip_norm`` is C (the paper's S). ``privacy.sigma`` (PriFedSync's
+    convention) and ``training.lr_decay_every`` are refused.
+    """
+
+    algorithm: Literal["insdp-fedavg"] = "insdp-fedavg"
+    clients_per_round: int | None = Field(
+        None, ge=1, description="m: clients per round (null: all N clients every round)")
+    client_sampling: Literal["uniform", "cyclic"] = Field(
+        "uniform", description="uniform: m of N at random (every round charged to every "
+        "client); cyclic: a public schedule (each client charged its own rounds)")
+    server_lr: float = Field(1.0, gt=0, description="eta_s: w += eta_s * mean update")
+    paper_accounting: bool = Field(
+        True, description="also report the paper's RDP accounting (scope 'paper')")
+
+    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
+    DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
+    TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
+
+    def check(self, config: ExperimentConfig) -> None:
+        privacy, training = config.privacy, config.training
+        name = f"federated.algorithm = {self.algorithm!r}"
+        if privacy.sigma is not None:
+            raise ValueError(
+                f"privacy.sigma = {privacy.sigma!r} is not allowed for {name}: sigma is "
+                "PriFedSync's convention (Zheng et al. 2021); give privacy.noise_multiplier "
+                "(Xie et al. 2023's sigma: noise std / C on the sum)")
+        if privacy.enabled and privacy.noise_multiplier is None:
+            privacy.noise_multiplier = DEFAULT_NOISE_MULTIPLIER
+        if training.lr_decay_every is not None:
+            raise ValueError(f"training.lr_decay_every = {training.lr_decay_every!r} is not "
+                             f"supported by {name}: leave it unset")
+        if self.clients_per_round is not None and config.data.clients < self.clients_per_round:
+            raise ValueError(
+                f"federated.clients_per_round = {self.clients_per_round} is out of range: must "
+                f"be at most data.clients = {config.data.clients}")
+
+
+class InsDpFedSgdConfig(InsDpFedAvgConfig):
+    """``federated`` section of InsDP-FedSGD (Xie et al. 2023 Algorithm 2).
+
+    As :class:`InsDpFedAvgConfig`, with exactly one local DP-SGD step per selected client
+    (``training.local_steps`` is 1; another value is refused) and ``release``: ``global-model``
+    (default, the paper's Proposition 2: only the mean of the m updates leaves a trusted
+    aggregator, so one record faces noise sigma*sqrt(m); needs ``training.optimizer: sgd``,
+    which is then the default) or ``client-updates`` (the server sees each update: noise sigma).
+    """
+
+    algorithm: Literal["insdp-fedsgd"] = "insdp-fedsgd"  # type: ignore[assignment]
+    release: Literal["global-model", "client-updates"] = Field(
+        "global-model", description="what the guarantee's adversary sees")
+
+    def check(self, config: ExperimentConfig) -> None:
+        super().check(config)
+        training = config.training
+        name = f"federated.algorithm = {self.algorithm!r}"
+        if "local_steps" in training.model_fields_set and training.local_steps != 1:
+            raise ValueError(
+                f"training.local_steps = {training.local_steps} is not allowed for {name}: "
+                "FedSGD takes one DP-SGD step per selected client and round (use insdp-fedavg "
+                "for V local steps)")
+        training.local_steps = 1
+        if self.release == "global-model":
+            if "optimizer" in training.model_fields_set and training.optimizer != "sgd":
+                raise ValueError(
+                    f"training.optimizer = {training.optimizer!r} is not allowed for {name} "
+                    "with federated.release = 'global-model': the sigma*sqrt(m) noise of the "
+                    "mean update needs plain SGD (or set federated.release: client-updates)")
+            training.optimizer = "sgd"
+
+
+# ---------------------------------------------------------------------------------- helpers
+def _as_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
+
+
+def partition_fingerprint(data: FederatedDataset) -> str:
+    """SHA-256 of a partition (client train/test indices): a resume must match it."""
+    digest = hashlib.sha256()
+    for part in (*data.train_indices, *data.test_indices):
+        digest.update(np.asarray(part, dtype=np.int64).tobytes())
+        digest.update(b"|")
+    return digest.hexdigest()
+
+
+def _jsonable(state: Any) -> Any:
+    """numpy bit-generator state as plain Python values (loadable with weights_only)."""
+    if isinstance(state, dict):
+        return {k: _jsonable(v) for k, v in state.items()}
+    if isinstance(state, np.ndarray):
+        return state.tolist()
+    if isinstance(state, np.integer):
+        return int(state)
+    return state
+
+
+# ---------------------------------------------------------------------------------- algorithm
+class _InsDp(RoundAlgorithm):
+    """Shared implementation of InsDP-FedSGD and InsDP-FedAvg (see the module docstring).
+
+    Parameters
+    ----------
+    model
+        Architecture; its parameters are the initial global model ``w_0`` (unless
+        ``init_params`` is given).
+    spec
+        Every client's local training (V = ``spec.local_steps``, B, sampling, C, sigma,
+        optimizer); the trainer and the privacy plan both read this object.
+    data
+        The clients' train/test index sets; ``n_j`` enters the accounting.
+    clients_per_round, client_sampling
+        m (``None``: all N) and how the m are chosen (``"uniform"`` or ``"cyclic"``).
+    server_lr
+        eta_s > 0: ``w <- w + eta_s * mean(w_i - w)``.
+    release
+        ``"client-updates"`` or (InsDP-FedSGD only) ``"global-model"``; see
+        :mod:`privfl.fl.algorithms.insdp_plan`.
+    seed
+        Seeds the cohorts (numpy) and all training randomness (a torch generator). With
+        ``spec.secure`` the cohorts, batches and noise come from ``os.urandom``.
+    delta, accountants, accounting_options, paper_accounting
+        Per-round accounting (``delta=None`` turns it off); ``accountants`` among ``rdp``,
+        ``pld``; ``paper_accounting`` adds the paper's RDP numbers (scope ``paper``).
+    device, eval_batch_size, trainer_options, init_params
+        Where tensors live; evaluation batch size; keyword arguments of
+        :class:`~privfl.fl.CohortTrainer`; an optional ``name -> tensor`` start model.
+    """
+
+    _plan_algorithm: ClassVar[str] = ""
+    metric_labels: ClassVar[dict[str, str]] = {
+        "global_accuracy": "global model (mean over clients)"}
+
+    def __init__(
+        self,
+        model: nn.Module,
+        spec: LocalTrainingSpec,
+        data: FederatedDataset,
+        *,
+        clients_per_round: int | None = None,
+        client_sampling: str = "uniform",
+        server_lr: float = 1.0,
+        release: str = "client-updates",
+        seed: int = 0,
+        delta: float | None = 1e-5,
+        accountants: str | Sequence[str] = ("rdp", "pld"),
+        accounting_options: AccountingOptions | None = None,
+        paper_accounting: bool = True,
+        device: str | torch.device = "cpu",
+        eval_batch_size: int = 1000,
+        trainer_options: dict[str, Any] | None = None,
+        init_params: dict[str, torch.Tensor] | None = None,
+    ) -> None:
+        if not isinstance(data, FederatedDataset):
+            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
+                             "FederatedDataset")
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
+        self.seed = check_int("seed", seed, 0)
+        # the accountant's view of every client, from the very spec the trainer runs
+        self.plan = InsDpPrivacy(
+            spec, data.client_sizes, algorithm=self._plan_algorithm,
+            clients_per_round=clients_per_round, client_sampling=client_sampling,
+            release=release, delta=None if delta is None else check_delta("delta", delta),
+            accountants=resolve_methods(accountants), options=accounting_options,
+            paper_accounting=paper_accounting, seed=self.seed,
+        )
+        self.spec = spec
+        self.data = data
+        self.num_clients = data.num_clients
+        self.clients_per_round = self.plan.clients_per_round
+        self.server_lr = check_positive("server_lr", server_lr)
+        self.device = torch.device(device)
+        self.eval_batch_size = check_int("eval_batch_size", eval_batch_size, 1)
+        self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
+        self.dtype = self.trainer.dtype
+        self._eval_model = copy.deepcopy(model).to(self.device).eval()
+        start = init_params if init_params is not None else trainable_parameters(model)
+        w0 = self.trainer.flatten({n: start[n].detach().unsqueeze(0)
+                                   for n in self.trainer.param_names}).to(self.device)
+        self._load_data()
+
+        # algorithm state (everything a checkpoint needs)
+        self.round = 0
+        self.global_model = w0[0].clone()  # w_t, [d]
+        self.optimizer_state = self.trainer.init_optimizer_state(self.num_clients,
+                                                                 device=self.device)
+        self.participations = np.zeros(self.num_clients, dtype=np.int64)
+        self.global_accuracy = np.full(self.num_clients, math.nan)
+        seeds = np.random.SeedSequence(self.seed).spawn(2)
+        self.rng = np.random.default_rng(seeds[0])
+        self.generator = torch.Generator(device=self.device).manual_seed(
+            int(seeds[1].generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)))
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def _plan_kwargs(cls, config: ExperimentConfig) -> dict[str, Any]:
+        f, p = config.federated, config.privacy
+        return {
+            "clients_per_round": f.clients_per_round, "client_sampling": f.client_sampling,
+            "release": getattr(f, "release", "client-updates"),
+            "delta": p.delta if p.enabled else None, "accountants": tuple(p.accountants),
+            "paper_accounting": f.paper_accounting,
+        }
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> _InsDp:
+        """The algorithm with everything the configuration says."""
+        from privfl.fl.algorithms.builders import build_model, build_spec
+
+        kwargs = cls._plan_kwargs(config)
+        kwargs["accounting_options"] = None
+        return cls(build_model(config, data), build_spec(config), data,
+                   server_lr=config.federated.server_lr, seed=config.seed,
+                   device=config.run.device, eval_batch_size=config.run.eval_batch_size,
+                   **kwargs)
+
+    @classmethod
+    def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> InsDpPrivacy:
+        """The plan alone, from the same spec builder the training uses."""
+        from privfl.fl.algorithms.builders import build_spec
+
+        kwargs = cls._plan_kwargs(config)
+        kwargs["options"] = None
+        return InsDpPrivacy(build_spec(config), data.client_sizes,
+                            algorithm=cls._plan_algorithm, seed=config.seed, **kwargs)
+
+    def setup(self) -> dict[str, str]:
+        spec, plan = self.spec, self.plan
+        cohort = (f"all N = {self.num_clients} clients every round" if plan.full_participation
+                  else f"m = {self.clients_per_round} of N = {self.num_clients} "
+                  f"({plan.client_sampling})")
+        return {
+            "model": f"{type(self._eval_model).__name__} ({self.trainer.num_params:,} "
+                     "parameters)",
+            "local training": f"V = {spec.local_steps}, B = {spec.batch_size} ({spec.sampling}), "
+                              f"{spec.optimizer} lr {spec.lr:g}"
+                              + (f", weight decay {spec.weight_decay:g}"
+                                 if spec.weight_decay else ""),
+            self.name: f"{cohort}, server lr eta_s = {self.server_lr:g}, release "
+                       f"{plan.release}",
+            "privacy": "record-level DP, per-client accountants, max over clients (Xie et al. "
+                       "2023)" if self.private else "none (non-private baseline)",
+        }
+
+    # ------------------------------------------------------------------ data and evaluation
+    def _load_data(self) -> None:
+        data, dev, dt = self.data, self.device, self.dtype
+        self.train_data = [(_as_tensor(data.train.x[idx], dt, dev),
+                            _as_tensor(data.train.y[idx], torch.int64, dev))
+                           for idx in data.train_indices]
+        self.test_sizes = np.array([len(idx) for idx in data.test_indices], dtype=np.int64)
+        if self.test_sizes.sum():
+            idx = np.concatenate([np.asarray(i, dtype=np.int64) for i in data.test_indices])
+            self._test_x = _as_tensor(data.test.x[idx], dt, dev)
+            self._test_y = _as_tensor(data.test.y[idx], torch.int64, dev)
+            owners = np.repeat(np.arange(self.num_clients), self.test_sizes)
+            self._test_owner = torch.as_tensor(owners, device=dev)
+        else:
+            self._test_x = self._test_y = self._test_owner = None
+
+    def _params(self, flat_row: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {n: v[0] for n, v in self.trainer.unflatten(flat_row.unsqueeze(0)).items()}
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor, flat_row: torch.Tensor | None = None) -> torch.Tensor:
+        """Predicted labels on ``x`` of the global model (or of flat parameters ``flat_row``)."""
+        params = self._params(self.global_model if flat_row is None else flat_row)
+        out = [functional_call(self._eval_model, params, (x[lo: lo + self.eval_batch_size],))
+               .argmax(-1) for lo in range(0, x.shape[0], self.eval_batch_size)]
+        return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64, device=x.device)
+
+    def global_accuracies(self) -> np.ndarray:
+        """The global model's accuracy on every client's test set (NaN: no test set)."""
+        result = np.full(self.num_clients, math.nan)
+        if self._test_x is None:
+            return result
+        correct = (self.predict(self._test_x) == self._test_y).to(torch.float64)
+        hits = torch.zeros(self.num_clients, dtype=torch.float64, device=correct.device)
+        hits.index_add_(0, self._test_owner, correct)
+        has = self.test_sizes > 0
+        result[has] = hits.cpu().numpy()[has] / self.test_sizes[has]
+        return result
+
+    # ------------------------------------------------------------------ one round
+    def select_cohort(self) -> np.ndarray:
+        """The round's m clients, sorted: the plan's schedule (m = N or cyclic), or m of N
+        uniformly without replacement (the m smallest of N uniforms, from the seeded
+        generator or, in secure mode, ``os.urandom``)."""
+        if self.plan.full_participation or self.plan.client_sampling == "cyclic":
+            return self.plan.scheduled_cohort(self.round + 1)
+        source = SECURE_RANDOM if self.secure else self.rng
+        order = np.argsort(source.random(self.num_clients), kind="stable")
+        return np.sort(order[: self.clients_per_round])
+
+    def round_info(self, cohort: np.ndarray) -> dict[str, Any]:
+        return {"cohort_size": int(cohort.size)}
+
+    def local_work(self, cohort: np.ndarray) -> dict[str, Any]:
+        """V local DP-SGD steps of every selected client from the global model."""
+        count = int(cohort.size)
+        start = self.trainer.unflatten(self.global_model.unsqueeze(0).expand(count, -1)
+                                       .contiguous())
+        states = take_rows(self.optimizer_state, cohort)
+        params, states, stats = self.trainer.train(
+            start, [self.train_data[j] for j in cohort], states, self.generator)
+        put_rows(self.optimizer_state, cohort, states)
+        self.participations[cohort] += 1
+        return {"trained": self.trainer.flatten(params), "stats": stats}
+
+    def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:
+        """``w <- w + eta_s * mean_i (w_i - w)`` (post-processing of the private updates)."""
+        mean_update = updates["trained"].mean(0) - self.global_model
+        self.global_model = self.global_model + self.server_lr * mean_update
+
+    def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:
+        stats = updates["stats"]
+        self.global_accuracy = self.global_accuracies()
+        has = self.test_sizes > 0
+        return {
+            "global_accuracy": float(np.nanmean(self.global_accuracy[has])) if has.any()
+            else math.nan,
+            "train_loss": float(stats.loss.mean()),
+            "clipped_fraction": float(stats.clipped_fraction.mean()),
+        }
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly (tensors and plain Python values only).
+
+        In secure mode the rounds after a restore draw fresh cohorts, batches and noise from
+        ``os.urandom``: they continue the run, never replay it.
+        """
+        return {
+            "round": self.round,
+            "global_model": self.global_model.detach().cpu().clone(),
+            "optimizer_state": {k: v.detach().cpu().clone()
+                                for k, v in self.optimizer_state.items()},
+            "participations": torch.from_numpy(self.participations.copy()),
+            "global_accuracy": torch.from_numpy(self.global_accuracy.copy()),
+            "numpy_rng": _jsonable(self.rng.bit_generator.state),
+            "torch_generator": self.generator.get_state(),
+            "data_fingerprint": partition_fingerprint(self.data),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (same data partition and model required)."""
+        if state.get("data_fingerprint") != partition_fingerprint(self.data):
+            raise ValueError("checkpoint data_fingerprint does not match this run's client "
+                             "partition: resume needs the same data settings and seed")
+        model = state["global_model"]
+        if tuple(model.shape) != tuple(self.global_model.shape):
+            raise ValueError(f"checkpoint global_model has shape {tuple(model.shape)}: this run "
+                             f"has {tuple(self.global_model.shape)} (a different model)")
+        optimizer_state = {k: v.to(self.device).clone()
+                           for k, v in state["optimizer_state"].items()}
+        self.trainer.optimizer.check_state(optimizer_state, self.num_clients,
+                                           self.trainer.num_params, name="checkpoint optimizer")
+        self.optimizer_state = optimizer_state
+        self.round = check_int("round", state["round"], 0)
+        self.global_model = model.to(self.device, self.dtype).clone()
+        self.participations = state["participations"].numpy().astype(np.int64).copy()
+        self.global_accuracy = state["global_accuracy"].numpy().astype(np.float64).copy()
+        self.rng.bit_generator.state = state["numpy_rng"]
+        self.generator.set_state(state["torch_generator"])
+
+    def global_params(self) -> dict[str, torch.Tensor]:
+        """The global model as ``name -> tensor`` (copies)."""
+        return {n: v.clone() for n, v in self._params(self.global_model).items()}
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(clients={self.num_clients}, m={self.clients_per_round}, "
+                f"sampling={self.plan.client_sampling!r}, release={self.plan.release!r}, "
+                f"round={self.round}, private={self.private})")
+
+
+class InsDpFedSgd(_InsDp):
+    """InsDP-FedSGD (Xie et al. 2023 Algorithm 2): one local DP-SGD step per selected client.
+
+    ``spec.local_steps`` must be 1. ``release="global-model"`` (the default; the paper's
+    Proposition 2) accounts the mean update with noise ``sigma sqrt(m)`` and needs
+    ``spec.optimizer == "sgd"``; ``"client-updates"`` accounts each client's step alone.
+    Other parameters: :class:`_InsDp`.
+    """
+
+    name: ClassVar[str] = "insdp-fedsgd"
+    title: ClassVar[str] = ("InsDP-FedSGD, instance-level DP with one DP-SGD step per selected "
+                            "client (Xie et al. 2023)")
+    config_class: ClassVar[type[FederatedConfig]] = InsDpFedSgdConfig
+    _plan_algorithm: ClassVar[str] = "fedsgd"
+
+    def __init__(self, model: nn.Module, spec: LocalTrainingSpec, data: FederatedDataset, *,
+                 release: str = "global-model", **kwargs: Any) -> None:
+        super().__init__(model, spec, data, release=release, **kwargs)
+
+
+class InsDpFedAvg(_InsDp):
+    """InsDP-FedAvg (Xie et al. 2023 Algorithm 3): V local DP-SGD steps per selected client,
+    each client's own accountant, the maximum over clients (Proposition 3).
+
+    Parameters: :class:`_InsDp` (``release`` is ``"client-updates"``).
+    """
+
+    name: ClassVar[str] = "insdp-fedavg"
+    title: ClassVar[str] = ("InsDP-FedAvg, instance-level DP with V local DP-SGD steps per "
+                            "selected client (Xie et al. 2023)")
+    config_class: ClassVar[type[FederatedConfig]] = InsDpFedAvgConfig
+    _plan_algorithm: ClassVar[str] = "fedavg"
