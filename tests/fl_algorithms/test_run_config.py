@@ -43,8 +43,6 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
                               r"seed0-mnist-cnn, "),
         ("data.dataset=imagenet", r"data.dataset = 'imagenet' is not allowed: must be 'mnist-5k'"),
         ("privacy.noise_multiplier=2", r"privacy.sigma and privacy.noise_multiplier: both given"),
-        ("training.sampling=poisson", r"training.sampling = 'poisson' is not allowed with "
-                                      r"privacy.enabled"),
         ("training.betas=[0.9]", r"training.betas\[1\] is missing"),
         ("data=3", r"data = 3 is not allowed: must be a mapping"),
         ("seed.value=1", r"--set seed.value: seed = 0 is a value, not a section"),
@@ -207,3 +205,29 @@ def test_table3_cifar_configs(p, sigma, paper_r, paper_mu):
     client = build_spec(config).client_training(500)
     mu = FederatedSetting((client,) * 100, paper_r, p).mu_max()
     assert math.isclose(mu, paper_mu, abs_tol=0.005)
+
+
+def test_poisson_local_batches_are_accounted_as_poisson_add_remove(tmp_path):
+    """PriFedSync with Poisson local batches (no paper-convention detour): the plan gives every
+    accountant Poisson steps at q = B / n_j under add/remove neighbours, and the card says so."""
+    from privfl.fl.algorithms.experiment import privacy_plan
+
+    config = load_config(None, ["training.sampling=poisson", "federated.rounds=4",
+                                "privacy.accountants=[gdp-clt, pld, rdp]"])
+    plan = privacy_plan(config)
+    results = plan.results(4)
+    assert {r.neighbouring for r in results} == {"add-remove"}
+    assert {r.sampling for r in results} == {"poisson (q=0.08)"}
+    assert {r.kind for r in results if r.method != "gdp-clt"} == {"bound"}
+    card = plan.card(4)
+    assert card["neighbouring"].startswith("add/remove")
+    assert "Poisson (expected size B)" in card["sampling"]
+    # the same event as the accountant gets for one client of 200 records directly
+    from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
+    from privfl.accounting.methods import account
+
+    event = dpsgd_event(2.0, 16 / 200, 12 * 4, sampling=Sampling.POISSON,
+                        neighbouring=Neighbouring.ADD_REMOVE)
+    direct = account(event, delta=1e-5, methods="pld").results[0]
+    weak_pld = next(r for r in results if r.method == "pld" and r.extras["scope"] == "weak")
+    assert weak_pld.epsilon == direct.epsilon

@@ -193,10 +193,13 @@ def _card(algorithm: PriFedSyncPrivacy, rounds: int) -> dict[str, Any]:
             "rounds": rounds,
         }
     z = spec.noise_multiplier
+    fixed = spec.sampling == "without-replacement"
+    batches = "without replacement" if fixed else "Poisson (expected size B)"
     return {
         "unit": "record (one example of one client); client participation is not hidden",
-        "neighbouring": "replace-one (one record of one client swapped)",
-        "sampling": f"local batches without replacement, B/n_j = {spec.batch_size}/{n_text} "
+        "neighbouring": "replace-one (one record of one client swapped)" if fixed
+        else "add/remove (one record of one client added or removed; Poisson batches)",
+        "sampling": f"local batches {batches}, B/n_j = {spec.batch_size}/{n_text} "
         f"(q = {spec.batch_size / float(sizes.min()):.6g}, largest over clients); clients "
         f"{clients}",
         "noise": f"Gaussian, paper sigma = {z / 2:g} (noise multiplier z = {z:g}; std "
