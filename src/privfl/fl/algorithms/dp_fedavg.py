@@ -1,0 +1,783 @@
+"""Client-level DP-FedAvg (McMahan et al. 2018; UserDP-FedAvg of Xie et al. 2023, Algorithm 1),
+with adaptive clipping (Andrew et al. 2021).
+
+One round ``t``::
+
+    cohort  <- Poisson: each of the N clients independently with probability q
+               fixed-size: m of the N clients uniformly without replacement
+               (an empty Poisson cohort is NOT redrawn: the round releases noise only)
+    for k in cohort (together, through the CohortTrainer):
+        w_k <- K local non-private steps from w_t (LocalTrainingSpec without clipping or noise;
+               a fresh optimizer state every round, as Xie et al.'s code)
+        u_k <- w_k - w_t
+    Delta   <- ServerSideDp: clip each u_k to S_t, sum, + N(0, (z_u S_t)^2 I), / E[m]
+               (E[m] = q N or m: the expected cohort size, never the realised one)
+    v       <- beta v + Delta;  w_t+1 <- w_t + eta v          (server step; beta = 0: plain)
+    S_t+1   <- adaptive clipping: S_t exp(-eta_C (b~ - gamma)) (Andrew et al. 2021), or S
+
+Privacy (client level; :class:`DpFedAvgPrivacy`). The unit is one client's whole dataset. A
+round is the subsampled Gaussian mechanism on the sum of clipped updates with the EFFECTIVE
+noise multiplier ``z = privacy.noise_multiplier`` (with adaptive clipping the update noise
+``z_u`` and the count noise ``sigma_b`` satisfy ``z = (z_u^-2 + (2 sigma_b)^-2)^(-1/2)``,
+Andrew et al. 2021 Theorem 1), and ``R`` rounds compose (every global model is released):
+
+* Poisson client sampling at rate q: add/remove-one-client neighbours, q;
+* fixed-size cohorts of m out of N: replace-one-client neighbours (the population stays N),
+  q = m / N, the sampled-without-replacement Gaussian (never accounted as Poisson).
+
+Both the sampling and the noise the trainer and the server use come from the plan's own fields
+(:attr:`DpFedAvgPrivacy.step`), so the accountant sees what ran. RDP and PLD give bounds,
+``gdp-clt`` an estimate. ``federated.paper_accounting`` adds Xie et al. 2023's numbers (Poisson
+RDP over the legacy orders with the classic conversion; their Tables 4-6) with scope
+``paper``: a bound when the clients are Poisson-sampled, an estimate (labelled so) when the
+cohorts are fixed-size, which the paper accounts as Poisson. The median clipping variants
+choose the threshold from the round's updates, a leakage no accountant charges: their results
+are labelled estimates.
+
+Metric: the *global accuracy* is the mean over clients (with a test set) of the global model's
+accuracy on each client's test set (like PriFedSync's); it and the clipping statistics other than
+the noisy unclipped fraction are monitoring values, computed without noise.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+from torch import nn
+from torch.func import functional_call
+
+from privfl._validation import check_choice, check_delta, check_int, check_range, check_rate
+from privfl.accounting.events import Neighbouring, NoisyStep, PrivacyEvent, Sampling, Unit
+from privfl.accounting.methods import (
+    AccountingOptions,
+    account,
+    build_accountant,
+    resolve_methods,
+)
+from privfl.accounting.results import PrivacyResult
+from privfl.config.schema import ExperimentConfig, FederatedConfig
+from privfl.data.datasets import FederatedDataset
+from privfl.fl.aggregation import (
+    CLIPPINGS,
+    MEDIAN_CLIPPINGS,
+    AdaptiveClipping,
+    DpAggregate,
+    MeanAggregation,
+    ServerSideDp,
+    UpdateClipping,
+    update_noise_multiplier,
+)
+from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
+from privfl.fl.params import trainable_parameters
+from privfl.fl.spec import LocalTrainingSpec
+from privfl.fl.trainer import CohortTrainer
+from privfl.mechanisms.secure import SECURE_RANDOM
+from privfl.report.card import randomness_text
+
+__all__ = ["CLIENT_SAMPLING", "DpFedAvg", "DpFedAvgConfig", "DpFedAvgPrivacy", "local_spec"]
+
+#: How cohorts are drawn: Poisson(q) or fixed-size m of N without replacement.
+CLIENT_SAMPLING = ("poisson", "fixed-size")
+#: Andrew et al. 2021's default count noise: sigma_b = E[m] / 20.
+COUNT_NOISE_DIVISOR = 20.0
+_PAPER_OPTIONS = AccountingOptions(orders="legacy", conversion="classic")
+_RELEASE = "all-iterates"
+
+
+class DpFedAvgConfig(FederatedConfig):
+    """``federated`` section of client-level DP-FedAvg (McMahan et al. 2018; Xie et al. 2023
+    Algorithm 1; adaptive clipping of Andrew et al. 2021).
+
+    Shared sections, as this algorithm reads them:
+
+    * ``privacy.noise_multiplier`` z: the effective noise multiplier of one round on the sum of
+      clipped client updates (default 1.0); ``privacy.clip_norm`` S: the L2 clip norm of each
+      client's whole update (the initial one with adaptive clipping, the cap of the median
+      variants); ``privacy.delta``, ``privacy.accountants`` (rdp, pld: bounds; gdp-clt: an
+      estimate); ``privacy.secure``: cohorts, local batches and noise from ``os.urandom``.
+      ``privacy.sigma`` (PriFedSync's convention) is refused.
+    * ``training``: the clients' local NON-private training, ``local_steps`` steps of
+      ``batch_size`` records (one epoch of a client with n records is ceil(n / B) steps) with
+      ``optimizer``, ``lr``, ``momentum``, ``weight_decay``; a fresh optimizer state every
+      round. ``training.lr_decay_*`` is refused (not implemented for this algorithm).
+
+    Keys here: ``client_sampling`` (``poisson`` with ``client_rate`` q, default 0.1, or
+    ``fixed-size`` with ``cohort_size`` m), ``server_lr`` eta and ``server_momentum`` beta,
+    ``clipping`` (flat, per-layer, flat-median, per-layer-median), ``adaptive_clipping`` with
+    ``target_quantile`` gamma, ``clip_learning_rate`` eta_C and ``count_noise`` sigma_b
+    (default E[m] / 20), and ``paper_accounting`` (also report Xie et al. 2023's accounting).
+    """
+
+    algorithm: Literal["dp-fedavg"] = "dp-fedavg"
+    client_sampling: Literal["poisson", "fixed-size"] = "poisson"
+    client_rate: float | None = Field(
+        None, gt=0, le=1, description="q: Poisson client sampling rate (default 0.1)")
+    cohort_size: int | None = Field(
+        None, ge=1, description="m: clients per round for fixed-size sampling")
+    server_lr: float = Field(1.0, gt=0, description="eta: server step on the noisy mean")
+    server_momentum: float = Field(0.0, ge=0, lt=1, description="beta: server momentum")
+    clipping: Literal["flat", "per-layer", "flat-median", "per-layer-median"] = "flat"
+    adaptive_clipping: bool = Field(False, description="Andrew et al. 2021 quantile tracking")
+    target_quantile: float = Field(0.5, ge=0, le=1, description="gamma: unclipped fraction")
+    clip_learning_rate: float = Field(0.2, gt=0, description="eta_C: geometric clip step")
+    count_noise: float | None = Field(
+        None, gt=0, description="sigma_b: noise std on the unclipped count (default E[m]/20)")
+    paper_accounting: bool = Field(
+        False, description="also report Xie et al. 2023's RDP (legacy orders, classic "
+        "conversion, Poisson) with scope 'paper'")
+
+    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld", "gdp-clt")
+    DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
+    TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
+
+    def check(self, config: ExperimentConfig) -> None:
+        privacy, clients = config.privacy, config.data.clients
+        if self.client_sampling == "poisson":
+            if self.cohort_size is not None:
+                raise ValueError(
+                    f"federated.cohort_size = {self.cohort_size} is not allowed with "
+                    "federated.client_sampling = 'poisson' (give client_rate, or use "
+                    "client_sampling: fixed-size)")
+            if self.client_rate is None:
+                self.client_rate = 0.1
+        else:
+            if self.client_rate is not None:
+                raise ValueError(
+                    f"federated.client_rate = {self.client_rate} is not allowed with "
+                    "federated.client_sampling = 'fixed-size' (give cohort_size)")
+            if self.cohort_size is None:
+                raise ValueError("federated.cohort_size is required with "
+                                 "federated.client_sampling = 'fixed-size'")
+            if self.cohort_size > clients:
+                raise ValueError(f"federated.cohort_size = {self.cohort_size} is out of range: "
+                                 f"must be <= data.clients = {clients}")
+        if privacy.sigma is not None:
+            raise ValueError(
+                "privacy.sigma is PriFedSync's convention (Zheng et al. 2021): give "
+                "privacy.noise_multiplier for dp-fedavg")
+        if config.training.lr_decay_every is not None or config.training.lr_decay_gamma != 1.0:
+            raise ValueError("training.lr_decay_every / lr_decay_gamma are not supported by "
+                             "dp-fedavg (local training restarts every round)")
+        if not privacy.enabled:
+            asked = [name for name, on in (
+                (f"federated.clipping = {self.clipping!r}", self.clipping != "flat"),
+                ("federated.adaptive_clipping", self.adaptive_clipping),
+                ("federated.paper_accounting", self.paper_accounting)) if on]
+            if asked:
+                raise ValueError(f"{', '.join(asked)} need privacy.enabled (a non-private run "
+                                 "neither clips nor noises)")
+            return
+        if privacy.noise_multiplier is None:
+            privacy.noise_multiplier = 1.0
+        if self.clipping in MEDIAN_CLIPPINGS:
+            if self.adaptive_clipping:
+                raise ValueError(f"federated.clipping = {self.clipping!r} and "
+                                 "federated.adaptive_clipping both set the threshold: use flat "
+                                 "or per-layer with adaptive clipping")
+            if config.stop.epsilon is not None:
+                raise ValueError(f"stop.epsilon needs a rigorous bound: federated.clipping = "
+                                 f"{self.clipping!r} is not accounted (its results are "
+                                 "estimates)")
+        if self.adaptive_clipping:
+            expected = self.expected_cohort(clients)
+            sigma_b = self.count_noise or expected / COUNT_NOISE_DIVISOR
+            try:
+                update_noise_multiplier(privacy.noise_multiplier, sigma_b)
+            except ValueError:
+                raise ValueError(
+                    f"privacy.noise_multiplier = {privacy.noise_multiplier:g} is out of range "
+                    f"for federated.count_noise = {sigma_b:g}"
+                    + ("" if self.count_noise else f" (default E[m]/20 = {expected:g}/20)")
+                    + f": adaptive clipping needs noise_multiplier < 2 * count_noise = "
+                    f"{2 * sigma_b:g}; raise federated.count_noise") from None
+
+    def expected_cohort(self, clients: int) -> float:
+        """E[m]: ``q N`` (Poisson) or ``m`` (fixed-size)."""
+        if self.client_sampling == "poisson":
+            return (self.client_rate or 0.1) * clients
+        return float(self.cohort_size or 0)
+
+
+def local_spec(config: ExperimentConfig) -> LocalTrainingSpec:
+    """The clients' local training: non-private (no clipping, no noise), from ``training``."""
+    from privfl.config import ConfigError
+
+    t = config.training
+    try:
+        return LocalTrainingSpec(
+            local_steps=t.local_steps, batch_size=t.batch_size, sampling=t.sampling,
+            clip_norm=None, noise_multiplier=0.0, optimizer=t.optimizer, lr=t.lr,
+            momentum=t.momentum, betas=tuple(t.betas), eps=t.eps,
+            weight_decay=t.weight_decay, secure=config.privacy.secure)
+    except ValueError as error:
+        raise ConfigError(f"training settings: {error}") from None
+
+
+# ------------------------------------------------------------------------------ the plan
+class DpFedAvgPrivacy:
+    """DP-FedAvg's privacy plan: client-level, one subsampled Gaussian step per round.
+
+    Parameters
+    ----------
+    num_clients
+        N, the population.
+    client_sampling, client_rate, cohort_size
+        ``"poisson"`` with rate q, or ``"fixed-size"`` with m of N.
+    noise_multiplier
+        z, the effective noise multiplier of a round (0: non-private, no clipping, no noise).
+    clip_norm
+        S (the initial clip norm with adaptive clipping, the cap of the median variants).
+    clipping
+        One of :data:`~privfl.fl.aggregation.CLIPPINGS`.
+    adaptive
+        :class:`~privfl.fl.aggregation.AdaptiveClipping` or None.
+    delta, accountants, options
+        ``delta`` of the (epsilon, delta) numbers (None: accounting off); accountants among
+        rdp, pld (bounds) and gdp-clt (an estimate).
+    paper_accounting
+        Also report Xie et al. 2023's numbers (scope ``paper``).
+    secure, seed
+        Secure mode (cohorts, batches, noise from ``os.urandom``); the seed otherwise.
+    """
+
+    unit = "client"
+    primary_scope = ""
+
+    def __init__(
+        self,
+        *,
+        num_clients: int,
+        client_sampling: str = "poisson",
+        client_rate: float | None = None,
+        cohort_size: int | None = None,
+        noise_multiplier: float,
+        clip_norm: float = 1.0,
+        clipping: str = "flat",
+        adaptive: AdaptiveClipping | None = None,
+        delta: float | None = 1e-5,
+        accountants: str | Sequence[str] = ("rdp", "pld"),
+        options: AccountingOptions | None = None,
+        paper_accounting: bool = False,
+        secure: bool = False,
+        seed: int = 0,
+    ) -> None:
+        self.num_clients = check_int("num_clients", num_clients, 1)
+        self.client_sampling = check_choice("client_sampling", client_sampling, CLIENT_SAMPLING)
+        if self.client_sampling == "poisson":
+            if cohort_size is not None:
+                raise ValueError(f"cohort_size = {cohort_size!r} is not allowed with Poisson "
+                                 "client sampling (give client_rate)")
+            self.client_rate = check_rate("client_rate", client_rate)
+            self.cohort_size = None
+            self.expected_cohort = self.client_rate * self.num_clients
+            self.sampling_rate = self.client_rate
+        else:
+            if client_rate is not None:
+                raise ValueError(f"client_rate = {client_rate!r} is not allowed with fixed-size "
+                                 "cohorts (give cohort_size)")
+            self.cohort_size = check_int("cohort_size", cohort_size, 1, self.num_clients)
+            self.client_rate = None
+            self.expected_cohort = float(self.cohort_size)
+            self.sampling_rate = self.cohort_size / self.num_clients
+        self.noise_multiplier = check_range("noise_multiplier", noise_multiplier, 0.0)
+        self.clip_norm = check_range("clip_norm", clip_norm, 0.0, low_open=True)
+        self.clipping = check_choice("clipping", clipping, CLIPPINGS)
+        if adaptive is not None and not isinstance(adaptive, AdaptiveClipping):
+            raise ValueError(f"adaptive = {adaptive!r} is not an AdaptiveClipping")
+        if adaptive is not None and self.clipping in MEDIAN_CLIPPINGS:
+            raise ValueError(f"clipping = {self.clipping!r} with adaptive clipping: both set "
+                             "the threshold")
+        if not self.private and (adaptive is not None or self.clipping != "flat"
+                                 or paper_accounting):
+            raise ValueError("adaptive clipping, a non-flat clipping and paper_accounting need "
+                             "noise_multiplier > 0 (a non-private run neither clips nor noises)")
+        self.adaptive = adaptive
+        self.update_noise = (
+            self.noise_multiplier if adaptive is None or not self.private
+            else update_noise_multiplier(self.noise_multiplier, adaptive.count_noise))
+        self.delta = None if delta is None else check_delta("delta", delta)
+        self.accountants = resolve_methods(accountants)
+        self.options = options
+        self.paper_accounting = bool(paper_accounting)
+        self.secure = bool(secure)
+        self.seed = check_int("seed", seed, 0)
+        self._cache: dict[int, list[PrivacyResult]] = {}
+        if self.private:
+            event = self.event(1)
+            for method in self.accountants:
+                reason = build_accountant(method, options).unsupported_reason(event)
+                if reason is not None:
+                    raise ValueError(f"privacy.accountants: {method} cannot account this run: "
+                                     f"{reason}")
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, num_clients: int) -> DpFedAvgPrivacy:
+        """The plan of a configuration (``num_clients`` from the built dataset)."""
+        f, p = config.federated, config.privacy
+        expected = (f.client_rate * num_clients if f.client_sampling == "poisson"
+                    else float(f.cohort_size))
+        adaptive = None
+        if p.enabled and f.adaptive_clipping:
+            adaptive = AdaptiveClipping(
+                target_quantile=f.target_quantile, learning_rate=f.clip_learning_rate,
+                count_noise=f.count_noise or expected / COUNT_NOISE_DIVISOR)
+        return cls(
+            num_clients=num_clients, client_sampling=f.client_sampling,
+            client_rate=f.client_rate, cohort_size=f.cohort_size, noise_multiplier=p.z,
+            clip_norm=p.clip_norm, clipping=f.clipping, adaptive=adaptive,
+            delta=p.delta if p.enabled else None, accountants=tuple(p.accountants),
+            paper_accounting=f.paper_accounting, secure=p.secure, seed=config.seed)
+
+    # ---------------------------------------------------------------- what the accountant sees
+    @property
+    def private(self) -> bool:
+        return self.noise_multiplier > 0.0
+
+    @property
+    def sampling(self) -> Sampling:
+        """The client sampling scheme as the accountant names it."""
+        return (Sampling.POISSON if self.client_sampling == "poisson"
+                else Sampling.WITHOUT_REPLACEMENT)
+
+    @property
+    def neighbouring(self) -> Neighbouring:
+        """Add/remove one client for Poisson cohorts, replace one for fixed-size cohorts."""
+        return (Neighbouring.ADD_REMOVE if self.sampling is Sampling.POISSON
+                else Neighbouring.REPLACE_ONE)
+
+    @property
+    def step(self) -> NoisyStep:
+        """One round: the sampled Gaussian at the effective z and the client sampling rate."""
+        if not self.private:
+            raise ValueError("noise_multiplier = 0: this run is not differentially private")
+        return NoisyStep(self.noise_multiplier, self.sampling_rate, self.sampling)
+
+    def event(self, rounds: int) -> PrivacyEvent:
+        """``rounds`` rounds, every global model released (client level)."""
+        rounds = check_int("rounds", rounds, 0)
+        return PrivacyEvent(((self.step, rounds),), neighbouring=self.neighbouring,
+                            unit=Unit.CLIENT, release=_RELEASE,
+                            description="client-level DP-FedAvg rounds")
+
+    def paper_event(self, rounds: int) -> PrivacyEvent:
+        """Xie et al. 2023's view: Poisson client sampling at rate q, add/remove neighbours."""
+        rounds = check_int("rounds", rounds, 0)
+        step = NoisyStep(self.noise_multiplier, self.sampling_rate, Sampling.POISSON)
+        return PrivacyEvent(((step, rounds),), unit=Unit.CLIENT, release=_RELEASE)
+
+    def results(self, rounds: int) -> list[PrivacyResult]:
+        """Labelled client-level guarantees after ``rounds`` rounds (empty when not private or
+        ``delta`` is None; rounds = 0 gives epsilon 0 with the same labels)."""
+        rounds = check_int("rounds", rounds, 0)
+        if not self.private or self.delta is None:
+            return []
+        if rounds not in self._cache:
+            results = self._account(max(rounds, 1))
+            self._cache[rounds] = zero_rounds(results) if rounds == 0 else results
+        return self._cache[rounds]
+
+    def _account(self, rounds: int) -> list[PrivacyResult]:
+        median = (f"the clipping = {self.clipping!r} threshold is the cohort's median update "
+                  "norm, which no accountant charges: not a bound for what ran"
+                  if self.clipping in MEDIAN_CLIPPINGS else "")
+        extras = {"noise_multiplier": self.noise_multiplier,
+                  "expected_cohort": self.expected_cohort}
+        if self.adaptive is not None:
+            extras.update(update_noise=self.update_noise, count_noise=self.adaptive.count_noise)
+        results = []
+        for method in self.accountants:
+            for r in account(self.event(rounds), delta=self.delta, methods=method,
+                             options=self.options).results:
+                results.append(_relabel(r, extras, not_a_bound=median))
+        if self.paper_accounting:
+            fixed = ("Xie et al. 2023 account their fixed-size cohorts as Poisson: this "
+                     "Poisson number does not bound fixed-size cohorts (replace-one)"
+                     if self.sampling is not Sampling.POISSON else "")
+            for r in account(self.paper_event(rounds), delta=self.delta, methods="rdp",
+                             options=_PAPER_OPTIONS).results:
+                results.append(_relabel(
+                    r, {**extras, "scope": "paper"}, not_a_bound="; ".join(
+                        filter(None, (median, fixed))),
+                    note="Xie et al. 2023's accounting (Tables 4-6): Poisson RDP over the "
+                         "legacy orders, classic conversion"))
+        return results
+
+    def card(self, rounds: int) -> dict[str, Any]:
+        return _card(self, rounds)
+
+
+def _relabel(result: PrivacyResult, extras: dict[str, Any], *, not_a_bound: str = "",
+             note: str = "") -> PrivacyResult:
+    """Add extras and notes; a bound that does not bound what ran (``not_a_bound`` says why)
+    becomes an estimate."""
+    kind = "estimate" if not_a_bound and result.kind == "bound" else result.kind
+    notes = "; ".join(n for n in (result.note, note, not_a_bound) if n)
+    return dataclasses.replace(result, kind=kind, extras={**result.extras, **extras},
+                               note=notes)
+
+
+def _card(plan: DpFedAvgPrivacy, rounds: int) -> dict[str, Any]:
+    """Card rows of DP-FedAvg's plan after ``rounds`` rounds."""
+    n = plan.num_clients
+    if plan.client_sampling == "poisson":
+        clients = (f"Poisson: each of N = {n} clients with q = {plan.client_rate:g} per round "
+                   f"(expected cohort E[m] = qN = {plan.expected_cohort:g}; an empty cohort "
+                   "releases noise only)")
+    else:
+        clients = (f"fixed-size: m = {plan.cohort_size} of N = {n} clients uniformly without "
+                   f"replacement (q = m/N = {plan.sampling_rate:.6g})")
+    randomness = randomness_text(plan.secure, plan.seed, private=plan.private)
+    if not plan.private:
+        return {
+            "privacy": "NONE: non-private baseline (no clipping, no noise); no guarantee, "
+                       "epsilon = inf",
+            "client sampling": clients,
+            "aggregation": "unweighted mean of the realised cohort's updates",
+            "randomness": randomness,
+            "rounds": rounds,
+        }
+    s = plan.clip_norm
+    clipping = {
+        "flat": f"flat: each client's whole update to L2 norm S = {s:g}",
+        "per-layer": f"per layer: tensor j to S_j = S/sqrt(L) (sum_j S_j^2 = S^2, S = {s:g}; "
+                     "McMahan et al. 2018)",
+        "flat-median": f"flat at S_t = min(S, median of the cohort's update norms), S = {s:g} "
+                       "(Geyer et al. 2017 as in Xie et al. 2023): NOT accounted",
+        "per-layer-median": f"per layer at S_j = median of the cohort's layer norms, scaled to "
+                            f"sqrt(sum_j S_j^2) <= S = {s:g} (Xie et al. 2023): NOT accounted",
+    }[plan.clipping]
+    z = plan.noise_multiplier
+    noise = (f"Gaussian N(0, (z S_t)^2 I) once per round on the sum of clipped updates, "
+             f"z = {z:g}, isotropic")
+    if plan.adaptive is not None:
+        a = plan.adaptive
+        clipping += (f"; adaptive (Andrew et al. 2021): S_0 = {s:g}, S_t+1 = S_t exp(-eta_C "
+                     f"(b~ - gamma)), gamma = {a.target_quantile:g}, eta_C = "
+                     f"{a.learning_rate:g}")
+        noise = (f"Gaussian on the update sum with z_u = {plan.update_noise:.6g} (std z_u S_t) "
+                 f"and on the centred unclipped count with sigma_b = {a.count_noise:g}: "
+                 f"effective z = (z_u^-2 + (2 sigma_b)^-2)^-1/2 = {z:g} (Andrew et al. 2021 "
+                 "Theorem 1)")
+    neighbouring = ("add/remove one client (all of its records)" if plan.sampling is
+                    Sampling.POISSON else
+                    "replace one client's data (population fixed at N; fixed-size cohorts)")
+    return {
+        "unit": "client (all records of one client)",
+        "neighbouring": neighbouring,
+        "sampling": f"clients {clients}; local batches do not enter the guarantee",
+        "noise": noise,
+        "clipping": clipping,
+        "aggregation": f"(sum of clipped updates + noise) / E[m] = / {plan.expected_cohort:g}, "
+                       "the expected cohort size (never the realised one); unweighted",
+        "steps": f"R = {rounds} rounds, one noisy release each",
+        "delta": plan.delta,
+        "release": "every round's global model (all iterates)",
+        "threat model": "trusted server: it sees the clients' raw updates, clips and noises "
+                        "them; only the noised global models are released",
+        "randomness": randomness,
+        "clients": f"N = {n}",
+    }
+
+
+# ------------------------------------------------------------------------------ evaluation
+class _GlobalEvaluator:
+    """Accuracy of one flat model on every client's test set (one pass over the pooled set)."""
+
+    def __init__(self, model: nn.Module, trainer: CohortTrainer, data: FederatedDataset,
+                 device: torch.device, batch_size: int) -> None:
+        self.model = copy.deepcopy(model).to(device).eval()
+        self.trainer = trainer
+        self.batch_size = batch_size
+        self.sizes = np.array([len(idx) for idx in data.test_indices], dtype=np.int64)
+        owners = np.repeat(np.arange(data.num_clients), self.sizes)
+        self.owner = torch.as_tensor(owners, device=device)
+        index = np.concatenate([np.asarray(i, dtype=np.int64) for i in data.test_indices])
+        self.x = _tensor(data.test.x[index], trainer.dtype, device)
+        self.y = _tensor(data.test.y[index], torch.int64, device)
+
+    @torch.no_grad()
+    def accuracies(self, flat: torch.Tensor) -> np.ndarray:
+        """Per-client accuracy (NaN for a client without test records)."""
+        result = np.full(self.sizes.size, math.nan)
+        if not self.sizes.sum():
+            return result
+        params = {n: v[0] for n, v in self.trainer.unflatten(flat.unsqueeze(0)).items()}
+        hits = torch.cat([
+            functional_call(self.model, params, (self.x[lo: lo + self.batch_size],)).argmax(-1)
+            for lo in range(0, self.x.shape[0], self.batch_size)
+        ]) == self.y
+        per_client = torch.zeros(self.sizes.size, dtype=torch.float64, device=hits.device)
+        per_client.index_add_(0, self.owner, hits.to(torch.float64))
+        has = self.sizes > 0
+        result[has] = per_client.cpu().numpy()[has] / self.sizes[has]
+        return result
+
+
+def _tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
+
+
+# ------------------------------------------------------------------------------ the algorithm
+class DpFedAvg(RoundAlgorithm):
+    """Client-level DP-FedAvg over a :class:`~privfl.data.FederatedDataset`.
+
+    Parameters
+    ----------
+    model
+        Architecture; its parameters (or ``init_params``) are the initial global model.
+    spec
+        The clients' local training; must be non-private (``clip_norm=None``): the guarantee
+        is client level and comes from the server's clipping and noise.
+    data
+        The clients' train/test index sets.
+    plan
+        :class:`DpFedAvgPrivacy`: client sampling, noise, clipping and accounting. The round
+        reads its sampling and noise from this object, the accountant its events.
+    server_lr, server_momentum
+        eta > 0 and beta in [0, 1): ``v <- beta v + Delta; w <- w + eta v``.
+    seed
+        Seeds client sampling (numpy) and all training randomness (one torch generator). In
+        secure mode (``plan.secure``) cohorts, batches and noise come from ``os.urandom``.
+    device, eval_batch_size, trainer_options, init_params
+        Where tensors live; evaluation batch size; keyword arguments of
+        :class:`~privfl.fl.CohortTrainer`; optional ``name -> tensor`` starting model.
+    """
+
+    name: ClassVar[str] = "dp-fedavg"
+    title: ClassVar[str] = ("DP-FedAvg, client-level DP (McMahan et al. 2018; UserDP-FedAvg of "
+                            "Xie et al. 2023) with adaptive clipping (Andrew et al. 2021)")
+    config_class: ClassVar[type[FederatedConfig]] = DpFedAvgConfig
+    metric_labels: ClassVar[dict[str, str]] = {
+        "global_accuracy": "global model (mean over clients)",
+    }
+
+    def __init__(
+        self,
+        model: nn.Module,
+        spec: LocalTrainingSpec,
+        data: FederatedDataset,
+        plan: DpFedAvgPrivacy,
+        *,
+        server_lr: float = 1.0,
+        server_momentum: float = 0.0,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+        eval_batch_size: int = 1000,
+        trainer_options: dict[str, Any] | None = None,
+        init_params: dict[str, torch.Tensor] | None = None,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
+        if not isinstance(spec, LocalTrainingSpec):
+            raise ValueError(f"spec = {spec!r} is not allowed: must be a LocalTrainingSpec")
+        if spec.clip_norm is not None:
+            raise ValueError(f"spec.clip_norm = {spec.clip_norm!r} is not allowed: DP-FedAvg's "
+                             "local training is non-private (clip_norm=None); record-level "
+                             "local DP-SGD is insdp-fedavg")
+        if not isinstance(data, FederatedDataset):
+            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
+                             "FederatedDataset")
+        if not isinstance(plan, DpFedAvgPrivacy):
+            raise ValueError(f"plan = {plan!r} is not allowed: must be a DpFedAvgPrivacy")
+        if plan.num_clients != data.num_clients:
+            raise ValueError(f"plan.num_clients = {plan.num_clients}: data has "
+                             f"{data.num_clients} clients")
+        if plan.secure != spec.secure:
+            raise ValueError(f"plan.secure = {plan.secure} and spec.secure = {spec.secure} "
+                             "disagree: secure mode covers cohorts, batches and noise")
+        self.spec, self.data, self.plan = spec, data, plan
+        self.num_clients = data.num_clients
+        self.server_lr = check_range("server_lr", server_lr, 0.0, low_open=True)
+        self.server_momentum = check_range("server_momentum", server_momentum, 0.0, 1.0,
+                                           high_open=True)
+        self.seed = check_int("seed", seed, 0)
+        self.device = torch.device(device)
+        self.eval_batch_size = check_int("eval_batch_size", eval_batch_size, 1)
+        for j, n in enumerate(data.client_sizes):
+            spec.check_records(int(n), f"data.client_sizes[{j}]")
+
+        self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
+        self.dtype = self.trainer.dtype
+        self.aggregation = MeanAggregation(self.num_clients)
+        sizes = tuple(math.prod(self.trainer.param_shapes[n]) for n in self.trainer.param_names)
+        self.clipping = UpdateClipping(plan.clipping, sizes)
+        self.dp = None if not plan.private else ServerSideDp(
+            self.aggregation, self.clipping, noise_multiplier=plan.noise_multiplier,
+            clip_norm=plan.clip_norm, expected_cohort=plan.expected_cohort,
+            adaptive=plan.adaptive, secure=plan.secure)
+        self.train_data = [
+            (_tensor(data.train.x[idx], self.dtype, self.device),
+             _tensor(data.train.y[idx], torch.int64, self.device))
+            for idx in data.train_indices
+        ]
+        self.evaluator = _GlobalEvaluator(model, self.trainer, data, self.device,
+                                          self.eval_batch_size)
+        start = init_params if init_params is not None else trainable_parameters(model)
+        w0 = self.trainer.flatten({n: start[n].detach().unsqueeze(0) for n in
+                                   self.trainer.param_names}).to(self.device)
+
+        # algorithm state (everything a checkpoint needs)
+        self.round = 0
+        self.global_model = w0[0].clone()
+        self.velocity = torch.zeros_like(self.global_model)
+        seeds = np.random.SeedSequence(self.seed).spawn(2)
+        self.rng = np.random.default_rng(seeds[0])
+        self.generator = torch.Generator(device=self.device).manual_seed(
+            int(seeds[1].generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)))
+
+    # ------------------------------------------------------------------ the seam
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> DpFedAvg:
+        """DP-FedAvg with everything the configuration says."""
+        from privfl.fl.algorithms.builders import build_model
+
+        f = config.federated
+        return cls(
+            build_model(config, data), local_spec(config), data,
+            cls.privacy_plan(config, data), server_lr=f.server_lr,
+            server_momentum=f.server_momentum, seed=config.seed, device=config.run.device,
+            eval_batch_size=config.run.eval_batch_size)
+
+    @classmethod
+    def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> DpFedAvgPrivacy:
+        """The plan alone (no model, no training)."""
+        return DpFedAvgPrivacy.from_config(config, data.num_clients)
+
+    def setup(self) -> dict[str, str]:
+        spec, plan = self.spec, self.plan
+        sampling = (f"Poisson q = {plan.client_rate:g}" if plan.client_sampling == "poisson"
+                    else f"fixed-size m = {plan.cohort_size}")
+        adaptive = ""
+        if plan.adaptive is not None:
+            a = plan.adaptive
+            adaptive = (f", adaptive (gamma = {a.target_quantile:g}, eta_C = "
+                        f"{a.learning_rate:g}, sigma_b = {a.count_noise:g})")
+        return {
+            "model": f"{type(self.evaluator.model).__name__} ({self.trainer.num_params:,} "
+                     "parameters)",
+            "local training": f"K = {spec.local_steps}, B = {spec.batch_size} ({spec.sampling}),"
+                              f" {spec.optimizer} lr {spec.lr:g}"
+                              + (f", weight decay {spec.weight_decay:g}" if spec.weight_decay
+                                 else "") + ", non-private, fresh optimizer state every round",
+            "DP-FedAvg": f"clients {sampling}, eta = {self.server_lr:g}"
+                         + (f", server momentum {self.server_momentum:g}"
+                            if self.server_momentum else ""),
+            "privacy": (f"client-level, z = {plan.noise_multiplier:g}, S = {plan.clip_norm:g} "
+                        f"({plan.clipping} clipping{adaptive})") if plan.private
+            else "none (non-private baseline)",
+        }
+
+    # ------------------------------------------------------------------ one round
+    def select_cohort(self) -> np.ndarray:
+        """The round's cohort (sorted client indices) by the plan's client sampling: client j
+        joins iff ``u_j < q`` (Poisson), or the m smallest of N uniforms (fixed-size, uniform
+        without replacement); uniforms from the seeded generator or ``os.urandom``."""
+        source = SECURE_RANDOM if self.plan.secure else self.rng
+        keys = source.random(self.num_clients)
+        if self.plan.client_sampling == "poisson":
+            return np.flatnonzero(keys < self.plan.client_rate)
+        return np.sort(np.argsort(keys, kind="stable")[: self.plan.cohort_size])
+
+    def round_info(self, cohort: np.ndarray) -> dict[str, Any]:
+        return {"cohort_size": int(cohort.size)}
+
+    def local_work(self, cohort: np.ndarray) -> dict[str, Any]:
+        """K local non-private steps of every sampled client from the global model; returns
+        the updates ``[c, d]`` (0 rows for an empty cohort)."""
+        if not cohort.size:
+            return {"updates": self.global_model.new_zeros(0, self.global_model.numel()),
+                    "stats": None}
+        start = self.trainer.unflatten(self.global_model.expand(cohort.size, -1).clone())
+        params, _, stats = self.trainer.train(
+            start, [self.train_data[j] for j in cohort], None, self.generator)
+        updates = self.trainer.flatten(params).sub_(self.global_model)
+        return {"updates": updates, "stats": stats}
+
+    def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:
+        """The server step: the DP wrapper's noisy mean (or the plain mean), then eta, beta."""
+        rows = updates["updates"]
+        result: DpAggregate | None = None
+        if self.dp is not None:
+            result = self.dp(rows, cohort, self.generator)
+            step = result.step
+        elif rows.shape[0]:
+            step = self.aggregation.mean(rows, cohort)
+        else:
+            step = torch.zeros_like(self.global_model)
+        updates["dp"] = result
+        if self.server_momentum:
+            self.velocity.mul_(self.server_momentum).add_(step)
+            step = self.velocity
+        self.global_model.add_(step, alpha=self.server_lr)
+
+    def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:
+        accs = self.evaluator.accuracies(self.global_model)
+        stats, result = updates["stats"], updates.get("dp")
+        metrics: dict[str, Any] = {
+            "global_accuracy": float(np.nanmean(accs)) if np.isfinite(accs).any() else math.nan,
+            "train_loss": float(stats.loss.mean()) if stats is not None else math.nan,
+        }
+        if result is not None:
+            metrics.update(
+                clip_norm=result.clip_norm, noise_std=result.noise_std,
+                clipped_fraction=result.clipped_fraction, update_norm=result.mean_norm)
+            if result.unclipped_estimate is not None:
+                metrics["unclipped_estimate"] = result.unclipped_estimate
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def data_fingerprint(self) -> str:
+        """SHA-256 of the partition (client train/test indices): a resume must match it."""
+        digest = hashlib.sha256()
+        for part in (*self.data.train_indices, *self.data.test_indices):
+            digest.update(np.asarray(part, dtype=np.int64).tobytes())
+            digest.update(b"|")
+        return digest.hexdigest()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly (in secure mode: to continue, not replay)."""
+        from privfl.fl.algorithms.prifedsync import _jsonable_state
+
+        return {
+            "round": self.round,
+            "global_model": self.global_model.detach().cpu().clone(),
+            "velocity": self.velocity.detach().cpu().clone(),
+            "dp": self.dp.state_dict() if self.dp is not None else {},
+            "numpy_rng": _jsonable_state(self.rng.bit_generator.state),
+            "torch_generator": self.generator.get_state(),
+            "data_fingerprint": self.data_fingerprint(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (same data partition and model required)."""
+        if state.get("data_fingerprint") != self.data_fingerprint():
+            raise ValueError("checkpoint data_fingerprint does not match this run's client "
+                             "partition: resume needs the same data settings and seed")
+        model = state["global_model"]
+        if tuple(model.shape) != tuple(self.global_model.shape):
+            raise ValueError(f"checkpoint global model has shape {tuple(model.shape)}: this run "
+                             f"has {tuple(self.global_model.shape)} (a different model)")
+        self.round = check_int("round", state["round"], 0)
+        self.global_model = model.to(self.device, self.dtype).clone()
+        self.velocity = state["velocity"].to(self.device, self.dtype).clone()
+        if self.dp is not None:
+            self.dp.load_state_dict(state["dp"])
+        self.rng.bit_generator.state = state["numpy_rng"]
+        self.generator.set_state(state["torch_generator"])
+
+    def global_params(self) -> dict[str, torch.Tensor]:
+        """The global model as ``name -> tensor`` (copies)."""
+        return {n: v[0].clone() for n, v in
+                self.trainer.unflatten(self.global_model.unsqueeze(0)).items()}
+
+    def __repr__(self) -> str:
+        return (f"DpFedAvg(clients={self.num_clients}, {self.plan.client_sampling}, "
+                f"round={self.round}, private={self.plan.private})")
