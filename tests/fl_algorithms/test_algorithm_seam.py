@@ -31,10 +31,6 @@ class ToyConfig(FederatedConfig):
     ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
 
-    def check(self, config):
-        if config.privacy.sigma is not None:
-            raise ValueError("privacy.sigma is PriFedSync's convention: use noise_multiplier")
-
 
 class ToyPlan:
     """Client-level Poisson(q) sampling, Gaussian noise z on the sum: DP-FedAvg's event."""
@@ -165,8 +161,12 @@ def test_registry_and_protocol(toy):
                                                     "accountants": ["gdp-clt"]}})
     with pytest.raises(ConfigError, match="stop.target_metric = 'personalised' is not allowed"):
         config_from_dict({**_config(), "stop": {"target_metric": "personalised"}})
-    with pytest.raises(ConfigError, match="PriFedSync's convention"):
+    with pytest.raises(ConfigError, match="privacy.sigma = 1.0 is not allowed for "
+                                          "federated.algorithm = 'toy'"):
         config_from_dict({**_config(), "privacy": {"sigma": 1.0}})
+    with pytest.raises(ConfigError, match="privacy.noise_multiplier is missing"):
+        config_from_dict({**_config(), "privacy": {"delta": 1e-6}})
+    assert config_from_dict({**_config(), "privacy": {"enabled": False}}).privacy.z == 0.0
 
 
 def test_unknown_algorithm_names_the_choices():

@@ -199,6 +199,8 @@ class FederatedConfig(_Section):
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("pld",)
     #: accountants among ACCOUNTANTS whose numbers are estimates (never a budget's bound)
     ESTIMATE_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt",)
+    #: whether privacy.sigma (Zheng et al. 2021's noise std / 2C) is accepted
+    PAPER_SIGMA: ClassVar[bool] = False
     #: accuracy metrics that stop.target_metric may name (without "_accuracy")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
 
@@ -292,7 +294,19 @@ class ExperimentConfig(_Section):
                 f"federated.algorithm = {fed.algorithm!r}: must be one of "
                 f"{', '.join(fed.TARGET_METRICS)}"
             )
+        if privacy.enabled and privacy.sigma is not None and not fed.PAPER_SIGMA:
+            raise ValueError(
+                f"privacy.sigma = {privacy.sigma!r} is not allowed for federated.algorithm = "
+                f"{fed.algorithm!r}: sigma (noise std / 2C) is Zheng et al. 2021's convention for "
+                "PriFedSync; give privacy.noise_multiplier (z = noise std / C) instead"
+            )
         fed.check(self)
+        if privacy.enabled and privacy.sigma is None and privacy.noise_multiplier is None:
+            raise ValueError(
+                f"privacy.noise_multiplier is missing: federated.algorithm = {fed.algorithm!r} "
+                "with privacy.enabled needs the noise multiplier z (noise std / C), or set "
+                "privacy.enabled: false for a non-private baseline"
+            )
         return self
 
 

@@ -89,6 +89,7 @@ class PriFedSyncConfig(FederatedConfig):
     ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt", "pld", "rdp")
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt", "pld")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("personalised", "global")
+    PAPER_SIGMA: ClassVar[bool] = True
 
     def check(self, config: ExperimentConfig) -> None:
         privacy = config.privacy
