@@ -36,8 +36,6 @@ monitoring values for the experimenter, not covered by the privacy guarantee.
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
@@ -46,7 +44,6 @@ import numpy as np
 import torch
 from pydantic import Field
 from torch import nn
-from torch.func import functional_call
 
 from privfl._validation import (
     check_choice,
@@ -62,6 +59,13 @@ from privfl.accounting.results import PrivacyResult
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
+from privfl.fl.algorithms.common import (
+    ClientTensors,
+    FlatPredictor,
+    data_fingerprint,
+    jsonable_state,
+    seeded_generators,
+)
 from privfl.fl.algorithms.helpers import HelperMap, make_helper
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
@@ -217,10 +221,6 @@ def _card(algorithm: PriFedSyncPrivacy, rounds: int) -> dict[str, Any]:
     }
 
 
-def _as_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.as_tensor(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
-
-
 class PriFedSync(RoundAlgorithm):
     """PriFedSync (Zheng et al. 2021) over a :class:`~privfl.data.FederatedDataset`.
 
@@ -329,12 +329,16 @@ class PriFedSync(RoundAlgorithm):
         )
 
         self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
-        self._eval_model = copy.deepcopy(model).to(self.device).eval()
+        self._predict = FlatPredictor(model, self.trainer.unflatten, self.device,
+                                      self.eval_batch_size)
+        self._eval_model = self._predict.model
         self.dtype = self.trainer.dtype
         start = init_params if init_params is not None else trainable_parameters(model)
         w0 = self.trainer.flatten({n: start[n].detach().unsqueeze(0) for n in
                                    self.trainer.param_names}).to(self.device)
-        self._load_data()
+        self.tensors = ClientTensors(data, self.dtype, self.device)
+        self.train_data, self.test_data = self.tensors.train, self.tensors.test
+        self.test_sizes = self.tensors.test_sizes
 
         # algorithm state (everything a checkpoint needs)
         self.round = 0
@@ -347,41 +351,12 @@ class PriFedSync(RoundAlgorithm):
         self.personal_accuracy = np.zeros(self.num_clients, dtype=np.float64)
         self.evaluated = np.zeros(self.num_clients, dtype=bool)
         self.global_accuracy = np.full(self.num_clients, math.nan)
-        seeds = np.random.SeedSequence(self.seed).spawn(2)
-        self.rng = np.random.default_rng(seeds[0])
-        self.generator = torch.Generator(device=self.device).manual_seed(
-            int(seeds[1].generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
-        )
+        self.rng, self.generator = seeded_generators(self.seed, self.device)
 
     # ------------------------------------------------------------------ data
-    def _load_data(self) -> None:
-        data, dev, dt = self.data, self.device, self.dtype
-        self.train_data = [
-            (_as_tensor(data.train.x[idx], dt, dev), _as_tensor(data.train.y[idx], torch.int64,
-                                                                dev))
-            for idx in data.train_indices
-        ]
-        self.test_data = [
-            (_as_tensor(data.test.x[idx], dt, dev), _as_tensor(data.test.y[idx], torch.int64,
-                                                               dev))
-            for idx in data.test_indices
-        ]
-        self.test_sizes = np.array([len(y) for _, y in self.test_data], dtype=np.int64)
-        owners = np.repeat(np.arange(self.num_clients), self.test_sizes)
-        self._test_owner = torch.as_tensor(owners, device=dev)
-        if self.test_sizes.sum():
-            self._test_x = torch.cat([x for x, _ in self.test_data])
-            self._test_y = torch.cat([y for _, y in self.test_data])
-        else:
-            self._test_x = self._test_y = None
-
     def data_fingerprint(self) -> str:
         """SHA-256 of the partition (client train/test indices): a resume must match it."""
-        digest = hashlib.sha256()
-        for part in (*self.data.train_indices, *self.data.test_indices):
-            digest.update(np.asarray(part, dtype=np.int64).tobytes())
-            digest.update(b"|")
-        return digest.hexdigest()
+        return data_fingerprint(self.data)
 
     # ------------------------------------------------------------------ the seam
     name: ClassVar[str] = "prifedsync"
@@ -470,38 +445,20 @@ class PriFedSync(RoundAlgorithm):
 
     # ------------------------------------------------------------------ evaluation
     def _params(self, flat_row: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {n: v[0] for n, v in self.trainer.unflatten(flat_row.unsqueeze(0)).items()}
+        return self._predict.params(flat_row)
 
-    @torch.no_grad()
     def predict(self, flat_row: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Predicted labels of the model with flat parameters ``flat_row`` ([d]) on ``x``."""
-        params = self._params(flat_row)
-        out = [
-            functional_call(self._eval_model, params, (x[lo: lo + self.eval_batch_size],))
-            .argmax(-1)
-            for lo in range(0, x.shape[0], self.eval_batch_size)
-        ]
-        return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64, device=x.device)
+        return self._predict(flat_row, x)
 
     def client_accuracy(self, flat_row: torch.Tensor, client: int) -> float:
         """Accuracy of a model on one client's test set (NaN if it has none)."""
-        x, y = self.test_data[client]
-        if y.numel() == 0:
-            return math.nan
-        return float((self.predict(flat_row, x) == y).to(torch.float64).mean())
+        return self.tensors.client_accuracy(lambda x: self._predict(flat_row, x), client)
 
     def global_accuracies(self, flat_row: torch.Tensor | None = None) -> np.ndarray:
         """Per-client accuracy of one model (default: the global model) on every test set."""
         flat_row = self.global_model if flat_row is None else flat_row
-        result = np.full(self.num_clients, math.nan)
-        if self._test_x is None:
-            return result
-        correct = (self.predict(flat_row, self._test_x) == self._test_y).to(torch.float64)
-        hits = torch.zeros(self.num_clients, dtype=torch.float64, device=correct.device)
-        hits.index_add_(0, self._test_owner, correct)
-        has = self.test_sizes > 0
-        result[has] = hits.cpu().numpy()[has] / self.test_sizes[has]
-        return result
+        return self.tensors.accuracies(lambda x: self._predict(flat_row, x))
 
     def personalised_accuracy(self) -> float:
         """Spec A10: mean over clients (with a test set) of the latest personalised accuracy,
@@ -562,12 +519,10 @@ class PriFedSync(RoundAlgorithm):
             loss = float(updates["stats"].loss.mean())
             clipped = float(updates["stats"].clipped_fraction.mean())
         self.global_accuracy = self.global_accuracies()
-        has = self.test_sizes > 0
         return {
             "personalised_accuracy": self.personalised_accuracy(),
             "personalised_accuracy_cohort": cohort_acc,
-            "global_accuracy": float(np.nanmean(self.global_accuracy[has])) if has.any()
-            else math.nan,
+            "global_accuracy": self.tensors.mean_accuracy(self.global_accuracy),
             "clients_evaluated": int(self.evaluated.sum()),
             "train_loss": loss,
             "clipped_fraction": clipped,
@@ -591,7 +546,7 @@ class PriFedSync(RoundAlgorithm):
             "personal_accuracy": torch.from_numpy(self.personal_accuracy.copy()),
             "evaluated": torch.from_numpy(self.evaluated.copy()),
             "global_accuracy": torch.from_numpy(self.global_accuracy.copy()),
-            "numpy_rng": _jsonable_state(self.rng.bit_generator.state),
+            "numpy_rng": jsonable_state(self.rng.bit_generator.state),
             "torch_generator": self.generator.get_state(),
             "data_fingerprint": self.data_fingerprint(),
         }
@@ -639,15 +594,3 @@ class PriFedSync(RoundAlgorithm):
         return (f"PriFedSync(clients={self.num_clients}, p={self.client_rate}, "
                 f"eta={self.server_lr}, helper={self.helper!r}, round={self.round}, "
                 f"private={self.private})")
-
-
-def _jsonable_state(state: Any) -> Any:
-    """numpy bit-generator state as plain Python values (loadable with weights_only)."""
-    if isinstance(state, dict):
-        return {k: _jsonable_state(v) for k, v in state.items()}
-    if isinstance(state, np.ndarray):
-        return state.tolist()
-    if isinstance(state, np.integer):
-        return int(state)
-    return state
-
