@@ -21,11 +21,13 @@ from privfl.accounting.contraction import (
     all_iterates_event,
     closed_form_delta,
     corollary1,
+    corollary1_utility_bound,
     last_iterate_report,
     log_theta,
     theta,
 )
 from privfl.accounting.events import Neighbouring, Sampling
+from privfl.accounting.methods import account
 
 FAST = settings(max_examples=40, deadline=None)
 
@@ -722,3 +724,294 @@ def test_module_never_imports_torch():
         "sys.exit(1 if 'torch' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# --------------------------------------------------------------------------------------------
+# a one-pass run stopped early, and the multi-round extension (spec seed4 section 9.3)
+# --------------------------------------------------------------------------------------------
+
+
+def independent(T, n=10, m=1, rho=0.2, eta=0.5, sigma=1.5, convex=True, **kwargs):
+    extra = dict(convex=True, smooth=0.0) if convex else {}
+    return ProjectedNoisySGD(n, m, 1.0, rho, eta, sigma, schedule="independent", rounds=T,
+                             **extra, **kwargs)
+
+
+@pytest.mark.parametrize("rounds", [1, 3, 7])
+def test_partial_one_pass_averages_over_all_batches(rounds):
+    # n/m = 10 batches, only the first `rounds` used: delta = (1/10) sum_{t<=r} theta a^(r-t)
+    run = ProjectedNoisySGD(100, 10, 1.0, 0.1, 0.5, 1.5, rounds=rounds)
+    full = ProjectedNoisySGD(100, 10, 1.0, 0.1, 0.5, 1.5)
+    eps = 0.7
+    a, t1 = theta(eps, run.contraction_r[-1]), theta(eps, run.entry_r[0])
+    expected = sum(t1 * a ** (rounds - t) for t in range(1, rounds + 1)) / 10
+    assert run.delta(eps) == pytest.approx(expected, rel=1e-12)
+    assert run.uniform_bound_delta(eps) == pytest.approx(expected, rel=1e-12)
+    assert run.delta(eps, sharpened=True) <= run.delta(eps) * (1 + 1e-12)
+    # the random stop is uniform over the rounds that ran
+    stopped = sum(
+        sum(t1 * a ** (tau - t) for t in range(1, tau + 1)) for tau in range(1, rounds + 1)
+    ) / (10 * rounds)
+    assert run.delta(eps, release="random-stop") == pytest.approx(stopped, rel=1e-12)
+    assert run.delta(eps) <= full.delta(eps) * 10  # sanity: same order as the full pass
+
+
+def test_multi_round_golden_values_spec_6_6():
+    # spec 6.6: n = 10, m = 1 (q = 0.1), rho = 0.2, eta = 0.5, sigma = 1.5: TV bound 7.25e-2 at
+    # T = 10 and 8.01e-2 for T >= 100 (saturated)
+    assert printed(independent(10).delta(0.0), 7.25e-2, 3)
+    for T in (100, 1000, 10**6, math.inf):
+        assert printed(independent(T).delta(0.0), 8.01e-2, 3)
+    # n = 10, m = 2, rho = 1, sigma = 1, T = 100: 9.81e-1 / 9.70e-1 at eps = 0 / 1
+    run = independent(100, m=2, rho=1.0, sigma=1.0)
+    assert printed(run.delta(0.0), 9.81e-1, 3) and printed(run.delta(1.0), 9.70e-1, 3)
+
+
+def test_multi_round_saturation_example_spec_0_5():
+    # spec section 0 item 5: n = 1000, m = 10, eta = 0.5, sigma = 1.5, L = 1, rho = 0.02:
+    # the last iterate saturates at eps = 1.65 (delta = 1e-5) ...
+    run = independent(math.inf, n=1000, m=10, rho=0.02)
+    eps_inf = run.epsilon(1e-5)
+    assert round(eps_inf, 2) == 1.65
+    assert run.epsilon(1e-5, sharpened=True) <= eps_inf * (1 + 1e-12)
+    # ... while RDP for the same independent rounds with every iterate released passes it
+    # after about 1.9e3 rounds
+    def rdp(T):
+        event = all_iterates_event(independent(T, n=1000, m=10, rho=0.02), "independent-rounds")
+        (result,) = account(event, delta=1e-5, methods="rdp").results
+        return result.epsilon
+
+    assert rdp(1500) < eps_inf < rdp(2500)
+
+
+@FAST
+@given(
+    q_den=st.integers(1, 50),
+    m=st.integers(1, 4),
+    rho=st.floats(0.01, 2.0),
+    eta=st.floats(0.05, 1.0),
+    sigma=st.floats(0.3, 4.0),
+    eps=st.floats(0.0, 4.0),
+    convex=st.booleans(),
+)
+def test_saturation_limit_is_the_closed_form(q_den, m, rho, eta, sigma, eps, convex):
+    n = m * q_den
+    run = independent(math.inf, n=n, m=m, rho=rho, eta=eta, sigma=sigma, convex=convex)
+    q = m / n
+    r1 = 2.0 / (math.sqrt(m) * sigma)
+    D = 2 * rho if convex else 2 * (rho + eta)
+    rc = D * math.sqrt(m) / (eta * sigma)
+    re = r1 + rc if convex else rc
+    expected = q * theta(eps, re) / (1 - (1 - q) * theta(eps, rc))
+    assert run.delta(eps) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+    assert run.saturation_delta(eps) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+    assert run.delta(eps, sharpened=True) <= run.delta(eps) * (1 + 1e-9) + 1e-300
+
+
+@FAST
+@given(
+    q_den=st.integers(2, 20),
+    rho=st.floats(0.01, 1.0),
+    eta=st.floats(0.1, 1.0),
+    sigma=st.floats(0.5, 3.0),
+    eps=st.floats(0.0, 2.0),
+    sharpened=st.booleans(),
+)
+def test_multi_round_bound_grows_monotonically_to_the_limit(q_den, rho, eta, sigma, eps, sharpened):
+    limit = independent(math.inf, n=q_den, rho=rho, eta=eta, sigma=sigma).delta(
+        eps, sharpened=sharpened
+    )
+    values = [
+        independent(T, n=q_den, rho=rho, eta=eta, sigma=sigma).delta(eps, sharpened=sharpened)
+        for T in (1, 2, 3, 5, 10, 30, 100, 1000, 10**4)
+    ]
+    assert all(b >= a * (1 - 1e-12) for a, b in zip(values, values[1:], strict=False))
+    assert values[-1] <= limit * (1 + 1e-9)
+    assert values[-1] == pytest.approx(limit, rel=1e-6)  # (1 - 1/q_den)^1e4 is negligible
+    assert values[0] == pytest.approx(theta(eps, 2.0 / sigma) / q_den, rel=1e-9)  # T=1: q theta
+
+
+def test_multi_round_epsilon_converges_monotonically():
+    base = dict(n=1000, m=10, rho=0.02)
+    limit = independent(math.inf, **base).epsilon(1e-5)
+    eps = [independent(T, **base).epsilon(1e-5) for T in (1, 10, 100, 300, 1000, 3000)]
+    assert all(b >= a - 1e-9 for a, b in zip(eps, eps[1:], strict=False))
+    assert eps[0] < 1.2 < limit and abs(eps[-1] - limit) < 1e-6
+
+
+@pytest.mark.parametrize("convex", [True, False])
+@pytest.mark.parametrize("eps", [0.0, 0.4, 1.5])
+def test_multi_round_per_round_path_equals_constant_path(convex, eps):
+    T = 25
+    const = independent(T, n=20, m=4, rho=0.1, convex=convex)
+    listed = ProjectedNoisySGD(20, 4, 1.0, 0.1, [0.5] * T, [1.5] * T, schedule="independent",
+                               rounds=T, **(dict(convex=True, smooth=0.0) if convex else {}))
+    assert not listed.is_constant or listed.lr_schedule.size == T
+    for sharpened in (False, True):
+        a = const.delta(eps, sharpened=sharpened)
+        b = listed._log_delta_independent(eps, sharpened, True)
+        assert a == pytest.approx(math.exp(b), rel=1e-10)
+    # public batches: the worst pattern is the user in the last round, re-entering
+    assert const.delta(eps, secret_assignment=False) == pytest.approx(
+        theta(eps, float(const.reentry_r[-1])), rel=1e-12
+    )
+
+
+def test_multi_round_varying_schedule_is_a_direct_sum():
+    T, n, m, eps = 6, 12, 3, 0.3
+    lr = [0.9, 0.7, 0.5, 0.5, 0.3, 0.2]
+    sigma = [1.0, 1.2, 1.5, 2.0, 2.0, 3.0]
+    run = ProjectedNoisySGD(n, m, 1.0, 0.3, lr, sigma, schedule="independent", rounds=T)
+    q = m / n
+    r1 = [2 / (math.sqrt(m) * s) for s in sigma]
+    rc = [2 * (0.3 + e) * math.sqrt(m) / (e * s) for e, s in zip(lr, sigma, strict=True)]
+    total = 0.0
+    for t in range(1, T + 1):
+        mix = (1 - q) ** (t - 1) * theta(eps, r1[t - 1]) + (1 - (1 - q) ** (t - 1)) * theta(
+            eps, rc[t - 1]
+        )
+        total += q * (1 - q) ** (T - t) * mix * math.prod(theta(eps, rc[j]) for j in range(t, T))
+    assert run.delta(eps) == pytest.approx(total, rel=1e-12)
+    assert run.delta(eps, sharpened=True) <= total * (1 + 1e-12)
+
+
+def exact_independent_delta(eps_list, T, n, m, rho, eta, sigma, grid=401):
+    """E_gamma of W_T of a 1-D run with independent rounds, exact on a grid (as spec 6.6).
+
+    The differing user (x = +L vs -L; everyone else x = 0) is in each round's batch with
+    probability q = m/n independently, so each round's kernel is the mixture
+    q K(+-eta L/m) + (1 - q) K(0); rounding to the grid is post-processing inside the round.
+    """
+    q = m / n
+    points = np.linspace(-rho, rho, grid)
+    edges = (points[1:] + points[:-1]) / 2
+    std = eta * sigma / math.sqrt(m)
+
+    def kernel(shift):
+        cdf = ndtr((edges[None, :] - (points[:, None] - shift)) / std)
+        cdf = np.concatenate([np.zeros((grid, 1)), cdf, np.ones((grid, 1))], axis=1)
+        return np.diff(cdf, axis=1)
+
+    same = kernel(0.0)
+    plus = q * kernel(eta / m) + (1 - q) * same
+    minus = q * kernel(-eta / m) + (1 - q) * same
+    P = np.zeros(grid)
+    P[grid // 2] = 1.0
+    Q = P.copy()
+    for _ in range(T):
+        P, Q = P @ plus, Q @ minus
+    return [float(np.maximum(P - math.exp(e) * Q, 0.0).sum()) for e in eps_list]
+
+
+def test_multi_round_bound_holds_on_exact_mechanism_spec_case():
+    # spec 6.6: n = 10, m = 1, rho = 0.2: the true TV 6.06e-2 saturates, below the bound
+    eps_list = [0.0, 0.1, 0.3, 1.0]
+    for T in (10, 100):
+        exact = exact_independent_delta(eps_list, T, 10, 1, 0.2, 0.5, 1.5)
+        for eps, true in zip(eps_list, exact, strict=True):
+            assert true <= independent(T).delta(eps, sharpened=True) * (1 + 1e-9)
+        assert abs(exact[0] - 6.06e-2) < 0.003
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    T=st.integers(1, 40),
+    n=st.integers(2, 8),
+    rho=st.floats(0.05, 1.5),
+    eta=st.floats(0.1, 1.0),
+    sigma=st.floats(0.5, 3.0),
+)
+def test_multi_round_bound_holds_on_exact_mechanism(T, n, rho, eta, sigma):
+    eps_list = [0.0, 0.3, 1.0]
+    exact = exact_independent_delta(eps_list, T, n, 1, rho, eta, sigma, grid=151)
+    run = independent(T, n=n, rho=rho, eta=eta, sigma=sigma)
+    for eps, true in zip(eps_list, exact, strict=True):
+        assert true <= run.delta(eps, sharpened=True) * (1 + 1e-9) + 1e-15
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        (dict(schedule="shuffled"), "schedule"),
+        (dict(schedule="independent"), "rounds = None"),
+        (dict(schedule="independent", rounds=0), "rounds"),
+        (dict(schedule="independent", rounds=2.5), "rounds"),
+        (dict(schedule="independent", rounds=-math.inf), "rounds"),
+        (dict(schedule="independent", rounds=math.inf, lr=[0.5] * 3), "lr"),
+        (dict(schedule="independent", rounds=3, noise=[1.5] * 4), "noise"),
+        (dict(rounds=11), "rounds"),  # one pass: at most n/m = 10
+        (dict(rounds=math.inf), "rounds"),
+    ],
+)
+def test_schedule_and_rounds_refusals(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        ProjectedNoisySGD(**{**BASE, **kwargs})
+
+
+def test_multi_round_refuses_one_pass_queries():
+    run = independent(5)
+    for call, text in [
+        (lambda: run.delta(1.0, release="random-stop"), "random-stop"),
+        (lambda: run.per_round_delta(1.0), "per_round_delta"),
+        (lambda: run.uniform_bound_delta(1.0), "uniform_bound_delta"),
+        (lambda: run.one_shot_epsilon(1e-5), "one_shot_epsilon"),
+        (lambda: all_iterates_event(run, "one-pass"), "one-pass"),
+        (lambda: all_iterates_event(independent(math.inf), "independent-rounds"), "inf"),
+        (lambda: ProjectedNoisySGD(10, 1, 1.0, 0.2, [0.5, 0.4, 0.3], 1.5,
+                                   schedule="independent", rounds=3).saturation_delta(1.0),
+         "constant"),
+    ]:
+        with pytest.raises(ValueError, match=text):
+            call()
+    # n need not be a multiple of m for independent rounds (q = 3/10)
+    assert independent(4, n=10, m=3).sampling_rate == 0.3
+
+
+def test_multi_round_all_iterates_event_is_the_run():
+    run = independent(700, n=100, m=5)
+    event = all_iterates_event(run, "independent-rounds", unit="client")
+    ((step, count),) = event.steps
+    assert count == 700 and step.sampling_rate == 0.05
+    assert step.sampling is Sampling.WITHOUT_REPLACEMENT
+    assert step.noise_multiplier == pytest.approx(1.5 * math.sqrt(5))
+    assert event.unit.value == "client"
+
+
+def test_multi_round_report():
+    results = last_iterate_report(1000, 10, 1.0, 0.02, 0.5, 1.5, 1e-5, convex=True, smooth=1.0,
+                                  schedule="independent", rounds=300, methods=("rdp",))
+    assert [r.method for r in results] == ["contraction", "contraction-sharpened", "rdp"]
+    plain, sharp, rdp = results
+    assert plain.kind == sharp.kind == "bound" and plain.steps == 300
+    assert plain.sampling.startswith("independent uniform subsets") and "T=300" in plain.sampling
+    assert "not in Asoodeh et al. 2021" in plain.note and "9.3" in plain.extras["theorem"]
+    assert plain.extras["saturation_epsilon"] == pytest.approx(1.6507, abs=1e-4)
+    assert plain.epsilon <= plain.extras["saturation_epsilon"] + 1e-9
+    # the composition baseline is what ran here: a bound, not an estimate
+    assert rdp.kind == "bound" and rdp.extras["baseline"] == "independent-rounds"
+    assert rdp.epsilon < plain.epsilon  # at 300 rounds composition is still tighter
+    limit = last_iterate_report(1000, 10, 1.0, 0.02, 0.5, 1.5, 1e-5, convex=True, smooth=1.0,
+                                schedule="independent", rounds=math.inf)
+    assert [r.method for r in limit] == ["contraction", "contraction-sharpened"]
+    assert limit[0].epsilon == pytest.approx(plain.extras["saturation_epsilon"], rel=1e-12)
+    with pytest.raises(ValueError, match="one-pass"):
+        last_iterate_report(100, 10, 1.0, 0.1, 0.5, 1.5, 1e-5, schedule="independent",
+                            rounds=3, baselines=("one-pass",))
+
+
+def test_corollary1_utility_bound():
+    # 2 beta (D^2 + (G^2 + d sigma^2)/m) / (lambda^2 T)
+    value = corollary1_utility_bound(2.0, 0.5, 10, 4, 3.0, 5.0, 1.5, dim=7)
+    assert value == pytest.approx(2 * 2.0 * (9.0 + (5.0 + 7 * 2.25) / 4) / (0.25 * 10))
+    assert corollary1_utility_bound(2.0, 0.5, 10, 4, 3.0, 5.0, 1.5) < value  # paper: d = 1
+    for kwargs, name in [
+        (dict(smooth=0.0), "smooth"),
+        (dict(strong_convexity=-1.0), "strong_convexity"),
+        (dict(rounds=0), "rounds"),
+        (dict(dim=0), "dim"),
+        (dict(noise=-1.0), "noise"),
+    ]:
+        args = dict(smooth=2.0, strong_convexity=0.5, rounds=10, batch_size=4, grad_bound=3.0,
+                    grad_variance=5.0, noise=1.5)
+        with pytest.raises(ValueError, match=name):
+            corollary1_utility_bound(**{**args, **kwargs})

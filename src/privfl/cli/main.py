@@ -255,6 +255,21 @@ def _float_list(name: str, text: str) -> float | list[float]:
 Release = _choices("Release", "last", "random-stop")
 Baseline = _choices("Baseline", "one-pass", "independent-rounds")
 CompositionMethod = _choices("CompositionMethod", "rdp", "pld", "all", "none")
+Schedule = _choices("Schedule", "one-pass", "independent")
+
+
+def _rounds(text: str | None) -> int | float | None:
+    """``--rounds``: a positive integer, or ``inf``."""
+    if text is None:
+        return None
+    if text.strip().lower() in ("inf", "infinity"):
+        return float("inf")
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(
+            f"rounds = {text!r} is not allowed: must be an integer >= 1 or 'inf'"
+        ) from None
 
 
 @account_app.command("last-iterate")
@@ -285,18 +300,40 @@ def account_last_iterate(
         CompositionMethod, typer.Option(help="All-iterates comparison accountant(s).")
     ] = CompositionMethod.all,
     baseline: Annotated[
-        list[Baseline] | None, typer.Option(help="All-iterates baseline(s) to compare with.")
+        list[Baseline] | None,
+        typer.Option(
+            help="All-iterates baseline(s) to compare with (default: one-pass, or "
+            "independent-rounds with --schedule independent)."
+        ),
+    ] = None,
+    schedule: Annotated[
+        Schedule,
+        typer.Option(
+            help="one-pass: the paper's secret random partition, each user once. independent: "
+            "a fresh secret uniform subset of m users every round (the multi-round extension, "
+            "derived in privfl's spec; not in the paper)."
+        ),
+    ] = Schedule.one_pass,
+    rounds: Annotated[
+        str | None,
+        typer.Option(
+            help="T: rounds (one-pass: at most n/m, default n/m; independent: required, an "
+            "integer or 'inf' for the saturation limit)."
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Epsilon when only the final model of projected noisy SGD is released (seed 004).
+    """Epsilon when only the final model of projected noisy SGD is released (Asoodeh et al.
+    2021).
 
-    Shows the contraction bounds (Theorem 2 / Corollary 3 and the sharpened chain rule) next to
-    the composition bounds for releasing every iterate of the same run.
+    Shows the contraction bounds (Theorem 2 / Corollary 3, or the multi-round extension with
+    --schedule independent, and the sharpened chain rule) next to the composition bounds for
+    releasing every iterate of the same run.
     """
     from privfl.accounting.contraction import last_iterate_report
 
     methods = {"all": ("rdp", "pld"), "none": ()}.get(method.value, (method.value,))
+    total = _rounds(rounds)
     results = last_iterate_report(
         users,
         batch_size,
@@ -310,13 +347,21 @@ def account_last_iterate(
         release=release.value,
         secret_assignment=not public_assignment,
         methods=methods,
-        baselines=[b.value for b in baseline] if baseline else ("one-pass",),
+        baselines=[b.value for b in baseline] if baseline else None,
+        schedule=schedule.value,
+        rounds=total,
     )
+    contraction = results[0]
+    if schedule.value == "one-pass":
+        sampling = f"one-pass random partition, {batch_size} of {users} users per round"
+    else:
+        sampling = (f"independent uniform subsets, {batch_size} of {users} users per round "
+                    "(multi-round extension)")
     card = {
         "unit": "record",
         "neighbouring": "replace-one",
-        "sampling": f"one-pass random partition, {batch_size} of {users} users per round",
-        "rounds": users // batch_size if batch_size else 0,
+        "sampling": sampling,
+        "rounds": contraction.steps,
         "release": f"{release.value} model only (contraction); all iterates (rdp, pld)",
         "assumptions": "convex, smooth" if convex else "none (relaxed diameter 2(rho + eta L))",
         "delta": delta,
