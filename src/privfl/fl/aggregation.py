@@ -158,7 +158,7 @@ class MeanAggregation:
             raise ValueError(f"weights has shape {w.shape}: must be ({self.num_clients},), one "
                              "weight per client")
         if not np.all(np.isfinite(w)) or w.min() <= 0 or w.max() > 1:
-            bad = w[~(np.isfinite(w) & (w > 0) & (w <= 1))][0]
+            bad = float(w[~(np.isfinite(w) & (w > 0) & (w <= 1))][0])
             raise ValueError(f"weights contains {bad!r}: every weight must be in (0, 1]")
         self.weights = w
         self.max_weight = float(w.max())
@@ -277,15 +277,18 @@ class UpdateClipping:
     def num_layers(self) -> int:
         return len(self.layer_sizes) if self.per_layer else 1
 
-    def thresholds(self, norms: torch.Tensor, clip_norm: float) -> torch.Tensor:
-        """Per-layer thresholds ``[L]`` from the cohort's ``[c, L]`` norms and the cap ``S``."""
+    def thresholds(self, norms: torch.Tensor, clip_norm: float) -> tuple[torch.Tensor, float]:
+        """Per-layer thresholds ``[L]`` from the cohort's ``[c, L]`` norms and the cap ``S``,
+        and their total ``S_t = sqrt(sum_j S_j^2)`` (exactly ``S`` without a median)."""
         cap = check_positive("clip_norm", clip_norm)
         count = norms.shape[0]
         if not self.median or count == 0:
-            return norms.new_full((self.num_layers,), cap / math.sqrt(self.num_layers))
+            return norms.new_full((self.num_layers,), cap / math.sqrt(self.num_layers)), cap
         medians = torch.quantile(norms, 0.5, dim=0)  # the midpoint for even counts, as np.median
-        total = float(medians.norm())
-        return medians * (cap / total) if total > cap else medians
+        total = float(medians.double().norm())
+        if total > cap:
+            return medians * (cap / total), cap
+        return medians, total
 
     def clip(self, updates: torch.Tensor, clip_norm: float) -> ClippedUpdates:
         """Clip every row of ``updates`` ``[c, d]``; ``clip_norm`` is ``S`` (the cap for the
@@ -294,20 +297,20 @@ class UpdateClipping:
             raise ValueError("updates must be a [c, d] tensor (one flat update per client)")
         sizes = self.layer_sizes if self.per_layer else (updates.shape[1],)
         norms = layer_norms(updates, sizes)  # [c, L]
-        thresholds = self.thresholds(norms, clip_norm)
+        thresholds, total = self.thresholds(norms, clip_norm)
         flat_norms = norms.norm(dim=1)
+        within = norms <= thresholds  # [c, L]; those rows stay bit-identical (factor exactly 1)
         if self.per_layer:
             tiny = torch.finfo(norms.dtype).tiny
-            factors = (thresholds / norms.clamp_min(tiny)).clamp_max(1.0)  # [c, L]
+            factors = (thresholds / norms.clamp_min(tiny)).clamp_max(1.0).masked_fill(within, 1.0)
             scale = factors.repeat_interleave(
                 torch.as_tensor(sizes, device=updates.device), dim=1)
         elif float(thresholds[0]) > 0:
-            scale = clip_factors(norms[:, 0], float(thresholds[0])).unsqueeze(1)  # [c, 1]
+            scale = clip_factors(norms, float(thresholds[0])).masked_fill(within, 1.0)  # [c, 1]
         else:  # a median of 0: every update is clipped to 0
             scale = torch.zeros_like(norms)
-        unclipped = (norms <= thresholds).all(dim=1)
-        return ClippedUpdates(updates * scale, thresholds, float(thresholds.norm()), unclipped,
-                              flat_norms)
+        unclipped = within.all(dim=1)
+        return ClippedUpdates(updates * scale, thresholds, total, unclipped, flat_norms)
 
 
 @dataclass(frozen=True)

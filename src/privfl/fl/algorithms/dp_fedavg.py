@@ -41,9 +41,7 @@ the noisy unclipped fraction are monitoring values, computed without noise.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import hashlib
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
@@ -52,7 +50,6 @@ import numpy as np
 import torch
 from pydantic import Field
 from torch import nn
-from torch.func import functional_call
 
 from privfl._validation import check_choice, check_delta, check_int, check_range, check_rate
 from privfl.accounting.events import Neighbouring, NoisyStep, PrivacyEvent, Sampling, Unit
@@ -76,6 +73,13 @@ from privfl.fl.aggregation import (
     update_noise_multiplier,
 )
 from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
+from privfl.fl.algorithms.common import (
+    ClientTensors,
+    FlatPredictor,
+    data_fingerprint,
+    jsonable_state,
+    seeded_generators,
+)
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
@@ -98,8 +102,8 @@ class DpFedAvgConfig(FederatedConfig):
 
     Shared sections, as this algorithm reads them:
 
-    * ``privacy.noise_multiplier`` z: the effective noise multiplier of one round on the sum of
-      clipped client updates (default 1.0); ``privacy.clip_norm`` S: the L2 clip norm of each
+    * ``privacy.noise_multiplier`` z (required): the effective noise multiplier of one round on
+      the sum of clipped client updates; ``privacy.clip_norm`` S: the L2 clip norm of each
       client's whole update (the initial one with adaptive clipping, the cap of the median
       variants); ``privacy.delta``, ``privacy.accountants`` (rdp, pld: bounds; gdp-clt: an
       estimate); ``privacy.secure``: cohorts, local batches and noise from ``os.urandom``.
@@ -159,10 +163,6 @@ class DpFedAvgConfig(FederatedConfig):
             if self.cohort_size > clients:
                 raise ValueError(f"federated.cohort_size = {self.cohort_size} is out of range: "
                                  f"must be <= data.clients = {clients}")
-        if privacy.sigma is not None:
-            raise ValueError(
-                "privacy.sigma is PriFedSync's convention (Zheng et al. 2021): give "
-                "privacy.noise_multiplier for dp-fedavg")
         if config.training.lr_decay_every is not None or config.training.lr_decay_gamma != 1.0:
             raise ValueError("training.lr_decay_every / lr_decay_gamma are not supported by "
                              "dp-fedavg (local training restarts every round)")
@@ -175,8 +175,6 @@ class DpFedAvgConfig(FederatedConfig):
                 raise ValueError(f"{', '.join(asked)} need privacy.enabled (a non-private run "
                                  "neither clips nor noises)")
             return
-        if privacy.noise_multiplier is None:
-            privacy.noise_multiplier = 1.0
         if self.clipping in MEDIAN_CLIPPINGS:
             if self.adaptive_clipping:
                 raise ValueError(f"federated.clipping = {self.clipping!r} and "
@@ -186,7 +184,7 @@ class DpFedAvgConfig(FederatedConfig):
                 raise ValueError(f"stop.epsilon needs a rigorous bound: federated.clipping = "
                                  f"{self.clipping!r} is not accounted (its results are "
                                  "estimates)")
-        if self.adaptive_clipping:
+        if self.adaptive_clipping and privacy.noise_multiplier is not None:
             expected = self.expected_cohort(clients)
             sigma_b = self.count_noise or expected / COUNT_NOISE_DIVISOR
             try:
@@ -487,44 +485,6 @@ def _card(plan: DpFedAvgPrivacy, rounds: int) -> dict[str, Any]:
     }
 
 
-# ------------------------------------------------------------------------------ evaluation
-class _GlobalEvaluator:
-    """Accuracy of one flat model on every client's test set (one pass over the pooled set)."""
-
-    def __init__(self, model: nn.Module, trainer: CohortTrainer, data: FederatedDataset,
-                 device: torch.device, batch_size: int) -> None:
-        self.model = copy.deepcopy(model).to(device).eval()
-        self.trainer = trainer
-        self.batch_size = batch_size
-        self.sizes = np.array([len(idx) for idx in data.test_indices], dtype=np.int64)
-        owners = np.repeat(np.arange(data.num_clients), self.sizes)
-        self.owner = torch.as_tensor(owners, device=device)
-        index = np.concatenate([np.asarray(i, dtype=np.int64) for i in data.test_indices])
-        self.x = _tensor(data.test.x[index], trainer.dtype, device)
-        self.y = _tensor(data.test.y[index], torch.int64, device)
-
-    @torch.no_grad()
-    def accuracies(self, flat: torch.Tensor) -> np.ndarray:
-        """Per-client accuracy (NaN for a client without test records)."""
-        result = np.full(self.sizes.size, math.nan)
-        if not self.sizes.sum():
-            return result
-        params = {n: v[0] for n, v in self.trainer.unflatten(flat.unsqueeze(0)).items()}
-        hits = torch.cat([
-            functional_call(self.model, params, (self.x[lo: lo + self.batch_size],)).argmax(-1)
-            for lo in range(0, self.x.shape[0], self.batch_size)
-        ]) == self.y
-        per_client = torch.zeros(self.sizes.size, dtype=torch.float64, device=hits.device)
-        per_client.index_add_(0, self.owner, hits.to(torch.float64))
-        has = self.sizes > 0
-        result[has] = per_client.cpu().numpy()[has] / self.sizes[has]
-        return result
-
-
-def _tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.as_tensor(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
-
-
 # ------------------------------------------------------------------------------ the algorithm
 class DpFedAvg(RoundAlgorithm):
     """Client-level DP-FedAvg over a :class:`~privfl.data.FederatedDataset`.
@@ -613,13 +573,9 @@ class DpFedAvg(RoundAlgorithm):
             self.aggregation, self.clipping, noise_multiplier=plan.noise_multiplier,
             clip_norm=plan.clip_norm, expected_cohort=plan.expected_cohort,
             adaptive=plan.adaptive, secure=plan.secure)
-        self.train_data = [
-            (_tensor(data.train.x[idx], self.dtype, self.device),
-             _tensor(data.train.y[idx], torch.int64, self.device))
-            for idx in data.train_indices
-        ]
-        self.evaluator = _GlobalEvaluator(model, self.trainer, data, self.device,
-                                          self.eval_batch_size)
+        self.tensors = ClientTensors(data, self.dtype, self.device)
+        self.predictor = FlatPredictor(model, self.trainer.unflatten, self.device,
+                                       self.eval_batch_size)
         start = init_params if init_params is not None else trainable_parameters(model)
         w0 = self.trainer.flatten({n: start[n].detach().unsqueeze(0) for n in
                                    self.trainer.param_names}).to(self.device)
@@ -628,10 +584,7 @@ class DpFedAvg(RoundAlgorithm):
         self.round = 0
         self.global_model = w0[0].clone()
         self.velocity = torch.zeros_like(self.global_model)
-        seeds = np.random.SeedSequence(self.seed).spawn(2)
-        self.rng = np.random.default_rng(seeds[0])
-        self.generator = torch.Generator(device=self.device).manual_seed(
-            int(seeds[1].generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)))
+        self.rng, self.generator = seeded_generators(self.seed, self.device)
 
     # ------------------------------------------------------------------ the seam
     @classmethod
@@ -661,7 +614,7 @@ class DpFedAvg(RoundAlgorithm):
             adaptive = (f", adaptive (gamma = {a.target_quantile:g}, eta_C = "
                         f"{a.learning_rate:g}, sigma_b = {a.count_noise:g})")
         return {
-            "model": f"{type(self.evaluator.model).__name__} ({self.trainer.num_params:,} "
+            "model": f"{type(self.predictor.model).__name__} ({self.trainer.num_params:,} "
                      "parameters)",
             "local training": f"K = {spec.local_steps}, B = {spec.batch_size} ({spec.sampling}),"
                               f" {spec.optimizer} lr {spec.lr:g}"
@@ -697,7 +650,7 @@ class DpFedAvg(RoundAlgorithm):
                     "stats": None}
         start = self.trainer.unflatten(self.global_model.expand(cohort.size, -1).clone())
         params, _, stats = self.trainer.train(
-            start, [self.train_data[j] for j in cohort], None, self.generator)
+            start, [self.tensors.train[j] for j in cohort], None, self.generator)
         updates = self.trainer.flatten(params).sub_(self.global_model)
         return {"updates": updates, "stats": stats}
 
@@ -719,10 +672,10 @@ class DpFedAvg(RoundAlgorithm):
         self.global_model.add_(step, alpha=self.server_lr)
 
     def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:
-        accs = self.evaluator.accuracies(self.global_model)
+        accs = self.tensors.accuracies(lambda x: self.predictor(self.global_model, x))
         stats, result = updates["stats"], updates.get("dp")
         metrics: dict[str, Any] = {
-            "global_accuracy": float(np.nanmean(accs)) if np.isfinite(accs).any() else math.nan,
+            "global_accuracy": self.tensors.mean_accuracy(accs),
             "train_loss": float(stats.loss.mean()) if stats is not None else math.nan,
         }
         if result is not None:
@@ -734,31 +687,21 @@ class DpFedAvg(RoundAlgorithm):
         return metrics
 
     # ------------------------------------------------------------------ checkpoints
-    def data_fingerprint(self) -> str:
-        """SHA-256 of the partition (client train/test indices): a resume must match it."""
-        digest = hashlib.sha256()
-        for part in (*self.data.train_indices, *self.data.test_indices):
-            digest.update(np.asarray(part, dtype=np.int64).tobytes())
-            digest.update(b"|")
-        return digest.hexdigest()
-
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly (in secure mode: to continue, not replay)."""
-        from privfl.fl.algorithms.prifedsync import _jsonable_state
-
         return {
             "round": self.round,
             "global_model": self.global_model.detach().cpu().clone(),
             "velocity": self.velocity.detach().cpu().clone(),
             "dp": self.dp.state_dict() if self.dp is not None else {},
-            "numpy_rng": _jsonable_state(self.rng.bit_generator.state),
+            "numpy_rng": jsonable_state(self.rng.bit_generator.state),
             "torch_generator": self.generator.get_state(),
-            "data_fingerprint": self.data_fingerprint(),
+            "data_fingerprint": data_fingerprint(self.data),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
-        if state.get("data_fingerprint") != self.data_fingerprint():
+        if state.get("data_fingerprint") != data_fingerprint(self.data):
             raise ValueError("checkpoint data_fingerprint does not match this run's client "
                              "partition: resume needs the same data settings and seed")
         model = state["global_model"]
@@ -775,8 +718,7 @@ class DpFedAvg(RoundAlgorithm):
 
     def global_params(self) -> dict[str, torch.Tensor]:
         """The global model as ``name -> tensor`` (copies)."""
-        return {n: v[0].clone() for n, v in
-                self.trainer.unflatten(self.global_model.unsqueeze(0)).items()}
+        return {n: v.clone() for n, v in self.predictor.params(self.global_model).items()}
 
     def __repr__(self) -> str:
         return (f"DpFedAvg(clients={self.num_clients}, {self.plan.client_sampling}, "
