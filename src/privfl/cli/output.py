@@ -8,11 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from privfl.accounting.results import PrivacyResult
+from privfl.report.card import kind_cell
 
-KIND_STYLE = {"bound": "green", "estimate": "yellow", "reference": "cyan"}
 #: One line per kind, printed under a table that shows it (README "Reading a privacy number").
 KIND_LEGEND = {
     "bound": "bound: a rigorous upper bound for what ran",
@@ -82,11 +83,11 @@ def print_report(
         )
         console.print(f"{column} = {_format_number(value)} ({which})")
     for method, reason in (unsupported or {}).items():
-        console.print(f"[dim]{method}: not applicable — {reason}[/dim]")
+        console.print(f"[dim]{escape(method)}: not applicable — {escape(reason)}[/dim]")
     _print_legend(console, [r.kind for r in results])
     notes = list(dict.fromkeys(r.note for r in results if r.note)) + list(footnotes)
     for note in notes:
-        console.print(f"[dim]• {note}[/dim]")
+        console.print(f"[dim]• {escape(note)}[/dim]")
 
 
 def _result_table(results: Sequence[PrivacyResult], extras: Sequence[str]) -> Table:
@@ -114,7 +115,7 @@ def _result_table(results: Sequence[PrivacyResult], extras: Sequence[str]) -> Ta
             overflow="fold",
         )
     for row in rows:
-        table.add_row(row[0], _kind_cell(row[1]), *row[2:])
+        table.add_row(row[0], kind_cell(row[1]), *row[2:])
     return table
 
 
@@ -131,7 +132,7 @@ def print_noise_table(title: str, setting: Mapping[str, Any], rows: Sequence[Any
     for row in rows:
         table.add_row(
             row.method,
-            _kind_cell(row.kind),
+            kind_cell(row.kind),
             "unreachable" if row.noise is None else _format_number(row.noise),
             row.neighbouring,
         )
@@ -147,11 +148,6 @@ def _print_card(console: Console, title: str, setting: Mapping[str, Any]) -> Non
     for key, value in setting.items():
         card.add_row(key, _format_number(value))
     console.print(card)
-
-
-def _kind_cell(kind: str) -> str:
-    style = KIND_STYLE.get(kind, "")
-    return f"[{style}]{kind}[/{style}]" if style else kind
 
 
 def _print_legend(console: Console, kinds: Sequence[str]) -> None:

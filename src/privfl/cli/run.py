@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = ["run_command"]
 
@@ -67,14 +68,15 @@ class _Display:
 
         config, algo = experiment.config, experiment.algorithm
         self.console.print(
-            f"[bold]privfl run[/bold] {config.name}: {experiment.data.name}, "
-            f"{config.federated.rounds} rounds -> {experiment.dir.path}"
+            f"[bold]privfl run[/bold] {escape(config.name)}: {escape(experiment.data.name)}, "
+            f"{config.federated.rounds} rounds -> {escape(str(experiment.dir.path))}"
         )
         if experiment.resumed_from is not None:
             for warning in experiment.resume_warnings:
-                self.console.print(f"[yellow]skipped unreadable checkpoint {warning}[/yellow]")
+                self.console.print(
+                    f"[yellow]skipped unreadable checkpoint {escape(warning)}[/yellow]")
             for note in experiment.resume_notes:
-                self.console.print(f"[yellow]note: {note}[/yellow]")
+                self.console.print(f"[yellow]note: {escape(note)}[/yellow]")
             self.console.print(f"resuming after round {experiment.resumed_from}")
         rounds = config.federated.rounds
         render_card(self.console, f"privacy card: planned, {rounds} rounds",
@@ -128,17 +130,17 @@ class _Display:
             for key in summary.get("metric_labels", {})
         )
         self.console.print(
-            f"stopped: {summary['stop_detail']}. Final accuracy (round {final['round']}): "
-            f"{accuracies}"
+            f"stopped: {escape(summary['stop_detail'])}. Final accuracy (round "
+            f"{final['round']}): {accuracies}"
         )
         if summary.get("target_accuracy") is not None:
             reached = summary.get("rounds_to_target")
             self.console.print(f"target {summary['target_accuracy']:g}: "
                                + (f"reached at round {reached}" if reached else "not reached"))
         if not summary["finished"]:
-            self.console.print(f"continue with: privfl run --resume {result.run_dir}")
-        self.console.print(f"run directory: {result.run_dir} (report.md, metrics.jsonl, "
-                           "privacy.json, plots, checkpoints)")
+            self.console.print(f"continue with: privfl run --resume {escape(str(result.run_dir))}")
+        self.console.print(f"run directory: {escape(str(result.run_dir))} (report.md, "
+                           "metrics.jsonl, privacy.json, plots, checkpoints)")
 
 
 def _json_safe(value: Any) -> Any:

@@ -15,11 +15,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from privfl.accounting.results import PrivacyResult
 
 __all__ = [
+    "KIND_STYLE",
+    "kind_cell",
     "card_markdown",
     "format_number",
     "format_percent",
@@ -28,7 +31,7 @@ __all__ = [
     "results_rows",
 ]
 
-KIND_STYLE = {"bound": "green", "estimate": "yellow"}
+KIND_STYLE = {"bound": "green", "estimate": "yellow", "reference": "cyan"}
 
 
 def format_number(value: Any) -> str:
@@ -65,6 +68,12 @@ def randomness_text(secure: bool, seed: int, *, private: bool = True) -> str:
     return text
 
 
+def kind_cell(kind: str) -> str:
+    """The kind with its colour markup (bound green, estimate yellow, reference cyan)."""
+    style = KIND_STYLE.get(kind)
+    return f"[{style}]{escape(kind)}[/{style}]" if style else escape(kind)
+
+
 def results_rows(results: Sequence[PrivacyResult]) -> list[dict[str, Any]]:
     """One dict per result with the columns shown on cards."""
     rows = []
@@ -93,7 +102,7 @@ def render_card(
     card.add_column(style="bold", no_wrap=True)
     card.add_column(overflow="fold")
     for key, value in rows.items():
-        card.add_row(key, format_number(value))
+        card.add_row(escape(str(key)), escape(format_number(value)))
     console.print(card)
     if results:
         table = Table(show_lines=False)
@@ -101,16 +110,16 @@ def render_card(
             table.add_column(column, justify="right" if column in ("epsilon", "delta", "mu")
                              else "left")
         for row in results_rows(results):
-            style = KIND_STYLE.get(row["kind"], "")
             table.add_row(
-                row["method"], f"[{style}]{row['kind']}[/{style}]", row["scope"],
+                escape(row["method"]), kind_cell(row["kind"]),
+                escape(str(row["scope"])),
                 format_number(row["epsilon"]), format_number(row["delta"]),
                 format_number(row["mu"]),
             )
         console.print(table)
     notes = list(dict.fromkeys(r.note for r in results if r.note)) + list(footnotes)
     for note in notes:
-        console.print(f"[dim]• {note}[/dim]")
+        console.print(f"[dim]• {escape(note)}[/dim]")
 
 
 def card_markdown(rows: Mapping[str, Any], results: Sequence[PrivacyResult]) -> str:
