@@ -188,6 +188,47 @@ def _memory_child(name, clients, steps, batch, threads, memory_steps) -> dict:
     return {"peak_mb": peak, "train_mb": peak - base, "seconds": seconds}
 
 
+#: algorithm -> (module in benchmarks/algorithms, its baseline, target ratio privfl / baseline)
+ALGORITHM_BENCHES = {
+    "dp-fedavg": ("dp_fedavg", "plain-loop", 1.0),
+    "insdp-fedavg": ("insdp", "opacus-loop", 4.0),
+    "dp-dsgd": ("dp_dsgd", "opacus-loop", 4.0),
+}
+
+
+def _algorithm_benches(parser, args) -> None:
+    """Client-updates per second of each algorithm's rounds against its per-client loop
+    baseline, both measured in the same run (each module alternates the two round by round)."""
+    import importlib.util
+
+    names = (list(ALGORITHM_BENCHES) if args.algorithms == "all"
+             else [n.strip() for n in args.algorithms.split(",") if n.strip()])
+    unknown = [n for n in names if n not in ALGORITHM_BENCHES]
+    if unknown:
+        parser.error(f"--algorithms: unknown {unknown}; choose from "
+                     f"{', '.join(ALGORITHM_BENCHES)} or all")
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "algorithms")
+    rows = []
+    for name in names:
+        module_name, baseline, target = ALGORITHM_BENCHES[name]
+        spec = importlib.util.spec_from_file_location(module_name,
+                                                      os.path.join(here, f"{module_name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        result = module.bench(args.repeats if args.repeats > 1 else 2, args.clients,
+                              threads=args.threads)
+        rates = {k: v for k, v in result.items() if k.startswith(("privfl", baseline))}
+        ours = next(v for k, v in rates.items() if k.startswith("privfl"))
+        rows.append((name, ours, baseline, rates.get(baseline, float("nan")),
+                     result.get("ratio", float("nan")), target))
+        print()
+    print(f"{'algorithm':14s} {'privfl upd/s':>12s} {'baseline':>12s} {'base upd/s':>10s} "
+          f"{'ratio':>6s} {'target':>7s}")
+    for name, ours, baseline, base, ratio, target in rows:
+        print(f"{name:14s} {ours:12.3f} {baseline:>12s} {base:10.3f} {ratio:6.2f} "
+              f"{'>= ' + format(target, 'g'):>7s}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=50, help="clients per round (M)")
@@ -201,8 +242,15 @@ def main(argv=None) -> None:
                         help="local steps in the memory runs (0: skip the memory runs)")
     parser.add_argument("--methods", default=",".join(METHODS),
                         help=f"comma-separated subset of {', '.join(METHODS + OPTIONAL)}")
+    parser.add_argument("--algorithms", default=None,
+                        help="instead: each algorithm's whole rounds against its per-client "
+                        f"loop baseline, comma-separated subset of {', '.join(ALGORITHM_BENCHES)}"
+                        " or 'all' (benchmarks/algorithms/*.py; --repeats = timed rounds)")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.algorithms is not None:
+        _algorithm_benches(parser, args)
+        return
     for name in ("clients", "steps", "batch_size", "repeats", "slice", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} = {getattr(args, name)} must be >= 1")
