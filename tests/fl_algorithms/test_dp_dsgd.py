@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from privfl.accounting.participation import participation_report
-from privfl.config import ConfigError, config_from_dict
+from privfl.accounting.participation import calibrate_participation, participation_report
+from privfl.config import ConfigError, config_from_dict, read_yaml
 from privfl.data import Dataset, FederatedDataset, synthetic_dataset
 from privfl.fl.algorithms.base import privacy_entries
 from privfl.fl.algorithms.dp_dsgd import (
@@ -449,3 +451,56 @@ def test_evaluation_uses_the_pooled_test_sets():
                             [np.array([0]), np.array([1, 2])])
     algo = _algorithm(data)
     assert algo._test_y.tolist() == [0, 0, 1]
+
+
+# ------------------------------------------------------------------------------ shipped configs
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.mark.parametrize("path", sorted((CONFIGS / "hasircioglu2022").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_paper_configs_run_at_the_noise_their_scheme_calibrates(path):
+    """Each private config's z is calibrate_participation's for its scheme at (0.015, 1e-6)."""
+    config = config_from_dict(read_yaml(path))
+    f, p, d = config.federated, config.privacy, config.data
+    assert f.algorithm == "dp-dsgd" and d.dataset == "fashion-mnist"
+    assert d.clients * d.train_size == 60_000  # all of Fashion-MNIST's training images
+    assert f.client_rate * d.clients * f.record_rate * d.train_size == pytest.approx(60)
+    if path.stem.endswith("nonprivate"):
+        assert not p.enabled
+        return
+    scheme = next(s for s in ("per-s1-convexity", "theorem-4.1", "wcs", "ols")
+                  if f"-{s}" in path.stem)
+    noise = calibrate_participation(f.client_rate, f.record_rate, d.train_size, 0.015, 1e-6,
+                                    schemes=[scheme])[scheme]
+    assert p.noise_multiplier == pytest.approx(noise, rel=1e-12) and p.clip_norm == 1.0
+    assert p.delta == 1e-6
+
+
+def test_paper_configs_calibrated_noise_ordering():
+    """The ordering the paper's Figures 6-7 rest on: sigma_RP < sigma_WCS < sigma_OLS."""
+    for scenario in ("6.1", "6.2"):
+        z = {s: config_from_dict(read_yaml(CONFIGS / "hasircioglu2022" /
+                                           f"fmnist-{scenario}-{s}.yaml")).privacy.z
+             for s in ("theorem-4.1", "per-s1-convexity", "wcs", "ols")}
+        assert z["theorem-4.1"] < z["per-s1-convexity"] < z["wcs"] < z["ols"], scenario
+
+
+@pytest.mark.slow
+def test_demo_config_runs_from_the_command_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from privfl.cli.main import app
+
+    before = torch.get_num_threads()
+    try:
+        result = CliRunner().invoke(app, ["run", str(CONFIGS / "demo-dp-dsgd.yaml"), "--out",
+                                          str(tmp_path / "demo"), "--json"])
+    finally:
+        torch.set_num_threads(before)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["algorithm"] == "dp-dsgd" and summary["rounds_completed"] == 60
+    assert {r["unit"] for r in summary["privacy"]} == {"record"}
+    assert summary["final"]["global_accuracy"] > 0.75
+    assert check_run_privacy(tmp_path / "demo", every=20).ok
