@@ -984,7 +984,7 @@ def test_multi_round_report():
     plain, sharp, rdp = results
     assert plain.kind == sharp.kind == "bound" and plain.steps == 300
     assert plain.sampling.startswith("independent uniform subsets") and "T=300" in plain.sampling
-    assert "not in Asoodeh et al. 2021" in plain.note and "9.3" in plain.extras["theorem"]
+    assert "not in Asoodeh et al. 2021" in plain.note and "multi-round" in plain.extras["theorem"]
     assert plain.extras["saturation_epsilon"] == pytest.approx(1.6507, abs=1e-4)
     assert plain.epsilon <= plain.extras["saturation_epsilon"] + 1e-9
     # the composition baseline is what ran here: a bound, not an estimate

@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -1078,6 +1079,15 @@ def last_iterate_report(
     )
 
 
+@lru_cache(maxsize=64)
+def _account(
+    event: PrivacyEvent, delta: float, methods: tuple[str, ...], options: AccountingOptions | None
+) -> Any:
+    """:func:`account` of an all-iterates event, cached: a one-pass run's event is the same
+    single Gaussian step whatever the number of rounds, and a training run asks every round."""
+    return account(event, delta=delta, methods=methods, options=options)
+
+
 def _sampling_text(run: ProjectedNoisySGD, secret: bool) -> str:
     who = "secret" if secret else "public"
     if run.schedule == "one-pass":
@@ -1136,8 +1146,8 @@ def run_report(
     T = run.rounds
     sampling = _sampling_text(run, secret_assignment)
     if independent:
-        theorem = ("multi-round extension of Theorem 2 (independent rounds; derived in privfl's "
-                   "spec seed4 section 9.3, not in Asoodeh et al. 2021)")
+        theorem = ("multi-round extension of Theorem 2 (independent rounds; derived by privfl, "
+                   "docs/accountants/last-iterate.md; not in Asoodeh et al. 2021)")
     else:
         theorem = "Theorem 2" if release == "last" else "Corollary 3 (random stopping)"
     reference: dict[str, Any] = {}
@@ -1158,7 +1168,8 @@ def run_report(
             release=release,
             secret_assignment=secret_assignment,
         )
-        rule = "sharpened chain rule (spec seed4 9.1) applied to " if sharpened else ""
+        rule = "sharpened chain rule (docs/accountants/last-iterate.md) applied to " if (
+            sharpened) else ""
         source = "" if independent else " of Asoodeh et al. (ISIT 2021)"
         note = f"{rule}{theorem}{source}; {threat}"
         if not secret_assignment:
@@ -1193,11 +1204,11 @@ def run_report(
     for baseline in baseline_names:
         event = all_iterates_event(run, baseline, unit=unit)
         if baseline == "one-pass":
-            report = account(event, delta=delta, methods=method_names, options=options)
+            report = _account(event, delta, method_names, options)
             label = "one-pass random partition, each user in exactly one round"
             note = (
                 "all iterates released; each record enters one round, so the transcript is one "
-                "Gaussian step with sensitivity 2L/m (parallel composition, spec seed4 4.9)"
+                "Gaussian step with sensitivity 2L/m (parallel composition)"
             )
             kind = None
         else:
@@ -1209,7 +1220,7 @@ def run_report(
             )
             if not supported:
                 continue
-            report = account(event, delta=delta, methods=supported, options=options)
+            report = _account(event, delta, supported, options)
             label = sampling_label(event)
             if independent:
                 note = ("all iterates released; the run's own independent rounds (fixed-size "
@@ -1219,7 +1230,7 @@ def run_report(
                 note = (
                     "all iterates released, assuming independent per-round sampling without "
                     "replacement; Algorithm 1 uses a one-pass partition, for which this "
-                    "composition is not a proven bound (spec seed4 4.9)"
+                    "composition is not a proven bound (shuffled batches can be less private)"
                 )
                 kind = "estimate"
         for result in report.results:

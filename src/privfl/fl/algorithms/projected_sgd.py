@@ -1,0 +1,806 @@
+"""Projected noisy SGD with a trusted aggregator, only the final model released (Asoodeh et al.
+2021, Algorithm 1, the lost minus sign restored).
+
+The n clients of the federated dataset are the paper's users; a user's "record" x_j is its whole
+local dataset. One round ``t`` (a round of the runner)::
+
+    B_t   <- the users of round t: block t of a secret uniformly random permutation of the n
+             users (``schedule: one-pass``, the paper: every user exactly once, T <= n/m), or a
+             fresh secret uniform subset of m users (``schedule: independent``, spec 9.3)
+    g_j   <- (1/n_j) sum_{records i of user j} clip_L(grad l(W_{t-1}, x_i))   (||g_j|| <= L)
+    W_t   <- proj_rho(W_{t-1} - eta_t [(1/m)(sum_{j in B_t} g_j + N(0, (z L)^2 I)) + l2 W_{t-1}])
+    release W_T only (``release: last``), or W_tau for a secret tau ~ Uniform{1..T}
+    (``release: random-stop``, kept by reservoir sampling so any stopping round is uniform)
+
+The noise ``N(0, (z L)^2 I)`` on the sum is the sum of the m users' shares ``N(0, sigma^2 I)``
+with the paper's per-user ``sigma = z L / sqrt(m)``; privfl draws it at the trusted aggregator
+(the same distribution; spec seed4 section 7.2 item 4). ``proj_rho(w) = w min(1, rho/||w||)``
+around 0 acts on the *noisy* update; ``W_0`` is the model's seeded initialisation projected onto
+the ball (data-independent). The L2 term ``l2 W`` (the gradient of ``(l2/2)||W||^2`` in every
+user's loss) is data-independent and added after the noise; replacing one user changes only its
+clipped ``g_j``.
+
+Privacy (:class:`ProjectedSgdPrivacy`): client level (a user's whole data), replace-one user,
+against an observer of the released model only, from the last-iterate accountant
+:mod:`privfl.accounting.contraction` with ``r1 = 2/z``: the contraction bound (Theorem 2;
+Corollary 3 for ``random-stop``; the multi-round extension for ``independent``) and its
+sharpened chain rule (scope ``last-iterate``, primary), beside the composition accountants for
+releasing every iterate (scope ``all-iterates``). The diameter of one gradient step on
+ball(rho) is ``2 (rho + eta_t L)`` (any loss, clipping; needs ``eta_t l2 <= 2``), or ``2 rho``
+when ``convex: true`` asserts convex, beta-smooth per-record losses that are
+``lipschitz``-Lipschitz with ``lipschitz <= L`` (clipping never binds) and every
+``eta_t <= 2 / (beta + l2)``. Settings that void these theorems are refused, and a clipped
+gradient seen during a ``convex`` run stops it (the claim was false).
+
+Monitoring: the released model's accuracy on the pooled test set is computed after the last
+planned round (``evaluate: final``) or every round (``evaluate: every-round``: intermediate
+models, whose accuracies are outside the last-iterate guarantee; publish them only under the
+all-iterates numbers). Nothing else from the training data is reported in ``final`` mode.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+from torch import nn
+from torch.func import functional_call
+
+from privfl._validation import (
+    check_choice,
+    check_delta,
+    check_int,
+    check_nonnegative,
+    check_positive,
+)
+from privfl.accounting.contraction import (
+    RELEASES,
+    SCHEDULES,
+    ProjectedNoisySGD,
+    run_report,
+)
+from privfl.accounting.events import Unit
+from privfl.accounting.methods import AccountingOptions
+from privfl.accounting.results import PrivacyResult
+from privfl.config.schema import ExperimentConfig, FederatedConfig, TrainingConfig
+from privfl.data.datasets import FederatedDataset
+from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
+from privfl.fl.algorithms.common import (
+    FlatPredictor,
+    data_fingerprint,
+    jsonable_state,
+    seeded_generators,
+)
+from privfl.fl.params import trainable_parameters
+from privfl.fl.spec import LocalTrainingSpec
+from privfl.fl.trainer import CohortTrainer, cross_entropy_loss
+from privfl.mechanisms.noise import standard_normal_
+from privfl.mechanisms.secure import SECURE_RANDOM
+from privfl.report.card import randomness_text
+
+__all__ = ["ACCOUNTANTS", "ProjectedSgd", "ProjectedSgdConfig", "ProjectedSgdPrivacy",
+           "check_settings", "project_"]
+
+#: privacy.accountants: the last-iterate bounds, then the all-iterates composition accountants.
+ACCOUNTANTS = ("contraction", "contraction-sharpened", "pld", "rdp")
+_LAST_ITERATE = ("contraction", "contraction-sharpened")
+LR_SCHEDULES = ("constant", "inverse-time")
+#: Models whose cross-entropy is convex in the parameters (``convex: true`` is refused otherwise).
+CONVEX_MODELS = ("logreg",)
+#: Users per forward/backward of the engine (chunking never changes what is computed).
+_CHUNK_USERS = 1024
+
+
+class ProjectedSgdConfig(FederatedConfig):
+    """``federated`` section of projected noisy SGD with last-iterate release (Asoodeh et al.
+    2021, Algorithm 1).
+
+    The clients of ``data`` are the n users; ``rounds`` is T (one pass: T <= n/m and m must
+    divide n). Shared sections: ``privacy.clip_norm`` is L, the per-record gradient clip (a
+    user's gradient is the mean of its clipped per-record gradients, so ``||g_j|| <= L``);
+    ``privacy.noise_multiplier`` is z, the noise std ``z L`` on the *sum* of the m user
+    gradients (the paper's per-user sigma is ``z L / sqrt(m)``; entry argument ``r1 = 2/z``);
+    ``privacy.accountants`` among ``contraction``, ``contraction-sharpened`` (last iterate; at
+    least one) and ``pld``, ``rdp`` (every iterate released, for comparison);
+    ``privacy.enabled: false`` trains without clipping or noise (no guarantee). The
+    ``training`` section is not used (one gradient per user per round; the step is set here):
+    any non-default value there is refused, as is ``privacy.sigma``.
+
+    Keys: ``users_per_round`` (m), ``radius`` (rho), ``lr`` (eta, constant schedule) or
+    ``lr_schedule: inverse-time`` (eta_t = 1/(l2 t), Corollary 1), ``l2`` (lambda: the
+    ``(l2/2)||W||^2`` term of every user's loss), ``schedule`` (``one-pass`` | ``independent``),
+    ``release`` (``last`` | ``random-stop``, one pass only), ``convex`` with ``smoothness``
+    (beta of the per-record loss) and ``lipschitz`` (its Lipschitz constant, <= L) for the
+    diameter 2 rho, ``input_bound`` (each input scaled to L2 norm <= this: part of the loss, so
+    a linear model's constants are known: logreg with inputs of norm <= B has per-record
+    Lipschitz constant ``sqrt(2 (B^2 + 1))`` and smoothness ``(B^2 + 1)/2``, the 1 from the
+    bias), ``evaluate`` (``final`` | ``every-round``).
+    """
+
+    algorithm: Literal["projected-sgd"] = "projected-sgd"
+    users_per_round: int = Field(10, ge=1, description="m: users per round")
+    radius: float = Field(1.0, gt=0, description="rho: radius of the projection ball")
+    lr: float | None = Field(None, gt=0, description="eta: learning rate of lr_schedule "
+                             "constant (default 0.5); not used by inverse-time")
+    lr_schedule: Literal["constant", "inverse-time"] = "constant"
+    l2: float = Field(0.0, ge=0, description="lambda: L2 term (lambda/2)||W||^2 of every loss")
+    schedule: Literal["one-pass", "independent"] = "one-pass"
+    release: Literal["last", "random-stop"] = "last"
+    convex: bool = Field(False, description="assert convex, smooth, Lipschitz per-record losses")
+    smoothness: float | None = Field(None, ge=0, description="beta of the per-record loss")
+    lipschitz: float | None = Field(None, gt=0, description="Lipschitz constant of the "
+                                    "per-record loss (convex: true; <= privacy.clip_norm)")
+    input_bound: float | None = Field(None, gt=0, description="scale each input to L2 norm "
+                                      "<= this (part of the loss)")
+    evaluate: Literal["final", "every-round"] = "final"
+
+    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ACCOUNTANTS
+    DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("contraction", "contraction-sharpened",
+                                                      "pld")
+    ESTIMATE_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ()
+    TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
+
+    def check(self, config: ExperimentConfig) -> None:
+        default = TrainingConfig()
+        changed = [name for name in TrainingConfig.model_fields
+                   if getattr(config.training, name) != getattr(default, name)]
+        if changed:
+            raise ValueError(
+                f"training.{changed[0]} = {getattr(config.training, changed[0])!r} is not used "
+                "by federated.algorithm = 'projected-sgd' (one gradient per user per round): "
+                "remove the training section; set federated.lr, federated.lr_schedule and "
+                "federated.l2 instead"
+            )
+        privacy = config.privacy
+        if privacy.enabled and not any(a in _LAST_ITERATE for a in privacy.accountants):
+            raise ValueError(
+                f"privacy.accountants = {privacy.accountants!r} has no last-iterate accountant: "
+                "federated.algorithm = 'projected-sgd' releases only the final model; add "
+                "contraction and/or contraction-sharpened"
+            )
+        if config.stop.target_accuracy is not None:
+            raise ValueError(
+                f"stop.target_accuracy = {config.stop.target_accuracy!r} is not allowed for "
+                "federated.algorithm = 'projected-sgd': a stop decided by the accuracy of "
+                "intermediate models makes the released round depend on them, which the "
+                "last-iterate guarantee does not cover"
+            )
+        if self.lr_schedule == "constant" and self.lr is None:
+            self.lr = 0.5  # the default, written to config.yaml
+        if self.users_per_round > config.data.clients:
+            raise ValueError(
+                f"federated.users_per_round = {self.users_per_round} is out of range: must be "
+                f"<= data.clients = {config.data.clients} (the users)"
+            )
+        check_settings(
+            users=config.data.clients, users_per_round=self.users_per_round,
+            rounds=None, lr=self.lr, lr_schedule=self.lr_schedule, l2=self.l2,
+            schedule=self.schedule, release=self.release, convex=self.convex,
+            smoothness=self.smoothness, lipschitz=self.lipschitz,
+            clip_norm=privacy.clip_norm if privacy.enabled else None, prefix="federated.",
+        )
+        if self.convex and config.model.name not in CONVEX_MODELS:
+            raise ValueError(
+                f"federated.convex = true is not allowed with model.name = "
+                f"{config.model.name!r}: its loss is not convex in the parameters (convex "
+                f"models: {', '.join(CONVEX_MODELS)}); use convex: false (diameter 2(rho + eta L))"
+            )
+
+
+def check_settings(
+    *, users: int, users_per_round: int, rounds: int | None, lr: float | None, lr_schedule: str,
+    l2: float, schedule: str, release: str, convex: bool, smoothness: float | None,
+    lipschitz: float | None, clip_norm: float | None, prefix: str = "",
+) -> None:
+    """Refuse settings that void the last-iterate theorems (``prefix`` names config keys).
+
+    * one pass: m divides n and T <= n/m (``rounds=None`` skips this: the configuration check
+      leaves it to the plan, because a resume may extend ``federated.rounds``); ``random-stop``
+      only with one pass;
+    * ``constant`` needs ``lr``; ``inverse-time`` needs ``l2 > 0`` and no ``lr`` (unused);
+    * every ``eta_t l2 <= 2`` (else the step ``(1 - eta l2) w`` expands the ball);
+    * ``convex`` needs clipping (a private run), ``lipschitz <= clip_norm`` (clipping never
+      binds), ``smoothness`` and every ``eta_t <= 2 / (smoothness + l2)``; ``lipschitz`` and
+      ``smoothness`` are refused without ``convex`` (they would not be used).
+    """
+    n = check_int(f"{prefix}users", users, 1)
+    m = check_int(f"{prefix}users_per_round", users_per_round, 1)
+    rounds = None if rounds is None else check_int(f"{prefix}rounds", rounds, 1)
+    schedule = check_choice(f"{prefix}schedule", schedule, SCHEDULES)
+    release = check_choice(f"{prefix}release", release, RELEASES)
+    lr_schedule = check_choice(f"{prefix}lr_schedule", lr_schedule, LR_SCHEDULES)
+    l2 = check_nonnegative(f"{prefix}l2", l2)
+    if m > n:
+        raise ValueError(f"{prefix}users_per_round = {m} is out of range: must be <= {n} users")
+    if schedule == "one-pass":
+        if n % m:
+            raise ValueError(
+                f"{prefix}users_per_round = {m} does not divide the {n} users: the one-pass "
+                "schedule is a random partition into equal batches (Algorithm 1)"
+            )
+        if rounds is not None and rounds > n // m:
+            raise ValueError(
+                f"{prefix}rounds = {rounds} is out of range: schedule one-pass has at most "
+                f"n/m = {n}/{m} = {n // m} rounds (every user once); use schedule: independent "
+                "for more"
+            )
+    elif release != "last":
+        raise ValueError(
+            f"{prefix}release = {release!r} is not allowed with schedule = 'independent': random "
+            "stopping (Corollary 3) is defined for the one-pass partition"
+        )
+    if lr_schedule == "inverse-time":
+        if l2 == 0.0:
+            raise ValueError(f"{prefix}l2 = 0.0 is out of range: lr_schedule inverse-time "
+                             "(eta_t = 1/(l2 t)) needs l2 > 0")
+        if lr is not None:
+            raise ValueError(f"{prefix}lr = {lr!r} is not used with lr_schedule inverse-time "
+                             "(eta_t = 1/(l2 t)): remove it")
+        first_lr = 1.0 / l2
+    else:
+        if lr is None:
+            raise ValueError(f"{prefix}lr = None is out of range: lr_schedule constant needs "
+                             "the learning rate eta > 0")
+        first_lr = check_positive(f"{prefix}lr", lr)
+    if first_lr * l2 > 2.0:
+        raise ValueError(
+            f"{prefix}lr = {first_lr:g} is out of range with l2 = {l2:g}: lr * l2 must be <= 2 "
+            "(else the step (1 - lr l2) W expands the ball and the diameter bound fails)"
+        )
+    if not convex:
+        for name, value in (("smoothness", smoothness), ("lipschitz", lipschitz)):
+            if value is not None:
+                raise ValueError(f"{prefix}{name} = {value!r} is only used with {prefix}convex "
+                                 "= true (the diameter 2 rho): remove it or set convex: true")
+        return
+    if clip_norm is None:
+        raise ValueError(
+            f"{prefix}convex = true claims a Lipschitz constant, but there is no clipping "
+            "(privacy disabled): the gradient norms would rest on an unchecked claim"
+        )
+    if lipschitz is None:
+        raise ValueError(f"{prefix}lipschitz = None is out of range: convex = true needs the "
+                         "per-record Lipschitz constant (<= privacy.clip_norm, so clipping "
+                         "never changes a gradient)")
+    if check_positive(f"{prefix}lipschitz", lipschitz) > clip_norm:
+        raise ValueError(
+            f"{prefix}lipschitz = {lipschitz:g} is out of range: must be <= privacy.clip_norm "
+            f"= {clip_norm:g} (clipping a gradient breaks the non-expansive step of convex: true)"
+        )
+    if smoothness is None:
+        raise ValueError(f"{prefix}smoothness = None is out of range: convex = true needs the "
+                         "smoothness beta of the per-record loss (the step needs lr <= "
+                         "2/(beta + l2))")
+    beta = check_nonnegative(f"{prefix}smoothness", smoothness)
+    if beta + l2 > 0 and first_lr > 2.0 / (beta + l2):
+        raise ValueError(
+            f"{prefix}lr = {first_lr:g} is out of range: convex = true needs every lr_t <= "
+            f"2/(smoothness + l2) = {2.0 / (beta + l2):g} (the gradient step is non-expansive "
+            "only then); use convex: false (diameter 2(rho + lr L))"
+        )
+
+
+def project_(flat: torch.Tensor, radius: float) -> torch.Tensor:
+    """``w <- w min(1, rho/||w||)`` in place (each row of ``[.., d]``): projection onto the L2
+    ball of radius ``radius`` around 0; returns ``flat``."""
+    norms = torch.linalg.vector_norm(flat, dim=-1, keepdim=True)
+    scale = torch.clamp(radius / norms.clamp_min(torch.finfo(flat.dtype).tiny), max=1.0)
+    return flat.mul_(scale)
+
+
+class ProjectedSgdPrivacy:
+    """The privacy plan of projected noisy SGD: the single copy of what the guarantee rests on.
+
+    The training reads the users per round, the schedule of rounds, the learning rates
+    (:meth:`lr_at`), the clip norm, the noise std (:attr:`noise_std`), the radius and the
+    release policy from this object; :meth:`results` hands the same numbers to
+    :func:`~privfl.accounting.contraction.run_report` (unit client, replace-one user).
+
+    Results carry ``extras["scope"]``: ``"last-iterate"`` (primary: the contraction bounds for
+    the released model) or ``"all-iterates"`` (composition accountants if every iterate were
+    released, for comparison).
+    """
+
+    unit = "client"
+    primary_scope = "last-iterate"
+
+    def __init__(self, *, users: int, users_per_round: int, rounds: int, radius: float,
+                 clip_norm: float | None, noise_multiplier: float, lr: float | None = 0.5,
+                 lr_schedule: str = "constant", l2: float = 0.0, schedule: str = "one-pass",
+                 release: str = "last", convex: bool = False, smoothness: float | None = None,
+                 lipschitz: float | None = None, delta: float = 1e-5,
+                 accountants: Sequence[str] = ("contraction", "contraction-sharpened", "pld"),
+                 secure: bool = False, options: AccountingOptions | None = None,
+                 seed: int = 0) -> None:
+        check_settings(users=users, users_per_round=users_per_round, rounds=rounds, lr=lr,
+                       lr_schedule=lr_schedule, l2=l2, schedule=schedule, release=release,
+                       convex=convex, smoothness=smoothness, lipschitz=lipschitz,
+                       clip_norm=clip_norm)
+        self.users = int(users)
+        self.users_per_round = int(users_per_round)
+        self.rounds = int(rounds)
+        self.radius = check_positive("radius", radius)
+        self.clip_norm = None if clip_norm is None else check_positive("clip_norm", clip_norm)
+        self.noise_multiplier = check_nonnegative("noise_multiplier", noise_multiplier)
+        if self.clip_norm is None and self.noise_multiplier:
+            raise ValueError(f"noise_multiplier = {noise_multiplier!r} is out of range: must be "
+                             "0 when clip_norm is None (unbounded sensitivity)")
+        self.lr_schedule = lr_schedule
+        self.lr = float(lr) if lr_schedule == "constant" else None
+        self.l2 = float(l2)
+        self.schedule = schedule
+        self.release = release
+        self.convex = bool(convex)
+        self.smoothness = smoothness
+        self.lipschitz = lipschitz
+        self.delta = check_delta("delta", delta)
+        names = [accountants] if isinstance(accountants, str) else list(accountants)
+        self.accountants = tuple(dict.fromkeys(check_choice("accountants", a, ACCOUNTANTS)
+                                               for a in names))
+        if not any(a in _LAST_ITERATE for a in self.accountants):
+            raise ValueError(f"accountants = {list(self.accountants)!r} is not allowed: must "
+                             "include contraction and/or contraction-sharpened")
+        if not isinstance(secure, bool):
+            raise ValueError(f"secure = {secure!r} is not a bool")
+        self.secure = secure
+        self.options = options
+        self.seed = seed
+        self._cache: dict[int, list[PrivacyResult]] = {}
+
+    # ------------------------------------------------------------------ what the training uses
+    @property
+    def private(self) -> bool:
+        return self.clip_norm is not None and self.noise_multiplier > 0.0
+
+    @property
+    def noise_std(self) -> float:
+        """z L: std per coordinate of the noise on the *sum* of the m user gradients."""
+        return 0.0 if self.clip_norm is None else self.noise_multiplier * self.clip_norm
+
+    @property
+    def paper_sigma(self) -> float:
+        """The paper's per-user sigma: ``z L / sqrt(m)`` (aggregated std eta sigma / sqrt(m))."""
+        return self.noise_std / math.sqrt(self.users_per_round)
+
+    def lr_at(self, t: int) -> float:
+        """eta_t of round t >= 1: ``lr`` or ``1/(l2 t)``."""
+        t = check_int("t", t, 1)
+        return self.lr if self.lr is not None else 1.0 / (self.l2 * t)
+
+    @property
+    def accountant_smoothness(self) -> float | None:
+        """beta + l2: the smoothness of a user's whole loss (what the accountant checks)."""
+        return None if not self.convex else float(self.smoothness) + self.l2
+
+    def run(self, rounds: int) -> ProjectedNoisySGD:
+        """The accountant's description of the first ``rounds`` >= 1 rounds."""
+        rounds = check_int("rounds", rounds, 1)
+        lr: float | list[float] = (
+            self.lr if self.lr is not None else [self.lr_at(t) for t in range(1, rounds + 1)]
+        )
+        return ProjectedNoisySGD(
+            self.users, self.users_per_round, self.clip_norm, self.radius, lr, self.paper_sigma,
+            convex=self.convex, smooth=self.accountant_smoothness, rounds=rounds,
+            schedule=self.schedule,
+        )
+
+    # ------------------------------------------------------------------ what the accountant gets
+    def results(self, rounds: int) -> list[PrivacyResult]:
+        """Last-iterate and all-iterates guarantees of the model released after ``rounds``
+        rounds (empty when not private; rounds = 0: epsilon 0 with the labels of round 1)."""
+        rounds = check_int("rounds", rounds, 0)
+        if not self.private:
+            return []
+        if rounds not in self._cache:
+            if rounds == 0:
+                self._cache[0] = zero_rounds(self.results(1))
+            else:
+                methods = tuple(a for a in self.accountants if a not in _LAST_ITERATE)
+                report = run_report(self.run(rounds), self.delta, release=self.release,
+                                    methods=methods, options=self.options, unit=Unit.CLIENT)
+                self._cache[rounds] = [
+                    replace(r, extras={**r.extras, "scope": "last-iterate"
+                                       if r.method in _LAST_ITERATE else "all-iterates"})
+                    for r in report if r.method in self.accountants
+                ]
+        return self._cache[rounds]
+
+    def card(self, rounds: int) -> dict[str, Any]:
+        """Privacy-card rows after ``rounds`` rounds."""
+        n, m = self.users, self.users_per_round
+        if self.schedule == "one-pass":
+            sampling = (f"one pass: a secret uniformly random partition of the n = {n} users "
+                        f"into {n // m} batches of m = {m}; round t uses batch t (each user at "
+                        "most once)")
+        else:
+            sampling = (f"independent rounds: a fresh secret uniform subset of m = {m} of the "
+                        f"n = {n} users every round (q = {m / n:.6g}; multi-round extension "
+                        "derived by privfl, not in the paper)")
+        lr = (f"eta = {self.lr:g}" if self.lr is not None
+              else f"eta_t = 1/(l2 t) = 1/({self.l2:g} t)")
+        randomness = randomness_text(self.secure, self.seed, private=self.private)
+        if not self.private:
+            return {"privacy": "NONE: non-private baseline (no clipping, no noise); no "
+                    "guarantee", "users": f"n = {n}", "sampling": sampling,
+                    "rounds": rounds, "step": lr, "randomness": randomness}
+        rule = ("2 rho (convex: true: convex, beta-smooth, Lipschitz losses, lr <= 2/(beta + "
+                f"l2) = {2.0 / self.accountant_smoothness:g})"
+                if self.convex and self.accountant_smoothness else
+                "2 rho (convex: true, beta + l2 = 0)" if self.convex else
+                "2 (rho + eta_t L) (any loss with clipped gradients)")
+        release = {"last": "the final model W_T only",
+                   "random-stop": "W_tau only, tau ~ Uniform{1..T} secret (reservoir)"}[
+            self.release]
+        card = {
+            "unit": "client (a user: its whole local dataset)",
+            "neighbouring": "replace-one user (n public)",
+            "sampling": sampling,
+            "noise": f"Gaussian N(0, (z L)^2 I) on the sum of the m user gradients, z = "
+            f"{self.noise_multiplier:g}, std z L = {self.noise_std:g} (the paper's per-user "
+            f"sigma = z L / sqrt(m) = {self.paper_sigma:.6g}); added by the trusted aggregator "
+            "before the projection",
+            "clipping": f"per record at L = {self.clip_norm:g}; a user's gradient is the mean "
+            "of its clipped record gradients (norm <= L)",
+            "projection": f"L2 ball of radius rho = {self.radius:g} around 0 after every "
+            f"round; diameter of a step {rule}",
+            "step": lr + (f", plus l2 = {self.l2:g} times W (data-independent)"
+                          if self.l2 else ""),
+            "steps": f"T = {rounds} rounds",
+            "delta": self.delta,
+            "release": release + "; last-iterate rows (scope last-iterate) cover only this; "
+            "all-iterates rows if every W_t were published",
+            "threat model": "trusted aggregator; the guarantee is against observers of the "
+            "released model (users of round t receive W_{t-1} and are not covered); the "
+            "batches, the noise and tau stay secret",
+            "randomness": randomness,
+            "users": f"n = {n}",
+        }
+        if rounds >= 1:
+            diag = self.results(rounds)[0].extras
+            card["contraction"] = (
+                f"r1 = 2/z = {diag['entry_r']:.6g}, rc = {diag['contraction_r']:.6g}, "
+                f"theta(rc) = {diag['contraction_coefficient']:.6g} at the reported epsilon")
+        return card
+
+
+# ------------------------------------------------------------------------------- the algorithm
+@dataclass
+class Update:
+    """The users' work of one round: their mean gradient and monitoring values."""
+
+    mean: torch.Tensor  #: [d] (1/m) sum_j g_j (no noise)
+    loss: float  #: mean per-record loss over the round's users (monitoring)
+    clipped_fraction: float  #: records with norm > L (NaN without clipping)
+    max_norm: float  #: largest per-record gradient norm (NaN without clipping)
+
+
+class ProjectedSgd(RoundAlgorithm):
+    """Projected noisy SGD with a trusted aggregator (Asoodeh et al. 2021, Algorithm 1).
+
+    Parameters
+    ----------
+    model
+        Architecture; its seeded initialisation projected onto ball(rho) is W_0.
+    data
+        The users (clients) and their local data; the released model is evaluated on the union
+        of the clients' test sets, or the whole test set if they have none.
+    plan
+        :class:`ProjectedSgdPrivacy`: everything the training and the accountant share.
+    seed
+        Seeds the partition / batches and the reservoir (numpy) and the noise (torch);
+        in secure mode (``plan.secure``) those come from ``os.urandom``.
+    input_bound
+        Scale every input (train and test) to L2 norm <= this (part of the loss).
+    evaluate
+        ``"final"`` (accuracy after round ``plan.rounds`` only) or ``"every-round"``.
+    """
+
+    name: ClassVar[str] = "projected-sgd"
+    title: ClassVar[str] = ("projected noisy SGD, only the final model released (Asoodeh et al. "
+                            "2021)")
+    config_class: ClassVar[type[FederatedConfig]] = ProjectedSgdConfig
+    metric_labels: ClassVar[dict[str, str]] = {"global_accuracy": "released model (test set)"}
+
+    def __init__(self, model: nn.Module, data: FederatedDataset, plan: ProjectedSgdPrivacy, *,
+                 seed: int = 0, input_bound: float | None = None, evaluate: str = "final",
+                 device: str | torch.device = "cpu", eval_batch_size: int = 1000,
+                 trainer_options: dict[str, Any] | None = None,
+                 init_params: dict[str, torch.Tensor] | None = None) -> None:
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
+        if not isinstance(data, FederatedDataset):
+            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
+                             "FederatedDataset")
+        if not isinstance(plan, ProjectedSgdPrivacy):
+            raise ValueError(f"plan = {plan!r} is not allowed: must be a ProjectedSgdPrivacy")
+        if plan.users != data.num_clients:
+            raise ValueError(f"plan.users = {plan.users} does not match the {data.num_clients} "
+                             "clients of data: build the plan from the same data")
+        self.plan = plan
+        self.data = data
+        self.seed = check_int("seed", seed, 0)
+        self.input_bound = None if input_bound is None else check_positive("input_bound",
+                                                                           input_bound)
+        self.evaluate_mode = check_choice("evaluate", evaluate, ("final", "every-round"))
+        self.device = torch.device(device)
+        # the engine: clipped per-record gradient sums at L; its batch fields are not used
+        spec = LocalTrainingSpec(local_steps=1, batch_size=1, clip_norm=plan.clip_norm,
+                                 noise_multiplier=plan.noise_multiplier, optimizer="sgd",
+                                 lr=1.0, secure=plan.secure)
+        self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
+        self.dtype = self.trainer.dtype
+        self._model = copy.deepcopy(model).to(self.device)
+        self._predict = FlatPredictor(model, self.trainer.unflatten, self.device,
+                                      eval_batch_size)
+        start = init_params if init_params is not None else trainable_parameters(model)
+        self.params = project_(self.trainer.flatten(
+            {n: start[n].detach().unsqueeze(0) for n in self.trainer.param_names}
+        ).to(self.device), plan.radius)  # W_0 in ball(rho), [1, d]
+        self.released = self.params.clone()  # the model that would be released now
+        self._load_data()
+        self.round = 0
+        self.global_accuracy = math.nan
+        self.rng, self.generator = seeded_generators(self.seed, self.device)
+        n, m = plan.users, plan.users_per_round
+        self.order = (np.argsort(self._uniforms(n), kind="stable")
+                      if plan.schedule == "one-pass" else None)  # the secret partition
+        self._batches = n // m
+
+    # ------------------------------------------------------------------ data
+    def _bounded(self, x: np.ndarray) -> torch.Tensor:
+        t = torch.as_tensor(np.ascontiguousarray(x)).to(self.device, self.dtype)
+        if self.input_bound is not None and t.shape[0]:
+            flat = t.reshape(t.shape[0], -1)
+            project_(flat, self.input_bound)
+        return t
+
+    def _load_data(self) -> None:
+        data = self.data
+        sizes = data.client_sizes.astype(np.int64)
+        self.sizes = torch.as_tensor(sizes, device=self.device)
+        width = int(sizes.max())
+        # users' records as rows [n, width] of indices into data.train (padded) and a mask
+        index = np.zeros((data.num_clients, width), dtype=np.int64)
+        mask = np.zeros((data.num_clients, width), dtype=bool)
+        for j, idx in enumerate(data.train_indices):
+            index[j, : idx.size] = idx
+            index[j, idx.size:] = idx[0]
+            mask[j, : idx.size] = True
+        self._index = torch.as_tensor(index, device=self.device)
+        self._mask = torch.as_tensor(mask, device=self.device)
+        self._x = self._bounded(data.train.x)
+        self._y = torch.as_tensor(np.ascontiguousarray(data.train.y)).to(self.device,
+                                                                          torch.int64)
+        tests = [np.asarray(i, dtype=np.int64) for i in (data.test_indices or [])]
+        pooled = (np.concatenate(tests) if tests and sum(t.size for t in tests)
+                  else np.arange(len(data.test)))
+        self._test_x = self._bounded(data.test.x[pooled])
+        self._test_y = torch.as_tensor(np.ascontiguousarray(data.test.y[pooled])).to(
+            self.device, torch.int64)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset
+                     ) -> ProjectedSgdPrivacy:
+        """The plan alone (no model): the training and ``privfl check-privacy`` both use it."""
+        f, p = config.federated, config.privacy
+        return ProjectedSgdPrivacy(
+            users=data.num_clients, users_per_round=f.users_per_round, rounds=f.rounds,
+            radius=f.radius, clip_norm=p.clip_norm if p.enabled else None,
+            noise_multiplier=p.z, lr=f.lr, lr_schedule=f.lr_schedule, l2=f.l2,
+            schedule=f.schedule, release=f.release, convex=f.convex, smoothness=f.smoothness,
+            lipschitz=f.lipschitz, delta=p.delta, accountants=tuple(p.accountants),
+            secure=p.secure, seed=config.seed,
+        )
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> ProjectedSgd:
+        """Projected noisy SGD with everything the configuration says."""
+        from privfl.fl.algorithms.builders import build_model
+
+        f = config.federated
+        return cls(build_model(config, data), data, cls.privacy_plan(config, data),
+                   seed=config.seed, input_bound=f.input_bound, evaluate=f.evaluate,
+                   device=config.run.device, eval_batch_size=config.run.eval_batch_size)
+
+    def setup(self) -> dict[str, str]:
+        plan = self.plan
+        lr = (f"eta = {plan.lr:g}" if plan.lr is not None else f"eta_t = 1/({plan.l2:g} t)")
+        rows = {
+            "model": f"{type(self._model).__name__} ({self.trainer.num_params:,} parameters)",
+            "projected SGD": f"n = {plan.users} users, m = {plan.users_per_round} per round "
+            f"({plan.schedule}), {lr}, l2 = {plan.l2:g}, rho = {plan.radius:g}, release "
+            f"{plan.release}" + (f", inputs scaled to norm <= {self.input_bound:g}"
+                                 if self.input_bound is not None else ""),
+            "privacy": (f"client-level, last iterate (Asoodeh et al. 2021), z = "
+                        f"{plan.noise_multiplier:g}, L = {plan.clip_norm:g}")
+            if plan.private else "none (non-private baseline)",
+        }
+        if self.evaluate_mode == "every-round":
+            rows["evaluation"] = ("every round on intermediate models: these accuracies are "
+                                  "outside the last-iterate guarantee")
+        return rows
+
+    # ------------------------------------------------------------------ the four stages
+    def _uniforms(self, count: int) -> np.ndarray:
+        return SECURE_RANDOM.random(count) if self.plan.secure else self.rng.random(count)
+
+    def select_cohort(self) -> np.ndarray:
+        """The round's users: block t of the secret permutation (one pass), or the m users
+        with the smallest of n fresh float64 uniform keys (a uniform m-subset)."""
+        m = self.plan.users_per_round
+        if self.order is not None:
+            t = self.round  # 0-based block of the round about to run
+            if t >= self._batches:
+                raise ValueError(f"round {t + 1} is out of range: the one-pass schedule has "
+                                 f"{self._batches} rounds (every user once)")
+            return np.sort(self.order[t * m: (t + 1) * m])
+        keys = self._uniforms(self.plan.users)
+        return np.sort(np.argpartition(keys, m - 1)[:m])
+
+    def round_info(self, cohort: np.ndarray) -> dict[str, Any]:
+        return {"users": int(cohort.size)}
+
+    def local_work(self, cohort: np.ndarray) -> Update:
+        """Every user's mean clipped record gradient at W_{t-1} (users as rows of the engine),
+        averaged over the m users."""
+        total = torch.zeros(self.trainer.num_params, dtype=self.dtype, device=self.device)
+        loss = clipped = records = 0.0
+        max_norm = 0.0
+        users = torch.as_tensor(cohort, device=self.device)
+        for lo in range(0, users.numel(), _CHUNK_USERS):
+            rows = users[lo: lo + _CHUNK_USERS]
+            index, mask = self._index[rows], self._mask[rows]
+            sizes = self.sizes[rows].to(self.dtype)
+            x, y = self._x[index], self._y[index]
+            if self.plan.clip_norm is None:
+                grad, losses = self._plain(x, y, mask, sizes)
+            else:
+                k = rows.numel()
+                stacked = self.trainer.unflatten(self.params.expand(k, -1))
+                result = self.trainer.clipped_sums(stacked, x, y, mask)
+                grad = (self.trainer.flatten(result.sums) / sizes.unsqueeze(1)).sum(0)
+                losses = result.losses
+                norms = result.norms[mask]
+                clipped += float((norms > self.plan.clip_norm).sum())
+                max_norm = max(max_norm, float(norms.max()))
+            total += grad
+            loss += float((losses * mask).sum())
+            records += float(mask.sum())
+        m = self.plan.users_per_round
+        if self.plan.clip_norm is None:
+            return Update(total / m, loss / records, math.nan, math.nan)
+        return Update(total / m, loss / records, clipped / records, max_norm)
+
+    def _plain(self, x, y, mask, sizes):
+        """Sum over users of their mean unclipped gradients (the non-private baseline)."""
+        leaves = {n: v[0].detach().requires_grad_(True)
+                  for n, v in self.trainer.unflatten(self.params).items()}
+        flat_x = x.reshape(-1, *x.shape[2:])
+        weights = (mask.to(self.dtype) / sizes.unsqueeze(1)).reshape(-1)
+        with torch.enable_grad():
+            losses = cross_entropy_loss(functional_call(self._model, leaves, (flat_x,)),
+                                        y.reshape(-1))
+            grads = torch.autograd.grad((losses * weights).sum(), list(leaves.values()),
+                                        allow_unused=True)
+        flat = torch.cat([(torch.zeros_like(v) if g is None else g).reshape(-1)
+                          for v, g in zip(leaves.values(), grads, strict=True)])
+        return flat, losses.detach().reshape(mask.shape)
+
+    def noise(self) -> torch.Tensor:
+        """N(0, (z L)^2 I) on the sum of the users' gradients (the sum of their shares)."""
+        out = torch.empty(self.trainer.num_params, dtype=self.dtype, device=self.device)
+        standard_normal_(out, self.generator, secure=self.plan.secure)
+        return out.mul_(self.plan.noise_std)
+
+    def aggregate(self, cohort: np.ndarray, updates: Update) -> None:
+        """``W_t = proj_rho(W_{t-1} - eta_t ((sum g_j + noise)/m + l2 W_{t-1}))``; then the
+        released model (the last, or the reservoir's W_tau)."""
+        plan = self.plan
+        if plan.convex and updates.max_norm > plan.lipschitz * (1 + 1e-6):
+            raise ValueError(
+                f"federated.convex = true claimed per-record gradients of norm <= lipschitz = "
+                f"{plan.lipschitz:g}, but round {self.round + 1} met one of norm "
+                f"{updates.max_norm:.6g}: the claim is false and the diameter 2 rho does not "
+                "hold; set convex: false (or a correct lipschitz and input_bound)"
+            )
+        step = updates.mean
+        if plan.private:
+            step = step + self.noise() / plan.users_per_round
+        if plan.l2:
+            step = step + plan.l2 * self.params[0]
+        eta = plan.lr_at(self.round + 1)
+        self.params = project_(self.params - eta * step.unsqueeze(0), plan.radius)
+        t = self.round + 1
+        if plan.release == "last" or t == 1 or self._uniforms(1)[0] < 1.0 / t:
+            self.released = self.params.clone()
+
+    @torch.no_grad()
+    def accuracy(self, flat: torch.Tensor | None = None) -> float:
+        """Accuracy of a model (default: the released one) on the evaluation set."""
+        flat = self.released if flat is None else flat
+        if self._test_y.numel() == 0:
+            return math.nan
+        predicted = self._predict(flat[0], self._test_x)
+        return float((predicted == self._test_y).to(torch.float64).mean())
+
+    def evaluate(self, cohort: np.ndarray, updates: Update) -> dict[str, Any]:
+        """The released model's accuracy (``final``: after the last planned round only)."""
+        if self.evaluate_mode == "final" and self.round != self.plan.rounds:
+            return {"global_accuracy": math.nan}
+        self.global_accuracy = self.accuracy()
+        metrics = {"global_accuracy": self.global_accuracy}
+        if self.evaluate_mode == "every-round":  # training-data values: monitoring only
+            metrics.update(train_loss=updates.loss, clipped_fraction=updates.clipped_fraction,
+                           model_norm=float(torch.linalg.vector_norm(self.params)))
+        return metrics
+
+    @torch.no_grad()
+    def objective(self, flat: torch.Tensor | None = None) -> float:
+        """``F(W) = (1/n) sum_j mean_i l(W, x_ji) + (l2/2)||W||^2`` over every user's records
+        (inputs bounded, no clipping): what the rounds minimise in expectation. Computed from
+        the private data without noise (for experiments such as Corollary 1's gap)."""
+        flat = self.released if flat is None else flat
+        params = self._predict.params(flat[0])
+        weights = self._mask.to(torch.float64) / self.sizes.to(torch.float64).unsqueeze(1)
+        total = 0.0
+        for lo in range(0, self._index.shape[0], _CHUNK_USERS):
+            index = self._index[lo: lo + _CHUNK_USERS]
+            x, y = self._x[index.reshape(-1)], self._y[index.reshape(-1)]
+            losses = cross_entropy_loss(functional_call(self._model, params, (x,)), y)
+            total += float((losses.to(torch.float64).reshape(index.shape)
+                            * weights[lo: lo + _CHUNK_USERS]).sum())
+        reg = 0.5 * self.plan.l2 * float(torch.linalg.vector_norm(flat.to(torch.float64)) ** 2)
+        return total / self.plan.users + reg
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: W_t, the released model, the secret
+        partition, every RNG state. In secure mode the rounds after a restore draw fresh
+        batches (independent schedule), noise and reservoir decisions from ``os.urandom``."""
+        return {
+            "round": self.round,
+            "params": self.params.detach().cpu().clone(),
+            "released": self.released.detach().cpu().clone(),
+            "order": None if self.order is None else torch.from_numpy(self.order.copy()),
+            "global_accuracy": float(self.global_accuracy),
+            "numpy_rng": jsonable_state(self.rng.bit_generator.state),
+            "torch_generator": self.generator.get_state(),
+            "data_fingerprint": data_fingerprint(self.data),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (same data partition and model required)."""
+        if state.get("data_fingerprint") != data_fingerprint(self.data):
+            raise ValueError("checkpoint data_fingerprint does not match this run's client "
+                             "partition: resume needs the same data settings and seed")
+        params = state["params"]
+        if tuple(params.shape) != tuple(self.params.shape):
+            raise ValueError(f"checkpoint params have shape {tuple(params.shape)}: this run has "
+                             f"{tuple(self.params.shape)} (a different model)")
+        order = state["order"]
+        if (order is None) != (self.order is None):
+            raise ValueError("checkpoint schedule does not match this run's federated.schedule")
+        self.round = check_int("round", state["round"], 0)
+        self.params = params.to(self.device, self.dtype).clone()
+        self.released = state["released"].to(self.device, self.dtype).clone()
+        self.order = None if order is None else order.numpy().astype(np.int64).copy()
+        self.global_accuracy = float(state["global_accuracy"])
+        self.rng.bit_generator.state = state["numpy_rng"]
+        self.generator.set_state(state["torch_generator"])
+
+    def global_params(self) -> dict[str, torch.Tensor]:
+        """The released model as ``name -> tensor`` (copies)."""
+        return {n: v.clone() for n, v in self._predict.params(self.released[0]).items()}
+
+    def __repr__(self) -> str:
+        plan = self.plan
+        return (f"ProjectedSgd(users={plan.users}, m={plan.users_per_round}, "
+                f"schedule={plan.schedule!r}, rho={plan.radius}, round={self.round}, "
+                f"private={plan.private})")
