@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -411,3 +412,36 @@ def test_legacy_options_are_what_the_paper_uses():
     from privfl.fl.algorithms import dp_fedavg
 
     assert AccountingOptions(orders="legacy", conversion="classic") == dp_fedavg._PAPER_OPTIONS
+
+
+# ------------------------------------------------------------------------- shipped configs
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("sigma,expected", [(0.5, 6.9269), (0.6, 4.8913), (0.8, 2.8305),
+                                            (1.0, 1.8504), (1.5, 0.8694), (1.8, 0.6298),
+                                            (2.3, 0.4187), (3.0, 0.2808)])
+def test_xie2023_user_config_card_shows_table4_beside_tighter_bounds(sigma, expected):
+    from privfl.config import apply_overrides, read_yaml
+
+    raw = read_yaml(_ROOT / "configs" / "xie2023" / "user-fashion-mnist.yaml")
+    config = config_from_dict(apply_overrides(raw, [f"privacy.noise_multiplier={sigma}"]))
+    plan = DpFedAvgPrivacy.from_config(config, config.data.clients)
+    results = plan.results(config.federated.rounds)
+    paper = next(r for r in results if r.extras.get("scope") == "paper")
+    assert round(paper.epsilon, 4) == expected and paper.kind == "bound"
+    ours = {r.method: r for r in results if "scope" not in r.extras}
+    assert set(ours) == {"rdp", "pld"} and all(r.kind == "bound" for r in ours.values())
+    assert ours["pld"].epsilon < ours["rdp"].epsilon < paper.epsilon
+    assert all(r.unit == "client" and r.sampling == "poisson (q=0.1) of clients"
+               for r in results)
+
+
+def test_demo_config_validates_with_adaptive_clipping():
+    from privfl.config import read_yaml
+
+    config = config_from_dict(read_yaml(_ROOT / "configs" / "demo-dp-fedavg.yaml"))
+    assert config.federated.algorithm == "dp-fedavg" and config.federated.adaptive_clipping
+    plan = DpFedAvgPrivacy.from_config(config, config.data.clients)
+    assert plan.adaptive.count_noise == 1.5  # E[m] / 20 = 30 / 20
+    assert plan.update_noise == pytest.approx(1.0606601717798212)
