@@ -194,6 +194,15 @@ def test_trusted_noise_is_one_gaussian_of_std_z_c():
     assert torch.allclose(noise, 0.6 * raw, rtol=1e-6)
 
 
+def test_secure_noise_comes_from_os_urandom():
+    data = _federation(6, 10)
+    a, b = (_algorithm(data, secure=True, seed=4, model=_model(hidden=200)) for _ in range(2))
+    na, nb = a.noise(2), b.noise(2)
+    assert not torch.equal(na, nb)  # the seeded generator plays no part
+    assert float(na.std()) == pytest.approx(1.0, rel=0.1)  # 1,603 coordinates: 5.6 SE
+    assert torch.equal(a.generator.get_state(), b.generator.get_state())
+
+
 def _noise_samples(server, clients=30, draws=3):
     data = _federation(clients, 5)
     algo = _algorithm(data, z=2.0, clip=0.5, server=server, seed=11, model=_model(hidden=300))
