@@ -386,6 +386,21 @@ def test_experiment_resume_and_check_privacy(tmp_path):
     assert out.exit_code == 0, out.output
 
 
+def test_budget_stop_uses_privfls_bounds_not_the_papers(tmp_path):
+    sections = {"privacy": {"accountants": ["rdp", "pld"]},
+                "federated": {"rounds": 10, "paper_accounting": True}}
+    plan = DpFedAvgPrivacy.from_config(_config(**sections), 12)
+    two = min(r.epsilon for r in plan.results(2) if "scope" not in r.extras)
+    paper_two = next(r.epsilon for r in plan.results(2) if r.extras.get("scope") == "paper")
+    assert paper_two > two * 1.05  # a budget between them must not stop at round 2
+    config = _config(privacy={"accountants": ["rdp", "pld"]},
+                     federated={"rounds": 10, "paper_accounting": True},
+                     stop={"epsilon": two * 1.01})
+    result = Experiment.create(config, tmp_path / "run").run()
+    assert result.stop_reason == "budget" and result.summary["rounds_completed"] == 2
+    assert result.summary["final"]["epsilon"] == pytest.approx(two)
+
+
 def test_secure_mode_draws_fresh_randomness():
     config = _config(privacy={"secure": True})
     a, _ = _train(config, rounds=1)
