@@ -460,7 +460,6 @@ def test_demo_config_is_valid_and_small():
     assert plan.rounds * plan.users_per_round <= plan.users
 
 
-@pytest.mark.slow
 def test_demo_config_runs_from_the_command_line(tmp_path):
     from typer.testing import CliRunner
 
