@@ -459,4 +459,4 @@ def test_demo_config_validates_with_adaptive_clipping():
     assert config.federated.algorithm == "dp-fedavg" and config.federated.adaptive_clipping
     plan = DpFedAvgPrivacy.from_config(config, config.data.clients)
     assert plan.adaptive.count_noise == 1.5  # E[m] / 20 = 30 / 20
-    assert plan.update_noise == pytest.approx(1.0606601717798212)
+    assert plan.update_noise == pytest.approx(3**0.5)  # (1.5^-2 - 3^-2)^(-1/2)
