@@ -487,3 +487,36 @@ def test_theta_sanity_for_the_demo_regime():
     f, p = config.federated, config.privacy
     rc = 2 * f.radius * f.users_per_round / (f.lr * p.noise_multiplier * p.clip_norm)
     assert theta(3.0, rc) < 0.99
+
+
+@pytest.mark.parametrize("path", sorted((CONFIGS / "asoodeh2021").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_paper_configs_are_valid_and_as_generated(path):
+    raw = read_yaml(path)
+    config = config_from_dict(raw)
+    f = config.federated
+    assert f.algorithm == "projected-sgd" and config.model.name == "logreg"
+    assert f.input_bound == 1.0
+    if config.privacy.enabled:  # the convex diameter's conditions, as the docstring states them
+        assert f.convex and f.lipschitz == config.privacy.clip_norm == 2.0 and f.smoothness == 1
+        assert config.privacy.delta < 1 / config.data.clients
+    if path.stem.startswith("fmnist"):
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("generate", path.parent / "generate.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert module.config(path.stem, *module.RUNS[path.stem]) == raw
+
+
+def test_secure_mode_draws_from_the_operating_system():
+    config = _config(privacy={"secure": True}, federated={"schedule": "independent"})
+    runs = []
+    for _ in range(2):
+        algo = build_algorithm(config)
+        for _ in range(2):
+            _step(algo)
+        runs.append(algo.params.clone())
+        assert float(algo.params.norm()) <= 0.3 * (1 + 1e-6)
+    assert not torch.equal(runs[0], runs[1])  # same seed, different noise and batches
+    assert "os.urandom" in algo.plan.card(2)["randomness"]
