@@ -231,3 +231,24 @@ def test_poisson_local_batches_are_accounted_as_poisson_add_remove(tmp_path):
     direct = account(event, delta=1e-5, methods="pld").results[0]
     weak_pld = next(r for r in results if r.method == "pld" and r.extras["scope"] == "weak")
     assert weak_pld.epsilon == direct.epsilon
+
+
+def test_data_classes_make_a_binary_task():
+    """data.classes keeps the listed classes, relabelled 0..k-1 (Xie et al. 2023's 0 vs 1)."""
+    from privfl.fl.algorithms.builders import build_dataset
+
+    config = load_config(None, ["data.classes=[7, 1]", "data.partition=iid", "data.clients=4",
+                                "data.test_size=10"])
+    data = build_dataset(config)
+    assert data.num_classes == 2
+    assert set(data.train.y.tolist()) == set(data.test.y.tolist()) == {0, 1}
+    full = build_dataset(load_config(None, ["data.partition=iid", "data.clients=4",
+                                            "data.test_size=10"]))
+    # class 7 became 0 and class 1 became 1; the images are the originals
+    sevens = full.train.x[full.train.y == 7]
+    assert data.train.x[data.train.y == 0].shape[1:] == sevens.shape[1:]
+    assert (data.train.y == 0).sum() == (full.train.y == 7).sum()
+    with pytest.raises(ConfigError, match=r"data.classes = \[0, 12\] is not valid"):
+        build_dataset(load_config(None, ["data.classes=[0, 12]"]))
+    with pytest.raises(ConfigError, match="at least two distinct"):
+        load_config(None, ["data.classes=[2, 2]"])

@@ -56,6 +56,14 @@ class _Section(BaseModel):
 class DataConfig(_Section):
     """Dataset and partition across clients."""
 
+    @field_validator("classes")
+    @classmethod
+    def _distinct(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (len(value) < 2 or len(set(value)) != len(value)
+                                  or min(value) < 0):
+            raise ValueError("must be at least two distinct class indices >= 0")
+        return value
+
     dataset: Literal["mnist-5k", "fashion-mnist", "mnist", "cifar10", "digits", "synthetic"] = (
         "mnist-5k"
     )
@@ -68,6 +76,10 @@ class DataConfig(_Section):
         0.2, gt=0, lt=1, description="test share for single-split sources (mnist-5k, digits)"
     )
     synthetic_examples: int = Field(2000, ge=2, description="size of the synthetic dataset")
+    classes: list[int] | None = Field(
+        None, description="keep only these classes, relabelled 0..k-1 in the order given "
+        "(e.g. [0, 1]: a binary 0-vs-1 task); null keeps every class",
+    )
     partition: Literal["shards", "dirichlet", "iid"] = "shards"
     clients: int = Field(20, ge=2, description="m: number of clients")
     shards_per_client: int = Field(2, ge=1, description="shards: shards per client")

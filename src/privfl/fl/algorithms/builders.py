@@ -37,6 +37,12 @@ def build_dataset(config: ExperimentConfig) -> FederatedDataset:
         train, test = d.load_mnist(c.root, download=c.download, normalize=c.normalize)
     else:  # cifar10
         train, test = d.load_cifar10(c.root, download=c.download, normalize=c.normalize)
+    if c.classes is not None:  # e.g. a binary task (Xie et al. 2023: MNIST 0 vs 1)
+        try:
+            train, test = train.filter_classes(c.classes), test.filter_classes(c.classes)
+        except ValueError as error:
+            raise ConfigError(f"data.classes = {list(c.classes)!r} is not valid for "
+                              f"data.dataset = {c.dataset!r}: {error}") from None
     if c.partition == "shards":
         return d.federate_shards(
             train, test, num_clients=c.clients, shards_per_client=c.shards_per_client,
