@@ -70,7 +70,8 @@ def run_report_markdown(
         lines.append(f"| best {labels[headline]} | {format_percent(best)} |")
     lines += [
         "",
-        "Accuracies are measured on the clients' own test sets without noise: they are "
+        "Accuracies are measured on held-out test data (as each metric's label says) without "
+        "noise: they are "
         "monitoring values for the experimenter and are not covered by the privacy guarantee.",
         "",
         "![accuracy per round](accuracy.png)",

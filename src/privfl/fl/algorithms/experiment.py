@@ -123,13 +123,16 @@ def _fixed_part(config: ExperimentConfig) -> dict[str, Any]:
     return data
 
 
-def _comparable_fixed_part(fixed: dict[str, Any]) -> dict[str, Any] | None:
+def _comparable_fixed_part(fixed: dict[str, Any], rounds: int) -> dict[str, Any] | None:
     """A checkpoint's stored fixed part re-validated by today's schema (so a renamed or
-    aliased key, e.g. ``privacy.secure_noise`` -> ``privacy.secure``, compares equal); None if
-    it is no longer a valid configuration."""
+    aliased key, e.g. ``privacy.secure_noise`` -> ``privacy.secure``, compares equal), with the
+    run's current ``federated.rounds`` (an algorithm's checks may depend on it); None if it is no
+    longer a valid configuration."""
     try:
-        return _fixed_part(config_from_dict(fixed))
-    except (ConfigError, TypeError, KeyError):
+        section = dict(fixed.get("federated") or {})
+        section["rounds"] = rounds
+        return _fixed_part(config_from_dict({**fixed, "federated": section}))
+    except (ConfigError, TypeError, KeyError, AttributeError):
         return None
 
 
@@ -217,7 +220,8 @@ class Experiment:
             if payload.get("format") != CHECKPOINT_FORMAT:
                 errors.append(f"{path.name}: unknown format {payload.get('format')!r}")
                 continue
-            if _comparable_fixed_part(payload["fixed_config"]) != _fixed_part(self.config):
+            stored = _comparable_fixed_part(payload["fixed_config"], self.config.federated.rounds)
+            if stored != _fixed_part(self.config):
                 raise ConfigError(
                     f"checkpoint {path} was written with a different configuration than "
                     f"{self.dir.config}: resume needs the configuration the run started with"
