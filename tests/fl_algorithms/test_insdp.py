@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from privfl.accounting.events import NoisyStep, PrivacyEvent, Sampling
 from privfl.accounting.methods import build_accountant
@@ -209,6 +211,24 @@ def test_charged_rounds_follow_the_cohort_scheme():
     # the cyclic worst client is charged 2 rounds after 3: fewer steps than uniform's 3
     assert _by_scope(cyclic.results(3), "client-updates").steps == 4
     assert _by_scope(uniform.results(3), "client-updates").steps == 6
+
+
+@settings(max_examples=60, deadline=None)
+@given(clients=st.integers(1, 12), data=st.data())
+def test_cyclic_charges_equal_the_schedule(clients, data):
+    m = data.draw(st.integers(1, clients))
+    rounds = data.draw(st.integers(0, 30))
+    spec = LocalTrainingSpec(local_steps=1, batch_size=1, clip_norm=1.0, noise_multiplier=1.0)
+    plan = InsDpPrivacy(spec, [3] * clients, algorithm="fedavg", clients_per_round=m,
+                        client_sampling="cyclic")
+    expected = np.zeros(clients, dtype=np.int64)
+    for r in range(1, rounds + 1):
+        cohort = plan.scheduled_cohort(r)
+        assert cohort.size == m and len(set(cohort.tolist())) == m
+        expected[cohort] += 1
+    charged = plan.participations(rounds)
+    assert list(charged) == list(expected)
+    assert charged.sum() == rounds * m and charged.max() - charged.min() <= 1
 
 
 def test_global_model_release_noise_is_sigma_sqrt_m_and_needs_one_sgd_step():
