@@ -6,7 +6,10 @@
 * :func:`seeded_generators` — the numpy generator (cohorts) and torch generator (training) of a
   run, spawned from one seed.
 * :func:`data_fingerprint`, :func:`jsonable_state` — what a checkpoint needs to refuse a
-  different partition and to store numpy generator states loadable with ``weights_only``.
+  different partition and to store numpy generator states loadable with ``weights_only``;
+  :func:`checkpoint_streams` writes both generators and the fingerprint, :func:`check_partition`
+  refuses a checkpoint of another partition (call it before restoring anything),
+  :func:`restore_streams` restores the generators.
 
 Accuracies are computed from the clients' data without noise: monitoring values for the
 experimenter, not covered by any guarantee.
@@ -28,8 +31,8 @@ from torch.func import functional_call
 from privfl._validation import check_int
 from privfl.data.datasets import FederatedDataset
 
-__all__ = ["ClientTensors", "FlatPredictor", "as_tensor", "data_fingerprint", "jsonable_state",
-           "seeded_generators"]
+__all__ = ["ClientTensors", "FlatPredictor", "as_tensor", "check_partition", "checkpoint_streams",
+           "data_fingerprint", "jsonable_state", "restore_streams", "seeded_generators"]
 
 
 def as_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -66,6 +69,31 @@ def seeded_generators(seed: int, device: torch.device | str = "cpu"
         int(seeds[1].generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
     )
     return np.random.default_rng(seeds[0]), generator
+
+
+def checkpoint_streams(data: FederatedDataset, rng: np.random.Generator,
+                       generator: torch.Generator) -> dict[str, Any]:
+    """The checkpoint entries every algorithm shares: ``numpy_rng`` (plain values),
+    ``torch_generator`` and ``data_fingerprint`` (the partition a resume must match)."""
+    return {
+        "numpy_rng": jsonable_state(rng.bit_generator.state),
+        "torch_generator": generator.get_state(),
+        "data_fingerprint": data_fingerprint(data),
+    }
+
+
+def check_partition(state: dict[str, Any], data: FederatedDataset) -> None:
+    """ValueError unless ``state["data_fingerprint"]`` is the fingerprint of ``data``."""
+    if state.get("data_fingerprint") != data_fingerprint(data):
+        raise ValueError("checkpoint data_fingerprint does not match this run's client "
+                         "partition: resume needs the same data settings and seed")
+
+
+def restore_streams(state: dict[str, Any], rng: np.random.Generator,
+                    generator: torch.Generator) -> None:
+    """Restore both generators from :func:`checkpoint_streams` entries of ``state``."""
+    rng.bit_generator.state = state["numpy_rng"]
+    generator.set_state(state["torch_generator"])
 
 
 class FlatPredictor:

@@ -25,8 +25,6 @@ covered by the guarantee.
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
@@ -35,13 +33,20 @@ import numpy as np
 import torch
 from pydantic import Field
 from torch import nn
-from torch.func import functional_call
 
 from privfl._validation import check_delta, check_int, check_positive
 from privfl.accounting.methods import AccountingOptions, resolve_methods
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import RoundAlgorithm
+from privfl.fl.algorithms.common import (
+    ClientTensors,
+    FlatPredictor,
+    check_partition,
+    checkpoint_streams,
+    restore_streams,
+    seeded_generators,
+)
 from privfl.fl.algorithms.insdp_plan import InsDpPrivacy
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
@@ -135,31 +140,6 @@ class InsDpFedSgdConfig(InsDpFedAvgConfig):
             training.optimizer = "sgd"
 
 
-# ---------------------------------------------------------------------------------- helpers
-def _as_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.as_tensor(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
-
-
-def partition_fingerprint(data: FederatedDataset) -> str:
-    """SHA-256 of a partition (client train/test indices): a resume must match it."""
-    digest = hashlib.sha256()
-    for part in (*data.train_indices, *data.test_indices):
-        digest.update(np.asarray(part, dtype=np.int64).tobytes())
-        digest.update(b"|")
-    return digest.hexdigest()
-
-
-def _jsonable(state: Any) -> Any:
-    """numpy bit-generator state as plain Python values (loadable with weights_only)."""
-    if isinstance(state, dict):
-        return {k: _jsonable(v) for k, v in state.items()}
-    if isinstance(state, np.ndarray):
-        return state.tolist()
-    if isinstance(state, np.integer):
-        return int(state)
-    return state
-
-
 # ---------------------------------------------------------------------------------- algorithm
 class _InsDp(RoundAlgorithm):
     """Shared implementation of InsDP-FedSGD and InsDP-FedAvg (see the module docstring).
@@ -239,11 +219,12 @@ class _InsDp(RoundAlgorithm):
         self.eval_batch_size = check_int("eval_batch_size", eval_batch_size, 1)
         self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
         self.dtype = self.trainer.dtype
-        self._eval_model = copy.deepcopy(model).to(self.device).eval()
+        self.tensors = ClientTensors(data, self.dtype, self.device)
+        self.predictor = FlatPredictor(model, self.trainer.unflatten, self.device,
+                                       self.eval_batch_size)
         start = init_params if init_params is not None else trainable_parameters(model)
         w0 = self.trainer.flatten({n: start[n].detach().unsqueeze(0)
                                    for n in self.trainer.param_names}).to(self.device)
-        self._load_data()
 
         # algorithm state (everything a checkpoint needs)
         self.round = 0
@@ -252,10 +233,7 @@ class _InsDp(RoundAlgorithm):
                                                                  device=self.device)
         self.participations = np.zeros(self.num_clients, dtype=np.int64)
         self.global_accuracy = np.full(self.num_clients, math.nan)
-        seeds = np.random.SeedSequence(self.seed).spawn(2)
-        self.rng = np.random.default_rng(seeds[0])
-        self.generator = torch.Generator(device=self.device).manual_seed(
-            int(seeds[1].generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)))
+        self.rng, self.generator = seeded_generators(self.seed, self.device)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -296,7 +274,7 @@ class _InsDp(RoundAlgorithm):
                   else f"m = {self.clients_per_round} of N = {self.num_clients} "
                   f"({plan.client_sampling})")
         return {
-            "model": f"{type(self._eval_model).__name__} ({self.trainer.num_params:,} "
+            "model": f"{type(self.predictor.model).__name__} ({self.trainer.num_params:,} "
                      "parameters)",
             "local training": f"V = {spec.local_steps}, B = {spec.batch_size} ({spec.sampling}), "
                               f"{spec.optimizer} lr {spec.lr:g}"
@@ -308,44 +286,14 @@ class _InsDp(RoundAlgorithm):
                        "2023)" if self.private else "none (non-private baseline)",
         }
 
-    # ------------------------------------------------------------------ data and evaluation
-    def _load_data(self) -> None:
-        data, dev, dt = self.data, self.device, self.dtype
-        self.train_data = [(_as_tensor(data.train.x[idx], dt, dev),
-                            _as_tensor(data.train.y[idx], torch.int64, dev))
-                           for idx in data.train_indices]
-        self.test_sizes = np.array([len(idx) for idx in data.test_indices], dtype=np.int64)
-        if self.test_sizes.sum():
-            idx = np.concatenate([np.asarray(i, dtype=np.int64) for i in data.test_indices])
-            self._test_x = _as_tensor(data.test.x[idx], dt, dev)
-            self._test_y = _as_tensor(data.test.y[idx], torch.int64, dev)
-            owners = np.repeat(np.arange(self.num_clients), self.test_sizes)
-            self._test_owner = torch.as_tensor(owners, device=dev)
-        else:
-            self._test_x = self._test_y = self._test_owner = None
-
-    def _params(self, flat_row: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {n: v[0] for n, v in self.trainer.unflatten(flat_row.unsqueeze(0)).items()}
-
-    @torch.no_grad()
+    # ------------------------------------------------------------------ evaluation
     def predict(self, x: torch.Tensor, flat_row: torch.Tensor | None = None) -> torch.Tensor:
         """Predicted labels on ``x`` of the global model (or of flat parameters ``flat_row``)."""
-        params = self._params(self.global_model if flat_row is None else flat_row)
-        out = [functional_call(self._eval_model, params, (x[lo: lo + self.eval_batch_size],))
-               .argmax(-1) for lo in range(0, x.shape[0], self.eval_batch_size)]
-        return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64, device=x.device)
+        return self.predictor(self.global_model if flat_row is None else flat_row, x)
 
     def global_accuracies(self) -> np.ndarray:
         """The global model's accuracy on every client's test set (NaN: no test set)."""
-        result = np.full(self.num_clients, math.nan)
-        if self._test_x is None:
-            return result
-        correct = (self.predict(self._test_x) == self._test_y).to(torch.float64)
-        hits = torch.zeros(self.num_clients, dtype=torch.float64, device=correct.device)
-        hits.index_add_(0, self._test_owner, correct)
-        has = self.test_sizes > 0
-        result[has] = hits.cpu().numpy()[has] / self.test_sizes[has]
-        return result
+        return self.tensors.accuracies(self.predict)
 
     # ------------------------------------------------------------------ one round
     def select_cohort(self) -> np.ndarray:
@@ -368,7 +316,7 @@ class _InsDp(RoundAlgorithm):
                                        .contiguous())
         states = take_rows(self.optimizer_state, cohort)
         params, states, stats = self.trainer.train(
-            start, [self.train_data[j] for j in cohort], states, self.generator)
+            start, [self.tensors.train[j] for j in cohort], states, self.generator)
         put_rows(self.optimizer_state, cohort, states)
         self.participations[cohort] += 1
         return {"trained": self.trainer.flatten(params), "stats": stats}
@@ -381,10 +329,8 @@ class _InsDp(RoundAlgorithm):
     def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:
         stats = updates["stats"]
         self.global_accuracy = self.global_accuracies()
-        has = self.test_sizes > 0
         return {
-            "global_accuracy": float(np.nanmean(self.global_accuracy[has])) if has.any()
-            else math.nan,
+            "global_accuracy": self.tensors.mean_accuracy(self.global_accuracy),
             "train_loss": float(stats.loss.mean()),
             "clipped_fraction": float(stats.clipped_fraction.mean()),
         }
@@ -403,16 +349,12 @@ class _InsDp(RoundAlgorithm):
                                 for k, v in self.optimizer_state.items()},
             "participations": torch.from_numpy(self.participations.copy()),
             "global_accuracy": torch.from_numpy(self.global_accuracy.copy()),
-            "numpy_rng": _jsonable(self.rng.bit_generator.state),
-            "torch_generator": self.generator.get_state(),
-            "data_fingerprint": partition_fingerprint(self.data),
+            **checkpoint_streams(self.data, self.rng, self.generator),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
-        if state.get("data_fingerprint") != partition_fingerprint(self.data):
-            raise ValueError("checkpoint data_fingerprint does not match this run's client "
-                             "partition: resume needs the same data settings and seed")
+        check_partition(state, self.data)
         model = state["global_model"]
         if tuple(model.shape) != tuple(self.global_model.shape):
             raise ValueError(f"checkpoint global_model has shape {tuple(model.shape)}: this run "
@@ -426,12 +368,11 @@ class _InsDp(RoundAlgorithm):
         self.global_model = model.to(self.device, self.dtype).clone()
         self.participations = state["participations"].numpy().astype(np.int64).copy()
         self.global_accuracy = state["global_accuracy"].numpy().astype(np.float64).copy()
-        self.rng.bit_generator.state = state["numpy_rng"]
-        self.generator.set_state(state["torch_generator"])
+        restore_streams(state, self.rng, self.generator)
 
     def global_params(self) -> dict[str, torch.Tensor]:
         """The global model as ``name -> tensor`` (copies)."""
-        return {n: v.clone() for n, v in self._params(self.global_model).items()}
+        return {n: v.clone() for n, v in self.predictor.params(self.global_model).items()}
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(clients={self.num_clients}, m={self.clients_per_round}, "
