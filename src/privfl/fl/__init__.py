@@ -4,16 +4,22 @@
   clip norm, noise multiplier, optimizer); :meth:`~LocalTrainingSpec.privacy_step` is the
   accountant's view derived from the same object.
 * :class:`CohortTrainer` — runs the K local steps of all sampled clients together:
-  ``train(start_params, client_data, optimizer_states, generator) -> (params, states, stats)``.
+  ``train(start_params, client_data, optimizer_states, generator) -> (params, states, stats)``;
+  from a shared :class:`DataPool` and per-row indices (``train_pool``); as a pure function of
+  public per-row seeds :class:`ClientStreams` (``train_streams``: shards give identical rows);
+  stacked inference ``forward`` / ``evaluate`` (:class:`Evaluation`) for ``[M, ...]`` models.
 * Stacked parameters ``name -> [M, ...]``: :func:`stack_params`, :func:`replicate_params`,
-  :func:`unstack_params`, :func:`load_params`, :func:`take_rows`, :func:`put_rows`.
+  :func:`unstack_params`, :func:`load_params`, :func:`take_rows`, :func:`put_rows`,
+  :func:`cat_rows`.
 * Per-layer per-example gradient maths: :mod:`privfl.fl.grad_sample`.
 
 Algorithms (PriFedSync, FedAvg, ...) live in :mod:`privfl.fl.algorithms` and build on these.
 """
 
+from privfl.fl.evaluate import Evaluation
 from privfl.fl.optim import StackedOptimizer
 from privfl.fl.params import (
+    cat_rows,
     load_params,
     num_stacked,
     put_rows,
@@ -23,7 +29,9 @@ from privfl.fl.params import (
     trainable_parameters,
     unstack_params,
 )
+from privfl.fl.pool import DataPool
 from privfl.fl.spec import OPTIMIZERS, LocalTrainingSpec
+from privfl.fl.streams import NOISE_STREAMS, ClientStreams, noise_streams
 from privfl.fl.trainer import (
     LAYOUTS,
     CohortTrainer,
@@ -34,14 +42,20 @@ from privfl.fl.trainer import (
 
 __all__ = [
     "LAYOUTS",
+    "NOISE_STREAMS",
     "OPTIMIZERS",
+    "ClientStreams",
     "CohortTrainer",
+    "DataPool",
+    "Evaluation",
     "GradientResult",
     "LocalTrainingSpec",
     "StackedOptimizer",
     "TrainingStats",
+    "cat_rows",
     "cross_entropy_loss",
     "load_params",
+    "noise_streams",
     "num_stacked",
     "put_rows",
     "replicate_params",

@@ -2,8 +2,9 @@
 
 The round engine keeps the models of a cohort as one stacked dictionary (the names are those of
 ``model.named_parameters()``, trainable ones only) so that per-client work can be batched.
-Helpers here convert between torch models / state dicts and stacked dictionaries and pick or
-overwrite rows (also for optimizer states, which use the same leading dimension).
+Helpers here convert between torch models / state dicts and stacked dictionaries and pick,
+overwrite or concatenate rows (also for optimizer states, which use the same leading dimension):
+``take_rows`` cuts a cohort into shards, ``cat_rows`` puts the shards' results back together.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from torch import nn
 from privfl._validation import check_int
 
 __all__ = [
+    "cat_rows",
     "load_params",
     "num_stacked",
     "put_rows",
@@ -151,3 +153,23 @@ def put_rows(
                 )
             t[idx.to(t.device)] = v.to(device=t.device, dtype=t.dtype)
     return tree
+
+
+def cat_rows(trees: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The rows of several stacked dicts (params or optimizer states) in order: a new dict
+    ``name -> cat([tree[name] for tree in trees])`` (e.g. the shards of a cohort put back)."""
+    if isinstance(trees, Mapping) or not isinstance(trees, Sequence) or not trees:
+        raise ValueError("trees must be a non-empty sequence of stacked dicts")
+    for j, tree in enumerate(trees):
+        num_stacked(tree, f"trees[{j}]")
+        if set(tree) != set(trees[0]):
+            raise ValueError(
+                f"trees[{j}] has keys {sorted(tree)}: must match trees[0] {sorted(trees[0])}"
+            )
+        for name, t in tree.items():
+            if t.shape[1:] != trees[0][name].shape[1:]:
+                raise ValueError(
+                    f"trees[{j}][{name!r}] has row shape {tuple(t.shape[1:])}: trees[0] has "
+                    f"{tuple(trees[0][name].shape[1:])}"
+                )
+    return {name: torch.cat([tree[name] for tree in trees]) for name in trees[0]}

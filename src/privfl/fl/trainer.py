@@ -57,9 +57,12 @@ from torch.func import functional_call, grad, vmap
 from privfl._validation import check_choice, check_int, check_positive
 from privfl.accounting.events import Sampling
 from privfl.fl._capture import UnsupportedModelError, prepare_model
+from privfl.fl.evaluate import Evaluation, stacked_evaluate, stacked_forward
 from privfl.fl.optim import StackedOptimizer
 from privfl.fl.params import num_stacked
+from privfl.fl.pool import DataPool
 from privfl.fl.spec import LocalTrainingSpec
+from privfl.fl.streams import NOISE_STREAMS, SEED_HIGH, ClientStreams, noise_streams
 from privfl.mechanisms.clipping import clip_factors
 from privfl.mechanisms.noise import standard_normal_
 from privfl.mechanisms.sampling import fixed_size_indices, poisson_indices
@@ -68,7 +71,9 @@ from privfl.mechanisms.secure import SECURE_RANDOM
 __all__ = ["LAYOUTS", "CohortTrainer", "GradientResult", "TrainingStats", "cross_entropy_loss"]
 
 LAYOUTS = ("auto", "batched", "looped")
-_SEED_HIGH = 2**62
+#: Byte alignment of every row of the trainer's parameter buffers (that of PyTorch's CPU
+#: allocator): a row's arithmetic then does not depend on its position in the cohort.
+ROW_ALIGN = 64
 
 
 def cross_entropy_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -105,12 +110,12 @@ class GradientResult:
 
 @dataclass
 class _Client:
-    """Per-client streams and data location of one train call."""
+    """Per-client streams and data location (pool rows) of one train call."""
 
     data: torch.Generator
     noise: list[torch.Generator]
     aux: torch.Generator
-    offset: int
+    rows: torch.Tensor  #: [n_j] int64 pool rows of the client, on the training device
     records: int
 
 
@@ -220,6 +225,25 @@ class CohortTrainer:
             view.copy_(stacked[name])
         return flat
 
+    def _aligned_rows(self, stacked: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """:meth:`flatten` into a ``[M, d]`` view whose rows start at multiples of
+        ``ROW_ALIGN`` bytes of one new buffer (row stride d rounded up).
+
+        Every row then has the same address alignment as a freshly allocated tensor, whatever
+        its position: BLAS kernels (MKL's gemv, used for single-example batches) round
+        differently for operands at different 16-byte alignments, so with a stride of d a row's
+        result would depend on its index in the cohort and a shard would not reproduce it.
+        """
+        first = stacked[self.param_names[0]]
+        count = first.shape[0]
+        per = max(1, ROW_ALIGN // torch.empty((), dtype=self.dtype).element_size())
+        stride = -(-self.num_params // per) * per
+        buffer = torch.empty(count, stride, dtype=self.dtype, device=first.device)
+        flat = buffer[:, : self.num_params]
+        for name, view in self.unflatten(flat).items():
+            view.copy_(stacked[name])
+        return flat
+
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """Views ``name -> [M, *shape]`` into a flat ``[M, d]`` tensor (no copy)."""
         if not isinstance(flat, torch.Tensor) or flat.dim() != 2 or flat.shape[1] != (
@@ -233,6 +257,41 @@ class CohortTrainer:
             )
             for name in self.param_names
         }
+
+    # ------------------------------------------------------------------ stacked inference
+    def forward(
+        self,
+        params: Mapping[str, torch.Tensor] | torch.Tensor,
+        x: torch.Tensor,
+        *,
+        per_row: bool = False,
+        batch_size: int | None = None,
+    ) -> torch.Tensor:
+        """Outputs ``[M, N, *out]`` of the ``M`` stacked models, in eval mode (no dropout).
+
+        ``params``: ``name -> [M, ...]`` or a flat ``[M, d]`` tensor. ``x``: ``[N,
+        *input_shape]`` shared by all rows, or ``[M, N, *input_shape]`` with ``per_row=True``
+        (converted to the model's dtype and the parameters' device batch by batch).
+        ``batch_size``: examples per forward (default from ``memory_budget``, at most 1024).
+        Row ``j`` equals ``functional_call(model, params[j], x)`` up to float summation order
+        (see :mod:`privfl.fl.evaluate`). No gradients are recorded.
+        """
+        return stacked_forward(self, params, x, per_row=per_row, batch_size=batch_size)
+
+    def evaluate(
+        self,
+        params: Mapping[str, torch.Tensor] | torch.Tensor,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        per_row: bool = False,
+        batch_size: int | None = None,
+    ) -> Evaluation:
+        """Per-row accuracy, mean loss (``loss_fn``) and predictions of the ``M`` stacked
+        models on ``(x, y)``: ``y`` is ``[N]`` integer labels, or ``[M, N]`` with
+        ``per_row=True``. Inputs as in :meth:`forward`; returns an :class:`Evaluation`.
+        """
+        return stacked_evaluate(self, params, x, y, per_row=per_row, batch_size=batch_size)
 
     # ------------------------------------------------------------------ validation
     def _check_params(self, stacked, name) -> int:
@@ -262,33 +321,33 @@ class CohortTrainer:
             raise ValueError(
                 f"client_data has {len(client_data)} clients: must match start_params ({count})"
             )
-        xs, ys, sizes = [], [], []
-        shape = None
-        for j, pair in enumerate(client_data):
-            try:
-                x, y = pair
-            except (TypeError, ValueError) as error:
-                raise ValueError(f"client_data[{j}] is not an (x, y) pair") from error
-            if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
-                raise ValueError(f"client_data[{j}] must hold torch tensors")
-            if x.dim() < 1 or y.dim() < 1 or x.shape[0] != y.shape[0]:
-                raise ValueError(
-                    f"client_data[{j}] has x {tuple(x.shape)} and y {tuple(y.shape)}: need the "
-                    "same number of records in the first dimension"
-                )
-            if shape is None:
-                shape = tuple(x.shape[1:])
-            elif tuple(x.shape[1:]) != shape:
-                raise ValueError(
-                    f"client_data[{j}] has inputs of shape {tuple(x.shape[1:])}: client 0 has "
-                    f"{shape}"
-                )
-            sizes.append(self.spec.check_records(x.shape[0], f"client_data[{j}] records"))
-            xs.append(x)
-            ys.append(y)
-        x_all = torch.cat([x.to(device=device, dtype=self.dtype) for x in xs])
-        y_all = torch.cat([y.to(device) for y in ys])
-        return x_all, y_all, sizes
+        pool, rows = DataPool.from_clients(client_data, device=device, dtype=self.dtype)
+        for j, index in enumerate(rows):
+            self.spec.check_records(index.numel(), f"client_data[{j}] records")
+        return pool, rows
+
+    def _check_generator(self, generator):
+        if generator is None:
+            generator = torch.Generator().manual_seed(secrets.randbits(62))
+        if not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator = {generator!r} is not allowed: must be a torch.Generator")
+        return generator
+
+    def _check_pool(self, pool, indices, count, device):
+        if not isinstance(pool, DataPool):
+            raise ValueError(f"pool = {type(pool).__name__} is not allowed: must be a DataPool")
+        pool = pool.on(device, self.dtype)
+        rows = pool.check_indices(indices, count)
+        for j, index in enumerate(rows):
+            self.spec.check_records(index.numel(), f"indices[{j}] records")
+        return pool, rows
+
+    def _check_states(self, optimizer_states, count, device):
+        if optimizer_states is None:
+            return self.init_optimizer_state(count, device=device)
+        self.optimizer.check_state(optimizer_states, count, self.num_params,
+                                   name="optimizer_states")
+        return {k: v.detach().to(device).clone() for k, v in optimizer_states.items()}
 
     # ------------------------------------------------------------------ training
     def train(
@@ -301,6 +360,10 @@ class CohortTrainer:
         lr: float | torch.Tensor | None = None,
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], TrainingStats]:
         """K local steps for each of the M clients.
+
+        Equals :meth:`train_pool` on ``DataPool.from_clients(client_data)`` (the pairs
+        concatenated for this call): prefer :meth:`train_pool` when the data stay the same
+        across calls.
 
         Parameters
         ----------
@@ -315,6 +378,7 @@ class CohortTrainer:
         generator
             Source of all randomness except, with ``spec.secure``, the batches and the noise
             (``os.urandom``); ``None`` seeds one from :mod:`secrets` (not reproducible).
+            The per-client seeds are ``ClientStreams.draw(generator, M, noise_streams(device))``.
         lr
             Learning rate override: a float or a ``[M]`` tensor of per-client rates
             (default ``spec.lr``).
@@ -327,32 +391,91 @@ class CohortTrainer:
         """
         count = self._check_params(start_params, "start_params")
         device = start_params[self.param_names[0]].device
-        if generator is None:
-            generator = torch.Generator().manual_seed(secrets.randbits(62))
-        if not isinstance(generator, torch.Generator):
-            raise ValueError(f"generator = {generator!r} is not allowed: must be a torch.Generator")
-        x_all, y_all, sizes = self._check_data(client_data, count, device)
-        if optimizer_states is None:
-            states = self.init_optimizer_state(count, device=device)
-        else:
-            self.optimizer.check_state(optimizer_states, count, self.num_params,
-                                       name="optimizer_states")
-            states = {k: v.detach().to(device).clone() for k, v in optimizer_states.items()}
+        generator = self._check_generator(generator)
+        pool, rows = self._check_data(client_data, count, device)
+        states = self._check_states(optimizer_states, count, device)
         lr_rows = self._lr(lr, count, device)
-        flat = self.flatten(start_params).to(self.dtype)
-        streams = _noise_streams(device)
-        seeds = torch.randint(0, _SEED_HIGH, (count, 2 + streams), generator=generator,
-                              device=generator.device).tolist()
-        offsets = [0]
-        for n in sizes[:-1]:
-            offsets.append(offsets[-1] + n)
-        clients = [
-            _Client(
-                _gen(device, seeds[j][0]), [_gen(device, s) for s in seeds[j][2:]],
-                _gen(device, seeds[j][1]), offsets[j], sizes[j],
-            )
-            for j in range(count)
-        ]
+        streams = ClientStreams.draw(generator, count, noise_streams(device))
+        return self._train(start_params, pool, rows, streams, states, lr_rows)
+
+    def train_pool(
+        self,
+        start_params: Mapping[str, torch.Tensor],
+        pool: DataPool,
+        indices: Sequence[torch.Tensor] | torch.Tensor,
+        optimizer_states: Mapping[str, torch.Tensor] | None = None,
+        generator: torch.Generator | None = None,
+        *,
+        lr: float | torch.Tensor | None = None,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], TrainingStats]:
+        """:meth:`train` with the rows of client ``j`` given as ``pool`` rows ``indices[j]``.
+
+        No data is copied per call: the batches are gathered from the pool. Replicas of one
+        client repeat its index tensor. The seeds are drawn from ``generator`` exactly as in
+        :meth:`train`, so ``train(start, [pool.rows(i) for i in indices], ...)`` gives the same
+        result bit for bit.
+        """
+        count = self._check_params(start_params, "start_params")
+        device = start_params[self.param_names[0]].device
+        generator = self._check_generator(generator)
+        pool, rows = self._check_pool(pool, indices, count, device)
+        states = self._check_states(optimizer_states, count, device)
+        lr_rows = self._lr(lr, count, device)
+        streams = ClientStreams.draw(generator, count, noise_streams(device))
+        return self._train(start_params, pool, rows, streams, states, lr_rows)
+
+    def train_streams(
+        self,
+        start_params: Mapping[str, torch.Tensor],
+        pool: DataPool,
+        indices: Sequence[torch.Tensor] | torch.Tensor,
+        streams: ClientStreams,
+        optimizer_states: Mapping[str, torch.Tensor] | None = None,
+        *,
+        lr: float | torch.Tensor | None = None,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], TrainingStats]:
+        """The local work as a pure function of each row's inputs and public seeds.
+
+        Row ``j``'s result depends only on ``start_params[:, j]``, ``optimizer_states`` row
+        ``j``, ``lr[j]``, ``pool[indices[j]]`` and ``streams[j]`` (plus, in secure mode,
+        ``os.urandom``). A shard of a cohort (its rows of every argument) run separately —
+        in another process or machine — therefore gives the same rows bit for bit, provided
+        every chunk of the shard is a chunk of the whole run: always in the looped layout
+        (one row per chunk); in the batched layout, fix ``chunk_size`` and cut shards at
+        multiples of it (a chunk seeds functional randomness from its first row's aux stream,
+        and ``bmm`` over a different set of rows may round differently). The inputs are not
+        modified.
+
+        Parameters
+        ----------
+        streams
+            :class:`ClientStreams` with one row per client (``ClientStreams.draw`` reproduces
+            :meth:`train_pool`; ``ClientStreams.derive`` gives order-independent seeds).
+
+        The other parameters and the returns are those of :meth:`train_pool`.
+        """
+        count = self._check_params(start_params, "start_params")
+        device = start_params[self.param_names[0]].device
+        if not isinstance(streams, ClientStreams):
+            raise ValueError(f"streams = {type(streams).__name__} is not allowed: must be a "
+                             "ClientStreams")
+        if len(streams) != count:
+            raise ValueError(f"streams has {len(streams)} rows: must match start_params ({count})")
+        pool, rows = self._check_pool(pool, indices, count, device)
+        states = self._check_states(optimizer_states, count, device)
+        lr_rows = self._lr(lr, count, device)
+        return self._train(start_params, pool, rows, streams, states, lr_rows)
+
+    def _train(self, start_params, pool, rows, streams, states, lr_rows):
+        """The K local steps of all rows (inputs validated); see :meth:`train_streams`."""
+        count = len(rows)
+        device = pool.device
+        x_all, y_all = pool.x, pool.y
+        flat = self._aligned_rows(start_params)
+        clients = []
+        for j in range(count):
+            data, aux, noise = streams.generators(j, device)
+            clients.append(_Client(data, noise, aux, rows[j], rows[j].numel()))
         layout = self.resolve_layout(device)
         chunk = 1 if layout == "looped" else self._auto_chunk(count, x_all, y_all, device)
         k = self.spec.local_steps
@@ -476,13 +599,13 @@ class CohortTrainer:
             else:
                 idx = poisson_indices(client.records, spec.batch_size / client.records,
                                       source, device)
-            batches.append(idx + client.offset)
+            batches.append(client.rows[idx])
         real = [int(b.numel()) for b in batches]
         width = max(real)
         if len(batches) == 1:
             return batches[0].unsqueeze(0), None, real
         index = torch.stack([
-            torch.cat([b, b.new_full((width - b.numel(),), c.offset)]) if b.numel() < width
+            torch.cat([b, c.rows[:1].expand(width - b.numel())]) if b.numel() < width
             else b for b, c in zip(batches, clients, strict=True)
         ])
         if min(real) == width:
@@ -495,7 +618,7 @@ class CohortTrainer:
     @contextlib.contextmanager
     def _rng_guard(self, client: _Client, device):
         """Seed torch's global RNG (used only by functional dropout & co.) from the aux stream."""
-        seed = int(torch.randint(0, _SEED_HIGH, (1,), generator=client.aux,
+        seed = int(torch.randint(0, SEED_HIGH, (1,), generator=client.aux,
                                  device=client.aux.device))
         if device.type == "cuda":
             index = device.index if device.index is not None else torch.cuda.current_device()
@@ -637,7 +760,7 @@ class CohortTrainer:
         sums, norms, factors, losses = {n: [] for n in self.param_names}, [], [], []
         for j in range(m):
             pj = {n: v[j].detach() for n, v in params.items()}
-            seed = int(torch.randint(0, _SEED_HIGH, (1,), generator=gens[j],
+            seed = int(torch.randint(0, SEED_HIGH, (1,), generator=gens[j],
                                      device=gens[j].device)) if gens[j] is not None else None
             with torch.random.fork_rng(devices=[]):
                 if seed is not None:
@@ -742,14 +865,6 @@ class _PlainModel:
         self.module = copy.deepcopy(model).train()
 
 
-def _gen(device: torch.device, seed: int) -> torch.Generator:
-    return torch.Generator(device=device).manual_seed(int(seed))
-
-
-#: Independent noise streams per client on CPU: each fills 1/NOISE_STREAMS of the client's noise
-#: vector, so the (serial) Mersenne Twister draws can run on several cores. A constant, so the
-#: result does not depend on the number of threads.
-NOISE_STREAMS = 4
 _POOL: ThreadPoolExecutor | None = None
 
 
