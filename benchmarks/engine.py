@@ -20,6 +20,11 @@ peak memory of
   uses, to show how much of the difference is the optimizer;
 * ``privfl-dp-secure`` (only with ``--methods``) — privfl-dp in secure mode (``secure=True``:
   noise and local batches from os.urandom);
+* ``privfl-dp-pool`` (with ``--pool``, or ``--methods``) — privfl-dp (looped) reading every
+  client's rows from one shared :class:`privfl.fl.DataPool` by index
+  (``CohortTrainer.train_pool``) instead of per-client ``(x, y)`` copies that ``train``
+  concatenates on every call; ``--pool`` adds it and ``privfl-dp[looped]`` and prints their
+  ratios (speed and memory, same run);
 
 then the ratios privfl-dp / opacus (target >= 4) and plain-loop / privfl-dp (target <= 1.5).
 
@@ -53,8 +58,9 @@ METHODS = (
     "plain-loop",
     "plain-loop-fused",
 )
-#: not run by default: privfl-dp in secure mode (noise and batches from os.urandom)
-OPTIONAL = ("privfl-dp-secure",)
+#: not run by default: privfl-dp in secure mode (noise and batches from os.urandom); privfl-dp
+#: training from a shared data pool by index (``--pool``)
+OPTIONAL = ("privfl-dp-secure", "privfl-dp-pool")
 RECORDS = 600
 CLIP, NOISE, LR = 1.0, 2.0, 1e-3
 
@@ -111,6 +117,12 @@ class Method:
             self.params = replicate_params(model, clients)
             self.states = self.trainer.init_optimizer_state(clients)
             self.info["layout"] = self.trainer.resolve_layout("cpu")
+            self.pool = self.indices = None
+            if name == "privfl-dp-pool":  # one copy of every record; clients are index tensors
+                from privfl.fl import DataPool
+
+                self.pool, self.indices = DataPool.from_clients(data)
+                self.data = None
             return
         self.nets, self.opts = [], []
         for _ in range(clients):
@@ -137,14 +149,19 @@ class Method:
         if self.name.startswith("privfl"):
             from privfl.fl import put_rows, take_rows
 
-            if clients == list(range(len(self.data))):  # the whole cohort: no row copies
-                self.params, self.states, stats = self.trainer.train(
-                    self.params, self.data, self.states, self.gen)
+            if self.pool is not None:
+                def train(params, rows, states):
+                    return self.trainer.train_pool(
+                        params, self.pool, [self.indices[j] for j in rows], states, self.gen)
             else:
-                params, states, stats = self.trainer.train(
-                    take_rows(self.params, clients), [self.data[j] for j in clients],
-                    take_rows(self.states, clients), self.gen,
-                )
+                def train(params, rows, states):
+                    return self.trainer.train(params, [self.data[j] for j in rows], states,
+                                              self.gen)
+            if clients == list(range(len(self.states["step"]))):  # the whole cohort: no row copies
+                self.params, self.states, stats = train(self.params, clients, self.states)
+            else:
+                params, states, stats = train(
+                    take_rows(self.params, clients), clients, take_rows(self.states, clients))
                 put_rows(self.params, clients, params)
                 put_rows(self.states, clients, states)
             self.info["chunk_size"] = max(self.info.get("chunk_size", 0), stats.chunk_size)
@@ -246,6 +263,8 @@ def main(argv=None) -> None:
                         help="instead: each algorithm's whole rounds against its per-client "
                         f"loop baseline, comma-separated subset of {', '.join(ALGORITHM_BENCHES)}"
                         " or 'all' (benchmarks/algorithms/*.py; --repeats = timed rounds)")
+    parser.add_argument("--pool", action="store_true",
+                        help="add privfl-dp-pool and privfl-dp[looped]; print their ratios")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.algorithms is not None:
@@ -264,6 +283,8 @@ def main(argv=None) -> None:
         print("RESULT " + json.dumps(result))
         return
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if args.pool:
+        names += [m for m in ("privfl-dp[looped]", "privfl-dp-pool") if m not in names]
     unknown = [m for m in names if m not in METHODS + OPTIONAL]
     if unknown:
         parser.error(f"--methods: unknown {unknown}; choose from "
@@ -325,6 +346,15 @@ def main(argv=None) -> None:
               f"{args.clients / rates[m.name]:8.1f} {mem.get('peak_mb', float('nan')):8.0f} "
               f"{mem.get('train_mb', float('nan')):9.0f}{extra}")
 
+    if "privfl-dp-pool" in rates and "privfl-dp[looped]" in rates:
+        copies, pooled = "privfl-dp[looped]", "privfl-dp-pool"
+        print(f"\n{'privfl-dp-pool / privfl-dp[looped]':36s} = "
+              f"{rates[pooled] / rates[copies]:6.3f}   (updates/s: shared pool vs per-client "
+              "copies)")
+        if copies in memory and pooled in memory:
+            print(f"{'+train MB pool - copies':36s} = "
+                  f"{memory[pooled]['train_mb'] - memory[copies]['train_mb']:6.0f}   "
+                  f"(the copies path concatenates the cohort's data every call)")
     dp = {m: rates[m] for m in ("privfl-dp[looped]", "privfl-dp[batched]") if m in rates}
     if not dp:
         return

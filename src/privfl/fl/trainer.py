@@ -25,13 +25,25 @@ optimizer state stay in cache across its K steps); ``"batched"`` runs a chunk of
 forward (Linear via ``bmm`` over clients). ``"auto"`` picks looped on CPU (measured faster, see
 ``docs/engine.md``) and batched on accelerators.
 
-Randomness: ``train`` draws seeds per client from the generator it is given: a data stream
-(batches, dropout masks), an aux stream (seeds torch's global RNG during the forward, for
-functional randomness inside models) and ``NOISE_STREAMS`` noise streams on CPU (each fills a
-fixed slice of the noise vector, so the draws can run on several cores; one stream on CUDA).
-Each client's result therefore does not depend on the layout, the chunking, the thread count or
-the other clients of its chunk: the same generator state gives the same models (up to float
-summation order between layouts) on one device type.
+Three entry points, one computation (``docs/engine.md``, "Engine seams"):
+
+* ``train(start, client_data, states, generator)`` — per-client ``(x_j, y_j)`` pairs,
+  concatenated into a :class:`~privfl.fl.DataPool` for the call;
+* ``train_pool(start, pool, indices, states, generator)`` — the rows of client ``j`` are
+  ``pool`` rows ``indices[j]`` (no data copies; replicas repeat a client's indices);
+* ``train_streams(start, pool, indices, streams, states)`` — the pure function: every row's
+  randomness comes from its public seeds (:class:`~privfl.fl.ClientStreams`). The two others
+  draw ``ClientStreams.draw(generator, M, noise_streams(device))`` and call it.
+
+Randomness: per row, a data stream (batches, dropout masks), an aux stream (seeds torch's
+global RNG during the forward, for functional randomness inside models) and ``NOISE_STREAMS``
+noise streams on CPU (each fills a fixed slice of the noise vector, so the draws can run on
+several cores; one stream on CUDA). Parameter rows sit at the same 64-byte alignment whatever
+their index (``ROW_ALIGN``), because BLAS kernels round differently at different operand
+alignments. Each row's result therefore does not depend on the thread count, on its position
+in the cohort or on the other rows: a shard of the cohort trained elsewhere with its rows'
+seeds gives the same rows bit for bit (looped layout; batched with shards cut at multiples of
+a fixed ``chunk_size``), and layouts agree up to float summation order.
 
 Secure mode (``spec.secure``): the batches come from :data:`privfl.mechanisms.SECURE_RANDOM`
 (fresh ``os.urandom`` uniforms per client and step, the same samplers) and the noise from
