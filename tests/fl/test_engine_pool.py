@@ -162,6 +162,8 @@ def test_bad_pools_and_indices_name_the_argument():
         trainer.train_pool(start, pool, [good[0], torch.tensor([11, 12])], None, gen)
     with pytest.raises(ValueError, match="indices must be a sequence"):
         trainer.train_pool(start, pool, torch.arange(10), None, gen)
+    with pytest.raises(ValueError, match="start_params has 0 rows"):
+        trainer.train_pool(take_rows(start, []), pool, [], None, gen)
     with pytest.raises(ValueError, match="generator = 3"):
         trainer.train_pool(start, pool, good, None, 3)
     state = gen.get_state()

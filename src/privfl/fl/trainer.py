@@ -338,6 +338,12 @@ class CohortTrainer:
             self.spec.check_records(index.numel(), f"client_data[{j}] records")
         return pool, rows
 
+    def _check_cohort(self, start_params) -> int:
+        count = self._check_params(start_params, "start_params")
+        if count < 1:
+            raise ValueError("start_params has 0 rows: a training call needs at least one client")
+        return count
+
     def _check_generator(self, generator):
         if generator is None:
             generator = torch.Generator().manual_seed(secrets.randbits(62))
@@ -401,7 +407,7 @@ class CohortTrainer:
             New stacked parameters (views into one ``[M, d]`` buffer), new optimizer states
             (new tensors) and :class:`TrainingStats`.
         """
-        count = self._check_params(start_params, "start_params")
+        count = self._check_cohort(start_params)
         device = start_params[self.param_names[0]].device
         generator = self._check_generator(generator)
         pool, rows = self._check_data(client_data, count, device)
@@ -427,7 +433,7 @@ class CohortTrainer:
         :meth:`train`, so ``train(start, [pool.rows(i) for i in indices], ...)`` gives the same
         result bit for bit.
         """
-        count = self._check_params(start_params, "start_params")
+        count = self._check_cohort(start_params)
         device = start_params[self.param_names[0]].device
         generator = self._check_generator(generator)
         pool, rows = self._check_pool(pool, indices, count, device)
@@ -466,7 +472,7 @@ class CohortTrainer:
 
         The other parameters and the returns are those of :meth:`train_pool`.
         """
-        count = self._check_params(start_params, "start_params")
+        count = self._check_cohort(start_params)
         device = start_params[self.param_names[0]].device
         if not isinstance(streams, ClientStreams):
             raise ValueError(f"streams = {type(streams).__name__} is not allowed: must be a "
