@@ -1,5 +1,6 @@
 """InsDP-FedSGD / InsDP-FedAvg (Xie et al. 2023 Algorithms 2-3): plan, training, resume, paper
-numbers (spec seed2 sections 3.5 and 7.1, 7.3)."""
+numbers (spec seed2 sections 3.5 and 7.1, 7.3). The shipped configurations of the paper's
+experiments are tested in ``test_xie2023_configs.py``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import copy
 import dataclasses
 import io
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,8 +27,6 @@ from privfl.fl.algorithms.insdp import InsDpFedAvg, InsDpFedSgd
 from privfl.fl.algorithms.insdp_plan import PAPER_ACCOUNTING, PAPER_OPTIONS, InsDpPrivacy
 from privfl.models import build_model
 from privfl.report.check import check_run_privacy
-
-CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "xie2023"
 
 #: A run configuration that trains in well under a second per round.
 TINY = {
@@ -133,48 +131,6 @@ def test_figure_9_fedsgd_paper_accounting_is_a_reference_beside_rigorous_numbers
     full = InsDpPrivacy(spec, sizes, algorithm="fedsgd", release="global-model", delta=1e-4,
                         accountants="rdp")
     assert _by_scope(full.results(5), "paper").kind == "bound"
-
-
-def _stand_in(config):
-    """A federation with the client sizes the config's data section gives (iid, equal sizes),
-    without loading the dataset: the plan reads only the sizes."""
-    n, sizes = config.data.clients, config.data.train_size
-    x = np.zeros((n * sizes, 1, 1, 1), dtype=np.float32)
-    pool = Dataset(x, np.zeros(n * sizes, dtype=np.int64), "stand-in", 1, normalized=True)
-    return FederatedDataset(pool, pool, [np.arange(j * sizes, (j + 1) * sizes) for j in range(n)],
-                            [np.zeros(0, dtype=np.int64)] * n)
-
-
-@pytest.mark.parametrize(("name", "table", "rounds"), [
-    ("ins-fashion-mnist", TABLE7, 3),
-    ("ins-cifar-setting-fashion-mnist", TABLE8, 1),
-])
-def test_shipped_configs_show_the_tables_on_their_cards(name, table, rounds):
-    from privfl.config.loader import load_config
-
-    config = load_config(CONFIGS / f"{name}.yaml")
-    assert config.federated.rounds == rounds
-    data = _stand_in(config)
-    for sigma in (config.privacy.noise_multiplier, min(table)):
-        changed = config.model_copy(update={"privacy": config.privacy.model_copy(
-            update={"noise_multiplier": float(sigma)})})
-        plan = InsDpFedAvg.privacy_plan(changed, data)
-        assert round(_by_scope(plan.results(rounds), "paper").epsilon, 4) == table[sigma]
-    assert "paper scope" in plan.card(rounds)
-
-
-def test_shipped_fedsgd_config_shows_figure_9():
-    from privfl.config.loader import load_config
-
-    config = load_config(CONFIGS / "ins-fedsgd-fashion-mnist.yaml")
-    plan = InsDpFedSgd.privacy_plan(config, _stand_in(config))
-    results = plan.results(config.federated.rounds)
-    paper = _by_scope(results, "paper")
-    assert (round(paper.epsilon, 4), paper.kind) == (0.8872, "reference")
-    rdp, pld = _by_scope(results, "global-model"), _by_scope(results, "global-model", "pld")
-    assert (rdp.kind, pld.kind) == ("bound", "bound")
-    assert round(rdp.epsilon, 4) == 2.3217  # the numbers the config's header states
-    assert pld.epsilon == pytest.approx(2.0985, abs=5e-4)
 
 
 # ------------------------------------------------------------ the plan
