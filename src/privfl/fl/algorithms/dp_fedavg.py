@@ -76,8 +76,9 @@ from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
 from privfl.fl.algorithms.common import (
     ClientTensors,
     FlatPredictor,
-    data_fingerprint,
-    jsonable_state,
+    check_partition,
+    checkpoint_streams,
+    restore_streams,
     seeded_generators,
 )
 from privfl.fl.params import trainable_parameters
@@ -694,16 +695,12 @@ class DpFedAvg(RoundAlgorithm):
             "global_model": self.global_model.detach().cpu().clone(),
             "velocity": self.velocity.detach().cpu().clone(),
             "dp": self.dp.state_dict() if self.dp is not None else {},
-            "numpy_rng": jsonable_state(self.rng.bit_generator.state),
-            "torch_generator": self.generator.get_state(),
-            "data_fingerprint": data_fingerprint(self.data),
+            **checkpoint_streams(self.data, self.rng, self.generator),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
-        if state.get("data_fingerprint") != data_fingerprint(self.data):
-            raise ValueError("checkpoint data_fingerprint does not match this run's client "
-                             "partition: resume needs the same data settings and seed")
+        check_partition(state, self.data)
         model = state["global_model"]
         if tuple(model.shape) != tuple(self.global_model.shape):
             raise ValueError(f"checkpoint global model has shape {tuple(model.shape)}: this run "
@@ -713,8 +710,7 @@ class DpFedAvg(RoundAlgorithm):
         self.velocity = state["velocity"].to(self.device, self.dtype).clone()
         if self.dp is not None:
             self.dp.load_state_dict(state["dp"])
-        self.rng.bit_generator.state = state["numpy_rng"]
-        self.generator.set_state(state["torch_generator"])
+        restore_streams(state, self.rng, self.generator)
 
     def global_params(self) -> dict[str, torch.Tensor]:
         """The global model as ``name -> tensor`` (copies)."""

@@ -62,8 +62,10 @@ from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
 from privfl.fl.algorithms.common import (
     ClientTensors,
     FlatPredictor,
+    check_partition,
+    checkpoint_streams,
     data_fingerprint,
-    jsonable_state,
+    restore_streams,
     seeded_generators,
 )
 from privfl.fl.algorithms.helpers import HelperMap, make_helper
@@ -546,18 +548,12 @@ class PriFedSync(RoundAlgorithm):
             "personal_accuracy": torch.from_numpy(self.personal_accuracy.copy()),
             "evaluated": torch.from_numpy(self.evaluated.copy()),
             "global_accuracy": torch.from_numpy(self.global_accuracy.copy()),
-            "numpy_rng": jsonable_state(self.rng.bit_generator.state),
-            "torch_generator": self.generator.get_state(),
-            "data_fingerprint": self.data_fingerprint(),
+            **checkpoint_streams(self.data, self.rng, self.generator),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
-        if state.get("data_fingerprint") != self.data_fingerprint():
-            raise ValueError(
-                "checkpoint data_fingerprint does not match this run's client partition: "
-                "resume needs the same data settings and seed"
-            )
+        check_partition(state, self.data)
         local = state["local"]
         if tuple(local.shape) != tuple(self.local.shape):
             raise ValueError(
@@ -575,8 +571,7 @@ class PriFedSync(RoundAlgorithm):
         self.personal_accuracy = state["personal_accuracy"].numpy().astype(np.float64).copy()
         self.evaluated = state["evaluated"].numpy().astype(bool).copy()
         self.global_accuracy = state["global_accuracy"].numpy().astype(np.float64).copy()
-        self.rng.bit_generator.state = state["numpy_rng"]
-        self.generator.set_state(state["torch_generator"])
+        restore_streams(state, self.rng, self.generator)
 
     def global_params(self) -> dict[str, torch.Tensor]:
         """The global model as ``name -> tensor`` (copies)."""

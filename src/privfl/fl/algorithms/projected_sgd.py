@@ -73,8 +73,9 @@ from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
 from privfl.fl.algorithms.common import (
     FlatPredictor,
-    data_fingerprint,
-    jsonable_state,
+    check_partition,
+    checkpoint_streams,
+    restore_streams,
     seeded_generators,
 )
 from privfl.fl.params import trainable_parameters
@@ -770,16 +771,12 @@ class ProjectedSgd(RoundAlgorithm):
             "released": self.released.detach().cpu().clone(),
             "order": None if self.order is None else torch.from_numpy(self.order.copy()),
             "global_accuracy": float(self.global_accuracy),
-            "numpy_rng": jsonable_state(self.rng.bit_generator.state),
-            "torch_generator": self.generator.get_state(),
-            "data_fingerprint": data_fingerprint(self.data),
+            **checkpoint_streams(self.data, self.rng, self.generator),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
-        if state.get("data_fingerprint") != data_fingerprint(self.data):
-            raise ValueError("checkpoint data_fingerprint does not match this run's client "
-                             "partition: resume needs the same data settings and seed")
+        check_partition(state, self.data)
         params = state["params"]
         if tuple(params.shape) != tuple(self.params.shape):
             raise ValueError(f"checkpoint params have shape {tuple(params.shape)}: this run has "
@@ -792,8 +789,7 @@ class ProjectedSgd(RoundAlgorithm):
         self.released = state["released"].to(self.device, self.dtype).clone()
         self.order = None if order is None else order.numpy().astype(np.int64).copy()
         self.global_accuracy = float(state["global_accuracy"])
-        self.rng.bit_generator.state = state["numpy_rng"]
-        self.generator.set_state(state["torch_generator"])
+        restore_streams(state, self.rng, self.generator)
 
     def global_params(self) -> dict[str, torch.Tensor]:
         """The released model as ``name -> tensor`` (copies)."""
