@@ -102,6 +102,13 @@ def _example_bytes(trainer: CohortTrainer, x1: torch.Tensor) -> int:
     temporaries); a fixed guess when the captured layers are not used."""
     if not trainer.uses_fast_path:
         return 16 * x1.numel() * x1.element_size()
+    key = (tuple(x1.shape), x1.dtype, x1.device)
+    if key not in trainer._eval_bytes:
+        trainer._eval_bytes[key] = _probe(trainer, x1)
+    return trainer._eval_bytes[key]
+
+
+def _probe(trainer: CohortTrainer, x1: torch.Tensor) -> int:
     params = {n: torch.zeros((1, *s), dtype=trainer.dtype, device=x1.device)
               for n, s in trainer.param_shapes.items()}
     ctx = trainer._ctx

@@ -208,6 +208,7 @@ class CohortTrainer:
             except UnsupportedModelError as error:
                 self.fallback_reason = str(error)
         self._row_bytes: int | None = None
+        self._eval_bytes: dict = {}  # evaluation: bytes per example, by input shape
 
     # ------------------------------------------------------------------ public helpers
     @property
