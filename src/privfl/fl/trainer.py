@@ -405,8 +405,9 @@ class CohortTrainer:
         Returns
         -------
         params, states, stats
-            New stacked parameters (views into one ``[M, d]`` buffer), new optimizer states
-            (new tensors) and :class:`TrainingStats`.
+            New stacked parameters (views into one new buffer whose rows start at multiples
+            of ``ROW_ALIGN`` bytes), new optimizer states (new tensors) and
+            :class:`TrainingStats`.
         """
         count = self._check_cohort(start_params)
         device = start_params[self.param_names[0]].device
