@@ -24,6 +24,7 @@ from privfl.fl import (
 from privfl.fl.streams import SEED_HIGH
 
 SIZES = [6, 9, 7, 12, 6, 8]
+SEED = 5  # a seed where stride-d rows (unaligned) do round differently
 
 
 def _pool_and_indices(seed=0):
@@ -54,16 +55,18 @@ def test_train_is_draw_then_train_streams():
 
 
 @pytest.mark.parametrize(("layout", "chunk", "cut"), [
-    ("looped", None, 2),     # any cut: one row per chunk
-    ("looped", None, 5),
+    ("looped", None, 3),     # any cut: one row per chunk
     ("batched", 2, 4),       # cut at a multiple of the chunk size
     ("batched", 3, 3),
 ])
 def test_shards_give_bit_identical_rows(layout, chunk, cut):
     """Split a cohort in two shards (their rows of params, states, lr, indices and streams),
-    train each separately, put them back with cat_rows: torch.equal to the whole cohort."""
+    train each separately, put them back with cat_rows: torch.equal to the whole cohort.
+    (With parameter rows at stride d instead of 64-byte aligned, the looped case fails: MKL's
+    single-example matrix-vector products round by operand alignment.)"""
+    torch.manual_seed(SEED)
     model = TinyCNN(dropout=True)
-    spec = LocalTrainingSpec(local_steps=3, batch_size=3, sampling="poisson", clip_norm=1.0,
+    spec = LocalTrainingSpec(local_steps=2, batch_size=3, sampling="poisson", clip_norm=1.0,
                              noise_multiplier=0.8, optimizer="adam", lr=0.01)
     pool, indices = _pool_and_indices()
     m = len(SIZES)
