@@ -52,7 +52,6 @@ the experimenter, not for release.
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -85,6 +84,14 @@ from privfl.accounting.results import PrivacyResult
 from privfl.config.schema import ExperimentConfig, FederatedConfig, TrainingConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
+from privfl.fl.algorithms.common import (
+    FlatPredictor,
+    as_tensor,
+    check_partition,
+    checkpoint_streams,
+    restore_streams,
+    seeded_generators,
+)
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer, cross_entropy_loss
@@ -439,17 +446,6 @@ class GradientSum:
     clipped_fraction: float  #: fraction of sampled records with norm > C (NaN if none / no clip)
 
 
-def _jsonable(state: Any) -> Any:
-    """numpy bit-generator state as plain Python values (loadable with weights_only)."""
-    if isinstance(state, dict):
-        return {k: _jsonable(v) for k, v in state.items()}
-    if isinstance(state, np.ndarray):
-        return state.tolist()
-    if isinstance(state, np.integer):
-        return int(state)
-    return state
-
-
 class DpDsgd(RoundAlgorithm):
     """DP-DSGD with random participation over a :class:`~privfl.data.FederatedDataset`.
 
@@ -528,7 +524,9 @@ class DpDsgd(RoundAlgorithm):
         )
         self.trainer = CohortTrainer(model, self.engine_spec, **(trainer_options or {}))
         self.dtype = self.trainer.dtype
-        self._model = copy.deepcopy(model).to(self.device)
+        self._model = copy.deepcopy(model).to(self.device)  # train mode: plain gradients
+        self.predict = FlatPredictor(model, self.trainer.unflatten, self.device,
+                                     self.eval_batch_size)
         start = init_params if init_params is not None else trainable_parameters(model)
         self.params = self.trainer.flatten(
             {n: start[n].detach().unsqueeze(0) for n in self.trainer.param_names}
@@ -537,24 +535,18 @@ class DpDsgd(RoundAlgorithm):
         self._load_data()
         self.round = 0
         self.global_accuracy = math.nan
-        seeds = np.random.SeedSequence(self.seed).spawn(2)
-        self.rng = np.random.default_rng(seeds[0])
-        self.generator = torch.Generator(device=self.device).manual_seed(
-            int(seeds[1].generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
-        )
+        self.rng, self.generator = seeded_generators(self.seed, self.device)
 
     def _load_data(self) -> None:
         data, dev = self.data, self.device
-        self._x = torch.as_tensor(np.ascontiguousarray(data.train.x)).to(dev, self.dtype)
-        self._y = torch.as_tensor(np.ascontiguousarray(data.train.y)).to(dev, torch.int64)
+        self._x = as_tensor(data.train.x, self.dtype, dev)  # the shared pool
+        self._y = as_tensor(data.train.y, torch.int64, dev)
         self._owned = [np.asarray(i, dtype=np.int64) for i in data.train_indices]
         tests = [np.asarray(i, dtype=np.int64) for i in (data.test_indices or [])]
         pooled = np.concatenate(tests) if tests and sum(t.size for t in tests) else (
             np.arange(len(data.test)))
-        self._test_x = torch.as_tensor(np.ascontiguousarray(data.test.x[pooled])).to(
-            dev, self.dtype)
-        self._test_y = torch.as_tensor(np.ascontiguousarray(data.test.y[pooled])).to(
-            dev, torch.int64)
+        self._test_x = as_tensor(data.test.x[pooled], self.dtype, dev)
+        self._test_y = as_tensor(data.test.y[pooled], torch.int64, dev)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -666,21 +658,12 @@ class DpDsgd(RoundAlgorithm):
         grad = (noisy / self.plan.expected_records).unsqueeze(0)
         self.trainer.optimizer.step_(self.params, grad, self.optimizer_state, self.server_lr)
 
-    @torch.no_grad()
     def accuracy(self) -> float:
-        """Accuracy of the global model on the evaluation set."""
-        params = {n: v[0] for n, v in self.trainer.unflatten(self.params).items()}
-        was_training = self._model.training
-        self._model.eval()
-        try:
-            hits = 0
-            for lo in range(0, self._test_y.numel(), self.eval_batch_size):
-                out = functional_call(self._model, params,
-                                      (self._test_x[lo: lo + self.eval_batch_size],))
-                hits += int((out.argmax(-1) == self._test_y[lo: lo + self.eval_batch_size]).sum())
-        finally:
-            self._model.train(was_training)
-        return hits / max(self._test_y.numel(), 1)
+        """Accuracy of the global model on the evaluation set (pooled client test sets)."""
+        if not self._test_y.numel():
+            return math.nan
+        return float((self.predict(self.params[0], self._test_x) == self._test_y)
+                     .to(torch.float64).mean())
 
     def evaluate(self, cohort: Cohort, updates: GradientSum) -> dict[str, Any]:
         r = self.round
@@ -693,14 +676,6 @@ class DpDsgd(RoundAlgorithm):
                 "clipped_fraction": updates.clipped_fraction}
 
     # ------------------------------------------------------------------ checkpoints
-    def data_fingerprint(self) -> str:
-        """SHA-256 of the clients' training indices: a resume must match it."""
-        digest = hashlib.sha256()
-        for part in self.data.train_indices:
-            digest.update(np.asarray(part, dtype=np.int64).tobytes())
-            digest.update(b"|")
-        return digest.hexdigest()
-
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: model, momentum, every RNG state.
 
@@ -712,16 +687,12 @@ class DpDsgd(RoundAlgorithm):
             "optimizer_state": {k: v.detach().cpu().clone()
                                 for k, v in self.optimizer_state.items()},
             "global_accuracy": float(self.global_accuracy),
-            "numpy_rng": _jsonable(self.rng.bit_generator.state),
-            "torch_generator": self.generator.get_state(),
-            "data_fingerprint": self.data_fingerprint(),
+            **checkpoint_streams(self.data, self.rng, self.generator),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
-        if state.get("data_fingerprint") != self.data_fingerprint():
-            raise ValueError("checkpoint data_fingerprint does not match this run's client "
-                             "partition: resume needs the same data settings and seed")
+        check_partition(state, self.data)
         params = state["params"]
         if tuple(params.shape) != tuple(self.params.shape):
             raise ValueError(f"checkpoint params have shape {tuple(params.shape)}: this run has "
@@ -734,8 +705,7 @@ class DpDsgd(RoundAlgorithm):
         self.params = params.to(self.device, self.dtype).clone()
         self.optimizer_state = optimizer_state
         self.global_accuracy = float(state["global_accuracy"])
-        self.rng.bit_generator.state = state["numpy_rng"]
-        self.generator.set_state(state["torch_generator"])
+        restore_streams(state, self.rng, self.generator)
 
     def global_params(self) -> dict[str, torch.Tensor]:
         """The global model as ``name -> tensor`` (copies)."""
