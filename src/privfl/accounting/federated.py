@@ -156,7 +156,7 @@ def _clt_results(setting: FederatedSetting, delta: float) -> list[PrivacyResult]
         ("strong", len(setting.clients) - 1, setting.mu_strong()),
     ):
         event = worst.event(setting.rounds, colluders=colluders)
-        note = "CLT limit of C_{B/n}(G_{1/sigma})^{KR} (seed 000 Theorem 2); not a bound"
+        note = "CLT limit of C_{B/n}(G_{1/sigma})^{KR} (Zheng et al. 2021, Theorem 2); not a bound"
         if math.isinf(mu):
             note += (
                 "; mu exceeds the float range (e^{1/sigma^2} overflows below sigma ~ 0.027): "

@@ -914,7 +914,8 @@ def participation_event(
         neighbouring=Neighbouring.ADD_REMOVE,
         unit=Unit.RECORD,
         release=_RELEASE[server],
-        description=f"seed 003 {scheme}: {_sampling_label(p, q)}",
+        description=f"random participation (Hasircioglu and Gunduz 2022) {scheme}: "
+        f"{_sampling_label(p, q)}",
     )
 
 
@@ -995,10 +996,11 @@ _NOTES = {
         "paper's Theorem 4.1 as stated (Eq. 6, forward direction only). Its proof fixes one "
         "aligned-gradient configuration (Eq. 27) instead of maximising over configurations, so "
         "it is that configuration's exact delta: a LOWER bound on the true delta, not an upper "
-        "bound; it can fall below CS (spec seed3 4.6)"
+        "bound; it can fall below CS (Hasircioglu and Gunduz 2022, Theorem 4.1)"
     ),
     "per-s1-convexity": (
-        "spec variant B: advanced joint convexity, joint convexity over the client's own "
+        "privfl's rigorous variant: advanced joint convexity, joint convexity over the client's "
+        "own "
         "record sampling, aligned (forward) / anti-aligned (reverse) maximal gradients as the "
         "proven worst case of each term; max of both directions"
     ),

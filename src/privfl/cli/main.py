@@ -174,7 +174,7 @@ def account_dpsgd(
 
 
 FEDFDP_HELP = (
-    "Record-level federated f-DP of PriFedSync with noisy SGD (seed 000 Theorem 2). "
+    "Record-level federated f-DP of PriFedSync with noisy SGD (Zheng et al. 2021, Theorem 2). "
     "Convention: SIGMA is the paper's noise scale, noise std = 2*SIGMA*C on the sum of clipped "
     "per-example gradients (Opacus noise multiplier 2*SIGMA); neighbours replace one record of "
     "one client; local batches of B records are drawn without replacement; every round counts "

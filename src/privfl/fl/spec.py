@@ -219,7 +219,7 @@ class LocalTrainingSpec:
 
         if self.sampling_scheme is not Sampling.WITHOUT_REPLACEMENT:
             raise ValueError(
-                f"sampling = {self.sampling!r} is not allowed here: seed 000's accounting "
+                f"sampling = {self.sampling!r} is not allowed here: Zheng et al. 2021's Theorem 2 "
                 "assumes without-replacement batches"
             )
         self.privacy_step(records)  # refuses non-private specs
