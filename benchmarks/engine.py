@@ -205,11 +205,12 @@ def _memory_child(name, clients, steps, batch, threads, memory_steps) -> dict:
     return {"peak_mb": peak, "train_mb": peak - base, "seconds": seconds}
 
 
-#: algorithm -> (module in benchmarks/algorithms, its baseline, target ratio privfl / baseline)
+#: algorithm -> (module in benchmarks/algorithms, its baseline, target ratio privfl / baseline,
+#: default (timed rounds, clients) of that module: a DP-DSGD round is one small step per client)
 ALGORITHM_BENCHES = {
-    "dp-fedavg": ("dp_fedavg", "plain-loop", 1.0),
-    "insdp-fedavg": ("insdp", "opacus-loop", 4.0),
-    "dp-dsgd": ("dp_dsgd", "opacus-loop", 4.0),
+    "dp-fedavg": ("dp_fedavg", "plain-loop", 1.0, (2, 20)),
+    "insdp-fedavg": ("insdp", "opacus-loop", 4.0, (2, 10)),
+    "dp-dsgd": ("dp_dsgd", "opacus-loop", 4.0, (5, 400)),
 }
 
 
@@ -227,13 +228,12 @@ def _algorithm_benches(parser, args) -> None:
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "algorithms")
     rows = []
     for name in names:
-        module_name, baseline, target = ALGORITHM_BENCHES[name]
+        module_name, baseline, target, (rounds, clients) = ALGORITHM_BENCHES[name]
         spec = importlib.util.spec_from_file_location(module_name,
                                                       os.path.join(here, f"{module_name}.py"))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        result = module.bench(args.repeats if args.repeats > 1 else 2, args.clients,
-                              threads=args.threads)
+        result = module.bench(rounds, clients, threads=args.threads)
         rates = {k: v for k, v in result.items() if k.startswith(("privfl", baseline))}
         ours = next(v for k, v in rates.items() if k.startswith("privfl"))
         rows.append((name, ours, baseline, rates.get(baseline, float("nan")),
@@ -262,7 +262,7 @@ def main(argv=None) -> None:
     parser.add_argument("--algorithms", default=None,
                         help="instead: each algorithm's whole rounds against its per-client "
                         f"loop baseline, comma-separated subset of {', '.join(ALGORITHM_BENCHES)}"
-                        " or 'all' (benchmarks/algorithms/*.py; --repeats = timed rounds)")
+                        " or 'all' (benchmarks/algorithms/*.py at their own sizes; --threads)")
     parser.add_argument("--pool", action="store_true",
                         help="add privfl-dp-pool and privfl-dp[looped]; print their ratios")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
