@@ -130,22 +130,31 @@ def _sigma_text(sigma: float | None) -> str:
     return "nonprivate" if sigma is None else f"z{sigma:g}"
 
 
+def _privacy(sigma: float | None, s: dict[str, Any]) -> dict[str, Any]:
+    if sigma is None:
+        return {"enabled": False}
+    return {"enabled": True, "noise_multiplier": sigma, "clip_norm": s["clip"],
+            "delta": s["delta"], "accountants": ["rdp", "pld"]}
+
+
+def _paper_text(sigma: float | None, s: dict[str, Any]) -> str:
+    eps, acc = s["grid"][sigma]
+    if sigma is None:
+        return f"Paper: clean accuracy {acc:.2f} %"
+    return f"Paper: epsilon {eps:.4f} (delta = {s['delta']:g}), clean accuracy {acc:.2f} %"
+
+
 def user_config(task: str, table: int, sigma: float | None) -> tuple[str, dict, list[str]]:
     s = user_setting(table, task)
     name = f"{task}-user-table{table}-{_sigma_text(sigma)}"
     raw = _base(name, task, s["clients"], s["records"])
     raw["training"] = {**s["training"], "sampling": "without-replacement", **MOMENTUM}
-    if sigma is None:
-        raw["privacy"] = {"enabled": False}
-    else:
-        raw["privacy"] = {"enabled": True, "noise_multiplier": sigma, "clip_norm": s["clip"],
-                          "delta": s["delta"], "accountants": ["rdp", "pld"]}
+    raw["privacy"] = _privacy(sigma, s)
     raw["federated"] = {"algorithm": "dp-fedavg", "rounds": s["rounds"],
                         "client_sampling": "poisson", "client_rate": s["rate"],
                         "server_lr": 1.0, "clipping": "flat",
                         "paper_accounting": sigma is not None}
     raw["run"] = {"threads": 2}
-    eps, acc = s["grid"][sigma]
     q = "10/805" if table == 6 else f"{s['rate']:g}"
     what = ("non-private baseline (no clipping, no noise)" if sigma is None
             else f"z = {sigma:g}, S = {s['clip']:g}")
@@ -153,8 +162,7 @@ def user_config(task: str, table: int, sigma: float | None) -> tuple[str, dict, 
         f"UserDP-FedAvg (Xie et al. 2023) at the paper's {s['paper']} privacy setting on "
         f"{TASKS[task][1]}: N = {s['clients']} users of {s['records']} records, Poisson q = {q}, "
         f"T = {s['rounds']}, {what}")
-    paper = (f"Paper: clean accuracy {acc:.2f} %" if sigma is None else
-             f"Paper: epsilon {eps:.4f} (delta = {s['delta']:g}), clean accuracy {acc:.2f} %")
+    paper = _paper_text(sigma, s)
     header = [
         f"{paper}. The card's scope `paper` (legacy RDP orders, classic conversion) equals the",
         "paper's epsilon; privfl's rdp and pld bounds are tighter. Client sampling is Poisson",
@@ -171,15 +179,10 @@ def ins_config(task: str, table: int, sigma: float | None) -> tuple[str, dict, l
     name = f"{task}-ins-table{table}-{_sigma_text(sigma)}"
     raw = _base(name, task, s["clients"], s["records"])
     raw["training"] = {**s["training"], "sampling": "poisson", **MOMENTUM}
-    if sigma is None:
-        raw["privacy"] = {"enabled": False}
-    else:
-        raw["privacy"] = {"enabled": True, "noise_multiplier": sigma, "clip_norm": s["clip"],
-                          "delta": s["delta"], "accountants": ["rdp", "pld"]}
+    raw["privacy"] = _privacy(sigma, s)
     raw["federated"] = {"algorithm": "insdp-fedavg", "rounds": s["rounds"], "server_lr": 1.0,
                         "paper_accounting": sigma is not None}
     raw["run"] = {"threads": 2}
-    eps, acc = s["grid"][sigma]
     batch, records = s["training"]["batch_size"], s["records"]
     what = ("non-private baseline (no clipping, no noise)" if sigma is None
             else f"sigma = {sigma:g}, C = {s['clip']:g}")
@@ -187,8 +190,7 @@ def ins_config(task: str, table: int, sigma: float | None) -> tuple[str, dict, l
         f"InsDP-FedAvg (Xie et al. 2023) at the paper's {s['paper']} privacy setting on "
         f"{TASKS[task][1]}: N = {s['clients']} users of {records} records, Poisson batches "
         f"q = {batch}/{records}, V = {s['training']['local_steps']}, T = {s['rounds']}, {what}")
-    paper = (f"Paper: clean accuracy {acc:.2f} %" if sigma is None else
-             f"Paper: epsilon {eps:.4f} (delta = {s['delta']:g}), clean accuracy {acc:.2f} %")
+    paper = _paper_text(sigma, s)
     exact = batch * 1266 == 50 * records or table == 8
     header = [
         f"{paper}. Every user trains every round (m = N) with Poisson batches (the paper's",
