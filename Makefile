@@ -40,7 +40,7 @@ lock:
 	} > $(CONSTRAINTS).new && mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 lint:
-	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/ruff check src tests benchmarks configs
 
 bench:
 	$(PY) benchmarks/accounting.py
