@@ -210,6 +210,7 @@ def _memory_child(name, clients, steps, batch, threads, memory_steps) -> dict:
 ALGORITHM_BENCHES = {
     "dp-fedavg": ("dp_fedavg", "plain-loop", 1.0, (2, 20)),
     "insdp-fedavg": ("insdp", "opacus-loop", 4.0, (2, 10)),
+    "insdp-fedsgd": ("insdp", "opacus-loop", 4.0, (6, 20)),
     "dp-dsgd": ("dp_dsgd", "opacus-loop", 4.0, (5, 400)),
 }
 
@@ -233,7 +234,8 @@ def _algorithm_benches(parser, args) -> None:
                                                       os.path.join(here, f"{module_name}.py"))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        result = module.bench(rounds, clients, threads=args.threads)
+        extra = {"variant": "fedsgd"} if name == "insdp-fedsgd" else {}
+        result = module.bench(rounds, clients, threads=args.threads, **extra)
         rates = {k: v for k, v in result.items() if k.startswith(("privfl", baseline))}
         ours = next(v for k, v in rates.items() if k.startswith("privfl"))
         rows.append((name, ours, baseline, rates.get(baseline, float("nan")),

@@ -60,22 +60,28 @@ def _federation(data, test_per_client: int = 10):
 
 
 def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads: int = 2,
-          verbose: bool = True) -> dict:
-    """Client-updates per second of InsDP-FedAvg and of the Opacus loop, measured together.
+          verbose: bool = True, variant: str = "fedavg") -> dict:
+    """Client-updates per second of InsDP-FedAvg (or, ``variant="fedsgd"``, InsDP-FedSGD: one
+    DP-SGD step per client and round, plain SGD, so ``steps`` is 1) and of the Opacus loop
+    (the same number of steps), measured together.
 
-    Returns ``{"privfl-insdp-fedavg": rate, "opacus-loop": rate, "ratio": privfl / opacus,
+    Returns ``{"privfl-insdp-<variant>": rate, "opacus-loop": rate, "ratio": privfl / opacus,
     "rounds", "clients", "steps", "batch", "threads"}``.
     """
     import torch
 
     from privfl.fl import LocalTrainingSpec
-    from privfl.fl.algorithms.insdp import InsDpFedAvg
+    from privfl.fl.algorithms.insdp import InsDpFedAvg, InsDpFedSgd
     from privfl.models import build_model
 
     for name, value in (("rounds", rounds), ("clients", clients), ("steps", steps),
                         ("batch", batch), ("threads", threads)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} = {value!r} is out of range: must be an integer >= 1")
+    if variant not in ("fedavg", "fedsgd"):
+        raise ValueError(f"variant = {variant!r} is not allowed: must be fedavg or fedsgd")
+    if variant == "fedsgd":
+        steps = 1
     engine = _engine()
     if batch > engine.RECORDS:
         raise ValueError(f"batch = {batch} is out of range: must be <= {engine.RECORDS}")
@@ -88,17 +94,19 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
 
     spec = LocalTrainingSpec(local_steps=steps, batch_size=batch,
                              sampling="without-replacement", clip_norm=engine.CLIP,
-                             noise_multiplier=engine.NOISE, optimizer="adam", lr=engine.LR)
-    algorithm = InsDpFedAvg(model, spec, _federation(data), seed=0, accountants="rdp")
+                             noise_multiplier=engine.NOISE,
+                             optimizer="adam" if variant == "fedavg" else "sgd", lr=engine.LR)
+    cls = InsDpFedAvg if variant == "fedavg" else InsDpFedSgd
+    algorithm = cls(model, spec, _federation(data), seed=0, accountants="rdp")
     opacus = engine.Method("opacus-loop", model, data, steps, batch)
     everyone = list(range(clients))
 
     algorithm.run_round()  # warm-up (first accounting, allocations)
     opacus.run(everyone)
-    seconds = {"privfl-insdp-fedavg": 0.0, "opacus-loop": 0.0}
+    seconds = {f"privfl-insdp-{variant}": 0.0, "opacus-loop": 0.0}
     for r in range(rounds):
-        for name in (("privfl-insdp-fedavg", "opacus-loop") if r % 2 == 0
-                     else ("opacus-loop", "privfl-insdp-fedavg")):
+        for name in ((f"privfl-insdp-{variant}", "opacus-loop") if r % 2 == 0
+                     else ("opacus-loop", f"privfl-insdp-{variant}")):
             start = time.perf_counter()
             if name == "opacus-loop":
                 opacus.run(everyone)
@@ -106,16 +114,17 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
                 algorithm.run_round()
             seconds[name] += time.perf_counter() - start
     rates = {name: rounds * clients / s for name, s in seconds.items()}
-    result = {**rates, "ratio": rates["privfl-insdp-fedavg"] / rates["opacus-loop"],
+    result = {**rates, "ratio": rates[f"privfl-insdp-{variant}"] / rates["opacus-loop"],
               "rounds": rounds, "clients": clients, "steps": steps, "batch": batch,
               "threads": threads}
     if verbose:
-        print(f"InsDP-FedAvg vs Opacus loop: seed0-mnist-cnn, {clients} clients x V={steps} "
+        title = "InsDP-FedAvg" if variant == "fedavg" else "InsDP-FedSGD (privfl SGD, Opacus Adam)"
+        print(f"{title} vs Opacus loop: seed0-mnist-cnn, {clients} clients x V={steps} "
               f"steps, B={batch}, {rounds} timed rounds, {threads} threads, load average "
               f"{os.getloadavg()[0]:.2f}")
         for name, rate in rates.items():
             print(f"{name:22s} {rate:8.3f} client-updates/s   {seconds[name]:7.1f} s")
-        print(f"privfl-insdp-fedavg / opacus-loop = {result['ratio']:.2f}   (target >= 4)")
+        print(f"privfl-insdp-{variant} / opacus-loop = {result['ratio']:.2f}   (target >= 4)")
     return result
 
 
