@@ -206,12 +206,14 @@ def _memory_child(name, clients, steps, batch, threads, memory_steps) -> dict:
 
 
 #: algorithm -> (module in benchmarks/algorithms, its baseline, target ratio privfl / baseline,
-#: default (timed rounds, clients) of that module: a DP-DSGD round is one small step per client)
+#: (timed rounds, clients) and keyword arguments of that module's bench: a DP-DSGD round is one
+#: small step per client, a projected-SGD user holds one record as in its demo)
 ALGORITHM_BENCHES = {
-    "dp-fedavg": ("dp_fedavg", "plain-loop", 1.0, (2, 20)),
-    "insdp-fedavg": ("insdp", "opacus-loop", 4.0, (2, 10)),
-    "insdp-fedsgd": ("insdp", "opacus-loop", 4.0, (6, 20)),
-    "dp-dsgd": ("dp_dsgd", "opacus-loop", 4.0, (5, 400)),
+    "dp-fedavg": ("dp_fedavg", "plain-loop", 1.0, (2, 20), {}),
+    "insdp-fedavg": ("insdp", "opacus-loop", 4.0, (2, 10), {}),
+    "insdp-fedsgd": ("insdp", "opacus-loop", 4.0, (6, 20), {"variant": "fedsgd"}),
+    "dp-dsgd": ("dp_dsgd", "opacus-loop", 4.0, (5, 400), {}),
+    "projected-sgd": ("projected_sgd", "opacus-loop", 4.0, (5, 1434), {"records": 1}),
 }
 
 
@@ -229,12 +231,11 @@ def _algorithm_benches(parser, args) -> None:
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "algorithms")
     rows = []
     for name in names:
-        module_name, baseline, target, (rounds, clients) = ALGORITHM_BENCHES[name]
+        module_name, baseline, target, (rounds, clients), extra = ALGORITHM_BENCHES[name]
         spec = importlib.util.spec_from_file_location(module_name,
                                                       os.path.join(here, f"{module_name}.py"))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        extra = {"variant": "fedsgd"} if name == "insdp-fedsgd" else {}
         result = module.bench(rounds, clients, threads=args.threads, **extra)
         rates = {k: v for k, v in result.items() if k.startswith(("privfl", baseline))}
         ours = next(v for k, v in rates.items() if k.startswith("privfl"))
