@@ -31,7 +31,8 @@ from torch.func import functional_call
 from privfl._validation import check_int
 from privfl.data.datasets import FederatedDataset
 
-__all__ = ["ClientTensors", "FlatPredictor", "as_tensor", "check_partition", "checkpoint_streams",
+__all__ = ["ClientTensors", "FlatPredictor", "as_tensor", "check_partition",
+           "checkpoint_optimizer_state", "checkpoint_streams", "checkpoint_tensor",
            "data_fingerprint", "jsonable_state", "restore_streams", "seeded_generators"]
 
 
@@ -87,6 +88,26 @@ def check_partition(state: dict[str, Any], data: FederatedDataset) -> None:
     if state.get("data_fingerprint") != data_fingerprint(data):
         raise ValueError("checkpoint data_fingerprint does not match this run's client "
                          "partition: resume needs the same data settings and seed")
+
+
+def checkpoint_tensor(state: dict[str, Any], key: str, current: torch.Tensor,
+                      what: str = "a different model") -> torch.Tensor:
+    """``state[key]`` as a copy on ``current``'s device and dtype; ValueError (naming ``what``
+    differs) unless it has ``current``'s shape."""
+    saved = state[key]
+    if tuple(saved.shape) != tuple(current.shape):
+        raise ValueError(f"checkpoint {key} has shape {tuple(saved.shape)}: this run has "
+                         f"{tuple(current.shape)} ({what})")
+    return saved.to(current.device, current.dtype).clone()
+
+
+def checkpoint_optimizer_state(state: dict[str, Any], optimizer: Any, rows: int,
+                               num_params: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """``state["optimizer_state"]`` copied to ``device`` and checked against the stacked
+    optimizer's layout (``rows`` clients of ``num_params`` parameters)."""
+    restored = {k: v.to(device).clone() for k, v in state["optimizer_state"].items()}
+    optimizer.check_state(restored, rows, num_params, name="checkpoint optimizer")
+    return restored
 
 
 def restore_streams(state: dict[str, Any], rng: np.random.Generator,

@@ -88,7 +88,9 @@ from privfl.fl.algorithms.common import (
     FlatPredictor,
     as_tensor,
     check_partition,
+    checkpoint_optimizer_state,
     checkpoint_streams,
+    checkpoint_tensor,
     restore_streams,
     seeded_generators,
 )
@@ -693,16 +695,11 @@ class DpDsgd(RoundAlgorithm):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
         check_partition(state, self.data)
-        params = state["params"]
-        if tuple(params.shape) != tuple(self.params.shape):
-            raise ValueError(f"checkpoint params have shape {tuple(params.shape)}: this run has "
-                             f"{tuple(self.params.shape)} (a different model)")
-        optimizer_state = {k: v.to(self.device).clone()
-                           for k, v in state["optimizer_state"].items()}
-        self.trainer.optimizer.check_state(optimizer_state, 1, self.trainer.num_params,
-                                           name="checkpoint optimizer")
+        params = checkpoint_tensor(state, "params", self.params)
+        optimizer_state = checkpoint_optimizer_state(state, self.trainer.optimizer, 1,
+                                                     self.trainer.num_params, self.device)
         self.round = check_int("round", state["round"], 0)
-        self.params = params.to(self.device, self.dtype).clone()
+        self.params = params
         self.optimizer_state = optimizer_state
         self.global_accuracy = float(state["global_accuracy"])
         restore_streams(state, self.rng, self.generator)

@@ -78,6 +78,7 @@ from privfl.fl.algorithms.common import (
     FlatPredictor,
     check_partition,
     checkpoint_streams,
+    checkpoint_tensor,
     restore_streams,
     seeded_generators,
 )
@@ -701,13 +702,10 @@ class DpFedAvg(RoundAlgorithm):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
         check_partition(state, self.data)
-        model = state["global_model"]
-        if tuple(model.shape) != tuple(self.global_model.shape):
-            raise ValueError(f"checkpoint global model has shape {tuple(model.shape)}: this run "
-                             f"has {tuple(self.global_model.shape)} (a different model)")
+        model = checkpoint_tensor(state, "global_model", self.global_model)
+        velocity = checkpoint_tensor(state, "velocity", self.velocity)
         self.round = check_int("round", state["round"], 0)
-        self.global_model = model.to(self.device, self.dtype).clone()
-        self.velocity = state["velocity"].to(self.device, self.dtype).clone()
+        self.global_model, self.velocity = model, velocity
         if self.dp is not None:
             self.dp.load_state_dict(state["dp"])
         restore_streams(state, self.rng, self.generator)

@@ -43,7 +43,9 @@ from privfl.fl.algorithms.common import (
     ClientTensors,
     FlatPredictor,
     check_partition,
+    checkpoint_optimizer_state,
     checkpoint_streams,
+    checkpoint_tensor,
     restore_streams,
     seeded_generators,
 )
@@ -355,17 +357,11 @@ class _InsDp(RoundAlgorithm):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
         check_partition(state, self.data)
-        model = state["global_model"]
-        if tuple(model.shape) != tuple(self.global_model.shape):
-            raise ValueError(f"checkpoint global_model has shape {tuple(model.shape)}: this run "
-                             f"has {tuple(self.global_model.shape)} (a different model)")
-        optimizer_state = {k: v.to(self.device).clone()
-                           for k, v in state["optimizer_state"].items()}
-        self.trainer.optimizer.check_state(optimizer_state, self.num_clients,
-                                           self.trainer.num_params, name="checkpoint optimizer")
-        self.optimizer_state = optimizer_state
+        model = checkpoint_tensor(state, "global_model", self.global_model)
+        self.optimizer_state = checkpoint_optimizer_state(
+            state, self.trainer.optimizer, self.num_clients, self.trainer.num_params, self.device)
         self.round = check_int("round", state["round"], 0)
-        self.global_model = model.to(self.device, self.dtype).clone()
+        self.global_model = model
         self.participations = state["participations"].numpy().astype(np.int64).copy()
         self.global_accuracy = state["global_accuracy"].numpy().astype(np.float64).copy()
         restore_streams(state, self.rng, self.generator)

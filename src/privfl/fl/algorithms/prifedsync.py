@@ -63,7 +63,9 @@ from privfl.fl.algorithms.common import (
     ClientTensors,
     FlatPredictor,
     check_partition,
+    checkpoint_optimizer_state,
     checkpoint_streams,
+    checkpoint_tensor,
     data_fingerprint,
     restore_streams,
     seeded_generators,
@@ -554,19 +556,13 @@ class PriFedSync(RoundAlgorithm):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
         check_partition(state, self.data)
-        local = state["local"]
-        if tuple(local.shape) != tuple(self.local.shape):
-            raise ValueError(
-                f"checkpoint local models have shape {tuple(local.shape)}: this run has "
-                f"{tuple(self.local.shape)} (different model or number of clients)"
-            )
-        self.optimizer_state = {k: v.to(self.device).clone()
-                                for k, v in state["optimizer_state"].items()}
-        self.trainer.optimizer.check_state(self.optimizer_state, self.num_clients,
-                                           self.trainer.num_params, name="checkpoint optimizer")
+        local = checkpoint_tensor(state, "local", self.local,
+                                  "a different model or number of clients")
+        global_model = checkpoint_tensor(state, "global_model", self.global_model)
+        self.optimizer_state = checkpoint_optimizer_state(
+            state, self.trainer.optimizer, self.num_clients, self.trainer.num_params, self.device)
         self.round = check_int("round", state["round"], 0)
-        self.local = local.to(self.device, self.dtype).clone()
-        self.global_model = state["global_model"].to(self.device, self.dtype).clone()
+        self.local, self.global_model = local, global_model
         self.participations = state["participations"].numpy().astype(np.int64).copy()
         self.personal_accuracy = state["personal_accuracy"].numpy().astype(np.float64).copy()
         self.evaluated = state["evaluated"].numpy().astype(bool).copy()

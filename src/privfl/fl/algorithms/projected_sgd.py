@@ -75,6 +75,7 @@ from privfl.fl.algorithms.common import (
     FlatPredictor,
     check_partition,
     checkpoint_streams,
+    checkpoint_tensor,
     restore_streams,
     seeded_generators,
 )
@@ -777,16 +778,13 @@ class ProjectedSgd(RoundAlgorithm):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
         check_partition(state, self.data)
-        params = state["params"]
-        if tuple(params.shape) != tuple(self.params.shape):
-            raise ValueError(f"checkpoint params have shape {tuple(params.shape)}: this run has "
-                             f"{tuple(self.params.shape)} (a different model)")
+        params = checkpoint_tensor(state, "params", self.params)
+        released = checkpoint_tensor(state, "released", self.released)
         order = state["order"]
         if (order is None) != (self.order is None):
             raise ValueError("checkpoint schedule does not match this run's federated.schedule")
         self.round = check_int("round", state["round"], 0)
-        self.params = params.to(self.device, self.dtype).clone()
-        self.released = state["released"].to(self.device, self.dtype).clone()
+        self.params, self.released = params, released
         self.order = None if order is None else order.numpy().astype(np.int64).copy()
         self.global_accuracy = float(state["global_accuracy"])
         restore_streams(state, self.rng, self.generator)
