@@ -229,6 +229,8 @@ def _algorithm_benches(parser, args) -> None:
         parser.error(f"--algorithms: unknown {unknown}; choose from "
                      f"{', '.join(ALGORITHM_BENCHES)} or all")
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "algorithms")
+    if here not in sys.path:  # the modules import their shared helpers (_shared.py)
+        sys.path.insert(0, here)
     rows = []
     for name in names:
         module_name, baseline, target, (rounds, clients), extra = ALGORITHM_BENCHES[name]

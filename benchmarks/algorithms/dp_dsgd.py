@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
+
+from _shared import alternate
 
 CLIP, NOISE, LR, MOMENTUM = 1.0, 1.0, 0.002, 0.9
 
@@ -133,16 +134,8 @@ def bench(rounds: int, clients: int, *, records: int = 30, client_rate: float = 
 
     algorithm.run_round()  # warm-up (allocations, first accounting)
     opacus.run(cohorts[0])
-    seconds = {"privfl-dp-dsgd": 0.0, "opacus-loop": 0.0}
-    for r in range(1, rounds + 1):
-        for name in (("privfl-dp-dsgd", "opacus-loop") if r % 2 else
-                     ("opacus-loop", "privfl-dp-dsgd")):
-            start = time.perf_counter()
-            if name == "opacus-loop":
-                opacus.run(cohorts[r])
-            else:
-                algorithm.run_round()
-            seconds[name] += time.perf_counter() - start
+    seconds = alternate({"privfl-dp-dsgd": lambda r: algorithm.run_round(),
+                         "opacus-loop": lambda r: opacus.run(cohorts[r])}, rounds, first=1)
     updates = sum(int(c.participants.size) for c in cohorts[1:])
     sampled = sum(int(c.indices.size) for c in cohorts[1:])
     rates = {name: updates / s for name, s in seconds.items()}

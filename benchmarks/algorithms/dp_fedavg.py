@@ -27,39 +27,12 @@ slower than the plain loop).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import sys
-import time
-from pathlib import Path
 
-_ENGINE = Path(__file__).resolve().parents[1] / "engine.py"
+from _shared import alternate, federation, load_engine
+
 LR, MOMENTUM, WEIGHT_DECAY = 0.02, 0.9, 5e-4
 CLIP, NOISE = 1.0, 1.0
-
-
-def _engine():
-    """``benchmarks/engine.py`` as a module (its record count)."""
-    spec = importlib.util.spec_from_file_location("privfl_bench_engine", _ENGINE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _federation(data, test_per_client: int = 10):
-    """The clients' ``(x, y)`` pairs as a FederatedDataset over one pool (train = test pool)."""
-    import numpy as np
-    import torch
-
-    from privfl.data import Dataset, FederatedDataset
-
-    pool = Dataset(torch.cat([x for x, _ in data]).numpy(), torch.cat([y for _, y in data])
-                   .numpy(), "random-mnist/train", 10, normalized=True)
-    starts = np.cumsum([0] + [len(y) for _, y in data[:-1]])
-    train = [np.arange(s, s + len(y)) for s, (_, y) in zip(starts, data, strict=True)]
-    test = [np.arange(s, s + test_per_client) for s in starts]
-    return FederatedDataset(pool, pool, train, test, name=f"random-mnist({len(data)})")
 
 
 class PlainLoop:
@@ -116,7 +89,7 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
                         ("batch", batch), ("threads", threads)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} = {value!r} is out of range: must be an integer >= 1")
-    records = _engine().RECORDS
+    records = load_engine().RECORDS
     if batch > records:
         raise ValueError(f"batch = {batch} is out of range: must be <= {records}")
     torch.set_num_threads(threads)
@@ -133,21 +106,13 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
     plan = DpFedAvgPrivacy(num_clients=clients, client_sampling="fixed-size",
                            cohort_size=clients, noise_multiplier=NOISE, clip_norm=CLIP,
                            delta=1e-5, accountants="rdp")
-    algorithm = DpFedAvg(model, spec, _federation(data), plan, seed=0)
+    algorithm = DpFedAvg(model, spec, federation(data), plan, seed=0)
     plain = PlainLoop(model, data, steps, batch, records)
 
     algorithm.run_round()  # warm-up (first accounting, allocations)
     plain.run_round()
-    seconds = {"privfl-dp-fedavg": 0.0, "plain-loop": 0.0}
-    for r in range(rounds):
-        for name in (("privfl-dp-fedavg", "plain-loop") if r % 2 == 0
-                     else ("plain-loop", "privfl-dp-fedavg")):
-            start = time.perf_counter()
-            if name == "plain-loop":
-                plain.run_round()
-            else:
-                algorithm.run_round()
-            seconds[name] += time.perf_counter() - start
+    seconds = alternate({"privfl-dp-fedavg": lambda r: algorithm.run_round(),
+                         "plain-loop": lambda r: plain.run_round()}, rounds)
     rates = {name: rounds * clients / s for name, s in seconds.items()}
     result = {**rates, "ratio": rates["privfl-dp-fedavg"] / rates["plain-loop"],
               "rounds": rounds, "clients": clients, "steps": steps, "batch": batch,

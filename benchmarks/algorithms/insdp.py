@@ -24,39 +24,9 @@ shared machine hits both alike; the ratio privfl / opacus is printed (target >= 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import sys
-import time
-from pathlib import Path
 
-_ENGINE = Path(__file__).resolve().parents[1] / "engine.py"
-
-
-def _engine():
-    """``benchmarks/engine.py`` as a module (its Opacus baseline and constants)."""
-    spec = importlib.util.spec_from_file_location("privfl_bench_engine", _ENGINE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _federation(data, test_per_client: int = 10):
-    """The clients' ``(x, y)`` pairs as a FederatedDataset over one pool (train = test pool)."""
-    import numpy as np
-    import torch
-
-    from privfl.data import Dataset, FederatedDataset
-
-    x = torch.cat([xj for xj, _ in data]).numpy()
-    y = torch.cat([yj for _, yj in data]).numpy()
-    pool = Dataset(x, y, "random-mnist/train", 10, normalized=True)
-    sizes = [len(yj) for _, yj in data]
-    starts = np.cumsum([0, *sizes[:-1]])
-    train = [np.arange(s, s + n) for s, n in zip(starts, sizes, strict=True)]
-    test = [np.arange(s, s + test_per_client) for s in starts]
-    return FederatedDataset(pool, pool, train, test, name=f"random-mnist({len(sizes)})")
+from _shared import alternate, federation, load_engine
 
 
 def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads: int = 2,
@@ -82,7 +52,7 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
         raise ValueError(f"variant = {variant!r} is not allowed: must be fedavg or fedsgd")
     if variant == "fedsgd":
         steps = 1
-    engine = _engine()
+    engine = load_engine()
     if batch > engine.RECORDS:
         raise ValueError(f"batch = {batch} is out of range: must be <= {engine.RECORDS}")
     torch.set_num_threads(threads)
@@ -97,22 +67,14 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
                              noise_multiplier=engine.NOISE,
                              optimizer="adam" if variant == "fedavg" else "sgd", lr=engine.LR)
     cls = InsDpFedAvg if variant == "fedavg" else InsDpFedSgd
-    algorithm = cls(model, spec, _federation(data), seed=0, accountants="rdp")
+    algorithm = cls(model, spec, federation(data), seed=0, accountants="rdp")
     opacus = engine.Method("opacus-loop", model, data, steps, batch)
     everyone = list(range(clients))
 
     algorithm.run_round()  # warm-up (first accounting, allocations)
     opacus.run(everyone)
-    seconds = {f"privfl-insdp-{variant}": 0.0, "opacus-loop": 0.0}
-    for r in range(rounds):
-        for name in ((f"privfl-insdp-{variant}", "opacus-loop") if r % 2 == 0
-                     else ("opacus-loop", f"privfl-insdp-{variant}")):
-            start = time.perf_counter()
-            if name == "opacus-loop":
-                opacus.run(everyone)
-            else:
-                algorithm.run_round()
-            seconds[name] += time.perf_counter() - start
+    seconds = alternate({f"privfl-insdp-{variant}": lambda r: algorithm.run_round(),
+                         "opacus-loop": lambda r: opacus.run(everyone)}, rounds)
     rates = {name: rounds * clients / s for name, s in seconds.items()}
     result = {**rates, "ratio": rates[f"privfl-insdp-{variant}"] / rates["opacus-loop"],
               "rounds": rounds, "clients": clients, "steps": steps, "batch": batch,

@@ -23,7 +23,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
+
+from _shared import alternate
 
 
 def bench(rounds: int, users: int, *, records: int = 5, threads: int = 1,
@@ -88,16 +89,8 @@ def bench(rounds: int, users: int, *, records: int = 5, threads: int = 1,
 
     algorithm.run_round()  # warm-up (first accounting, allocations)
     opacus_round()
-    seconds = {"privfl-projected-sgd": 0.0, "opacus-loop": 0.0}
-    for r in range(rounds):
-        for name in (("privfl-projected-sgd", "opacus-loop") if r % 2 == 0
-                     else ("opacus-loop", "privfl-projected-sgd")):
-            start = time.perf_counter()
-            if name == "opacus-loop":
-                opacus_round()
-            else:
-                algorithm.run_round()
-            seconds[name] += time.perf_counter() - start
+    seconds = alternate({"privfl-projected-sgd": lambda r: algorithm.run_round(),
+                         "opacus-loop": lambda r: opacus_round()}, rounds)
     rates = {name: rounds * m / s for name, s in seconds.items()}
     result = {**rates, "ratio": rates["privfl-projected-sgd"] / rates["opacus-loop"],
               "rounds": rounds, "users": users, "records": records, "threads": threads}
