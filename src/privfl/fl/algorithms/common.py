@@ -31,9 +31,18 @@ from torch.func import functional_call
 from privfl._validation import check_int
 from privfl.data.datasets import FederatedDataset
 
-__all__ = ["ClientTensors", "FlatPredictor", "as_tensor", "check_partition",
+__all__ = ["ClientTensors", "FlatPredictor", "as_tensor", "check_model_and_data", "check_partition",
            "checkpoint_optimizer_state", "checkpoint_streams", "checkpoint_tensor",
            "data_fingerprint", "jsonable_state", "restore_streams", "seeded_generators"]
+
+
+def check_model_and_data(model: Any, data: Any) -> None:
+    """ValueError unless ``model`` is a torch Module and ``data`` a FederatedDataset."""
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
+    if not isinstance(data, FederatedDataset):
+        raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
+                         "FederatedDataset")
 
 
 def as_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

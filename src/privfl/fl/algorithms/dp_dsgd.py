@@ -87,6 +87,7 @@ from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
 from privfl.fl.algorithms.common import (
     FlatPredictor,
     as_tensor,
+    check_model_and_data,
     check_partition,
     checkpoint_optimizer_state,
     checkpoint_streams,
@@ -496,11 +497,7 @@ class DpDsgd(RoundAlgorithm):
         trainer_options: dict[str, Any] | None = None,
         init_params: dict[str, torch.Tensor] | None = None,
     ) -> None:
-        if not isinstance(model, nn.Module):
-            raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
-        if not isinstance(data, FederatedDataset):
-            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
-                             "FederatedDataset")
+        check_model_and_data(model, data)
         if not isinstance(plan, DpDsgdPrivacy):
             raise ValueError(f"plan = {plan!r} is not allowed: must be a DpDsgdPrivacy")
         if not np.array_equal(plan.client_sizes, data.client_sizes):

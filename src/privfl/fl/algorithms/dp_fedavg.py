@@ -76,6 +76,7 @@ from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
 from privfl.fl.algorithms.common import (
     ClientTensors,
     FlatPredictor,
+    check_model_and_data,
     check_partition,
     checkpoint_streams,
     checkpoint_tensor,
@@ -536,17 +537,13 @@ class DpFedAvg(RoundAlgorithm):
         trainer_options: dict[str, Any] | None = None,
         init_params: dict[str, torch.Tensor] | None = None,
     ) -> None:
-        if not isinstance(model, nn.Module):
-            raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
+        check_model_and_data(model, data)
         if not isinstance(spec, LocalTrainingSpec):
             raise ValueError(f"spec = {spec!r} is not allowed: must be a LocalTrainingSpec")
         if spec.clip_norm is not None:
             raise ValueError(f"spec.clip_norm = {spec.clip_norm!r} is not allowed: DP-FedAvg's "
                              "local training is non-private (clip_norm=None); record-level "
                              "local DP-SGD is insdp-fedavg")
-        if not isinstance(data, FederatedDataset):
-            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
-                             "FederatedDataset")
         if not isinstance(plan, DpFedAvgPrivacy):
             raise ValueError(f"plan = {plan!r} is not allowed: must be a DpFedAvgPrivacy")
         if plan.num_clients != data.num_clients:

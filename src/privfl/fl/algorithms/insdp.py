@@ -42,6 +42,7 @@ from privfl.fl.algorithms.base import RoundAlgorithm
 from privfl.fl.algorithms.common import (
     ClientTensors,
     FlatPredictor,
+    check_model_and_data,
     check_partition,
     checkpoint_optimizer_state,
     checkpoint_streams,
@@ -198,11 +199,7 @@ class _InsDp(RoundAlgorithm):
         trainer_options: dict[str, Any] | None = None,
         init_params: dict[str, torch.Tensor] | None = None,
     ) -> None:
-        if not isinstance(data, FederatedDataset):
-            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
-                             "FederatedDataset")
-        if not isinstance(model, nn.Module):
-            raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
+        check_model_and_data(model, data)
         self.seed = check_int("seed", seed, 0)
         # the accountant's view of every client, from the very spec the trainer runs
         self.plan = InsDpPrivacy(

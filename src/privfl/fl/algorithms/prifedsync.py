@@ -62,6 +62,7 @@ from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
 from privfl.fl.algorithms.common import (
     ClientTensors,
     FlatPredictor,
+    check_model_and_data,
     check_partition,
     checkpoint_optimizer_state,
     checkpoint_streams,
@@ -293,11 +294,7 @@ class PriFedSync(RoundAlgorithm):
     ) -> None:
         if not isinstance(spec, LocalTrainingSpec):
             raise ValueError(f"spec = {spec!r} is not allowed: must be a LocalTrainingSpec")
-        if not isinstance(data, FederatedDataset):
-            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
-                             "FederatedDataset")
-        if not isinstance(model, nn.Module):
-            raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
+        check_model_and_data(model, data)
         if data.num_clients < 2:
             raise ValueError(f"data has {data.num_clients} clients: PriFedSync needs >= 2")
         self.spec = spec

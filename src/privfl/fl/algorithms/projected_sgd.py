@@ -73,6 +73,7 @@ from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
 from privfl.fl.algorithms.common import (
     FlatPredictor,
+    check_model_and_data,
     check_partition,
     checkpoint_streams,
     checkpoint_tensor,
@@ -514,11 +515,7 @@ class ProjectedSgd(RoundAlgorithm):
                  device: str | torch.device = "cpu", eval_batch_size: int = 1000,
                  trainer_options: dict[str, Any] | None = None,
                  init_params: dict[str, torch.Tensor] | None = None) -> None:
-        if not isinstance(model, nn.Module):
-            raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
-        if not isinstance(data, FederatedDataset):
-            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
-                             "FederatedDataset")
+        check_model_and_data(model, data)
         if not isinstance(plan, ProjectedSgdPrivacy):
             raise ValueError(f"plan = {plan!r} is not allowed: must be a ProjectedSgdPrivacy")
         if plan.users != data.num_clients:
