@@ -227,3 +227,18 @@ def test_check_privacy_agrees_and_catches_a_tampered_round(tmp_path, tiny_yaml):
     assert problem.startswith(f"gdp-clt/estimate/weak mu: logged {entry['mu']!r}, fresh ")
     missing = runner.invoke(app, ["check-privacy", str(tmp_path / "nothing")])
     assert missing.exit_code == 2 and "no config.yaml" in missing.output
+
+
+def test_check_privacy_reads_non_finite_numbers_as_logged(tmp_path, tiny_yaml):
+    """A CLT mu beyond the float range is logged as "inf" (JSON has no infinity): check-privacy
+    compares it as infinity, not as a mismatch."""
+    out = tmp_path / "out"
+    result = _run(str(tiny_yaml), "--out", str(out), "--set", "privacy.sigma=0.02",
+                  "--set", "privacy.accountants=[gdp-clt, rdp]")
+    assert result.exit_code == 0, result.output
+    row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    clt = next(e for e in row["privacy"] if e["method"] == "gdp-clt" and e["scope"] == "weak")
+    assert clt["mu"] == "inf" and clt["epsilon"] == "inf"
+    check = runner.invoke(app, ["check-privacy", str(out)])
+    assert check.exit_code == 0, check.output
+    assert "all rounds agree" in check.stdout
