@@ -90,3 +90,13 @@ def test_cli_errors_name_the_problem(two_runs, tmp_path):
     result = CliRunner().invoke(app, ["compare", str(two_runs[0]), str(disjoint)])
     assert result.exit_code == 2
     assert "share no completed round" in result.output
+
+
+def test_an_infinite_logged_epsilon_compares_as_infinity(tmp_path):
+    run = _write_run(tmp_path / "inf", "inf", True, range(1, 3))
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    rows[1]["epsilon"] = "inf"  # how metrics.jsonl spells a float beyond range
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = comparison_rows([load_run(run)], [2])
+    assert table[0]["inf"]["epsilon"] == math.inf

@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from privfl._validation import check_int, check_range
+from privfl.report.rundir import logged_number
 
 __all__ = ["PrivacyCheck", "check_run_privacy"]
 
 _FIELDS = ("epsilon", "delta", "mu")
-#: how metrics.jsonl stores non-finite numbers (:func:`privfl.report.rundir.json_safe`)
-_NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
 @dataclass
@@ -75,7 +74,7 @@ def _compare(logged: Any, fresh: Sequence[Mapping[str, Any]], rtol: float) -> di
             a, b = old[key].get(name_field), new[key].get(name_field)
             if a is None and b is None:
                 continue
-            a = _NON_FINITE.get(a, a) if isinstance(a, str) else a  # json_safe's spelling
+            a = logged_number(a)  # metrics.jsonl spells infinity "inf"
             if not isinstance(a, (int, float)) or isinstance(a, bool) or b is None:
                 problems.append(f"{name} {name_field}: logged {a!r}, fresh {b!r}")
                 worst = math.inf

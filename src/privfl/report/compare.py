@@ -20,7 +20,7 @@ from privfl._validation import check_int
 from privfl.config.loader import load_config
 from privfl.report.card import format_number, format_percent
 from privfl.report.plots import _figure, _series
-from privfl.report.rundir import RunDirectory
+from privfl.report.rundir import RunDirectory, logged_number
 
 __all__ = ["RunRecord", "load_run", "common_rounds", "comparison_rows", "comparison_markdown",
            "plot_comparison"]
@@ -99,7 +99,7 @@ def common_rounds(runs: Sequence[RunRecord], every: int = 1) -> list[int]:
 
 
 def _value(row: dict[str, Any], key: str) -> float:
-    value = row.get(key)
+    value = logged_number(row.get(key))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return math.nan

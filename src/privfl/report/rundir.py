@@ -30,6 +30,16 @@ __all__ = ["RunDirectory", "json_safe"]
 _CHECKPOINT = re.compile(r"^round-(\d{6,})\.pt$")
 
 
+#: how :func:`json_safe` spells non-finite floats
+NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def logged_number(value: Any) -> Any:
+    """The inverse of :func:`json_safe` for one value: ``"inf"``, ``"-inf"``, ``"nan"`` back to
+    floats; anything else unchanged."""
+    return NON_FINITE.get(value, value) if isinstance(value, str) else value
+
+
 def json_safe(value: Any) -> Any:
     """Replace non-finite floats by strings, tuples by lists (JSON has neither)."""
     if isinstance(value, float) and not math.isfinite(value):
