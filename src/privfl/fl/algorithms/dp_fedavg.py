@@ -83,6 +83,7 @@ from privfl.fl.algorithms.common import (
     restore_streams,
     seeded_generators,
 )
+from privfl.fl.algorithms.protection import protected_local_models
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
@@ -512,6 +513,10 @@ class DpFedAvg(RoundAlgorithm):
     device, eval_batch_size, trainer_options, init_params
         Where tensors live; evaluation batch size; keyword arguments of
         :class:`~privfl.fl.CohortTrainer`; optional ``name -> tensor`` starting model.
+    protection
+        Optional client-side protection (:mod:`privfl.fl.algorithms.protection`, e.g. a
+        :class:`privfl.distortion.ClientProtection`): record sampling before and parameter
+        distortion after local training; None (default) leaves the round unchanged.
     """
 
     name: ClassVar[str] = "dp-fedavg"
@@ -536,6 +541,7 @@ class DpFedAvg(RoundAlgorithm):
         eval_batch_size: int = 1000,
         trainer_options: dict[str, Any] | None = None,
         init_params: dict[str, torch.Tensor] | None = None,
+        protection: Any = None,
     ) -> None:
         check_model_and_data(model, data)
         if not isinstance(spec, LocalTrainingSpec):
@@ -584,6 +590,10 @@ class DpFedAvg(RoundAlgorithm):
         self.global_model = w0[0].clone()
         self.velocity = torch.zeros_like(self.global_model)
         self.rng, self.generator = seeded_generators(self.seed, self.device)
+        self.protection = protection
+        if protection is not None and plan.secure and not protection.secure:
+            raise ValueError(f"protection = {protection!r} is not secure: secure mode needs "
+                             "its randomness from os.urandom too")
 
     # ------------------------------------------------------------------ the seam
     @classmethod
@@ -647,6 +657,11 @@ class DpFedAvg(RoundAlgorithm):
         if not cohort.size:
             return {"updates": self.global_model.new_zeros(0, self.global_model.numel()),
                     "stats": None}
+        if self.protection is not None:  # client-side protection (fl.algorithms.protection)
+            models, stats = protected_local_models(
+                self.trainer, self.global_model, [self.tensors.train[j] for j in cohort],
+                self.protection, self.generator, self.spec.batch_size)
+            return {"updates": models.sub_(self.global_model), "stats": stats}
         start = self.trainer.unflatten(self.global_model.expand(cohort.size, -1).clone())
         params, _, stats = self.trainer.train(
             start, [self.tensors.train[j] for j in cohort], None, self.generator)
