@@ -242,3 +242,23 @@ def test_check_privacy_reads_non_finite_numbers_as_logged(tmp_path, tiny_yaml):
     check = runner.invoke(app, ["check-privacy", str(out)])
     assert check.exit_code == 0, check.output
     assert "all rounds agree" in check.stdout
+
+
+def test_run_threads_do_not_change_a_single_bit(tmp_path, tiny_yaml):
+    """run.threads (client workers, each on one torch thread) is an execution setting: a CNN run
+    with 1 and with 2 gives identical metrics and models (two intra-op threads used to change
+    the weights in the 8th digit)."""
+    cnn = ["--no-progress", "--set", "model.name=seed0-mnist-cnn", "--set",
+           "privacy.accountants=[gdp-clt]", "--set", "training.batch_size=5"]
+    rows, models = [], []
+    for threads in (1, 2):
+        out = tmp_path / f"t{threads}"
+        result = _run(str(tiny_yaml), "--out", str(out), *cnn, "--set", f"run.threads={threads}")
+        assert result.exit_code == 0, result.output
+        lines = (out / "metrics.jsonl").read_text().splitlines()
+        rows.append([{k: v for k, v in json.loads(line).items() if k != "seconds"}
+                     for line in lines])
+        models.append(torch.load(out / "checkpoints" / "round-000002.pt", weights_only=True))
+    assert rows[0] == rows[1]
+    for key in ("local", "global_model"):
+        assert torch.equal(models[0]["algorithm"][key], models[1]["algorithm"][key])

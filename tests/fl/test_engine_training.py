@@ -226,7 +226,7 @@ def test_secure_mode_draws_fresh_batches_and_noise(sampling, monkeypatch):
     for secure in (False, True):
         spec = LocalTrainingSpec(local_steps=3, batch_size=5, sampling=sampling, clip_norm=1.0,
                                  noise_multiplier=1.0, optimizer="sgd", lr=1.0, secure=secure)
-        trainer = CohortTrainer(model, spec, loss_fn=_zero_loss)
+        trainer = CohortTrainer(model, spec, loss_fn=_zero_loss, workers=1)  # ordered calls
         runs = []
         for _ in range(2):
             seen.clear()
@@ -246,7 +246,7 @@ def test_secure_batches_follow_the_scheme(monkeypatch):
     fixed = LocalTrainingSpec(local_steps=k, batch_size=b, clip_norm=1.0, noise_multiplier=1.0,
                               secure=True)
     seen = _spy_batches(monkeypatch)
-    _, _, st = CohortTrainer(model, fixed, loss_fn=_zero_loss).train(
+    _, _, st = CohortTrainer(model, fixed, loss_fn=_zero_loss, workers=1).train(  # in order
         perturbed_params(model, m), _data(m, n), None, torch.Generator().manual_seed(3))
     assert st.batch_sizes.shape == (m, k) and (st.batch_sizes == b).all()
     assert len(seen) == m * k  # looped layout: one client per step call

@@ -239,7 +239,11 @@ class RunConfig(_Section):
     """Execution settings; none of them changes the result of a run."""
 
     device: str = "cpu"
-    threads: int | None = Field(None, ge=1, description="torch intra-op threads")
+    threads: int | None = Field(
+        None, ge=1, le=1024,
+        description="clients trained at once, each on one torch thread (default: the cores "
+        "this process may use); the result is bit-identical for every value",
+    )
     checkpoint_every: int = Field(1, ge=1)
     keep_checkpoints: int = Field(2, ge=1)
     max_rounds: int | None = Field(

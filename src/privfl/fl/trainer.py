@@ -75,6 +75,7 @@ from privfl.fl.params import num_stacked
 from privfl.fl.pool import DataPool
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.streams import NOISE_STREAMS, SEED_HIGH, ClientStreams, noise_streams
+from privfl.fl.workers import ClientWorkers, single_thread
 from privfl.mechanisms.clipping import clip_factors
 from privfl.mechanisms.noise import standard_normal_
 from privfl.mechanisms.sampling import fixed_size_indices, poisson_indices
@@ -108,6 +109,7 @@ class TrainingStats:
     layout: str  #: the layout used
     chunk_size: int  #: clients per forward
     per_example: str  #: "layers" (fast path) or "vmap" (torch.func fallback)
+    workers: int = 1  #: clients trained at once (CPU, looped layout; privfl.fl.workers)
 
 
 @dataclass
@@ -153,6 +155,10 @@ class CohortTrainer:
     memory_budget
         Bytes the batched layout may use for activations of one chunk (default 128 MiB on CPU,
         where larger chunks measured slower, and half the free memory on CUDA).
+    workers
+        Clients trained at once on CPU in the looped layout, each on one torch thread
+        (:mod:`privfl.fl.workers`); ``None``: ``torch.get_num_threads()`` at each call. The
+        result does not depend on it (every client's arithmetic is single-threaded).
     """
 
     def __init__(
@@ -165,6 +171,7 @@ class CohortTrainer:
         loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
         per_example: str = "auto",
         memory_budget: int | None = None,
+        workers: int | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise ValueError(f"model = {type(model).__name__} is not allowed: must be a Module")
@@ -177,6 +184,7 @@ class CohortTrainer:
         self.memory_budget = (
             None if memory_budget is None else check_int("memory_budget", memory_budget, 1)
         )
+        self.workers = None if workers is None else check_int("workers", workers, 1)
         if loss_fn is not None and not callable(loss_fn):
             raise ValueError(f"loss_fn = {loss_fn!r} is not callable")
         self.loss_fn = loss_fn or cross_entropy_loss
@@ -198,6 +206,9 @@ class CohortTrainer:
         self.num_params = offset
         self.optimizer = StackedOptimizer(spec)
         self._plain = _PlainModel(model)
+        self._template = model
+        self._client_workers: ClientWorkers | None = None
+        self._rng_free: bool | None = None  # the wrapped net never draws from torch's global RNG
         self._net = self._ctx = self._layers = None
         self.fallback_reason = None
         if self.per_example_mode == "vmap":
@@ -213,7 +224,29 @@ class CohortTrainer:
     # ------------------------------------------------------------------ public helpers
     @property
     def uses_fast_path(self) -> bool:
-        return self._net is not None
+        return self._main_net is not None
+
+    # the wrapped net and its capture context: the calling client worker's replica, if any
+    @property
+    def _net(self) -> nn.Module | None:
+        replica = self._replica()
+        return self._main_net if replica is None else replica[0]
+
+    @_net.setter
+    def _net(self, value: nn.Module | None) -> None:
+        self._main_net = value
+
+    @property
+    def _ctx(self):
+        replica = self._replica()
+        return self._main_ctx if replica is None else replica[1]
+
+    @_ctx.setter
+    def _ctx(self, value) -> None:
+        self._main_ctx = value
+
+    def _replica(self):
+        return None if self._client_workers is None else self._client_workers.replica
 
     def resolve_layout(self, device: torch.device | str) -> str:
         """The layout ``"auto"`` resolves to on ``device`` (looped on CPU, batched otherwise)."""
@@ -503,11 +536,37 @@ class CohortTrainer:
             "batch": torch.zeros(count, k, dtype=torch.int64),
             "sums": torch.zeros(count, 3, dtype=torch.float64, device=device),
         }
-        for lo in range(0, count, chunk):
+        budget = self.workers or torch.get_num_threads()
+
+        def run(lo: int, noise_threads: int) -> None:
             hi = min(count, lo + chunk)
             self._run_chunk(flat[lo:hi], {key: v[lo:hi] for key, v in states.items()},
                             None if lr_rows is None else lr_rows[lo:hi], clients[lo:hi],
-                            x_all, y_all, acc, lo)
+                            x_all, y_all, acc, lo, noise_threads)
+
+        def run_alone(lo: int) -> None:
+            # views of one buffer share autograd's version counter: a worker's parameters are
+            # a private copy (64-byte aligned like every row), so another client's in-place
+            # optimizer step cannot invalidate its saved tensors
+            own = flat[lo : lo + 1].clone()
+            self._run_chunk(own, {key: v[lo : lo + 1] for key, v in states.items()},
+                            None if lr_rows is None else lr_rows[lo : lo + 1], clients[lo:lo + 1],
+                            x_all, y_all, acc, lo, 0)
+            flat[lo : lo + 1].copy_(own)
+
+        workers = 1
+        if layout == "looped" and device.type == "cpu":  # one torch thread per client
+            workers = min(budget, count)
+            if workers > 1 and self._parallel_safe(x_all, y_all):
+                self._workers(workers).map(run_alone, range(count))
+            else:
+                workers = 1
+                with single_thread():
+                    for lo in range(count):
+                        run(lo, budget)
+        else:
+            for lo in range(0, count, chunk):
+                run(lo, budget)
         means = acc["sums"].cpu() / acc["batch"].sum(1, keepdim=True).clamp_min(1)
         if self.spec.clip_norm is None:
             means[:, 1:] = math.nan
@@ -519,8 +578,40 @@ class CohortTrainer:
             layout=layout,
             chunk_size=chunk,
             per_example="layers" if self.uses_fast_path else "vmap",
+            workers=workers,
         )
         return self.unflatten(flat), states, stats
+
+    def _workers(self, n: int) -> ClientWorkers:
+        """The pool of ``n`` client workers (made once per size), each with a model replica."""
+        if self._client_workers is None or self._client_workers.n != n:
+            names = self.param_names
+            self._client_workers = ClientWorkers(
+                n, lambda: prepare_model(self._template, names)[:2]
+            )
+        return self._client_workers
+
+    def _parallel_safe(self, x_all, y_all) -> bool:
+        """Whether clients may run on concurrent workers: the layer-wise fast path is used and
+        the model draws nothing from torch's global RNG (which the workers would share; a
+        model that does is trained serially, its draws seeded per step from the aux
+        streams). Probed once on one example."""
+        if self._rng_free is None and self.uses_fast_path:
+            params = self.unflatten(torch.zeros(1, self.num_params, dtype=self.dtype,
+                                                device=x_all.device))
+            gens = [torch.Generator(device=x_all.device).manual_seed(0)]
+            with torch.random.fork_rng(devices=[]), single_thread():
+                torch.default_generator.manual_seed(0)
+                before = torch.default_generator.get_state()
+                self._accumulate_probe(params, x_all[:1], y_all[:1], gens)
+                self._rng_free = torch.equal(before, torch.default_generator.get_state())
+        return bool(self._rng_free) and self.uses_fast_path
+
+    def _accumulate_probe(self, params, x, y, gens) -> None:
+        if self.spec.clip_norm is None:
+            self._plain_sums(params, x, y, None, [1], gens)
+        else:
+            self._clipped(params, x, y, None, [1], gens)
 
     def _lr(self, lr, count, device):
         if lr is None:
@@ -570,7 +661,10 @@ class CohortTrainer:
         return 2 * total * x.element_size()
 
     # ------------------------------------------------------------------ one chunk, K steps
-    def _run_chunk(self, flat, states, lr_rows, clients, x_all, y_all, acc, lo) -> None:
+    def _run_chunk(self, flat, states, lr_rows, clients, x_all, y_all, acc, lo,
+                   noise_threads) -> None:
+        """K steps of one chunk; ``noise_threads`` > 0: draw the noise on that many pool
+        threads while the gradients are computed, 0: in the calling thread (client workers)."""
         spec = self.spec
         m = len(clients)
         params = self.unflatten(flat)
@@ -586,7 +680,8 @@ class CohortTrainer:
             index, mask, real = self._sample(clients, x_all.device)
             acc["batch"][lo : lo + m, t] = torch.tensor(real)
             # the noise is drawn (on CPU: by worker threads) while the gradients are computed
-            wait = _fill_noise(grad_flat, clients, std, spec.secure) if std > 0 else None
+            wait = (_fill_noise(grad_flat, clients, std, spec.secure, noise_threads)
+                    if std > 0 else None)
             sums = None
             try:
                 if index.shape[1] > 0:
@@ -640,7 +735,9 @@ class CohortTrainer:
         """Seed torch's global RNG (used only by functional dropout & co.) from the aux stream."""
         seed = int(torch.randint(0, SEED_HIGH, (1,), generator=client.aux,
                                  device=client.aux.device))
-        if device.type == "cuda":
+        if self._replica() is not None:  # a client worker: the net never uses the global RNG
+            yield
+        elif device.type == "cuda":
             index = device.index if device.index is not None else torch.cuda.current_device()
             with torch.random.fork_rng(devices=[index], device_type="cuda"):
                 torch.default_generator.manual_seed(seed)
@@ -899,19 +996,21 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
-def _fill_noise(out: torch.Tensor, clients: list[_Client], std: float, secure: bool):
+def _fill_noise(out: torch.Tensor, clients: list[_Client], std: float, secure: bool,
+                threads: int):
     """Start filling row j of ``out`` with N(0, std^2 I) from client j's noise streams (or
-    os.urandom); returns a function that waits until it is done."""
+    os.urandom) on up to ``threads`` pool threads (0: now, in the calling thread); returns a
+    function that waits until it is done. The values do not depend on ``threads``."""
     jobs = [
         (part, None if secure else gen)
         for j, client in enumerate(clients)
         for part, gen in zip(torch.tensor_split(out[j], len(client.noise)), client.noise,
                              strict=True)
     ]
-    if out.device.type != "cpu":
-        _draw(jobs, std, secure)  # asynchronous CUDA kernels already
+    if out.device.type != "cpu" or threads == 0:
+        _draw(jobs, std, secure)  # asynchronous CUDA kernels already / a client worker
         return _done
-    workers = min(len(jobs), torch.get_num_threads(), NOISE_STREAMS)
+    workers = min(len(jobs), threads, NOISE_STREAMS)
     futures = [_pool().submit(_draw, jobs[k::workers], std, secure) for k in range(workers)]
 
     def wait() -> None:

@@ -2,7 +2,8 @@
 
 :func:`build_dataset` (deterministic in ``config.seed``), :func:`build_model` (initialised from
 ``config.seed``) and :func:`build_spec` (THE :class:`~privfl.fl.LocalTrainingSpec` of a run whose
-clients train locally: the trainer and the accountant both read it).
+clients train locally: the trainer and the accountant both read it) and
+:func:`trainer_options` (execution settings of the engine, which never change a result).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from privfl.config import ConfigError, ExperimentConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.spec import LocalTrainingSpec
 
-__all__ = ["build_dataset", "build_model", "build_spec"]
+__all__ = ["build_dataset", "build_model", "build_spec", "trainer_options"]
 
 
 def build_dataset(config: ExperimentConfig) -> FederatedDataset:
@@ -111,3 +112,15 @@ def build_spec(config: ExperimentConfig) -> LocalTrainingSpec:
         )
     except ValueError as error:
         raise ConfigError(f"training/privacy settings: {error}") from None
+
+
+def trainer_options(config: ExperimentConfig) -> dict[str, int]:
+    """Keyword arguments of every algorithm's :class:`~privfl.fl.CohortTrainer`.
+
+    ``workers``: clients trained at once, each on one torch thread (``run.threads``; default
+    the cores this process may use, :func:`privfl.fl.workers.available_cores`). The result
+    does not depend on it (:mod:`privfl.fl.workers`).
+    """
+    from privfl.fl.workers import available_cores
+
+    return {"workers": config.run.threads or available_cores()}

@@ -562,7 +562,7 @@ class DpDsgd(RoundAlgorithm):
     @classmethod
     def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> DpDsgd:
         """DP-DSGD with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model
+        from privfl.fl.algorithms.builders import build_model, trainer_options
 
         f = config.federated
         return cls(
@@ -570,6 +570,7 @@ class DpDsgd(RoundAlgorithm):
             server_lr=f.server_lr, server_momentum=f.server_momentum, seed=config.seed,
             eval_every=f.eval_every, last_round=f.rounds, device=config.run.device,
             eval_batch_size=config.run.eval_batch_size,
+            trainer_options=trainer_options(config),
         )
 
     def setup(self) -> dict[str, str]:

@@ -599,14 +599,15 @@ class DpFedAvg(RoundAlgorithm):
     @classmethod
     def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> DpFedAvg:
         """DP-FedAvg with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model
+        from privfl.fl.algorithms.builders import build_model, trainer_options
 
         f = config.federated
         return cls(
             build_model(config, data), local_spec(config), data,
             cls.privacy_plan(config, data), server_lr=f.server_lr,
             server_momentum=f.server_momentum, seed=config.seed, device=config.run.device,
-            eval_batch_size=config.run.eval_batch_size)
+            eval_batch_size=config.run.eval_batch_size,
+            trainer_options=trainer_options(config))
 
     @classmethod
     def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> DpFedAvgPrivacy:

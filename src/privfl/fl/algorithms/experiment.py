@@ -159,8 +159,9 @@ class Experiment:
     def __init__(self, config: ExperimentConfig, run_dir: RunDirectory) -> None:
         self.config = config
         self.dir = run_dir
-        if config.run.threads is not None:
-            torch.set_num_threads(config.run.threads)
+        # run.threads sets the engine's client workers (builders.trainer_options); the server's
+        # work runs on one torch thread, so no setting of run changes a result's bits
+        torch.set_num_threads(1)
         self.data = build_dataset(config)
         self.algorithm = build_algorithm(config, self.data)
         self.metrics: list[dict[str, Any]] = []

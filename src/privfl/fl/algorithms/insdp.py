@@ -248,13 +248,14 @@ class _InsDp(RoundAlgorithm):
     @classmethod
     def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> _InsDp:
         """The algorithm with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model, build_spec
+        from privfl.fl.algorithms.builders import build_model, build_spec, trainer_options
 
         kwargs = cls._plan_kwargs(config)
         kwargs["accounting_options"] = None
         return cls(build_model(config, data), build_spec(config), data,
                    server_lr=config.federated.server_lr, seed=config.seed,
                    device=config.run.device, eval_batch_size=config.run.eval_batch_size,
+            trainer_options=trainer_options(config),
                    **kwargs)
 
     @classmethod

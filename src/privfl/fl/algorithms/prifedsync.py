@@ -373,7 +373,7 @@ class PriFedSync(RoundAlgorithm):
     @classmethod
     def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> PriFedSync:
         """PriFedSync with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model, build_spec
+        from privfl.fl.algorithms.builders import build_model, build_spec, trainer_options
 
         model = build_model(config, data)
         spec = build_spec(config)
@@ -384,6 +384,7 @@ class PriFedSync(RoundAlgorithm):
             delta=p.delta if p.enabled else None, accountants=tuple(p.accountants),
             lr_decay_every=t.lr_decay_every, lr_decay_gamma=t.lr_decay_gamma,
             device=config.run.device, eval_batch_size=config.run.eval_batch_size,
+            trainer_options=trainer_options(config),
         )
 
     @classmethod

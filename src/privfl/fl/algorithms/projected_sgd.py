@@ -601,12 +601,13 @@ class ProjectedSgd(RoundAlgorithm):
     @classmethod
     def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> ProjectedSgd:
         """Projected noisy SGD with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model
+        from privfl.fl.algorithms.builders import build_model, trainer_options
 
         f = config.federated
         return cls(build_model(config, data), data, cls.privacy_plan(config, data),
                    seed=config.seed, input_bound=f.input_bound, evaluate=f.evaluate,
-                   device=config.run.device, eval_batch_size=config.run.eval_batch_size)
+                   device=config.run.device, eval_batch_size=config.run.eval_batch_size,
+            trainer_options=trainer_options(config))
 
     def setup(self) -> dict[str, str]:
         plan = self.plan
