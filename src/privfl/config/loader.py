@@ -8,11 +8,18 @@
   ``training.optimizer = 'adamw' is not allowed: must be 'sgd', 'momentum' or 'adam'`` or
   ``training.lrr is not a known key: allowed keys in training are local_steps, batch_size, ...``.
 * :func:`dump_config` writes the resolved configuration (every default filled in) as YAML.
+
+YAML is read by :func:`~privfl.config.safe_yaml.load_strict` (PyYAML's safe loader): anchors,
+aliases and merge keys are refused (an alias can expand a few lines into a huge object, the
+"billion laughs" pattern), a key repeated in any mapping is an error naming the dotted key and
+both lines (PyYAML alone keeps the last value silently), and files over 1 MiB are refused. The
+same rules apply to ``--set`` values. Values quoted in error messages are cut to 200 characters.
 """
 
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +27,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from privfl._validation import _show
+from privfl.config.safe_yaml import MAX_YAML_BYTES, YAMLInputError, load_strict
 from privfl.config.schema import ExperimentConfig
 
 __all__ = [
@@ -123,11 +132,25 @@ def _key(loc: tuple) -> str:
     return ".".join(parts)
 
 
+class _Brief:
+    """A value as an error message shows it: its repr, cut to 200 characters (integers too
+    long to print as ``<a 31-digit integer>``)."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        if isinstance(self.value, numbers.Integral) and not isinstance(self.value, bool):
+            return _show(self.value)
+        text = repr(self.value)
+        return text if len(text) <= 200 else f"{text[:150]}... ({len(text)} characters)"
+
+
 def _one_error(error: Mapping[str, Any], raw: Mapping[str, Any] | None = None) -> str:
     loc = tuple(error.get("loc", ()))
     kind = error.get("type", "")
     key = _key(loc)
-    value = error.get("input")
+    value = _Brief(error.get("input"))
     message = str(error.get("msg", "")).removeprefix("Value error, ")
     if kind == "extra_forbidden":
         section = _section_model(loc[:-1], raw)
@@ -144,7 +167,7 @@ def _one_error(error: Mapping[str, Any], raw: Mapping[str, Any] | None = None) -
         bound = error.get("ctx", {}).get(name)
         return f"{key} = {value!r} is out of range: must be {symbol} {bound}"
     if kind == "value_error":
-        if not loc or isinstance(value, Mapping):
+        if not loc or isinstance(value.value, Mapping):
             return message
         return f"{key} = {value!r} is not allowed: {message}"
     if kind == "model_type" or kind == "dict_type":
@@ -168,7 +191,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"--set {text!r} is not valid: the key must be dotted names (a.b.c)")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_strict(raw) if raw.strip() else None
+    except YAMLInputError as error:
+        raise ConfigError(f"--set {key} is not valid: {error.problem}") from None
     except yaml.YAMLError:
         value = raw
     return key, value
@@ -197,12 +222,28 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str]) -> dict[st
 
 # ---------------------------------------------------------------------------------- loading
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """The mapping stored in a YAML file (errors as :class:`ConfigError`)."""
+    """The mapping stored in a YAML file, read by the strict loader (see the module notes).
+
+    Every problem is a one-line :class:`ConfigError` naming the file, and the line and the
+    dotted key where there is one.
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config = {str(path)!r} is not a file")
     try:
-        data = yaml.safe_load(path.read_text())
+        size = path.stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise ConfigError(f"config = {str(path)!r} has {size} bytes: a config file must "
+                              f"be at most {MAX_YAML_BYTES} bytes (configs are a few kB)")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"config = {str(path)!r} is not UTF-8 text ({error.reason} at byte "
+                          f"{error.start})") from None
+    except OSError as error:
+        reason = error.strerror or error
+        raise ConfigError(f"config = {str(path)!r} cannot be read: {reason}") from None
+    try:
+        data = load_strict(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -235,6 +276,15 @@ def load_config(
     return config_from_dict(apply_overrides(raw, overrides))
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value that appears twice in full, never as an anchor and alias (which
+    :func:`read_yaml` refuses)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def dump_config(config: ExperimentConfig) -> str:
-    """The resolved configuration (all defaults filled in) as YAML text."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    """The resolved configuration (all defaults filled in) as YAML text, without aliases."""
+    return yaml.dump(config.model_dump(mode="json"), Dumper=_PlainDumper, sort_keys=False,
+                     allow_unicode=True)
