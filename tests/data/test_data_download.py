@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import http.server
 import io
+import socket
+import threading
 import urllib.error
 from pathlib import Path
 
@@ -14,6 +18,8 @@ from _datafiles import make_cifar_tarball, make_emnist_zip, md5, write_mnist_fol
 from privfl.data import (
     ChecksumError,
     DatasetNotFoundError,
+    DownloadError,
+    check_published,
     data_home,
     download_cifar10,
     download_emnist,
@@ -22,10 +28,17 @@ from privfl.data import (
     file_checksum,
     load_cifar10,
     load_emnist,
+    load_fashion_mnist,
     load_mnist,
+    sources,
     verify_file,
 )
-from privfl.data.download import CIFAR10_BATCH_MD5, MNIST_RESOURCES, Resource
+from privfl.data.download import (
+    CIFAR10_BATCH_MD5,
+    FASHION_MNIST_RESOURCES,
+    MNIST_RESOURCES,
+    Resource,
+)
 
 
 def _source(tmp_path: Path, content: bytes = b"official bytes\n" * 100) -> Path:
@@ -35,8 +48,9 @@ def _source(tmp_path: Path, content: bytes = b"official bytes\n" * 100) -> Path:
     return path
 
 
-def _leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".part"))
+def _leftovers(folder: Path, keep: str) -> list[str]:
+    """Files in ``folder`` other than ``keep`` (pooch's temporary files, half downloads)."""
+    return sorted(p.name for p in folder.iterdir() if p.name != keep)
 
 
 def test_data_home_precedence(tmp_path, monkeypatch):
@@ -65,7 +79,7 @@ def test_download_verify_and_cache_hit(tmp_path, no_network):
     # second call: the verified cached file is used, no opener is called
     assert download_file("https://unreachable.invalid/file.bin", dest, md5=digest,
                          opener=no_network) == dest
-    assert _leftovers(dest.parent) == []
+    assert _leftovers(dest.parent, dest.name) == []
 
 
 def test_checksum_mismatch_refused_and_deleted(tmp_path):
@@ -74,7 +88,7 @@ def test_checksum_mismatch_refused_and_deleted(tmp_path):
     with pytest.raises(ChecksumError, match="refused") as info:
         download_file(src.as_uri(), dest, md5="0" * 32)
     assert "md5" in str(info.value)
-    assert not dest.exists() and _leftovers(dest.parent) == []
+    assert not dest.parent.exists()  # refused, deleted, and no empty cache directory left
     with pytest.raises(ChecksumError):
         download_file(src.as_uri(), dest, sha256="f" * 64)
     assert not dest.exists()
@@ -134,7 +148,11 @@ def test_download_mnist_then_load(tmp_path, no_network):
     root = tmp_path / "root"
     folder = download_mnist(root, mirrors=[mirror.as_uri() + "/"], resources=resources)
     assert folder == root / "mnist"
-    train, test = load_mnist(root)
+    # the files carry MNIST's published names but are not the published files
+    with pytest.raises(ChecksumError, match="is not the published f68b3c2dcbeaaa9fbdd348bbdeb94873 "
+                                            "of MNIST's train-images-idx3-ubyte.gz"):
+        load_mnist(root)
+    train, test = load_mnist(root, verify=False)
     assert train.x.shape == (30, 1, 28, 28) and test.x.shape == (10, 1, 28, 28)
     assert train.mean == (0.1307,) and train.std == (0.3081,)
     assert train.x.min() >= 0.0 and train.x.max() <= 1.0
@@ -154,10 +172,13 @@ def test_download_cifar10_then_load(tmp_path, no_network):
     resource = Resource(archive.name, md5=md5(archive))
     folder = download_cifar10(root, urls=[archive.as_uri()], archive=resource, batch_md5=checks)
     assert folder.name == "cifar-10-batches-py" and (folder / "test_batch").is_file()
-    train, test = load_cifar10(root)
+    with pytest.raises(ChecksumError, match="data_batch_1: md5 .* is not the published "
+                                            "c99cafc152244af753f735de768cd75f of CIFAR-10's"):
+        load_cifar10(root)
+    train, test = load_cifar10(root, verify=False)
     assert train.x.shape == (40, 3, 32, 32) and test.x.shape == (8, 3, 32, 32)
     assert train.classes[2] == "bird"
-    normalized, _ = load_cifar10(root, normalize=True)
+    normalized, _ = load_cifar10(root, normalize=True, verify=False)
     assert normalized.normalized and abs(float(normalized.x.mean())) < 1.0
     # extracted copy verifies: no download
     download_cifar10(root, urls=["http://x/"], archive=resource, batch_md5=checks,
@@ -187,7 +208,7 @@ def test_download_emnist_then_load(tmp_path, no_network):
     root = tmp_path / "root"
     resource = Resource("gzip.zip", md5=md5(archive))
     download_emnist("byclass", root, urls=[archive.as_uri()], archive=resource)
-    train, test = load_emnist("byclass", root)
+    train, test = load_emnist("byclass", root)  # no published per-file checksums
     assert train.num_classes == 62 and train.x.shape == (30, 1, 28, 28)
     assert train.classes[10] == "A" and train.classes[36] == "a"
     # NIST stores EMNIST transposed: the loader turns the images upright by default
@@ -218,3 +239,142 @@ def test_emnist_bad_letters_labels_refused(tmp_path):
                     archive=Resource("gzip.zip", md5=md5(archive)))
     with pytest.raises(ValueError, match="after offset 1"):
         load_emnist("letters", root)
+
+
+# ------------------------------------------------------------------ pooch, offline, on disk
+
+
+@pytest.fixture
+def no_proxy(monkeypatch):
+    """Requests to 127.0.0.1 must not go through a proxy from the environment."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def http_server(tmp_path, no_proxy):
+    """A local HTTP server (the standard library's) serving ``tmp_path / "site"``."""
+    site = tmp_path / "site"
+    site.mkdir()
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield site, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep the test output clean
+        pass
+
+
+def test_offline_download_is_one_line_and_leaves_no_cache_directory(tmp_path, no_proxy,
+                                                                     monkeypatch):
+    cache = tmp_path / "fresh" / "privfl"
+    monkeypatch.setenv("PRIVFL_DATA", str(cache))
+    mirror = f"http://127.0.0.1:{_closed_port()}/"  # refused at once, as without a network
+    monkeypatch.setattr(sources, "download_mnist",
+                        functools.partial(download_mnist, mirrors=[mirror]))
+    with pytest.raises(OSError) as info:
+        load_mnist(download=True)
+    message = str(info.value)
+    assert isinstance(info.value, DownloadError) and "\n" not in message
+    assert message.startswith(
+        f"could not download MNIST: train-images-idx3-ubyte.gz from {mirror}"
+        "train-images-idx3-ubyte.gz (ConnectionError: ")
+    assert message.endswith(
+        "; without internet, copy train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+        "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz (the published files: they are "
+        f"checked against their MD5 sums) into {cache / 'mnist'}")
+    assert not (tmp_path / "fresh").exists()  # nothing created, nothing left behind
+
+
+@pytest.mark.parametrize(("download", "dataset", "archive"), [
+    (download_cifar10, "CIFAR-10", "cifar10/cifar-10-python.tar.gz"),
+    (lambda root, **kw: download_emnist("digits", root, **kw), "EMNIST", "emnist/gzip.zip"),
+])
+def test_offline_archive_downloads_name_the_dataset_and_the_file(tmp_path, download, dataset,
+                                                                 archive):
+    def offline(url, timeout):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    root = tmp_path / "root"
+    with pytest.raises(DownloadError) as info:
+        download(root, urls=["https://example.invalid/x"], opener=offline)
+    assert str(info.value).startswith(
+        f"could not download {dataset} file {archive.split('/')[1]} from "
+        "https://example.invalid/x (URLError: <urlopen error [Errno -3] Temporary failure in "
+        f"name resolution>); without internet, copy the file to {root / archive} (it is "
+        "checked against md5 ")
+    assert not root.exists()
+
+
+def test_http_download_through_pooch_with_progress_and_cache(http_server, tmp_path):
+    site, base = http_server
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    (site / "data.bin").write_bytes(payload)
+    md5_, sha = hashlib.md5(payload).hexdigest(), hashlib.sha256(payload).hexdigest()
+    dest = tmp_path / "cache" / "sub" / "data.bin"
+    assert download_file(f"{base}/data.bin", dest, md5=md5_, sha256=sha, progress=True) == dest
+    assert dest.read_bytes() == payload and _leftovers(dest.parent, dest.name) == []
+    (site / "data.bin").write_bytes(b"changed on the mirror")
+    assert download_file(f"{base}/data.bin", dest, md5=md5_) == dest  # cache hit
+    assert dest.read_bytes() == payload
+    dest.write_bytes(b"corrupt")  # a corrupt cache entry is downloaded again, and refused here
+    with pytest.raises(ChecksumError) as info:
+        download_file([f"{base}/missing.bin", f"{base}/data.bin"], dest, md5=md5_)
+    text = str(info.value)
+    assert text.startswith(f"refused data.bin: no mirror served the published file: {base}"
+                           "/data.bin: MD5 hash of downloaded file (data.bin) does not match")
+    assert "\n" not in text and _leftovers(dest.parent, dest.name) == []
+    with pytest.raises(ValueError, match=r"timeout = 0.0 is out of range"):
+        download_file(f"{base}/data.bin", dest, md5=md5_, timeout=0)
+
+
+def test_files_on_disk_are_checked_against_the_published_checksums(tmp_path):
+    write_mnist_folder(tmp_path / "fashion-mnist", n_train=20, n_test=10)  # published names
+    with pytest.raises(ChecksumError) as info:
+        load_fashion_mnist(tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'fashion-mnist' / 'train-images-idx3-ubyte.gz'}: md5 "
+        f"{md5(tmp_path / 'fashion-mnist' / 'train-images-idx3-ubyte.gz')} is not the published "
+        "8d4fb7e6c68d591d4c3dfef9ec88bf0d of Fashion-MNIST's train-images-idx3-ubyte.gz: the "
+        "file is corrupt or not the official one; delete it and download it again, or, if it is "
+        "a recompressed copy of the official data, gunzip it (uncompressed IDX files are "
+        "checked for their structure only) or load it with verify=False")
+    train, _ = load_fashion_mnist(tmp_path, verify=False)
+    assert len(train) == 20
+    folder = tmp_path / "fashion-mnist"
+    accepted = {p.name: {md5(p)} for p in folder.iterdir()}
+    assert len(check_published(folder, FASHION_MNIST_RESOURCES, dataset="x",
+                               alternatives=accepted)) == 4
+    assert check_published(tmp_path / "nothing-here", MNIST_RESOURCES, dataset="MNIST") == []
+
+
+def test_debian_record_is_read_and_its_files_verify(tmp_path):
+    record = tmp_path / "pkg.md5sums"
+    record.write_text("0d30e22e447f3c33dab9ed536400ac01  usr/share/datasets/fashion-mnist/"
+                      "t10k-labels-idx1-ubyte.gz\nnot a line\n")
+    assert sources._debian_md5(record) == {
+        "t10k-labels-idx1-ubyte.gz": {"0d30e22e447f3c33dab9ed536400ac01"}}
+    assert sources._debian_md5(tmp_path / "absent") == {}
+    real = sources.FASHION_MNIST_DEBIAN_MD5SUMS
+    if not real.is_file():
+        pytest.skip("the Debian package dataset-fashion-mnist is not installed")
+    system = sources.FASHION_MNIST_SYSTEM_DIR
+    checked = check_published(system, FASHION_MNIST_RESOURCES, dataset="Fashion-MNIST",
+                              alternatives=sources._debian_md5(real))
+    assert len(checked) == 4
+    # Debian recompressed the files: Zalando's published sums do not match them
+    with pytest.raises(ChecksumError, match="not the published 8d4fb7e6c68d591d4c3dfef9ec88bf0d"):
+        check_published(system, FASHION_MNIST_RESOURCES, dataset="Fashion-MNIST")

@@ -4,9 +4,10 @@ numpy-based; torch is imported only by ``Dataset.to_torch`` / ``Dataset.torch_da
 
 * Formats (:mod:`privfl.data.formats`): :func:`read_idx`, :func:`read_cifar_batch`,
   :func:`read_cifar10`, :func:`read_leaf_json`.
-* Downloads with checksum verification and a cache (``$PRIVFL_DATA`` or ``~/.cache/privfl``):
-  :func:`download_mnist`, :func:`download_fashion_mnist`, :func:`download_emnist`,
-  :func:`download_cifar10`, :func:`download_file`.
+* Downloads with pooch: checksum verification, a cache (``$PRIVFL_DATA`` or
+  ``~/.cache/privfl``) and progress: :func:`download_mnist`, :func:`download_fashion_mnist`,
+  :func:`download_emnist`, :func:`download_cifar10`, :func:`download_file`; data already on disk
+  is checked against the published checksums by :func:`check_published`.
 * Loaders (:mod:`privfl.data.sources`) returning :class:`Dataset` objects: offline
   :func:`load_mnist_5k`, :func:`load_digits`, :func:`load_fashion_mnist`; after a download
   :func:`load_mnist`, :func:`load_emnist`, :func:`load_cifar10`; :func:`load_dataset` by name.
@@ -17,6 +18,7 @@ numpy-based; torch is imported only by ``Dataset.to_torch`` / ``Dataset.torch_da
 
 from privfl.data.datasets import Dataset, FederatedDataset, as_rng
 from privfl.data.download import (
+    check_published,
     data_home,
     download_cifar10,
     download_emnist,
@@ -26,7 +28,12 @@ from privfl.data.download import (
     file_checksum,
     verify_file,
 )
-from privfl.data.errors import ChecksumError, DataFormatError, DatasetNotFoundError
+from privfl.data.errors import (
+    ChecksumError,
+    DataFormatError,
+    DatasetNotFoundError,
+    DownloadError,
+)
 from privfl.data.formats import (
     LeafData,
     read_cifar10,
@@ -71,9 +78,11 @@ __all__ = [
     "DataFormatError",
     "Dataset",
     "DatasetNotFoundError",
+    "DownloadError",
     "FederatedDataset",
     "LeafData",
     "as_rng",
+    "check_published",
     "data_home",
     "dirichlet_class_partition",
     "dirichlet_partition",

