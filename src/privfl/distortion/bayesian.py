@@ -20,7 +20,8 @@ marginal makes ``F_P`` equal to the prior and ``C1 = 0``. The same kernel ``f(d 
 ``P`` and ``P~``. ``xi`` is infinite whenever a posterior vanishes on the support (e.g. a
 Gaussian likelihood over an unbounded parameter space); :func:`log_posteriors` then still gives
 finite values on sampled parameters, and the largest of them is an empirical ``xi`` over those
-samples only.
+samples only. A *tempered* kernel ``(1 - t) f(d | w) + t F^(d)`` (:func:`tempered_log_posteriors`)
+has a finite ``xi`` for every ``t > 0`` (:func:`tempered_xi`).
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from privfl._validation import check_range
 from privfl.distortion.divergence import check_distribution, sqrt_js
 
-__all__ = ["BayesianAttacker", "c2_from_xi", "log_posteriors", "max_log_ratio"]
+__all__ = ["BayesianAttacker", "c2_from_xi", "log_posteriors", "max_log_ratio",
+           "tempered_log_posteriors", "tempered_xi"]
 
 
 def c2_from_xi(xi: float) -> float:
@@ -58,6 +61,31 @@ def log_posteriors(log_likelihood: object, prior: object) -> np.ndarray:
     with np.errstate(divide="ignore"):
         joint = np.log(p)[None, :] + table
     return joint - special.logsumexp(joint, axis=1, keepdims=True)
+
+
+def tempered_log_posteriors(log_post: np.ndarray, prior: object, tempering: float
+                            ) -> np.ndarray:
+    """``log((1 - t) f(d | w) + t F^(d))``: a posterior mixed with the prior (``t`` in [0, 1))."""
+    p = check_distribution("prior", prior)
+    t = check_range("tempering", tempering, 0.0, 1.0, high_open=True)
+    if t == 0.0:
+        return np.asarray(log_post, dtype=float)
+    with np.errstate(divide="ignore"):
+        log_prior = np.log(p)
+    return np.logaddexp(math.log1p(-t) + np.asarray(log_post, dtype=float),
+                        math.log(t) + log_prior[None, :])
+
+
+def tempered_xi(prior: object, tempering: float) -> float:
+    """``sup_w max_d |log f_t(d | w) / F^(d)|`` of the tempered kernel when every candidate can
+    dominate the untempered posterior (e.g. Gaussian centres in convex position) and any can
+    vanish: ``max(log((1 - t) / min F^ + t), -log t)``; ``inf`` for ``t = 0``."""
+    p = check_distribution("prior", prior)
+    t = check_range("tempering", tempering, 0.0, 1.0, high_open=True)
+    if t == 0.0:
+        return math.inf
+    smallest = float(p[p > 0].min())
+    return max(math.log((1.0 - t) / smallest + t), -math.log(t))
 
 
 def max_log_ratio(log_post: np.ndarray, prior: np.ndarray) -> float:

@@ -224,7 +224,9 @@ def leakage_triangle_bounds(c1: float, c2: float, tv: float, xi: float | None = 
     shift = c2 * tv if tv > 0 else 0.0
     source = "Lemma B.3: sqrt(JS(F~||F)) <= C2 TV"
     if xi is not None and math.isfinite(_xi(xi)) and shift:
-        shift *= math.exp(-0.5 * xi)
+        # C2 e^{-xi/2} = (e^{3 xi / 2} - e^{-xi / 2}) / 2, without inf * 0
+        factor = 0.5 * (math.exp(1.5 * xi) - math.exp(-0.5 * xi)) if xi < 470 else math.inf
+        shift = factor * tv
         source = "sqrt(JS(F~||F)) <= C2 e^{-xi/2} TV (privfl's sharper Lemma B.3)"
     lower = Bound("Lemma B.1", "corrected", "eps_p", "lower", max(c1 - shift, 0.0), True, True,
                   "triangle inequality of sqrt(JS); " + source)

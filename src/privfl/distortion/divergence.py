@@ -14,7 +14,8 @@ Both are metrics (Endres and Schindelin 2003 for sqrt(JS)). For Gaussians privfl
   a chi-square form: the densities cross on the sphere ``||x - mu||^2 = r*``);
 * the bounds of Devroye, Mehrabian and Reddad 2018 (Theorem 1.1) for any two covariances with
   equal means (:func:`tv_gaussian_devroye`), which the paper's Lemma 6.7 specialises;
-* the exact TV of the random-mask compression (:func:`tv_random_mask`, ``1 - rho^d``).
+* the exact TV of the random-mask compression (:func:`tv_random_mask`, ``1 - rho^d``) and of
+  Poisson record sampling at two rates (:func:`tv_record_sampling`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import math
 
 import numpy as np
 from scipy import linalg, special
-from scipy.spatial.distance import jensenshannon
 
 from privfl._validation import check_int, check_positive, check_range
 
@@ -36,6 +36,7 @@ __all__ = [
     "tv_gaussian_devroye",
     "tv_gaussian_isotropic",
     "tv_random_mask",
+    "tv_record_sampling",
 ]
 
 #: The largest square-root JS divergence (natural log): two distributions with disjoint supports.
@@ -72,20 +73,22 @@ def _pair(p: object, q: object) -> tuple[np.ndarray, np.ndarray]:
     return p, q
 
 
+def js_divergence(p: object, q: object) -> float:
+    """``JS(p || q) = (KL(p || m) + KL(q || m)) / 2``, ``m = (p + q) / 2``, natural log
+    (scipy's ``rel_entr``), in ``[0, ln 2]``."""
+    p, q = _pair(p, q)
+    m = 0.5 * (p + q)
+    js = 0.5 * (special.rel_entr(p, m).sum() + special.rel_entr(q, m).sum())
+    return float(min(max(js, 0.0), math.log(2.0)))
+
+
 def sqrt_js(p: object, q: object) -> float:
     """``sqrt(JS(p || q))`` with the natural log: the paper's privacy-leakage unit (Definition 4).
 
-    A metric on probability vectors, in ``[0, sqrt(ln 2)]``; scipy's ``jensenshannon``.
+    A metric on probability vectors, in ``[0, sqrt(ln 2)]``; equals scipy's ``jensenshannon``
+    (which can return NaN for nearly equal inputs, where rounding makes JS slightly negative).
     """
-    p, q = _pair(p, q)
-    return float(min(jensenshannon(p, q), SQRT_LN2))
-
-
-def js_divergence(p: object, q: object) -> float:
-    """``JS(p || q) = (KL(p || m) + KL(q || m)) / 2``, ``m = (p + q) / 2``, natural log."""
-    p, q = _pair(p, q)
-    m = 0.5 * (p + q)
-    return float(0.5 * (special.rel_entr(p, m).sum() + special.rel_entr(q, m).sum()))
+    return math.sqrt(js_divergence(p, q))
 
 
 def tv_discrete(p: object, q: object) -> float:
@@ -185,3 +188,22 @@ def tv_random_mask(keep_rate: float, dimension: int) -> float:
     if rho == 0.0:
         return 1.0
     return float(-math.expm1(d * math.log(rho)))
+
+
+def tv_record_sampling(records: int, rate: float, base_rate: float) -> float:
+    """TV between the laws of one Algorithm 2 step under Poisson record sampling at ``rate``
+    and at ``base_rate`` (an extension; the paper treats sampling as a variance source).
+
+    The likelihood ratio of a sampled subset ``S`` depends on ``|S|`` alone, so the TV of the
+    subsets is ``TV(Binomial(n, rate), Binomial(n, base_rate))``; it equals the TV of the
+    parameters when distinct subsets give distinct parameters (generic), and bounds it above
+    otherwise (data processing).
+    """
+    from scipy import stats
+
+    n = check_int("records", records, 1)
+    p = check_range("rate", rate, 0.0, 1.0)
+    q = check_range("base_rate", base_rate, 0.0, 1.0)
+    k = np.arange(n + 1)
+    return float(min(0.5 * np.abs(stats.binom.pmf(k, n, p) - stats.binom.pmf(k, n, q)).sum(),
+                     1.0))

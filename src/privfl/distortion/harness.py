@@ -1,0 +1,306 @@
+"""The empirical utility-privacy trade-off of Zhang, Chen and Yang 2022 on a real federated model.
+
+``privfl tradeoff`` (:func:`run_tradeoff`):
+
+1. trains the base model with FedAvg (``dp-fedavg`` on the seam; ``W_{t-1}``, the global model
+   after the configured rounds) and computes the federated optimum ``W*`` of the size-weighted
+   objective (their section 3; L-BFGS on the pooled training records, with the configured
+   weight decay, which makes it unique);
+2. for every client, takes the per-record gradients ``g_i`` at ``W_{t-1}`` (the engine's
+   per-example gradients plus the weight decay) and draws ``R`` unprotected parameters
+   ``W = W_{t-1} - eta mean_{i in S} g_i`` with ``S`` Poisson at rate ``p0`` (Algorithm 2);
+3. applies each mechanism of the grid (Gaussian distortion at Lemma 6.7's ``x``, the noise of
+   Lemma 6.8 and of the exact calibration for each TV target, the random mask, record sampling
+   at rate ``p``) and measures, per client (:mod:`privfl.distortion.measure`): the leakage
+   ``eps_p`` of a Bayesian attacker, the TV distance, the utility loss (literal and the
+   Appendix L proxy) and the variance; averages over clients (their eqs. 4 and 6);
+4. compares the measurements with the paper's bounds (which held, on how many clients), the
+   accuracy of the aggregated protected model (Algorithm 1 weights), and, with
+   ``protected_rounds``, the accuracy of training from scratch with the protection applied every
+   round through the client-side hook (:mod:`privfl.fl.algorithms.protection`).
+
+Nothing here is a privacy guarantee: the leakage is the paper's Bayesian measure for one finite
+attacker, estimated by Monte Carlo (see :mod:`privfl.distortion.measure` for the attacker and
+what each number is).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.func import functional_call
+
+from privfl.config import ExperimentConfig
+from privfl.distortion.calibrate import noise_variance_exact, noise_variance_paper
+from privfl.distortion.harness_config import TradeoffSettings
+from privfl.distortion.measure import ClientModel, Measurement, measure_point, prepare_client
+from privfl.distortion.mechanisms import (
+    ClientProtection,
+    GaussianDistortion,
+    PoissonRecordSampling,
+    RandomMask,
+    aggregate,
+)
+from privfl.distortion.sampling import sampling_probability
+
+__all__ = ["GridPoint", "grid_points", "run_tradeoff"]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One mechanism at one parameter value."""
+
+    mechanism: str  # gaussian | gaussian-paper | gaussian-exact | mask | sampling
+    parameter: str  # x | gap | keep_rate | rate
+    value: float
+    protection: ClientProtection
+    noise_variance: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.mechanism} {self.parameter}={self.value:g}"
+
+
+def grid_points(settings: TradeoffSettings, sigma2: float, dimension: int) -> list[GridPoint]:
+    """The grid: Gaussian at each ``x`` (``sigma_eps^2 = x sigma^2 / sqrt(d)``), Lemma 6.8's
+    and the exact noise for each TV target (Lemma 6.8 refuses targets >= 0.01: no point), the
+    mask at each keep rate, record sampling at each rate."""
+    points = []
+    for x in settings.gaussian:
+        noise = x * sigma2 / math.sqrt(dimension)
+        points.append(GridPoint("gaussian", "x", x, ClientProtection(
+            distortions=(GaussianDistortion(noise),)), noise))
+    for gap in settings.gaps:
+        rules = [("gaussian-exact", noise_variance_exact(sigma2, gap, dimension))]
+        if gap < 0.01:
+            rules.insert(0, ("gaussian-paper", noise_variance_paper(sigma2, gap, dimension)))
+        for name, noise in rules:
+            points.append(GridPoint(name, "gap", gap, ClientProtection(
+                distortions=(GaussianDistortion(noise),)), noise))
+    for rho in settings.mask:
+        points.append(GridPoint("mask", "keep_rate", rho, ClientProtection(
+            distortions=(RandomMask(rho),))))
+    for p in settings.sampling:
+        points.append(GridPoint("sampling", "rate", p, ClientProtection(
+            sampling=PoissonRecordSampling(p))))
+    return points
+
+
+# --------------------------------------------------------------------------------- base model
+def _train_base(config: ExperimentConfig, data: Any, protection: ClientProtection | None = None,
+                rounds: int | None = None) -> Any:
+    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
+
+    algorithm = DpFedAvg.from_config(config, data)
+    algorithm.protection = protection
+    metrics: dict[str, Any] = {}
+    for _ in range(config.federated.rounds if rounds is None else rounds):
+        metrics = algorithm.run_round()
+    algorithm.last_metrics = metrics
+    return algorithm
+
+
+def _optimum(model: torch.nn.Module, trainer: Any, start: torch.Tensor, x: torch.Tensor,
+             y: torch.Tensor, weight_decay: float) -> tuple[torch.Tensor, float]:
+    """``W* = argmin (1/n) sum_i CE(W; x_i, y_i) + (lambda / 2) ||W||^2`` by L-BFGS in float64
+    (the federated objective of their section 3: the pooled mean is the size-weighted one).
+    Returns ``(W*, ||gradient|| at W*)``."""
+    net = copy.deepcopy(model).double()
+    xd = x.double()
+    w = start.detach().double().clone().requires_grad_(True)
+
+    def objective() -> torch.Tensor:
+        params = {n: v[0] for n, v in trainer.unflatten(w.unsqueeze(0)).items()}
+        loss = torch.nn.functional.cross_entropy(functional_call(net, params, (xd,)), y)
+        return loss + 0.5 * weight_decay * (w * w).sum()
+
+    optimizer = torch.optim.LBFGS([w], lr=1.0, max_iter=2000, tolerance_grad=1e-12,
+                                  tolerance_change=1e-15, history_size=50,
+                                  line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = objective()
+        loss.backward()
+        return loss
+
+    for _ in range(3):
+        optimizer.step(closure)
+    optimizer.zero_grad()
+    objective().backward()
+    return w.detach(), float(w.grad.norm())
+
+
+# --------------------------------------------------------------------------------- the run
+def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
+                 progress: Progress | None = None) -> dict[str, Any]:
+    """Train, measure every grid point, compare with the bounds; a JSON-ready dict."""
+    say = progress or (lambda _message: None)
+    started = time.perf_counter()
+    if config.run.threads:
+        torch.set_num_threads(config.run.threads)
+    from privfl.fl.algorithms.builders import build_dataset, build_model
+
+    if not config.training.weight_decay > 0:
+        raise ValueError(f"training.weight_decay = {config.training.weight_decay!r} is out of "
+                         "range for privfl tradeoff: must be > 0 (it makes the optimum W* "
+                         "unique)")
+    data = build_dataset(config)
+    say(f"training the base model: {config.federated.rounds} FedAvg rounds on {data.name}")
+    base = _train_base(config, data)
+    trainer, tensors = base.trainer, base.tensors
+    w_prev = base.global_model.detach().double().clone()
+    lam, eta = config.training.weight_decay, settings.lr or config.training.lr
+    model = build_model(config, data)
+    x_all = torch.cat([x for x, _ in tensors.train])
+    y_all = torch.cat([y for _, y in tensors.train])
+    say("computing the federated optimum W* (L-BFGS)")
+    w_star, grad_norm = _optimum(model, trainer, w_prev, x_all, y_all, lam)
+    trained_at = time.perf_counter()
+
+    seeds = np.random.SeedSequence(config.seed).spawn(3)
+    rng = np.random.default_rng(seeds[0])
+    clients: list[ClientModel] = []
+    for k in range(data.num_clients):
+        clients.append(prepare_client(
+            k, trainer, tensors, w_prev, lam, eta, settings, rng,
+            torch.Generator().manual_seed(int(seeds[1].generate_state(1)[0]) + k), w_star))
+    dimension = int(w_prev.numel())
+    sigma2 = float(np.mean([c.sigma2 for c in clients]))
+    sizes = np.array([c.size for c in clients])
+    test_x, test_y = tensors.test_x, tensors.test_y
+
+    def accuracy(rows: list[torch.Tensor]) -> float:
+        """Mean test accuracy of the aggregated models (one per replica)."""
+        if test_x is None:
+            return math.nan
+        stacked = torch.stack(rows)  # [K, R, d]
+        agg = torch.stack([aggregate(stacked[:, r], sizes, settings.aggregation)
+                           for r in range(stacked.shape[1])])
+        return float(trainer.evaluate(agg.to(trainer.dtype), test_x, test_y).accuracy.mean())
+
+    base_accuracy = accuracy([c.samples for c in clients])
+    c1 = float(np.mean([c.c1 for c in clients]))
+    gradient_sq = float(np.mean([c.gradient_sq_sum for c in clients]))
+    points = grid_points(settings, sigma2, dimension)
+    say(f"measuring {len(points)} grid points x {len(clients)} clients x {settings.replicas} "
+        "replicas")
+    results = []
+    for j, point in enumerate(points):
+        generator = torch.Generator().manual_seed(int(seeds[2].generate_state(1)[0]) + j)
+        measured: list[Measurement] = []
+        protected: list[torch.Tensor] = []
+        for client in clients:
+            m, rows = measure_point(client, point, w_star, settings, generator)
+            measured.append(m)
+            protected.append(rows)
+        entry = _summarise(point, measured, c1)
+        entry["accuracy"] = accuracy(protected)
+        if settings.protected_rounds:
+            algo = _train_base(config, data, point.protection, settings.protected_rounds)
+            entry["trained_accuracy"] = float(algo.last_metrics["global_accuracy"])
+        results.append(entry)
+        say(f"  {point.label}: eps_p {entry['eps_p']:.4g}, eps_u {entry['eps_u']:.4g}, "
+            f"TV {entry['tv']:.4g}, accuracy {entry['accuracy']:.3f}")
+    rules = [sampling_probability(settings.c6 or results[0]["c6"], c1, c1 - gap, gradient_sq,
+                                  method).to_dict()
+             for gap in settings.gaps for method in ("paper", "corrected")]
+    return {
+        "name": config.name,
+        "description": config.description,
+        "setting": {
+            "data": data.name, "clients": data.num_clients, "records": sizes.tolist(),
+            "model": config.model.name, "dimension": dimension,
+            "base_rounds": config.federated.rounds, "replicas": settings.replicas,
+            "sampling_rate": settings.sampling_rate, "lr": eta, "weight_decay": lam,
+            "candidates": settings.candidates, "tempering": settings.tempering,
+            "attacker": settings.attacker,
+            "aggregation": settings.aggregation,
+            "gamma": settings.gamma, "nfl_delta": settings.nfl_delta, "c6": settings.c6,
+            "protected_rounds": settings.protected_rounds, "seed": config.seed,
+        },
+        "unprotected": {
+            "c1": c1, "c1_se": float(np.mean([c.c1_se for c in clients])),
+            "xi": float(np.mean([c.xi for c in clients])),
+            "xi_exact": all(c.xi_exact for c in clients),
+            "sigma2": sigma2, "expected_variance": float(np.mean([c.variance for c in clients])),
+            "gradient_sq_sum": gradient_sq, "accuracy": base_accuracy,
+            "train_accuracy": float(base.last_metrics["global_accuracy"]),
+            "w_star_gradient_norm": grad_norm,
+            "gap": float(np.mean([c.gap for c in clients])),
+        },
+        "sampling_rules": rules,
+        "points": results,
+        "bounds": bound_summary(results),
+        "seconds": {"training": trained_at - started, "total": time.perf_counter() - started},
+    }
+
+
+def _summarise(point: GridPoint, measured: list[Measurement], c1: float) -> dict[str, Any]:
+    """Means over clients (their eqs. 4 and 6) and, per bound, on how many clients it held."""
+    def mean(key: str) -> float:
+        values = [getattr(m, key) for m in measured]
+        return float(np.mean(values)) if all(math.isfinite(v) for v in values) else (
+            math.inf if any(v == math.inf for v in values) else math.nan)
+
+    entry: dict[str, Any] = {
+        "mechanism": point.mechanism, "parameter": point.parameter, "value": point.value,
+        "noise_variance": point.noise_variance, "protection": repr(point.protection),
+        "tv_method": measured[0].tv_method,
+    }
+    for key in ("eps_p", "eps_p_se", "c1", "c1_se", "shift", "tv", "tv_two_sample", "eps_u",
+                "eps_u_se", "eps_u_proxy", "expected_variance", "xi", "c2", "c6", "cd"):
+        entry[key] = mean(key)
+    entry["tau"] = c1 - point.value if point.parameter == "gap" else None
+    bounds: dict[str, dict[str, Any]] = {}
+    for m in measured:
+        for check in m.checks:
+            row = bounds.setdefault(check["name"], {
+                "statement": check["statement"], "quantity": check["quantity"],
+                "side": check["side"], "held": 0, "clients": 0, "hypothesis": 0, "proven": 0,
+                "held_under_hypothesis": 0, "clear_violations": 0, "bound": [],
+                "measured": []})
+            row["held"] += int(check["held"])
+            row["clear_violations"] += int(check["clear_violation"])
+            row["held_under_hypothesis"] += int(check["held"] and check["hypothesis"])
+            row["clients"] += 1
+            row["hypothesis"] += int(check["hypothesis"])
+            row["proven"] += int(check["proven"])
+            row["bound"].append(check["bound"])
+            row["measured"].append(check["measured"])
+    for row in bounds.values():
+        row["bound"] = float(np.mean(row["bound"]))
+        row["measured"] = float(np.mean(row["measured"]))
+    entry["bounds"] = bounds
+    return entry
+
+
+def bound_summary(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per bound, over all (point, client) cases: how often it held, its hypothesis held, both
+    held, a correct proof covered it, and it was violated by more than 2 standard errors (the
+    points where that happened)."""
+    table: dict[str, dict[str, Any]] = {}
+    for point in points:
+        for name, row in point["bounds"].items():
+            out = table.setdefault(name, {"name": name, "statement": row["statement"],
+                                          "quantity": row["quantity"], "side": row["side"],
+                                          "cases": 0, "held": 0, "hypothesis": 0,
+                                          "held_under_hypothesis": 0, "proven": 0,
+                                          "clear_violations": 0, "violated_points": []})
+            for key in ("held", "hypothesis", "held_under_hypothesis", "proven",
+                        "clear_violations"):
+                out[key] += row[key]
+            out["cases"] += row["clients"]
+            if row["clear_violations"]:
+                out["violated_points"].append(f"{point['mechanism']} {point['parameter']}="
+                                              f"{point['value']:g}")
+    return list(table.values())
