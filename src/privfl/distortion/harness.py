@@ -211,8 +211,9 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
         results.append(entry)
         say(f"  {point.label}: eps_p {entry['eps_p']:.4g}, eps_u {entry['eps_u']:.4g}, "
             f"TV {entry['tv']:.4g}, accuracy {entry['accuracy']:.3f}")
-    rules = [sampling_probability(settings.c6 or results[0]["c6"], c1, c1 - gap, gradient_sq,
-                                  method).to_dict()
+    c6 = settings.c6 or float(np.median([p["c6"] for p in results]))
+    rules = [{"gap": gap, "c6": c6, **sampling_probability(c6, c1, c1 - gap, gradient_sq,
+                                                           method).to_dict()}
              for gap in settings.gaps for method in ("paper", "corrected")]
     return {
         "name": config.name,
@@ -226,6 +227,7 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
             "attacker": settings.attacker,
             "aggregation": settings.aggregation,
             "gamma": settings.gamma, "nfl_delta": settings.nfl_delta, "c6": settings.c6,
+            "gaps": list(settings.gaps),
             "protected_rounds": settings.protected_rounds, "seed": config.seed,
         },
         "unprotected": {

@@ -1,0 +1,225 @@
+"""``privfl distortion tv | noise | sampling | tradeoff``: the formulas of Zhang, Chen and Yang
+2022 (with privfl's exact and corrected forms beside the paper's), for scripts and by hand."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+import typer
+
+from privfl.cli.common import JsonOpt, user_errors
+
+__all__ = ["distortion_app"]
+
+distortion_app = typer.Typer(
+    help="Formulas of Zhang, Chen and Yang 2022 (parameter distortion, data generation): "
+    "exact TV, the paper's noise and sampling rules next to exact or corrected ones, and the "
+    "trade-off bounds, each labelled with what is proven.")
+
+VarianceOpt = Annotated[float, typer.Option(
+    "--variance", help="sigma^2: per-coordinate variance of the unprotected parameter.")]
+DimensionOpt = Annotated[int, typer.Option("--dimension", help="d: number of parameters.")]
+C1Opt = Annotated[float, typer.Option(
+    "--c1", help="C1: leakage of the unprotected parameter, sqrt-JS in [0, sqrt(ln 2)].")]
+TauOpt = Annotated[float, typer.Option("--tau", help="tau: the leakage budget (sqrt-JS).")]
+
+
+def _emit(as_json: bool, command: str, setting: Mapping[str, Any], payload: Mapping[str, Any],
+          rows: Sequence[Mapping[str, Any]] = (), columns: Sequence[str] = (),
+          notes: Sequence[str] = ()) -> None:
+    """One JSON object (``command``, ``setting``, the payload) or a card, a table and notes."""
+    if as_json:
+        from privfl.cli.output import print_json
+
+        print_json({"command": f"distortion {command}", "setting": dict(setting), **payload})
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from privfl.report.card import format_number, render_card
+
+    console = Console()
+    render_card(console, f"privfl distortion {command}", setting, [])
+    if rows:
+        table = Table(show_lines=False)
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*(escape(format_number(row.get(c)) if row.get(c) is not None else "-")
+                            for c in columns))
+        console.print(table)
+    for note in notes:
+        console.print(f"[dim]• {escape(note)}[/dim]")
+
+
+@distortion_app.command("tv")
+@user_errors
+def tv_command(
+    variance: Annotated[float, typer.Option("--variance", help="A: variance of N(0, A I_d).")],
+    distorted_variance: Annotated[float, typer.Option(
+        "--distorted-variance", help="B: variance of N(0, B I_d).")],
+    dimension: DimensionOpt,
+    as_json: JsonOpt = False,
+) -> None:
+    """Exact total variation between N(0, A I_d) and N(0, B I_d), with the Lemma 6.7 sandwich
+    (Devroye et al. 2018, Theorem 1.1) beside it."""
+    from privfl.distortion.bounds import gaussian_tv_sandwich
+    from privfl.distortion.divergence import tv_gaussian_isotropic
+
+    tv = tv_gaussian_isotropic(variance, distorted_variance, dimension)
+    spread = abs(distorted_variance - variance)
+    low, high = gaussian_tv_sandwich(variance, spread, dimension)
+    lower, upper = low.value, high.value
+    x = spread * math.sqrt(dimension) / variance
+    setting = {"variance": variance, "distorted_variance": distorted_variance,
+               "dimension": dimension}
+    sandwich = {"lower": lower, "upper": upper, "x": x,
+                "source": "Lemma 6.7 (Devroye et al. 2018 Theorem 1.1): min(1, x)/100 <= TV <= "
+                          "1.5 min(1, x), x = |B - A| sqrt(d) / A"}
+    _emit(as_json, "tv", setting, {"tv": tv, "kind": "exact (chi-square form)",
+                                   "sandwich": sandwich},
+          [{"quantity": "TV (exact)", "value": tv}, {"quantity": "Lemma 6.7 lower", "value": lower},
+           {"quantity": "Lemma 6.7 upper", "value": upper}], ("quantity", "value"),
+          [sandwich["source"]])
+
+
+@distortion_app.command("noise")
+@user_errors
+def noise_command(
+    variance: VarianceOpt,
+    dimension: DimensionOpt,
+    gap: Annotated[float | None, typer.Option(
+        "--gap", help="G = C1 - tau: the TV the budget asks for (Lemma 6.6).")] = None,
+    c1: Annotated[float | None, typer.Option("--c1", help="C1 (with --tau, instead of --gap).")
+                  ] = None,
+    tau: Annotated[float | None, typer.Option("--tau", help="tau (with --c1).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Noise variance for TV >= G: the paper's Lemma 6.8 rule (100 sigma^2 G / sqrt(d), refused
+    outside its domain 0 < G < 0.01) and the exact calibration, each with the TV it reaches.
+
+    Neither makes eps_p <= tau a guarantee: Lemma 6.6 (TV >= C1 - tau implies eps_p <= tau) is
+    not proven and fails on counterexamples.
+    """
+    from privfl._validation import check_nonnegative, check_range
+    from privfl.distortion.calibrate import noise_calibrations
+
+    if gap is None:
+        if c1 is None or tau is None:
+            raise ValueError("gap is missing: give --gap G, or --c1 and --tau (G = C1 - tau)")
+        gap = check_range("c1", c1, 0.0, 1.0) - check_nonnegative("tau", tau)
+    elif c1 is not None or tau is not None:
+        raise ValueError(f"gap = {gap!r} and --c1/--tau both given: give one of them")
+    rows = noise_calibrations(variance, gap, dimension)
+    setting = {"variance": variance, "dimension": dimension, "gap": gap}
+    if c1 is not None:
+        setting.update(c1=c1, tau=tau)
+    results = [r.to_dict() for r in rows]
+    notes = [f"{r.method}: {r.refused or r.note}" for r in rows]
+    _emit(as_json, "noise", setting, {"results": results}, results,
+          ("method", "noise_variance", "tv", "tv_lower", "tv_upper"), notes)
+
+
+@distortion_app.command("sampling")
+@user_errors
+def sampling_command(
+    c6: Annotated[float, typer.Option("--c6", help="C6 of Theorem 6.1 (>= 0).")],
+    c1: C1Opt,
+    tau: TauOpt,
+    gradient_sq_sum: Annotated[float, typer.Option(
+        "--gradient-sq-sum", help="G = sum_i ||grad L(W, d_i)||^2 over the client's records.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Theorem 6.11's sampling probability: the smallest p with p(1 - p) G >= factor C6 (C1 -
+    tau), as printed (factor 1) and corrected (factor 150, sufficient with Lemma 6.8's noise).
+
+    An infeasible rule (r > 1/4) says so instead of giving a p; if both are infeasible the
+    command fails.
+    """
+    from privfl.distortion.sampling import SAMPLING_RULES, sampling_probability
+
+    rules = [sampling_probability(c6, c1, tau, gradient_sq_sum, m) for m in SAMPLING_RULES]
+    if not any(r.feasible for r in rules):
+        ratios = ", ".join(f"{r.method} r = {r.ratio:.6g}" for r in rules)
+        raise ValueError(f"tau = {tau!r} is infeasible: p(1 - p) <= 1/4 < r for every rule "
+                         f"({ratios}); raise tau or gradient_sq_sum, or lower c6")
+    setting = {"c6": c6, "c1": c1, "tau": tau, "gradient_sq_sum": gradient_sq_sum}
+    results = [r.to_dict() for r in rules]
+    _emit(as_json, "sampling", setting, {"results": results}, results,
+          ("method", "ratio", "feasible", "p_min", "p_max"),
+          [f"{r.method}: {r.note}" for r in rules])
+
+
+@distortion_app.command("tradeoff")
+@user_errors
+def tradeoff_bounds_command(
+    c1: C1Opt,
+    xi: Annotated[float, typer.Option("--xi", help="xi: the attacker's largest |log "
+                                      "posterior / prior| (C2 = (e^(2 xi) - 1) / 2).")],
+    c6: Annotated[float, typer.Option("--c6", help="C6 of Theorem 6.1 (> 0).")],
+    expected_variance: Annotated[float, typer.Option(
+        "--expected-variance", help="E Var[W~ | W_{t-1}] (e.g. p(1 - p) G, Theorem 6.10).")],
+    tv: Annotated[float | None, typer.Option(
+        "--tv", help="TV(P, P~): says whether Lemma 6.5 (and so Theorem 6.12) is proven.")
+    ] = None,
+    leakage: Annotated[float | None, typer.Option(
+        "--leakage", help="eps_p: also give the utility loss range the bounds allow.")] = None,
+    gamma: Annotated[float | None, typer.Option("--gamma", help="gamma of Theorem 6.13.")
+                     ] = None,
+    nfl_delta: Annotated[float | None, typer.Option(
+        "--nfl-delta", help="Delta of Theorem 6.13 (with --gamma; default C_d = C2/C6, "
+        "Theorem 6.14's condition).")] = None,
+    gradient_sq_sum: Annotated[float | None, typer.Option(
+        "--gradient-sq-sum", help="G: also give Theorem 6.14's sampling probability.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Theorems 6.12-6.14: the paper's upper bound on eps_p + (C2/C6) eps_u, the no-free-lunch
+    lower bound eps_p + C_d eps_u >= C1, and the optimum where they meet."""
+    from privfl.distortion.bayesian import c2_from_xi
+    from privfl.distortion.bounds import (
+        c_d,
+        nfl_lower_bound,
+        optimal_tradeoff,
+        tradeoff_upper_bound,
+    )
+
+    c2 = c2_from_xi(xi)
+    upper = tradeoff_upper_bound(c1, c2, c6, expected_variance, tv)
+    lower = nfl_lower_bound(c1)
+    if (gamma is None) != (nfl_delta is None):
+        raise ValueError("gamma and nfl_delta go together: give both or neither")
+    cd = c_d(gamma, nfl_delta, xi) if gamma is not None else c2 / c6
+    constants = {"c2": c2, "weight": c2 / c6, "cd": cd,
+                 "cd_source": "Theorem 6.13 from gamma, Delta" if gamma is not None
+                 else "C2 / C6 (Theorem 6.14's condition)"}
+    results = [{"statement": b.statement, "form": b.form, "quantity": b.quantity,
+                "side": b.side, "value": b.value, "hypothesis": b.hypothesis,
+                "proven": b.proven, "note": b.note} for b in (upper, lower)]
+    payload: dict[str, Any] = {"constants": constants, "results": results}
+    if leakage is not None:
+        from privfl._validation import check_range
+
+        eps_p = check_range("leakage", leakage, 0.0, 1.0)
+        payload["utility_loss_range"] = {
+            "leakage": eps_p,
+            "min_nfl": (c1 - eps_p) / cd if cd > 0 else -math.inf,
+            "max_theorem_6_12": (c6 / c2) * (2 * c1 - eps_p) - expected_variance if c2 > 0
+            else math.inf,
+        }
+    if c2 > 0 and math.isfinite(c2):
+        opt = optimal_tradeoff(c1, c2, c6, gradient_sq_sum, gamma=gamma, delta=nfl_delta)
+        payload["optimum"] = {"expected_variance": opt.expected_variance,
+                              "sampling_probability": opt.sampling_probability,
+                              "cd_matches": opt.cd_matches, "note": opt.note}
+    setting = {"c1": c1, "xi": xi, "c6": c6, "expected_variance": expected_variance, "tv": tv,
+               "leakage": leakage}
+    notes = [f"{r['statement']}: {r['note']}" for r in results]
+    if "utility_loss_range" in payload:
+        u = payload["utility_loss_range"]
+        notes.append(f"at eps_p = {u['leakage']:g}: eps_u >= {u['min_nfl']:.6g} (no free lunch)"
+                     f", eps_u (proxy) <= {u['max_theorem_6_12']:.6g} (Theorem 6.12)")
+    _emit(as_json, "tradeoff", {**setting, **constants}, payload, results,
+          ("statement", "quantity", "side", "value", "hypothesis", "proven"), notes)
