@@ -673,11 +673,15 @@ def calibrate_fedfdp(
 
 from privfl.cli.check_privacy import check_privacy_command  # noqa: E402
 from privfl.cli.compare import compare_command  # noqa: E402
+from privfl.cli.distortion import distortion_app  # noqa: E402
 from privfl.cli.run import run_command  # noqa: E402
+from privfl.cli.tradeoff import TRADEOFF_HELP, tradeoff_command  # noqa: E402
 
 app.command("run", help=run_command.__doc__)(run_command)
 app.command("compare")(compare_command)
 app.command("check-privacy")(check_privacy_command)
+app.command("tradeoff", help=TRADEOFF_HELP)(tradeoff_command)
+app.add_typer(distortion_app, name="distortion")
 
 
 def main() -> None:
