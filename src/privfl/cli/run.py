@@ -74,7 +74,7 @@ class _Display:
         if experiment.resumed_from is not None:
             for warning in experiment.resume_warnings:
                 self.console.print(
-                    f"[yellow]skipped unreadable checkpoint {escape(warning)}[/yellow]")
+                    f"[yellow]skipped checkpoint {escape(warning)}[/yellow]")
             for note in experiment.resume_notes:
                 self.console.print(f"[yellow]note: {escape(note)}[/yellow]")
             self.console.print(f"resuming after round {experiment.resumed_from}")

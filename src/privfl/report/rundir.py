@@ -9,25 +9,41 @@
     DIR/accuracy.png         personalised and global accuracy per round
     DIR/privacy.png          epsilon (each accountant, bound/estimate) and mu_max per round
     DIR/report.md            a short human-readable report
-    DIR/checkpoints/round-000012.pt   the last few checkpoints (model/optimizer/RNG states)
+    DIR/run.json             the run's identity: {"format", "run_id", "created"}
+    DIR/.lock                held (flock) by the process running the run
+    DIR/checkpoints/round-000012.pt     the last few checkpoints (model/optimizer/RNG states)
+    DIR/checkpoints/round-000012.json   their digests (:mod:`privfl.report.checkpoints`)
+
+A directory belongs to one run: ``run.json``'s random ``run_id`` is stamped into every
+checkpoint and its digest record, and a resume uses only checkpoints that carry it. A new run
+refuses a directory holding another run's files; two processes cannot run one directory at
+once (:meth:`RunDirectory.acquire_lock`).
 
 JSON has no infinity or NaN: such floats are written as the strings ``"inf"``/``"nan"``.
-Writes of whole files go through a temporary file and an atomic rename.
+Writes of whole files go through a temporary file (``.NAME.tmp``, removed at the next start if
+a kill left it) and an atomic rename.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 import re
+import secrets
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-__all__ = ["RunDirectory", "json_safe"]
+__all__ = ["RUN_FORMAT", "RunDirectory", "json_safe"]
 
 _CHECKPOINT = re.compile(r"^round-(\d{6,})\.pt$")
+RUN_FORMAT = "privfl-run/1"
+#: files a run writes; a directory holding any of them (but no config.yaml) is another run's
+_RUN_FILES = ("run.json", "metrics.jsonl", "privacy.json", "summary.json", "report.md",
+              "checkpoints")
 
 
 #: how :func:`json_safe` spells non-finite floats
@@ -104,12 +120,20 @@ class RunDirectory:
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
+    @property
+    def run_file(self) -> Path:
+        return self.path / "run.json"
+
     def checkpoint(self, round_index: int) -> Path:
         return self.checkpoints / f"round-{round_index:06d}.pt"
 
+    def checkpoint_record(self, round_index: int) -> Path:
+        """The digest record of checkpoint ``round_index``."""
+        return self.checkpoints / f"round-{round_index:06d}.json"
+
     # ------------------------------------------------------------------ set-up
     def check_new(self) -> None:
-        """Refuse a directory that already holds a run, or a file."""
+        """Refuse a directory that already holds a run or another run's files, or a file."""
         if self.config.exists():
             raise ValueError(
                 f"out = {str(self.path)!r} already holds a run (config.yaml): continue it with "
@@ -117,12 +141,26 @@ class RunDirectory:
             )
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"out = {str(self.path)!r} is a file, not a directory")
+        if self.path.is_dir():
+            found = [name for name in _RUN_FILES if (self.path / name).exists()]
+            if found:
+                raise ValueError(
+                    f"out = {str(self.path)!r} holds files of another run ({', '.join(found)}) "
+                    "but no config.yaml: choose another --out (a run directory belongs to one "
+                    "run)"
+                )
 
-    def create(self) -> None:
-        """Make a fresh run directory (see :meth:`check_new`)."""
+    def create(self) -> str:
+        """Make a fresh run directory (see :meth:`check_new`); returns its new run id."""
         self.check_new()
         self.path.mkdir(parents=True, exist_ok=True)
         self.checkpoints.mkdir(exist_ok=True)
+        run_id = secrets.token_hex(8)
+        self.write_json(self.run_file, {
+            "format": RUN_FORMAT, "run_id": run_id,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        })
+        return run_id
 
     def require_existing(self) -> None:
         if not self.config.is_file():
@@ -130,6 +168,51 @@ class RunDirectory:
                 f"resume = {str(self.path)!r} is not a run directory: it has no config.yaml"
             )
         self.checkpoints.mkdir(exist_ok=True)
+
+    def run_id(self) -> str:
+        """The run id from run.json (a ValueError naming the file if it is missing or bad)."""
+        try:
+            data = json.loads(self.run_file.read_text(encoding="utf-8"))
+            run_id = data["run_id"] if data.get("format") == RUN_FORMAT else None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            run_id = None
+        if not isinstance(run_id, str) or not re.fullmatch(r"[0-9a-f]{16}", run_id):
+            raise ValueError(
+                f"resume = {str(self.path)!r}: {self.run_file.name} is missing or unreadable, so "
+                "its checkpoints cannot be matched to this run (a directory from an older privfl "
+                f"or a damaged one): start a new run with privfl run {self.config} --out NEW_DIR"
+            )
+        return run_id
+
+    def acquire_lock(self) -> IO[str]:
+        """Lock ``DIR/.lock`` for this process (released when the returned file is closed or
+        the process ends); a ValueError if another process holds it."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        stream = open(self.path / ".lock", "a+", encoding="utf-8")  # noqa: SIM115
+        try:
+            fcntl.flock(stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            stream.close()
+            raise ValueError(
+                f"run directory {str(self.path)!r} is in use by another privfl process: wait "
+                "for it to finish (or stop it), then resume"
+            ) from None
+        stream.seek(0)
+        stream.truncate()
+        stream.write(f"{os.getpid()}\n")
+        stream.flush()
+        return stream
+
+    def remove_temporary_files(self) -> list[str]:
+        """Delete ``.*.tmp`` files a killed write left behind; returns their names."""
+        removed = []
+        for folder in (self.path, self.checkpoints):
+            if folder.is_dir():
+                for entry in folder.glob(".*.tmp"):
+                    if entry.is_file():
+                        entry.unlink(missing_ok=True)
+                        removed.append(entry.name)
+        return removed
 
     # ------------------------------------------------------------------ writers
     def write_text(self, path: Path, text: str) -> None:
@@ -165,6 +248,7 @@ class RunDirectory:
         return sorted(found)
 
     def prune_checkpoints(self, keep: int) -> None:
-        """Delete all but the newest ``keep`` checkpoints."""
-        for _, path in self.list_checkpoints()[:-keep]:
+        """Delete all but the newest ``keep`` checkpoints (and their digest records)."""
+        for round_index, path in self.list_checkpoints()[:-keep]:
             path.unlink(missing_ok=True)
+            self.checkpoint_record(round_index).unlink(missing_ok=True)

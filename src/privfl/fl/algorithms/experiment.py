@@ -49,6 +49,7 @@ from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import budget_results, finite, tightest_bound
 from privfl.fl.algorithms.builders import build_dataset, build_model, build_spec
 from privfl.fl.algorithms.registry import algorithm_class
+from privfl.report.checkpoints import CheckpointStore, digest_json
 from privfl.report.rundir import RunDirectory
 
 __all__ = [
@@ -65,7 +66,6 @@ __all__ = [
 
 #: Keys that ``--set`` may change when resuming (prefixes ending in "." cover a section).
 RESUMABLE_KEYS = ("run.", "stop.", "federated.rounds")
-CHECKPOINT_FORMAT = "privfl-run-checkpoint/1"
 
 
 def build_algorithm(config: ExperimentConfig, data: FederatedDataset | None = None) -> Any:
@@ -123,19 +123,6 @@ def _fixed_part(config: ExperimentConfig) -> dict[str, Any]:
     return data
 
 
-def _comparable_fixed_part(fixed: dict[str, Any], rounds: int) -> dict[str, Any] | None:
-    """A checkpoint's stored fixed part re-validated by today's schema (so a renamed or
-    aliased key, e.g. ``privacy.secure_noise`` -> ``privacy.secure``, compares equal), with the
-    run's current ``federated.rounds`` (an algorithm's checks may depend on it); None if it is no
-    longer a valid configuration."""
-    try:
-        section = dict(fixed.get("federated") or {})
-        section["rounds"] = rounds
-        return _fixed_part(config_from_dict({**fixed, "federated": section}))
-    except (ConfigError, TypeError, KeyError, AttributeError):
-        return None
-
-
 def _check_resumable(overrides: Iterable[str]) -> list[str]:
     checked = []
     for text in overrides:
@@ -159,6 +146,8 @@ class Experiment:
     def __init__(self, config: ExperimentConfig, run_dir: RunDirectory) -> None:
         self.config = config
         self.dir = run_dir
+        self.store: CheckpointStore | None = None  # set once the run directory is locked
+        self._lock = None
         # run.threads sets the engine's client workers (builders.trainer_options); the server's
         # work runs on one torch thread, so no setting of run changes a result's bits
         torch.set_num_threads(1)
@@ -176,7 +165,9 @@ class Experiment:
         directory = RunDirectory(run_dir)
         directory.check_new()
         experiment = cls(config, directory)
-        directory.create()
+        run_id = directory.create()
+        experiment._lock = directory.acquire_lock()
+        experiment.store = CheckpointStore(directory, run_id)
         directory.write_text(directory.config, dump_config(config))
         directory.write_metrics([])
         return experiment
@@ -186,68 +177,106 @@ class Experiment:
         """Continue the run in ``run_dir`` from its newest readable checkpoint."""
         directory = RunDirectory(run_dir)
         directory.require_existing()
+        run_id = directory.run_id()
+        lock = directory.acquire_lock()
+        removed = directory.remove_temporary_files()
         saved = read_yaml(directory.config)
         config = config_from_dict(apply_overrides(saved, _check_resumable(overrides)))
         experiment = cls(config, directory)
+        experiment._lock = lock
+        experiment.store = CheckpointStore(directory, run_id)
+        if removed:
+            experiment.resume_notes.append(
+                f"removed {len(removed)} temporary file(s) left by an interrupted write")
         experiment._load_latest_checkpoint()
+        done = experiment.algorithm.round
+        if config.federated.rounds < done:
+            raise ConfigError(
+                f"federated.rounds = {config.federated.rounds} is out of range: this run has "
+                f"already completed {done} rounds; must be >= {done}"
+            )
         directory.write_text(directory.config, dump_config(config))
         return experiment
 
+    def release(self) -> None:
+        """Give up the run directory's lock (done at the end of :meth:`run`)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self) -> Path:
-        path = self.dir.checkpoint(self.algorithm.round)
+        """Write the checkpoint of the current round and its digest record; prune old ones."""
+        if self.store is None:
+            raise ValueError("save_checkpoint needs a run directory: use Experiment.create or "
+                             "Experiment.resume")
         payload = {
-            "format": CHECKPOINT_FORMAT,
-            "round": self.algorithm.round,
             "algorithm": self.algorithm.state_dict(),
             "metrics": self.metrics,
             "torch_rng": torch.get_rng_state(),
             "fixed_config": _fixed_part(self.config),
         }
-        tmp = path.with_name(f".{path.name}.tmp")
-        torch.save(payload, tmp)
-        tmp.replace(path)
+        path = self.store.write(self.algorithm.round, payload,
+                                config_digest=digest_json(_fixed_part(self.config)),
+                                metrics=self.metrics)
         self.dir.prune_checkpoints(self.config.run.keep_checkpoints)
         return path
 
     def _load_latest_checkpoint(self) -> None:
-        errors = []
-        for round_index, path in reversed(self.dir.list_checkpoints()):
-            try:
-                payload = torch.load(path, map_location="cpu", weights_only=True)
-            except Exception as error:  # a torn or corrupt file: fall back to an older one
-                errors.append(f"{path.name}: {error}")
+        """Load the newest checkpoint whose digests verify (see
+        :mod:`privfl.report.checkpoints`); each one skipped is reported in
+        :attr:`resume_warnings`. With none usable: round 0 if the run never completed a round,
+        else a ConfigError that says how to start again."""
+        skipped = []
+        config_digest = digest_json(_fixed_part(self.config))
+        for candidate in self.store.candidates(config_digest):
+            if candidate.payload is not None:
+                try:
+                    self._restore(candidate.payload)
+                except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+                    candidate.problem = ("its contents do not fit this run's algorithm ("
+                                         f"{' '.join(str(error).split())[:160]})")
+                    self.algorithm = build_algorithm(self.config, self.data)  # undo a partial load
+            if candidate.problem is not None:
+                skipped.append(f"{candidate.path.name}: {candidate.problem}")
                 continue
-            if payload.get("format") != CHECKPOINT_FORMAT:
-                errors.append(f"{path.name}: unknown format {payload.get('format')!r}")
-                continue
-            stored = _comparable_fixed_part(payload["fixed_config"], self.config.federated.rounds)
-            if stored != _fixed_part(self.config):
-                raise ConfigError(
-                    f"checkpoint {path} was written with a different configuration than "
-                    f"{self.dir.config}: resume needs the configuration the run started with"
-                )
-            self.algorithm.load_state_dict(payload["algorithm"])
-            torch.set_rng_state(payload["torch_rng"])
-            self.metrics = [dict(m) for m in payload["metrics"]][: payload["round"]]
-            self.resumed_from = round_index
-            self.resume_warnings = errors
+            self.resumed_from = candidate.round
+            self.resume_warnings = skipped
             self._note_lost_rounds()
             self.dir.write_metrics(self.metrics)
             return
-        # no checkpoint: start from round 0 in the same directory
-        self.metrics = []
+        logged = self._logged_rounds()
+        if skipped or logged:
+            reasons = "; ".join(skipped) if skipped else "none was written"
+            raise ConfigError(
+                f"resume = {str(self.dir.path)!r}: no usable checkpoint ({reasons}), although "
+                f"{logged} round(s) were logged: the run cannot continue where it stopped; start "
+                f"it again with privfl run {self.dir.config} --out NEW_DIR"
+            )
+        self.metrics = []  # killed before its first checkpoint: nothing was lost
         self.resumed_from = 0
-        self.resume_warnings = errors
-        self._note_lost_rounds()
+        self.resume_warnings = []
         self.dir.write_metrics([])
+
+    def _restore(self, payload: dict[str, Any]) -> None:
+        metrics = [dict(m) for m in payload["metrics"]][: payload["round"]]
+        if [m.get("round") for m in metrics] != list(range(1, payload["round"] + 1)):
+            raise ValueError("its metrics rows are not rounds 1..R")
+        self.algorithm.load_state_dict(payload["algorithm"])
+        if self.algorithm.round != payload["round"]:
+            raise ValueError(f"the algorithm's state is at round {self.algorithm.round}")
+        torch.set_rng_state(payload["torch_rng"])
+        self.metrics = metrics
+
+    def _logged_rounds(self) -> int:
+        try:
+            return max((int(m.get("round", 0)) for m in self.dir.read_metrics()), default=0)
+        except (ValueError, TypeError, AttributeError):  # a torn metrics.jsonl
+            return 0
 
     def _note_lost_rounds(self) -> None:
         """Secure mode: say when rounds after the checkpoint ran before and will run again."""
-        try:
-            logged = max((int(m.get("round", 0)) for m in self.dir.read_metrics()), default=0)
-        except (ValueError, TypeError, AttributeError):  # a torn metrics.jsonl
-            logged = 0
+        logged = self._logged_rounds()
         if not self.config.privacy.secure or logged <= self.resumed_from:
             return
         self.resume_notes.append(
@@ -311,7 +340,15 @@ class Experiment:
     # ------------------------------------------------------------------ the loop
     def run(self, callbacks: RunCallbacks | None = None) -> ExperimentResult:
         """Run rounds until a stop; write checkpoints, metrics and the final artefacts."""
-        callbacks = callbacks or RunCallbacks()
+        if self.store is None:
+            raise ValueError("run needs a run directory: use Experiment.create or "
+                             "Experiment.resume")
+        try:
+            return self._run(callbacks or RunCallbacks())
+        finally:
+            self.release()
+
+    def _run(self, callbacks: RunCallbacks) -> ExperimentResult:
         started = time.perf_counter()
         callbacks.on_start(self)
         ran = 0
