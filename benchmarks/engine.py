@@ -36,7 +36,12 @@ processes every client once per repeat. **Memory** is measured in a fresh proces
 ``--memory-steps`` steps (memory does not grow with K): ``peak`` is the process's peak RSS,
 ``+train`` its growth over the state after setup (models, data, optimizer states).
 Inputs are random tensors of MNIST shape (speed does not depend on pixel values).
-``torch.set_num_threads(--threads)`` (default 2).
+``torch.set_num_threads(--threads)`` (default 2; privfl's engine then trains that many clients
+at once, each on one torch thread, :mod:`privfl.fl.workers`).
+
+``--contention N`` starts N competing processes for the duration of the timing, each a 2-thread
+PyTorch matrix-multiplication loop (another user's training job on the same cores), to show how
+each method degrades on a shared machine.
 """
 
 from __future__ import annotations
@@ -180,6 +185,31 @@ class Method:
         return time.perf_counter() - start
 
 
+COMPETITOR = ("import torch\ntorch.set_num_threads(2)\na = torch.randn(384, 384)\n"
+              "while True:\n    a = torch.tanh(a @ a)\n")
+
+
+class competing_load:  # noqa: N801 - used as ``with competing_load(n):``
+    """``n`` competing 2-thread PyTorch processes while the block runs (killed afterwards)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", COMPETITOR],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                      for _ in range(self.n)]
+        if self.n:
+            time.sleep(2.0)  # let them start spinning
+            print(f"contention: {self.n} competing 2-thread PyTorch process(es) running")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
 def _setup(names, clients, steps, batch, threads):
     import torch
 
@@ -238,7 +268,8 @@ def _algorithm_benches(parser, args) -> None:
                                                       os.path.join(here, f"{module_name}.py"))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        result = module.bench(rounds, clients, threads=args.threads, **extra)
+        with competing_load(args.contention):
+            result = module.bench(rounds, clients, threads=args.threads, **extra)
         rates = {k: v for k, v in result.items() if k.startswith(("privfl", baseline))}
         ours = next(v for k, v in rates.items() if k.startswith("privfl"))
         rows.append((name, ours, baseline, rates.get(baseline, float("nan")),
@@ -270,8 +301,12 @@ def main(argv=None) -> None:
                         " or 'all' (benchmarks/algorithms/*.py at their own sizes; --threads)")
     parser.add_argument("--pool", action="store_true",
                         help="add privfl-dp-pool and privfl-dp[looped]; print their ratios")
+    parser.add_argument("--contention", type=int, default=0,
+                        help="competing 2-thread PyTorch processes during the timing (default 0)")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if not 0 <= args.contention <= 16:
+        parser.error(f"--contention = {args.contention} is out of range: must be in [0, 16]")
     if args.algorithms is not None:
         _algorithm_benches(parser, args)
         return
@@ -316,12 +351,13 @@ def main(argv=None) -> None:
               for lo in range(0, args.clients, args.slice)]
     turn = 0
     t0 = time.perf_counter()
-    for _ in range(args.repeats):
-        for part in slices:
-            order = methods[turn % len(methods):] + methods[: turn % len(methods)]
-            turn += 1
-            for method in order:
-                method.seconds += method.run(part)
+    with competing_load(args.contention):
+        for _ in range(args.repeats):
+            for part in slices:
+                order = methods[turn % len(methods):] + methods[: turn % len(methods)]
+                turn += 1
+                for method in order:
+                    method.seconds += method.run(part)
     wall = time.perf_counter() - t0
     print(f"timing: {wall:.0f} s, load average at end {os.getloadavg()[0]:.2f}\n")
     rates = {m.name: args.repeats * args.clients / m.seconds for m in methods}
