@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from _datafiles import make_cifar_tarball, make_emnist_zip, md5, write_mnist_folder
 
+import privfl.data.download as download_module
 from privfl.data import (
     ChecksumError,
     DatasetNotFoundError,
@@ -319,14 +320,31 @@ def test_offline_archive_downloads_name_the_dataset_and_the_file(tmp_path, downl
     assert not root.exists()
 
 
-def test_http_download_through_pooch_with_progress_and_cache(http_server, tmp_path):
+def test_http_download_through_pooch_with_progress_and_cache(http_server, tmp_path,
+                                                            monkeypatch):
     site, base = http_server
     payload = bytes(range(256)) * 4096  # 1 MiB
     (site / "data.bin").write_bytes(payload)
     md5_, sha = hashlib.md5(payload).hexdigest(), hashlib.sha256(payload).hexdigest()
     dest = tmp_path / "cache" / "sub" / "data.bin"
+    bars = []
+
+    class Recorded(download_module._Progress):
+        def __init__(self, label):
+            super().__init__(label)
+            bars.append(self)
+            self.seen = []
+
+        def update(self, count):
+            self.seen.append((self.total, count))
+            super().update(count)
+
+    monkeypatch.setattr(download_module, "_Progress", Recorded)
     assert download_file(f"{base}/data.bin", dest, md5=md5_, sha256=sha, progress=True) == dest
     assert dest.read_bytes() == payload and _leftovers(dest.parent, dest.name) == []
+    # pooch drove the bar: total from Content-Length, filled to it at the end, then closed
+    assert len(bars) == 1 and bars[0].label == "data.bin" and bars[0]._bar is None
+    assert bars[0].seen[0][0] == len(payload) and bars[0].seen[-1] == (len(payload), len(payload))
     (site / "data.bin").write_bytes(b"changed on the mirror")
     assert download_file(f"{base}/data.bin", dest, md5=md5_) == dest  # cache hit
     assert dest.read_bytes() == payload

@@ -181,33 +181,41 @@ class _StreamDownloader:
 
 class _Progress:
     """The progress object pooch's HTTP downloader drives (``total``, ``update``, ``reset``,
-    ``close``), drawn with rich on standard error."""
+    ``close``), drawn with rich on standard error from the moment a download starts (a cache
+    hit draws nothing)."""
 
     def __init__(self, label: str) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
-
-        self._bar = Progress(TextColumn(label), BarColumn(), DownloadColumn(),
-                             console=Console(stderr=True), transient=True)
-        self._task = self._bar.add_task(label, total=None)
-        self._bar.start()
+        self.label = label
+        self._bar = None
 
     @property
     def total(self) -> float | None:
-        return self._bar.tasks[0].total
+        return self._bar.tasks[0].total if self._bar is not None else None
 
     @total.setter
     def total(self, value: int) -> None:
-        self._bar.update(self._task, total=value or None)
+        if self._bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+            self._bar = Progress(TextColumn(self.label), BarColumn(), DownloadColumn(),
+                                 console=Console(stderr=True), transient=True)
+            self._bar.add_task(self.label, total=None)
+            self._bar.start()
+        self._bar.update(self._bar.task_ids[0], total=value or None)
 
     def update(self, count: int) -> None:
-        self._bar.advance(self._task, count)
+        if self._bar is not None:
+            self._bar.advance(self._bar.task_ids[0], count)
 
     def reset(self) -> None:
-        self._bar.reset(self._task)
+        if self._bar is not None:
+            self._bar.reset(self._bar.task_ids[0])
 
     def close(self) -> None:
-        self._bar.stop()
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 def _downloader(url: str, opener: Opener | None, timeout: float, progress: _Progress | None):
