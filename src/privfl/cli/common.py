@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -18,34 +19,68 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def user_errors(command: F) -> F:
-    """Turn bad input into a one-line message on stderr and exit status 2, never a traceback.
+def _os_error(error: OSError) -> str:
+    """An OSError as the user can act on it: what failed on which path, or the message of the
+    errors privfl raises itself (download failures, missing datasets) as they are."""
+    if error.filename is None or not error.strerror:
+        return _one_line(error)
+    where = f"{error.filename!s}" + (f" -> {error.filename2!s}" if error.filename2 else "")
+    return f"cannot use {where}: {error.strerror} (check the path and its permissions)"
 
-    A ``ValueError`` (validation, an unsupported combination, an accountant's refusal naming
-    the argument to change) is printed as it is. As a last resort, for inputs no check caught,
-    a ``MemoryError`` or an ``ArithmeticError`` (overflow, division by zero) is reported as
-    such with a hint; the accountants are meant to refuse those inputs first with a message
-    naming the argument.
+
+def error_message(error: BaseException) -> tuple[str, int]:
+    """``(one-line message, exit status)`` for an exception reaching the command line.
+
+    ``ValueError`` (validation, an unsupported combination, an accountant's refusal naming the
+    argument to change) and ``OSError`` (paths, permissions, downloads, missing datasets) are the
+    user's to fix: exit status 2. As a last resort, ``MemoryError`` and ``ArithmeticError`` get a
+    hint (the accountants are meant to refuse such inputs first, naming the argument), and any
+    other exception is reported as an internal error (exit status 1; set ``PRIVFL_TRACEBACK=1``
+    to see the traceback).
     """
+    if isinstance(error, ValueError):
+        return _one_line(error), 2
+    if isinstance(error, OSError):
+        return _os_error(error), 2
+    if isinstance(error, MemoryError):
+        return (
+            f"out of memory ({_one_line(error)}): this input needs more memory than is "
+            "available; make it cheaper (e.g. a larger --discretization, fewer steps, "
+            "smaller orders, more noise) or use another --method"
+        ), 2
+    if isinstance(error, ArithmeticError):
+        return (
+            f"numerical failure ({type(error).__name__}: {_one_line(error)}): an argument is "
+            "too large or too small for floating point; change the extreme argument"
+        ), 2
+    return (f"internal error ({type(error).__name__}: {_one_line(error)[:300]}): please report "
+            "it; PRIVFL_TRACEBACK=1 shows where it happened"), 1
+
+
+def fail(error: BaseException) -> typer.Exit:
+    """Print ``error`` as one line on stderr; the ``typer.Exit`` to raise (see
+    :func:`error_message`). With ``PRIVFL_TRACEBACK=1`` the traceback is printed first."""
+    import os
+    import traceback
+
+    if os.environ.get("PRIVFL_TRACEBACK") == "1":
+        traceback.print_exception(error, file=sys.stderr)
+    message, code = error_message(error)
+    typer.echo(f"privfl: error: {message}", err=True)
+    return typer.Exit(code=code)
+
+
+def user_errors(command: F) -> F:
+    """Turn any error into a one-line message on stderr and an exit status, never a traceback
+    (see :func:`error_message`)."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except ValueError as error:
-            message = _one_line(error)
-        except MemoryError as error:
-            message = (
-                f"out of memory ({_one_line(error)}): this input needs more memory than is "
-                "available; make it cheaper (e.g. a larger --discretization, fewer steps, "
-                "smaller orders, more noise) or use another --method"
-            )
-        except ArithmeticError as error:
-            message = (
-                f"numerical failure ({type(error).__name__}: {_one_line(error)}): an argument is "
-                "too large or too small for floating point; change the extreme argument"
-            )
-        typer.echo(f"privfl: error: {message}", err=True)
-        raise typer.Exit(code=2) from None
+        except (typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as error:  # noqa: BLE001 - reported as one line, see error_message
+            raise fail(error) from None
 
     return wrapper  # type: ignore[return-value]

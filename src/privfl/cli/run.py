@@ -179,8 +179,8 @@ def run_command(
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
     ] = True,
 ) -> None:
+    from privfl.cli.common import fail
     from privfl.config import load_config
-    from privfl.data.errors import DatasetNotFoundError
     from privfl.fl.algorithms.experiment import Experiment
 
     console = Console(stderr=as_json)
@@ -202,17 +202,21 @@ def run_command(
             resolved = load_config(config, overrides)
             experiment = Experiment.create(resolved, out or _default_out(resolved.name))
         result = experiment.run(display)
-    except (ValueError, DatasetNotFoundError) as error:
-        display.close()
-        message = str(error).strip().splitlines()
-        typer.echo(f"privfl: error: {' '.join(message) if message else type(error).__name__}",
-                   err=True)
-        raise typer.Exit(code=2) from None
     except KeyboardInterrupt:
         display.close()
-        where = experiment.dir.path if experiment is not None else (resume or out or "DIR")
-        typer.echo(f"privfl: interrupted; continue with: privfl run --resume {where}", err=True)
+        if experiment is not None and experiment.discard_if_unstarted():
+            typer.echo("privfl: interrupted before the first round completed; nothing was kept",
+                       err=True)
+        else:
+            where = experiment.dir.path if experiment is not None else (resume or out or "DIR")
+            typer.echo(f"privfl: interrupted; continue with: privfl run --resume {where}",
+                       err=True)
         raise typer.Exit(code=130) from None
+    except Exception as error:  # noqa: BLE001 - one line, never a traceback (cli.common)
+        display.close()
+        if experiment is not None:
+            experiment.discard_if_unstarted()
+        raise fail(error) from None
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(result.summary), indent=2) + "\n")
 

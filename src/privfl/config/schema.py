@@ -204,7 +204,10 @@ class FederatedConfig(_Section):
     (its ``config_class``) and :meth:`check` refuses combinations it cannot run or account."""
 
     algorithm: str = "prifedsync"
-    rounds: int = Field(30, ge=1, description="R: rounds")
+    rounds: int = Field(
+        30, ge=1, le=1_000_000,
+        description="R: rounds (at most 10^6: one metrics row and one checkpoint cycle each)",
+    )
 
     #: accountants the algorithm's privacy plan can answer, and the default list
     ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
@@ -246,6 +249,17 @@ class RunConfig(_Section):
     )
     checkpoint_every: int = Field(1, ge=1)
     keep_checkpoints: int = Field(2, ge=1)
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        """``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (whether this machine has it is checked
+        when a run starts, so other machines can still read the configuration)."""
+        import re
+
+        if not re.fullmatch(r"cpu|mps|cuda(:\d{1,3})?", value):
+            raise ValueError("must be 'cpu', 'cuda', 'cuda:N' or 'mps'")
+        return value
     max_rounds: int | None = Field(
         None, ge=1, description="rounds to run in this invocation, then stop (resume later)"
     )
@@ -257,7 +271,7 @@ class ExperimentConfig(_Section):
 
     name: str = "run"
     description: str = ""
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=2**64 - 1)  # what torch.Generator.manual_seed takes
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)

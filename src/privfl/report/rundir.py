@@ -26,6 +26,7 @@ a kill left it) and an atomic rename.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import math
@@ -202,6 +203,17 @@ class RunDirectory:
         stream.write(f"{os.getpid()}\n")
         stream.flush()
         return stream
+
+    def discard(self) -> None:
+        """Remove a run that never completed a round: the files it wrote (config.yaml,
+        run.json, metrics.jsonl, the lock, its temporary files, an empty checkpoints folder),
+        then the directory if nothing else is in it. Anything else is left alone."""
+        self.remove_temporary_files()
+        for path in (self.config, self.run_file, self.metrics, self.path / ".lock"):
+            path.unlink(missing_ok=True)
+        for folder in (self.checkpoints, self.path):
+            with contextlib.suppress(OSError):  # not empty (a user's file): keep it
+                folder.rmdir()
 
     def remove_temporary_files(self) -> list[str]:
         """Delete ``.*.tmp`` files a killed write left behind; returns their names."""

@@ -123,6 +123,17 @@ def _fixed_part(config: ExperimentConfig) -> dict[str, Any]:
     return data
 
 
+def _check_device(device: str) -> None:
+    """Refuse a ``run.device`` this machine does not have, naming the key."""
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(device.partition(":")[2] or 0) >= count:
+            raise ConfigError(f"run.device = {device!r} is not available on this machine "
+                              f"({count} CUDA device(s) visible to torch): use 'cpu'")
+    elif device == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("run.device = 'mps' is not available on this machine: use 'cpu'")
+
+
 def _check_resumable(overrides: Iterable[str]) -> list[str]:
     checked = []
     for text in overrides:
@@ -148,6 +159,8 @@ class Experiment:
         self.dir = run_dir
         self.store: CheckpointStore | None = None  # set once the run directory is locked
         self._lock = None
+        self._created = False  # this process made the run directory (Experiment.create)
+        _check_device(config.run.device)
         # run.threads sets the engine's client workers (builders.trainer_options); the server's
         # work runs on one torch thread, so no setting of run changes a result's bits
         torch.set_num_threads(1)
@@ -165,9 +178,11 @@ class Experiment:
         directory = RunDirectory(run_dir)
         directory.check_new()
         experiment = cls(config, directory)
+        experiment.planned_privacy()  # an accountant's refusal comes before any file is written
         run_id = directory.create()
         experiment._lock = directory.acquire_lock()
         experiment.store = CheckpointStore(directory, run_id)
+        experiment._created = True
         directory.write_text(directory.config, dump_config(config))
         directory.write_metrics([])
         return experiment
@@ -197,6 +212,15 @@ class Experiment:
             )
         directory.write_text(directory.config, dump_config(config))
         return experiment
+
+    def discard_if_unstarted(self) -> bool:
+        """After a failure: remove a run directory this process created whose run completed no
+        round (nothing in it would be worth resuming); True if it was removed."""
+        if not self._created or self.algorithm.round > 0 or self.dir.list_checkpoints():
+            return False
+        self.release()
+        self.dir.discard()
+        return True
 
     def release(self) -> None:
         """Give up the run directory's lock (done at the end of :meth:`run`)."""
