@@ -290,8 +290,9 @@ def tradeoff_upper_bound(c1: float, c2: float, c6: float, expected_variance: flo
                          tv: float | None = None) -> Bound:
     """Theorem 6.12: ``eps_p + (C2/C6) eps_u <= 2 C1 - (C2/C6) E(Var[W~ | W_{t-1}])``.
 
-    Combines Theorem 6.1 with Lemma 6.5, so it is proven only where Lemma 6.5 is (``2 C2 TV <=
-    C1``; unknown without ``tv``) and only for the Appendix L proxy of ``eps_u``.
+    Stated under Assumptions 6.1 and 6.2 only (``hypothesis`` is True), but it combines
+    Theorem 6.1 with Lemma 6.5, so it is proven only where Lemma 6.5 is (``2 C2 TV <= C1``;
+    unknown without ``tv``) and only for the Appendix L proxy of ``eps_u``.
     """
     c1 = check_range("c1", c1, 0.0, 1.0)
     c2 = _c2(c2)
@@ -303,8 +304,8 @@ def tradeoff_upper_bound(c1: float, c2: float, c6: float, expected_variance: flo
         return Bound("Theorem 6.12", "paper", "eps_p + (C2/C6) eps_u", "upper", value, True,
                      False, "proven only where 2 C2 TV <= C1 (TV not given)")
     lemma = privacy_leakage_upper_bound(c1, c2, tv)
-    return Bound("Theorem 6.12", "paper", "eps_p + (C2/C6) eps_u", "upper", value,
-                 lemma.hypothesis, lemma.proven, "inherits Lemma 6.5: " + lemma.note)
+    return Bound("Theorem 6.12", "paper", "eps_p + (C2/C6) eps_u", "upper", value, True,
+                 lemma.proven, "inherits Lemma 6.5: " + lemma.note)
 
 
 def nfl_lower_bound(c1: float) -> Bound:

@@ -1,0 +1,140 @@
+"""``privfl tradeoff`` end to end: a tiny configuration (seconds) and the default (slow)."""
+
+import json
+import math
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from privfl.cli.main import app
+from privfl.distortion.divergence import tv_random_mask, tv_record_sampling
+from privfl.distortion.harness import run_tradeoff
+from privfl.distortion.harness_config import DEFAULT_TRADEOFF, load_tradeoff
+
+runner = CliRunner()
+
+TINY = """
+name: tiny
+seed: 1
+data: {dataset: digits, partition: iid, clients: 4, train_size: 40, test_size: 20}
+model: {name: logreg}
+training: {local_steps: 2, batch_size: 10, optimizer: sgd, lr: 0.1, weight_decay: 0.01}
+privacy: {enabled: false}
+federated: {algorithm: dp-fedavg, rounds: 3, client_rate: 1.0}
+run: {threads: 1}
+tradeoff:
+  replicas: 32
+  gaussian: [0.1, 1.0e+5]
+  mask: [0.999]
+  sampling: [0.9]
+  gaps: [0.005]
+  protected_rounds: 2
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tradeoff")
+    config = folder / "tiny.yaml"
+    config.write_text(TINY)
+    result = runner.invoke(app, ["tradeoff", str(config), "--out", str(folder / "out"), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), folder / "out"
+
+
+def points(result, mechanism):
+    return [p for p in result["points"] if p["mechanism"] == mechanism]
+
+
+def test_writes_json_plot_and_report(tiny):
+    result, out = tiny
+    assert result["files"]["plot"].endswith("frontier.png")
+    assert (out / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    saved = json.loads((out / "tradeoff.json").read_text())
+    assert saved["points"] == result["points"]
+    report = (out / "report.md").read_text()
+    assert "### Which bounds held on this model" in report
+    assert "Zhang, Chen and Yang 2022" in report
+    names = [p["mechanism"] for p in result["points"]]
+    assert names == ["gaussian", "gaussian", "gaussian-paper", "gaussian-exact", "mask",
+                     "sampling"]
+
+
+def test_measurements_match_closed_forms(tiny):
+    result, _ = tiny
+    d = result["setting"]["dimension"]
+    assert d == 650  # logistic regression on 8x8 digits, 10 classes
+    un = result["unprotected"]
+    assert un["xi_exact"] and un["xi"] == pytest.approx(math.log(10))  # tempering 0.1, J = 4
+    assert un["w_star_gradient_norm"] < 1e-6
+    assert 0 <= un["c1"] <= math.sqrt(math.log(2))
+    for p in points(result, "gaussian"):
+        # E||W + n - W*||^2 - E||W - W*||^2 = d sigma_eps^2 (paired Monte Carlo)
+        expected = d * p["noise_variance"]
+        assert abs(p["eps_u"] - expected) <= 4 * p["eps_u_se"] + 1e-12
+    (mask,) = points(result, "mask")
+    assert mask["tv"] == pytest.approx(tv_random_mask(0.999, d))
+    (sampling,) = points(result, "sampling")
+    assert sampling["tv"] == pytest.approx(tv_record_sampling(40, 0.9, 0.5))
+    big = points(result, "gaussian")[1]
+    assert big["eps_p"] < un["c1"] / 2  # heavy noise: the matched attacker learns little
+    exact = points(result, "gaussian-exact")[0]
+    assert exact["noise_variance"] < points(result, "gaussian-paper")[0]["noise_variance"]
+
+
+def test_proven_bounds_are_never_clearly_violated(tiny):
+    result, _ = tiny
+    table = {row["name"]: row for row in result["bounds"]}
+    for name in ("Lemma 6.5 (triangle, corrected)", "Lemma B.1 (corrected)"):
+        assert table[name]["clear_violations"] == 0 and table[name]["held"] == table[name][
+            "cases"]
+    for p in points(result, "gaussian"):  # zero-mean noise: Theorem 6.1 on the proxy
+        assert p["bounds"]["Theorem 6.1 (Appendix L proxy)"]["clear_violations"] == 0
+    assert all("trained_accuracy" in p for p in result["points"])
+
+
+def test_same_seed_same_numbers():
+    config, settings = load_tradeoff(None, (
+        "data.dataset=digits", "data.clients=3", "data.train_size=30", "data.test_size=10",
+        "federated.rounds=1", "tradeoff.replicas=8", "tradeoff.gaussian=[1.0]",
+        "tradeoff.mask=[]", "tradeoff.sampling=[]", "tradeoff.gaps=[]",
+        "tradeoff.protected_rounds=0"))
+    first, second = run_tradeoff(config, settings), run_tradeoff(config, settings)
+    assert first["points"] == second["points"]
+
+
+def test_bad_configs_fail_with_one_line(tmp_path):
+    for overrides, message in (
+        (("tradeoff.replicas=1",), "tradeoff.replicas = 1 is not allowed"),
+        (("tradeoff.mask=[1.5]",), "tradeoff.mask"),
+        (("tradeoff.colour=red",), "tradeoff.colour is not a known key"),
+        (("training.weight_decay=0", "tradeoff.protected_rounds=0"), "weight_decay = 0"),
+        (("federated.algorithm=prifedsync", "privacy.sigma=1"), "privfl tradeoff trains"),
+    ):
+        result = runner.invoke(app, ["tradeoff", "--out", str(tmp_path / "x"),
+                                     *[f"--set={o}" for o in overrides]])
+        assert result.exit_code == 2, (overrides, result.output)
+        assert message in result.output and result.output.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_default_configuration_under_five_minutes(tmp_path):
+    started = time.perf_counter()
+    result = runner.invoke(app, ["tradeoff", "configs/tradeoff-default.yaml", "--out",
+                                 str(tmp_path), "--json"])
+    elapsed = time.perf_counter() - started
+    assert result.exit_code == 0, result.output
+    assert elapsed < 300
+    data = json.loads(result.stdout)
+    assert data["setting"]["data"] == "mnist-5k/iid(10x100)"
+    assert data["unprotected"]["accuracy"] > 0.8
+    table = {row["name"]: row for row in data["bounds"]}
+    assert table["Lemma 6.5 (triangle, corrected)"]["clear_violations"] == 0
+    assert table["Lemma 6.6, eq. (32)"]["held"] == 0  # unproven and false on this model
+    assert DEFAULT_TRADEOFF["tradeoff"]["gaussian"] == [
+        p["value"] for p in data["points"] if p["mechanism"] == "gaussian"]
+
+
+def test_shipped_default_config_is_the_built_in_default():
+    assert load_tradeoff("configs/tradeoff-default.yaml") == load_tradeoff(None)
