@@ -87,3 +87,15 @@ def test_mask_keep_rate():
 def test_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_docs_noise_table():
+    from privfl.distortion.tables import noise_table, noise_table_rows
+
+    rows = noise_table_rows((0.005, 0.05), (1, 100))
+    assert [r["ratio"] is None for r in rows] == [False, False, True, True]
+    assert rows[1]["exact"] == pytest.approx(0.00177699902, rel=1e-8)
+    assert rows[1]["ratio"] == pytest.approx(28.14, abs=0.005)
+    assert all(23.7 < r["ratio"] < 28.22 for r in noise_table_rows((0.001, 0.009)))
+    text = noise_table((0.005,), (100,))
+    assert "| 0.005 | 100 | 0.05 | 0.001777 | 28.14 | 0.1367 |" in text
