@@ -1,16 +1,24 @@
 """The papers' models (torch) and a registry to build them by name.
 
-==================  ==========================================  ============================
-name                model                                       default parameters
-==================  ==========================================  ============================
-seed0-mnist-cnn     :class:`Seed0MnistCNN` (log_softmax, dropout)  1,199,882
-seed0-cifar-cnn     :class:`Seed0CifarCNN` (no ReLU after conv3)   122,570
-seed2-mnist-cnn     :class:`SmallConvNet`, 2 classes            25,746
-seed2-cifar-cnn     :class:`Seed2CifarCNN`, 2 classes           130,434 (143,076 with 100)
-seed3-emnist-cnn    :class:`SmallConvNet`, 62 classes (assumed)  27,726
-logreg              :class:`LogisticRegression`                 7,850 on 1x28x28, 10 classes
-mlp                 :class:`MLP` (200, 200)                     199,210 on 1x28x28, 10 classes
-==================  ==========================================  ============================
+==========================  ==================================================  =================
+name                        model                                               default parameters
+==========================  ==================================================  =================
+zheng2021-mnist-cnn         :class:`Zheng2021MnistCNN` (log_softmax, dropout)   1,199,882
+zheng2021-cifar-cnn         :class:`Zheng2021CifarCNN` (no ReLU after conv3)    122,570
+xie2023-mnist-cnn           :class:`SmallConvNet`, 2 classes                    25,746
+xie2023-cifar-cnn           :class:`Xie2023CifarCNN`, 2 classes                 130,434 (143,076
+                                                                                with 100)
+hasircioglu2022-emnist-cnn  :class:`SmallConvNet`, 62 classes (assumed)         27,726
+logreg                      :class:`LogisticRegression`                         7,850 on 1x28x28,
+                                                                                10 classes
+mlp                         :class:`MLP` (200, 200)                             199,210 on
+                                                                                1x28x28, 10 classes
+==========================  ==================================================  =================
+
+A paper's model is named by its first author and year (Zheng et al. 2021, Xie et al. 2023,
+Hasircioglu and Gunduz 2022). The names of earlier privfl versions (``seed0-mnist-cnn``, ...)
+still work: :data:`MODEL_ALIASES` maps each to its current name, :func:`resolve_model_name`
+translates one (with a ``DeprecationWarning``), and :data:`MODELS` finds a model under either.
 
 ``build_model(name, **kwargs)`` passes keyword arguments to the class (e.g. ``num_classes``,
 ``input_shape``, ``dropout``); :func:`count_parameters` counts (trainable) parameters.
@@ -19,7 +27,8 @@ mlp                 :class:`MLP` (200, 200)                     199,210 on 1x28x
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 
 from torch import nn
 
@@ -27,49 +36,122 @@ from privfl._validation import check_choice
 from privfl.models.architectures import (
     MLP,
     LogisticRegression,
-    Seed0CifarCNN,
-    Seed0MnistCNN,
-    Seed2CifarCNN,
     SmallConvNet,
+    Xie2023CifarCNN,
+    Zheng2021CifarCNN,
+    Zheng2021MnistCNN,
 )
 
 __all__ = [
     "MLP",
     "MODELS",
+    "MODEL_ALIASES",
     "LogisticRegression",
-    "Seed0CifarCNN",
-    "Seed0MnistCNN",
-    "Seed2CifarCNN",
     "SmallConvNet",
+    "Xie2023CifarCNN",
+    "Zheng2021CifarCNN",
+    "Zheng2021MnistCNN",
     "build_model",
     "count_parameters",
     "list_models",
+    "resolve_model_name",
 ]
 
-#: name -> (class, default keyword arguments)
-MODELS: dict[str, tuple[Callable[..., nn.Module], dict]] = {
-    "seed0-mnist-cnn": (Seed0MnistCNN, {}),
-    "seed0-cifar-cnn": (Seed0CifarCNN, {}),
-    "seed2-mnist-cnn": (SmallConvNet, {"num_classes": 2}),
-    "seed2-cifar-cnn": (Seed2CifarCNN, {"num_classes": 2}),
-    "seed3-emnist-cnn": (SmallConvNet, {"num_classes": 62}),
-    "logreg": (LogisticRegression, {}),
-    "mlp": (MLP, {}),
+ModelEntry = tuple[Callable[..., nn.Module], dict]
+
+#: deprecated model name -> current name (earlier versions named models by internal numbers)
+MODEL_ALIASES: dict[str, str] = {
+    "seed0-mnist-cnn": "zheng2021-mnist-cnn",
+    "seed0-cifar-cnn": "zheng2021-cifar-cnn",
+    "seed2-mnist-cnn": "xie2023-mnist-cnn",
+    "seed2-cifar-cnn": "xie2023-cifar-cnn",
+    "seed3-emnist-cnn": "hasircioglu2022-emnist-cnn",
+}
+
+#: deprecated class name -> current class (``from privfl.models import Seed0MnistCNN`` works)
+_CLASS_ALIASES: dict[str, type[nn.Module]] = {
+    "Seed0MnistCNN": Zheng2021MnistCNN,
+    "Seed0CifarCNN": Zheng2021CifarCNN,
+    "Seed2CifarCNN": Xie2023CifarCNN,
 }
 
 
+class ModelRegistry(Mapping[str, ModelEntry]):
+    """Current model name -> (class, default keyword arguments).
+
+    Iterating, ``len`` and ``keys()`` give the current names only; looking up (``[]``, ``in``,
+    ``get``) also accepts a deprecated alias of :data:`MODEL_ALIASES` and finds its model.
+    """
+
+    def __init__(self, entries: Mapping[str, ModelEntry], aliases: Mapping[str, str]) -> None:
+        missing = sorted(set(aliases.values()) - set(entries))
+        if missing:
+            raise ValueError(f"aliases = {missing!r} name no registered model")
+        self._entries = dict(entries)
+        self._aliases = dict(aliases)
+
+    def canonical(self, name: str) -> str:
+        """The current name of ``name`` (itself unless it is a deprecated alias)."""
+        return self._aliases.get(name, name)
+
+    def __getitem__(self, name: str) -> ModelEntry:
+        return self._entries[self.canonical(name)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"ModelRegistry({', '.join(self._entries)})"
+
+
+#: name -> (class, default keyword arguments); deprecated aliases are found too
+MODELS = ModelRegistry(
+    {
+        "zheng2021-mnist-cnn": (Zheng2021MnistCNN, {}),
+        "zheng2021-cifar-cnn": (Zheng2021CifarCNN, {}),
+        "xie2023-mnist-cnn": (SmallConvNet, {"num_classes": 2}),
+        "xie2023-cifar-cnn": (Xie2023CifarCNN, {"num_classes": 2}),
+        "hasircioglu2022-emnist-cnn": (SmallConvNet, {"num_classes": 62}),
+        "logreg": (LogisticRegression, {}),
+        "mlp": (MLP, {}),
+    },
+    MODEL_ALIASES,
+)
+
+
 def list_models() -> list[str]:
-    """Names accepted by :func:`build_model`."""
+    """Names accepted by :func:`build_model` (current names; deprecated aliases not listed)."""
     return list(MODELS)
+
+
+def resolve_model_name(name: str) -> str:
+    """The current name of a registered model: ``name`` itself, or the name a deprecated alias
+    stands for (with a ``DeprecationWarning`` naming both).
+
+    Raises ``ValueError`` naming the value and the registered names when ``name`` is neither.
+    """
+    if isinstance(name, str) and name in MODEL_ALIASES:
+        current = MODEL_ALIASES[name]
+        warnings.warn(
+            f"model name {name!r} is deprecated: it is {current!r} (the same model)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return current
+    return check_choice("name", name, MODELS)
 
 
 def build_model(name: str, **kwargs) -> nn.Module:
     """Build a registered model; ``kwargs`` override its defaults.
 
+    ``name`` may be a deprecated alias (:data:`MODEL_ALIASES`; a ``DeprecationWarning``).
     Raises ``ValueError`` for an unknown name, an argument the model does not take, or an
     argument out of range (the message names it).
     """
-    name = check_choice("name", name, MODELS)
+    name = resolve_model_name(name)
     cls, defaults = MODELS[name]
     accepted = [
         p.name for p in inspect.signature(cls).parameters.values()
@@ -89,3 +171,16 @@ def count_parameters(model: nn.Module, *, trainable_only: bool = True) -> int:
     if not isinstance(model, nn.Module):
         raise ValueError(f"model = {type(model).__name__} is not allowed: must be a torch Module")
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+def __getattr__(name: str) -> type[nn.Module]:
+    """Deprecated class names (``Seed0MnistCNN`` ...) resolve to the current classes."""
+    if name in _CLASS_ALIASES:
+        current = _CLASS_ALIASES[name]
+        warnings.warn(
+            f"privfl.models.{name} is deprecated: use privfl.models.{current.__name__}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return current
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,9 +6,9 @@ Rules for every model here (they are trained with per-example DP-SGD via ``torch
   normalisation is wanted, :class:`MLP` offers GroupNorm, which is per example.
 * No in-place activations, no buffers updated in ``forward``: the models work under
   ``torch.func.functional_call`` and ``vmap``.
-* **Dropout** appears only in :class:`Seed0MnistCNN` (as in seed 000's code) and optionally in
-  :class:`MLP`. A dropout mask is drawn per example, so per-example gradients stay independent;
-  under ``vmap`` call it with ``randomness="different"`` (or pass ``dropout=False``).
+* **Dropout** appears only in :class:`Zheng2021MnistCNN` (as in Zheng et al. 2021's code) and
+  optionally in :class:`MLP`. A dropout mask is drawn per example, so per-example gradients stay
+  independent; under ``vmap`` call it with ``randomness="different"`` (or pass ``dropout=False``).
 * Each model has ``output`` (``"logits"`` or ``"log_probs"``) and ``input_shape``. Cross-entropy
   on log-probabilities equals NLL (``log_softmax`` is idempotent), so one loss serves both.
 """
@@ -26,10 +26,10 @@ from privfl._validation import check_choice, check_int, check_range
 __all__ = [
     "MLP",
     "LogisticRegression",
-    "Seed0CifarCNN",
-    "Seed0MnistCNN",
-    "Seed2CifarCNN",
     "SmallConvNet",
+    "Xie2023CifarCNN",
+    "Zheng2021CifarCNN",
+    "Zheng2021MnistCNN",
 ]
 
 _ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh}
@@ -56,8 +56,8 @@ def _check_input(model: nn.Module, x: torch.Tensor) -> None:
         )
 
 
-class Seed0MnistCNN(nn.Module):
-    """Seed 000's MNIST CNN (the PyTorch MNIST example net), 1,199,882 parameters.
+class Zheng2021MnistCNN(nn.Module):
+    """Zheng et al. 2021's MNIST CNN (the PyTorch MNIST example net), 1,199,882 parameters.
 
     ==  =================================================  ===========
     #   layer                                              output
@@ -97,8 +97,9 @@ class Seed0MnistCNN(nn.Module):
         return F.log_softmax(self.fc2(x), dim=-1)
 
 
-class Seed0CifarCNN(nn.Module):
-    """Seed 000's CIFAR-10 CNN (TensorFlow tutorial CNN as in the code), 122,570 parameters.
+class Zheng2021CifarCNN(nn.Module):
+    """Zheng et al. 2021's CIFAR-10 CNN (TensorFlow tutorial CNN as in their code), 122,570
+    parameters.
 
     Conv(3->32, 3x3)+ReLU+MaxPool2 -> Conv(32->64, 3x3)+ReLU+MaxPool2 -> Conv(64->64, 3x3)
     **without ReLU** (as in the reference code; the TF tutorial has one: ``conv3_relu=True``)
@@ -129,15 +130,17 @@ class Seed0CifarCNN(nn.Module):
 
 
 class SmallConvNet(nn.Module):
-    """The Opacus / TF-Privacy MNIST CNN: seed 002's MNIST model, seed 003's EMNIST model.
+    """The Opacus / TF-Privacy MNIST CNN: Xie et al. 2023's MNIST model, Hasircioglu and Gunduz
+    2022's EMNIST model.
 
     Conv(1->16, 8x8, stride 2, pad 3) + act -> MaxPool(2, stride 1) -> Conv(16->32, 4x4,
     stride 2) + act -> MaxPool(2, stride 1) -> Flatten(512) -> Linear(512->32) + act ->
     Linear(32->num_classes), logits. Shapes 16x14x14 -> 16x13x13 -> 32x5x5 -> 32x4x4.
 
-    Parameters: 25,746 with ``num_classes=2`` (seed 002, MNIST 0 vs 1), 26,010 with 10, 27,726
-    with 62 (seed 003, EMNIST byclass — the spec's best guess for the paper's lost Figure 8;
-    the activation is unknown there, ReLU by default, ``activation="tanh"`` available).
+    Parameters: 25,746 with ``num_classes=2`` (Xie et al. 2023, MNIST 0 vs 1), 26,010 with 10,
+    27,726 with 62 (Hasircioglu and Gunduz 2022, EMNIST byclass — privfl's best guess for the
+    model of the paper's lost Figure 8; the activation is unknown there, ReLU by default,
+    ``activation="tanh"`` available).
     """
 
     output = "logits"
@@ -160,8 +163,8 @@ class SmallConvNet(nn.Module):
         return self.fc2(act(self.fc1(x)))
 
 
-class Seed2CifarCNN(nn.Module):
-    """Seed 002's CIFAR model (the Opacus CIFAR-10 example CNN).
+class Xie2023CifarCNN(nn.Module):
+    """Xie et al. 2023's CIFAR model (the Opacus CIFAR-10 example CNN).
 
     Four blocks Conv(3x3, pad 1)+ReLU with channels 32, 64, 64, 128, each followed by
     AvgPool(2) (the last by AdaptiveAvgPool(1x1)), then Linear(128->num_classes). 143,076
