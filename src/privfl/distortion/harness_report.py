@@ -191,7 +191,7 @@ def report_markdown(result: Mapping[str, Any]) -> str:
     ]
     for p in result["points"]:
         lines.append(
-            f"| {p['mechanism']} | {p['parameter']} = {_fmt(p['value'])} | "
+            f"| {p['mechanism']} | {p['parameter']} = {_fmt(p['value'], 6)} | "
             f"{_fmt(p['noise_variance'])} | {_fmt(p['eps_p'])} ({_fmt(p['eps_p_se'], 2)}) | "
             f"{_fmt(p['c1'])} | {_fmt(p['tv'])} | {_fmt(p['tv_two_sample'])} | "
             f"{_fmt(p['eps_u'])} ({_fmt(p['eps_u_se'], 2)}) | {_fmt(p['eps_u_proxy'])} | "
