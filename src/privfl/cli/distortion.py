@@ -221,5 +221,12 @@ def tradeoff_bounds_command(
         u = payload["utility_loss_range"]
         notes.append(f"at eps_p = {u['leakage']:g}: eps_u >= {u['min_nfl']:.6g} (no free lunch)"
                      f", eps_u (proxy) <= {u['max_theorem_6_12']:.6g} (Theorem 6.12)")
+    if "optimum" in payload:
+        o = payload["optimum"]
+        notes.append(f"Theorem 6.14: optimum at E Var = {o['expected_variance']:.6g}"
+                     + (f", p = {o['sampling_probability']:.6g}"
+                        if o["sampling_probability"] is not None else "")
+                     + ("" if o["cd_matches"] is None else
+                        f"; C_d = C2/C6 {'holds' if o['cd_matches'] else 'does NOT hold'}"))
     _emit(as_json, "tradeoff", {**setting, **constants}, payload, results,
           ("statement", "quantity", "side", "value", "hypothesis", "proven"), notes)
