@@ -262,3 +262,27 @@ def test_run_threads_do_not_change_a_single_bit(tmp_path, tiny_yaml):
     assert rows[0] == rows[1]
     for key in ("local", "global_model"):
         assert torch.equal(models[0]["algorithm"][key], models[1]["algorithm"][key])
+
+
+def test_one_log_line_per_round_when_output_is_not_a_terminal(tmp_path, tiny_yaml):
+    result = _run(str(tiny_yaml), "--out", str(tmp_path / "run"), "--set",
+                  "privacy.accountants=[gdp-clt]")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("round ")]
+    assert [line.split(":")[0] for line in lines] == ["round 1/2", "round 2/2"]
+    assert "round 1/2" not in _run(
+        str(tiny_yaml), "--out", str(tmp_path / "quiet"), "--no-progress", "--set",
+        "privacy.accountants=[gdp-clt]").output
+
+
+def test_a_nan_loss_is_reported_with_the_round_and_the_cause(tmp_path, tiny_yaml):
+    result = _run(str(tiny_yaml), "--out", str(tmp_path / "run"), "--json", "--set",
+                  "privacy.enabled=false", "--set", "training.lr=3e38", "--set",
+                  "training.optimizer=sgd", "--set", "model.name=mlp", "--set",
+                  "federated.rounds=3")
+    assert result.exit_code == 0, result.output
+    warnings = json.loads(result.stdout)["warnings"]
+    assert len(warnings) == 1  # said once, at the first round whose loss is not finite
+    assert "the training loss is nan" in warnings[0] or "the training loss is inf" in warnings[0]
+    assert "round 1:" in warnings[0] and "training.lr = 3e+38" in warnings[0]
+    assert "warning: round" in result.stderr

@@ -83,13 +83,24 @@ def test_cli_errors_name_the_problem(two_runs, tmp_path):
     result = CliRunner().invoke(app, ["compare", str(two_runs[0]), str(empty)])
     assert result.exit_code == 2
     assert "no config.yaml" in result.output
-    result = CliRunner().invoke(app, ["compare", str(two_runs[0]), str(two_runs[0])])
-    assert result.exit_code == 2
-    assert "repeated names" in result.output
+    damaged = _write_run(tmp_path / "damaged", "damaged", False, range(1, 3))
+    with open(damaged / "metrics.jsonl", "a") as stream:
+        stream.write('{"round": 3, "global_acc\n')
+    result = CliRunner().invoke(app, ["compare", str(two_runs[0]), str(damaged)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "metrics.jsonl: line 3 is not valid JSON" in result.stderr
     disjoint = _write_run(tmp_path / "late", "late", False, range(20, 22))
     result = CliRunner().invoke(app, ["compare", str(two_runs[0]), str(disjoint)])
     assert result.exit_code == 2
     assert "share no completed round" in result.output
+
+
+def test_runs_with_the_same_config_name_are_labelled_by_directory(two_runs, tmp_path):
+    twin = _write_run(tmp_path / "twin", "private", True, range(1, 11))
+    result = CliRunner().invoke(app, ["compare", str(two_runs[0]), str(twin), "--json"])
+    assert result.exit_code == 0, result.output
+    names = [run["name"] for run in json.loads(result.stdout)["runs"]]
+    assert names == [f"private ({two_runs[0].name})", "private (twin)"]
 
 
 def test_an_infinite_logged_epsilon_compares_as_infinity(tmp_path):

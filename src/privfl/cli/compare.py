@@ -32,15 +32,12 @@ def compare_command(
         common_rounds,
         comparison_markdown,
         comparison_rows,
+        distinct_labels,
         load_run,
         plot_comparison,
     )
 
-    loaded = [load_run(path) for path in runs]
-    names = [run.name for run in loaded]
-    if len(set(names)) != len(names):
-        raise ValueError(f"runs = {', '.join(map(str, runs))} have repeated names {names}: "
-                         "each run must have its own config name")
+    loaded = distinct_labels([load_run(path) for path in runs])  # same names: by directory
     rows = comparison_rows(loaded, common_rounds(loaded, every))
     text = comparison_markdown(loaded, rows)
     if out is not None:

@@ -54,13 +54,24 @@ def _fmt(value: Any, pct: bool = False) -> str:
 
 
 class _Display:
-    """Progress bar and privacy cards on a rich console (stderr with --json)."""
+    """Privacy cards and progress on a rich console (stderr with --json).
+
+    Progress: a bar (rounds, and the clients of the current round) on a terminal; otherwise one
+    log line per round and, in rounds longer than ``LOG_EVERY`` seconds, a line on the clients
+    done so far. ``--no-progress`` shows neither.
+    """
+
+    LOG_EVERY = 30.0
 
     def __init__(self, console: Console, show_progress: bool) -> None:
         self.console = console
         self.show_progress = show_progress
         self.progress = None
         self.task = None
+        self.clients_task = None
+        self.log_lines = show_progress and not console.is_terminal
+        self.round_started = self.last_log = time.monotonic()
+        self.total_rounds = 0
 
     # RunCallbacks interface
     def on_start(self, experiment) -> None:
@@ -79,9 +90,14 @@ class _Display:
                 self.console.print(f"[yellow]note: {escape(note)}[/yellow]")
             self.console.print(f"resuming after round {experiment.resumed_from}")
         rounds = config.federated.rounds
+        self.total_rounds = rounds
         render_card(self.console, f"privacy card: planned, {rounds} rounds",
                     algo.plan.card(rounds), experiment.planned_privacy())
-        if self.show_progress:
+        trainer = getattr(algo, "trainer", None)
+        if self.show_progress and hasattr(trainer, "progress"):
+            trainer.progress = self.on_clients
+        self.round_started = self.last_log = time.monotonic()
+        if self.show_progress and not self.log_lines:
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -101,16 +117,36 @@ class _Display:
                 "rounds", total=rounds, completed=algo.round, status=""
             )
 
+    def on_clients(self, done: int, total: int) -> None:
+        """Within a round (called by the engine, possibly from a worker thread)."""
+        if self.progress is not None:
+            if self.clients_task is None:
+                self.clients_task = self.progress.add_task("clients", total=total, status="")
+            self.progress.update(self.clients_task, completed=done, total=total,
+                                 status="clients of this round")
+        elif self.log_lines and time.monotonic() - self.last_log >= self.LOG_EVERY:
+            self.last_log = time.monotonic()
+            self.console.print(f"  ... {done}/{total} clients done "
+                               f"({self.last_log - self.round_started:.0f} s into the round)")
+
+    def on_warning(self, experiment, message: str) -> None:
+        self.console.print(f"[yellow]warning: {escape(message)}[/yellow]")
+
     def on_round(self, experiment, metrics: dict[str, Any]) -> None:
-        if self.progress is None:
-            return
         status = "  ".join(
             f"{key.removesuffix('_accuracy')} {_fmt(metrics.get(key), True)}"
             for key in list(experiment.algorithm.metric_labels)[:2]
         )
         if "epsilon" in metrics:
             status += f"  eps {_fmt(metrics['epsilon'])} ({metrics.get('epsilon_method')})"
-        self.progress.update(self.task, completed=metrics["round"], status=status)
+        self.round_started = self.last_log = time.monotonic()
+        if self.progress is not None:
+            self.progress.update(self.task, completed=metrics["round"], status=status)
+            if self.clients_task is not None:
+                self.progress.update(self.clients_task, completed=0)
+        elif self.log_lines:
+            self.console.print(f"round {metrics['round']}/{self.total_rounds}: {status}  "
+                               f"({_fmt(metrics.get('seconds'))} s)", highlight=False)
 
     def close(self) -> None:
         if self.progress is not None:

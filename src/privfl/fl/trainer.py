@@ -57,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -136,6 +137,11 @@ class _Client:
 class CohortTrainer:
     """Runs ``spec.local_steps`` local steps for all clients of a cohort.
 
+    Client workers are used when a client's work, ``K * B * d`` (steps x batch x parameters),
+    is at least :attr:`parallel_min_work`: below that (e.g. logistic regression on one record)
+    a step is mostly Python overhead, which threads share through the GIL, so one thread is
+    faster (measured: projected SGD on digits, 19,200 against 3,900 client-updates/s).
+
     Parameters
     ----------
     model
@@ -161,6 +167,9 @@ class CohortTrainer:
         result does not depend on it (every client's arithmetic is single-threaded).
     """
 
+    #: smallest ``K * B * d`` of a client for which clients run on concurrent workers
+    parallel_min_work: int = 1 << 22
+
     def __init__(
         self,
         model: nn.Module,
@@ -185,6 +194,9 @@ class CohortTrainer:
             None if memory_budget is None else check_int("memory_budget", memory_budget, 1)
         )
         self.workers = None if workers is None else check_int("workers", workers, 1)
+        #: optional ``progress(clients_done, clients)`` called after each client (or chunk) of
+        #: a train call, possibly from a worker thread (e.g. a progress display)
+        self.progress: Callable[[int, int], None] | None = None
         if loss_fn is not None and not callable(loss_fn):
             raise ValueError(f"loss_fn = {loss_fn!r} is not callable")
         self.loss_fn = loss_fn or cross_entropy_loss
@@ -537,12 +549,21 @@ class CohortTrainer:
             "sums": torch.zeros(count, 3, dtype=torch.float64, device=device),
         }
         budget = self.workers or torch.get_num_threads()
+        done = [0]
+        done_lock = threading.Lock()
+
+        def report(finished: int) -> None:
+            if self.progress is not None:
+                with done_lock:
+                    done[0] += finished
+                    self.progress(done[0], count)
 
         def run(lo: int, noise_threads: int) -> None:
             hi = min(count, lo + chunk)
             self._run_chunk(flat[lo:hi], {key: v[lo:hi] for key, v in states.items()},
                             None if lr_rows is None else lr_rows[lo:hi], clients[lo:hi],
                             x_all, y_all, acc, lo, noise_threads)
+            report(hi - lo)
 
         def run_alone(lo: int) -> None:
             # views of one buffer share autograd's version counter: a worker's parameters are
@@ -553,12 +574,22 @@ class CohortTrainer:
                             None if lr_rows is None else lr_rows[lo : lo + 1], clients[lo:lo + 1],
                             x_all, y_all, acc, lo, 0)
             flat[lo : lo + 1].copy_(own)
+            report(1)
+
+        def run_block(block: range) -> None:
+            for lo in block:
+                run_alone(lo)
 
         workers = 1
         if layout == "looped" and device.type == "cpu":  # one torch thread per client
             workers = min(budget, count)
-            if workers > 1 and self._parallel_safe(x_all, y_all):
-                self._workers(workers).map(run_alone, range(count))
+            work = self.spec.local_steps * self.spec.batch_size * self.num_params
+            if (workers > 1 and work >= self.parallel_min_work
+                    and self._parallel_safe(x_all, y_all)):
+                pieces = min(count, 4 * workers)  # blocks of clients: fewer hand-overs
+                bounds = [count * i // pieces for i in range(pieces + 1)]
+                self._workers(workers).map(
+                    run_block, [range(a, b) for a, b in zip(bounds, bounds[1:], strict=False)])
             else:
                 workers = 1
                 with single_thread():

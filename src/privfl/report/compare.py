@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,8 @@ from privfl.report.card import format_number, format_percent
 from privfl.report.plots import _figure, _series
 from privfl.report.rundir import RunDirectory, logged_number
 
-__all__ = ["RunRecord", "load_run", "common_rounds", "comparison_rows", "comparison_markdown",
-           "plot_comparison"]
+__all__ = ["RunRecord", "common_rounds", "comparison_markdown", "comparison_rows",
+           "distinct_labels", "load_run", "plot_comparison"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,11 @@ def load_run(path: str | Path) -> RunRecord:
         raise ValueError(f"run directory = {str(path)!r} is not a privfl run: no config.yaml")
     config = load_config(run_dir.config)
     metrics = run_dir.read_metrics()
+    for line, row in enumerate(metrics, 1):
+        if not isinstance(row, dict) or isinstance(row.get("round"), bool) or not isinstance(
+                row.get("round"), int):
+            raise ValueError(f"{run_dir.metrics}: line {line} is not a round's metrics (no "
+                             "integer 'round'): the file is damaged")
     if not metrics:
         raise ValueError(f"run directory = {str(path)!r} has no completed rounds "
                          "(metrics.jsonl is empty or missing)")
@@ -82,6 +87,21 @@ def load_run(path: str | Path) -> RunRecord:
     return RunRecord(Path(path), config.name, config.federated.algorithm, private,
                      config.privacy.delta if private else None, unit, sampling, labels,
                      tuple(metrics))
+
+
+def distinct_labels(runs: Sequence[RunRecord]) -> list[RunRecord]:
+    """The runs, each named so that no two share a label: the config name where it is unique,
+    else ``name (directory)``, else the directory's full path."""
+    names = [run.name for run in runs]
+    out = []
+    for run in runs:
+        label = run.name
+        if names.count(run.name) > 1:
+            label = f"{run.name} ({run.path.name})"
+            if sum(f"{r.name} ({r.path.name})" == label for r in runs) > 1:
+                label = str(run.path)
+        out.append(replace(run, name=label))
+    return out
 
 
 def common_rounds(runs: Sequence[RunRecord], every: int = 1) -> list[int]:

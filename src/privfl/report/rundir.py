@@ -243,9 +243,20 @@ class RunDirectory:
             stream.flush()
 
     def read_metrics(self) -> list[dict[str, Any]]:
+        """The rows of metrics.jsonl; a ValueError naming the file and line if one is not
+        JSON (a damaged file)."""
         if not self.metrics.is_file():
             return []
-        return [json.loads(line) for line in self.metrics.read_text().splitlines() if line]
+        rows = []
+        text = self.metrics.read_text(encoding="utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as error:
+                    raise ValueError(f"{self.metrics}: line {number} is not valid JSON ({error}):"
+                                     " the file is damaged") from None
+        return rows
 
     # ------------------------------------------------------------------ checkpoints
     def list_checkpoints(self) -> list[tuple[int, Path]]:

@@ -97,6 +97,9 @@ class RunCallbacks:
     def on_round(self, experiment: Experiment, metrics: dict[str, Any]) -> None:
         """Called after every round with its metrics."""
 
+    def on_warning(self, experiment: Experiment, message: str) -> None:
+        """Called when something in a round needs the user's attention (e.g. a NaN loss)."""
+
     def on_end(self, experiment: Experiment, result: ExperimentResult) -> None:
         """Called once when the run stops (artefacts already written)."""
 
@@ -160,6 +163,7 @@ class Experiment:
         self.store: CheckpointStore | None = None  # set once the run directory is locked
         self._lock = None
         self._created = False  # this process made the run directory (Experiment.create)
+        self.warnings: list[str] = []  # e.g. a non-finite training loss (said once)
         _check_device(config.run.device)
         # run.threads sets the engine's client workers (builders.trainer_options); the server's
         # work runs on one torch thread, so no setting of run changes a result's bits
@@ -385,6 +389,10 @@ class Experiment:
             ran += 1
             self.metrics.append(metrics)
             self.dir.append_metrics(metrics)
+            warning = self._divergence(metrics)
+            if warning is not None:
+                self.warnings.append(warning)
+                callbacks.on_warning(self, warning)
             if self.algorithm.round % every == 0:
                 self.save_checkpoint()
             callbacks.on_round(self, metrics)
@@ -395,6 +403,19 @@ class Experiment:
         result = self.finish(reason, detail, time.perf_counter() - started)
         callbacks.on_end(self, result)
         return result
+
+    def _divergence(self, metrics: dict[str, Any]) -> str | None:
+        """A warning the first time the training loss of a round with clients is NaN or inf."""
+        loss = metrics.get("train_loss")
+        cohort = metrics.get("cohort_size", metrics.get("participants", 1))
+        if (self.warnings or not isinstance(loss, float) or math.isfinite(loss)
+                or not cohort):
+            return None
+        t = self.config.training
+        cause = (f"the usual cause is a learning rate too high for this model (training.lr = "
+                 f"{t.lr:g}, optimizer {t.optimizer}): lower it")
+        return (f"round {metrics['round']}: the training loss is {loss} (the local steps "
+                f"diverged); {cause}. The models of this and later rounds are not usable")
 
     # ------------------------------------------------------------------ artefacts
     def planned_privacy(self) -> list[PrivacyResult]:
@@ -445,6 +466,7 @@ class Experiment:
             "stop_detail": detail,
             "finished": reason not in ("max_rounds",),
             "resumed_from_round": self.resumed_from,
+            "warnings": list(self.warnings),
             "wall_seconds": seconds,
             "training_seconds": sum(m.get("seconds", 0.0) for m in self.metrics),
             "final": {
