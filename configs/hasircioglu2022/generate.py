@@ -17,10 +17,11 @@ calibrates for the paper's per-iteration target (epsilon, delta) = (0.015, 1e-6)
 
 Both keep the paper's shape (d q, and p for 6.2) and its expected batch within 15 %; the
 calibrated noises therefore differ from the paper's (they depend on p, q and d). Model: the
-Opacus MNIST CNN (``seed3-emnist-cnn``, the spec's best guess for the paper's lost Figure 8) with
-10 outputs; server SGD with momentum 0.9, lr 0.002 (the paper's), except WCS and OLS in 6.1,
-which the paper trained with lr 0.0001 "due to the high noise"; the ``-lr0.002`` variants run
-them at 0.002 too. T = 1,500 iterations (the paper does not state T), evaluated every 100.
+Opacus MNIST CNN (``hasircioglu2022-emnist-cnn``, privfl's best guess for the model of the
+paper's lost Figure 8) with 10 outputs; server SGD with momentum 0.9, lr 0.002 (the paper's),
+except WCS and OLS in 6.1, which the paper trained with lr 0.0001 "due to the high noise"; the
+``-lr0.002`` variants run them at 0.002 too. T = 1,500 iterations (the paper does not state T),
+evaluated every 100.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def config(scenario: str, scheme: str | None, noise: float | None, lr: float) ->
         "seed": 0,
         "data": {"dataset": "fashion-mnist", "partition": "iid", "clients": clients,
                  "train_size": records, "test_size": None},
-        "model": {"name": "seed3-emnist-cnn", "kwargs": {}},
+        "model": {"name": "hasircioglu2022-emnist-cnn", "kwargs": {}},
         "privacy": privacy,
         "federated": {"algorithm": "dp-dsgd", "rounds": ROUNDS, "client_rate": p,
                       "record_rate": q, "server_lr": lr, "server_momentum": 0.9,

@@ -68,9 +68,9 @@ def test_padding_mask_drops_examples():
     _check_engine(model, x, y, mask=mask)
 
 
-def test_seed0_mnist_cnn_matches_reference_loop():
+def test_zheng2021_mnist_cnn_matches_reference_loop():
     torch.manual_seed(2)
-    model = build_model("seed0-mnist-cnn", dropout=False).double()
+    model = build_model("zheng2021-mnist-cnn", dropout=False).double()
     x = torch.randn(2, 2, 1, 28, 28, dtype=torch.float64)
     y = torch.randint(0, 10, (2, 2))
     _check_engine(model, x, y)
@@ -215,14 +215,14 @@ def test_ghost_norms_equal_materialised_norms():
         torch.testing.assert_close(ghost.sums[name], default.sums[name])
 
 
-@pytest.mark.parametrize("name", ["seed0-mnist-cnn", "seed2-mnist-cnn", "mlp"])
+@pytest.mark.parametrize("name", ["zheng2021-mnist-cnn", "xie2023-mnist-cnn", "mlp"])
 def test_matches_opacus_grad_sample(name):
     import opacus
     torch.manual_seed(8)
-    kwargs = {"dropout": False} if name == "seed0-mnist-cnn" else {}
+    kwargs = {"dropout": False} if name == "zheng2021-mnist-cnn" else {}
     model = build_model(name, **kwargs)
     x = torch.randn(2, 3, 1, 28, 28)
-    y = torch.randint(0, 10 if name != "seed2-mnist-cnn" else 2, (2, 3))
+    y = torch.randint(0, 10 if name != "xie2023-mnist-cnn" else 2, (2, 3))
     params = perturbed_params(model, 2, scale=0.01)
     trainer = CohortTrainer(model, SPEC)
     pe = trainer.per_example_gradients(params, x, y)

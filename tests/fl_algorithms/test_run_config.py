@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import math
+import warnings
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from privfl.accounting.federated import FederatedSetting
@@ -40,7 +43,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
         ("privacy.delta=1", r"privacy.delta = 1 is out of range: must be < 1"),
         ("training.local_steps=many", r"training.local_steps = 'many' is not valid"),
         ("model.name=resnet", r"model.name = 'resnet' is not allowed: must be one of "
-                              r"seed0-mnist-cnn, "),
+                              r"zheng2021-mnist-cnn, "),
         ("data.dataset=imagenet", r"data.dataset = 'imagenet' is not allowed: must be 'mnist-5k'"),
         ("privacy.noise_multiplier=2", r"privacy.sigma and privacy.noise_multiplier: both given"),
         ("training.betas=[0.9]", r"training.betas\[1\] is missing"),
@@ -136,7 +139,7 @@ def test_demo_yaml_equals_the_built_in_demo():
 
 
 def _paper_configs():
-    return sorted((CONFIGS / "seed0").glob("*.yaml"))
+    return sorted((CONFIGS / "zheng2021").glob("*.yaml"))
 
 
 def test_every_shipped_config_validates():
@@ -145,6 +148,50 @@ def test_every_shipped_config_validates():
     for path in files:
         load_config(path)
 
+
+
+def test_zheng2021_configs_are_the_generators_output(tmp_path, monkeypatch):
+    """configs/zheng2021/*.yaml are exactly what generate.py writes (nothing stale or missing);
+    each ``name`` is ``zheng2021-`` + the file name and uses the current model names."""
+    spec = importlib.util.spec_from_file_location("zheng2021_generate",
+                                                  CONFIGS / "zheng2021" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "HERE", tmp_path)
+    module.main()
+    shipped = {path.name: path.read_text() for path in _paper_configs()}
+    assert {path.name: path.read_text() for path in tmp_path.glob("*.yaml")} == shipped
+    assert len(shipped) == 24
+    for path in _paper_configs():
+        raw = yaml.safe_load(path.read_text())
+        assert raw["name"] == f"zheng2021-{path.stem}"
+        assert raw["model"]["name"] in ("zheng2021-mnist-cnn", "zheng2021-cifar-cnn")
+
+
+def test_deprecated_model_name_runs_as_its_current_name():
+    """A config naming a model by its old name validates and builds the same model from the same
+    seed as the current name (the alias is looked up in privfl.models.MODEL_ALIASES)."""
+    from privfl.fl.algorithms.builders import build_dataset, build_model
+
+    current = load_config(None, ["model.name=xie2023-mnist-cnn", "model.kwargs={}"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = load_config(None, ["model.name=seed2-mnist-cnn", "model.kwargs={}"])
+        data = build_dataset(current)
+        models = [build_model(config, data) for config in (old, current)]
+    assert type(models[0]) is type(models[1])
+    for (key, a), b in zip(models[0].state_dict().items(), models[1].state_dict().values(),
+                           strict=True):
+        assert torch.equal(a, b), key
+
+
+@pytest.mark.xfail(strict=True, reason="needs ModelConfig._known in config/schema.py to return "
+                   "privfl.models.resolve_model_name(value) (the lead's file)")
+def test_deprecated_model_name_is_stored_as_its_current_name():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        config = load_config(None, ["model.name=seed0-mnist-cnn"])
+    assert config.model.name == "zheng2021-mnist-cnn"
 
 @pytest.mark.parametrize(
     ("p", "sigma", "rounds", "paper_r", "paper_mu"),
@@ -155,7 +202,7 @@ def test_every_shipped_config_validates():
     ],
 )
 def test_table1_configs(p, sigma, rounds, paper_r, paper_mu):
-    config = load_config(CONFIGS / "seed0" / f"seed0-fmnist-p{p:g}-sigma{sigma:g}.yaml")
+    config = load_config(CONFIGS / "zheng2021" / f"fmnist-p{p:g}-sigma{sigma:g}.yaml")
     assert config.data.dataset == "fashion-mnist" and config.data.clients == 100
     assert config.data.shards_per_client * config.data.shard_size == 600
     assert (config.training.batch_size, config.training.local_steps) == (16, 38)
@@ -172,7 +219,7 @@ def test_table1_configs(p, sigma, rounds, paper_r, paper_mu):
 @pytest.mark.parametrize(("sigma", "paper_r", "paper_mu"),
                          [(1.0, 266, 3.24), (0.9, 229, 3.64), (0.75, 191, 4.84)])
 def test_table2_configs(sigma, paper_r, paper_mu):
-    config = load_config(CONFIGS / "seed0" / f"seed0-fmnist-p0.5-sigma{sigma:g}-b8.yaml")
+    config = load_config(CONFIGS / "zheng2021" / f"fmnist-p0.5-sigma{sigma:g}-b8.yaml")
     assert (config.training.batch_size, config.training.local_steps) == (8, 76)
     client = build_spec(config).client_training(600)
     assert FederatedSetting((client,) * 100, paper_r, 0.5).mu_max() == pytest.approx(
@@ -197,7 +244,7 @@ def test_nonprivate_baselines_match_their_private_runs():
                          [(1, 1.0, 468, 6.70), (1, 0.75, 321, 9.77), (1, 0.5, 207, 26.81),
                           (0.5, 1.0, 904, 9.31), (0.5, 0.75, 671, 14.13), (0.5, 0.5, 405, 37.51)])
 def test_table3_cifar_configs(p, sigma, paper_r, paper_mu):
-    config = load_config(CONFIGS / "seed0" / f"seed0-cifar10-p{p:g}-sigma{sigma:g}.yaml")
+    config = load_config(CONFIGS / "zheng2021" / f"cifar10-p{p:g}-sigma{sigma:g}.yaml")
     assert config.data.partition == "dirichlet" and config.data.beta == 0.5
     assert (config.data.train_size, config.data.test_size) == (500, 200)
     assert (config.training.batch_size, config.training.local_steps) == (16, 32)
