@@ -106,8 +106,8 @@ def test_same_seed_same_numbers():
 
 def test_bad_configs_fail_with_one_line(tmp_path):
     for overrides, message in (
-        (("tradeoff.replicas=1",), "tradeoff.replicas = 1 is not allowed"),
-        (("tradeoff.mask=[1.5]",), "tradeoff.mask"),
+        (("tradeoff.replicas=1",), "tradeoff.replicas = 1 is out of range: must be greater"),
+        (("tradeoff.mask=[1.5]",), "tradeoff.mask[0] = 1.5 is out of range: must be less"),
         (("tradeoff.colour=red",), "tradeoff.colour is not a known key"),
         (("training.weight_decay=0", "tradeoff.protected_rounds=0"), "weight_decay = 0"),
         (("federated.algorithm=prifedsync", "privacy.sigma=1"), "privfl tradeoff trains"),

@@ -3,7 +3,6 @@ federated model trained here (:mod:`privfl.distortion.harness`)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -27,16 +26,6 @@ TRADEOFF_HELP = (
 )
 
 
-def _default_out(name: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name) or "tradeoff"
-    path, suffix = Path("runs") / f"{safe}-{stamp}", 1
-    while path.exists():
-        suffix += 1
-        path = Path("runs") / f"{safe}-{stamp}-{suffix}"
-    return path
-
-
 @user_errors
 def tradeoff_command(
     config: Annotated[Path | None, typer.Argument(
@@ -50,6 +39,7 @@ def tradeoff_command(
         "runs/NAME-TIME).", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
+    from privfl.cli.run import _default_out  # runs/NAME-TIME, as privfl run
     from privfl.data.errors import DatasetNotFoundError
     from privfl.distortion.harness import run_tradeoff
     from privfl.distortion.harness_config import load_tradeoff

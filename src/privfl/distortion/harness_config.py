@@ -12,9 +12,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from privfl.config import ConfigError, ExperimentConfig, apply_overrides, config_from_dict
 from privfl.config.loader import read_yaml
@@ -49,6 +49,12 @@ DEFAULT_TRADEOFF: dict[str, Any] = {
 }
 
 
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+KeepRate = Annotated[float, Field(ge=0, le=1)]
+Rate = Annotated[float, Field(gt=0, le=1)]
+Gap = Annotated[float, Field(gt=0, lt=1)]
+
+
 class TradeoffSettings(BaseModel):
     """The ``tradeoff`` section (every key optional)."""
 
@@ -69,16 +75,16 @@ class TradeoffSettings(BaseModel):
         "matched", description="the attacker's kernel: matched to each point's release, or "
         "fixed at the unprotected one (the paper's f(d | w) as a constant)")
     aggregation: Literal["size", "uniform"] = "size"
-    gaussian: list[float] = Field(default_factory=lambda: list(
+    gaussian: list[Positive] = Field(default_factory=lambda: list(
         DEFAULT_TRADEOFF["tradeoff"]["gaussian"]), description="x = sigma_eps^2 sqrt(d) / "
         "sigma^2 (Lemma 6.7's argument) of each Gaussian distortion")
-    mask: list[float] = Field(default_factory=lambda: list(DEFAULT_TRADEOFF["tradeoff"]["mask"]),
-                              description="keep rates rho of the random mask")
-    sampling: list[float] = Field(default_factory=lambda: list(
+    mask: list[KeepRate] = Field(default_factory=lambda: list(
+        DEFAULT_TRADEOFF["tradeoff"]["mask"]), description="keep rates rho of the random mask")
+    sampling: list[Rate] = Field(default_factory=lambda: list(
         DEFAULT_TRADEOFF["tradeoff"]["sampling"]), description="record rates p")
-    gaps: list[float] = Field(default_factory=lambda: list(DEFAULT_TRADEOFF["tradeoff"]["gaps"]),
-                              description="TV targets C1 - tau for Lemma 6.8's noise and the "
-                              "exact calibration")
+    gaps: list[Gap] = Field(default_factory=lambda: list(
+        DEFAULT_TRADEOFF["tradeoff"]["gaps"]), description="TV targets C1 - tau for Lemma "
+        "6.8's noise and the exact calibration")
     c6: float | None = Field(None, gt=0, description="C6 of Theorem 6.1 (null: from the "
                              "measured C3, C4, C5 of each point)")
     gamma: float = Field(1.0, gt=0, description="gamma of Theorem 6.13")
@@ -86,38 +92,6 @@ class TradeoffSettings(BaseModel):
                                     "Theorem 6.14's C_d = C2 / C6)")
     protected_rounds: int = Field(10, ge=0, le=10_000, description="rounds of training with each "
                                   "protection through the hook (0: skip)")
-
-    @field_validator("gaussian")
-    @classmethod
-    def _positive(cls, value: list[float]) -> list[float]:
-        for x in value:
-            if not x > 0 or x == float("inf"):
-                raise ValueError(f"each x must be in (0, inf), got {x!r}")
-        return value
-
-    @field_validator("mask")
-    @classmethod
-    def _keep(cls, value: list[float]) -> list[float]:
-        for rho in value:
-            if not 0 <= rho <= 1:
-                raise ValueError(f"each keep rate must be in [0, 1], got {rho!r}")
-        return value
-
-    @field_validator("sampling")
-    @classmethod
-    def _rates(cls, value: list[float]) -> list[float]:
-        for p in value:
-            if not 0 < p <= 1:
-                raise ValueError(f"each rate must be in (0, 1], got {p!r}")
-        return value
-
-    @field_validator("gaps")
-    @classmethod
-    def _gaps(cls, value: list[float]) -> list[float]:
-        for g in value:
-            if not 0 < g < 1:
-                raise ValueError(f"each gap must be in (0, 1), got {g!r}")
-        return value
 
 
 def _settings_error(error: ValidationError) -> str:
@@ -130,6 +104,10 @@ def _settings_error(error: ValidationError) -> str:
         if e.get("type") == "extra_forbidden":
             parts.append(f"{key} is not a known key: allowed keys in tradeoff are "
                          f"{', '.join(TradeoffSettings.model_fields)}")
+        elif message.startswith("Input should be"):  # a range, a type or a choice
+            verdict = "is not allowed" if e.get("type") == "literal_error" else "is out of range"
+            parts.append(f"{key} = {e.get('input')!r} {verdict}: must be "
+                         f"{message.removeprefix('Input should be ')}")
         else:
             parts.append(f"{key} = {e.get('input')!r} is not allowed: {message}")
     return "; ".join(parts)
