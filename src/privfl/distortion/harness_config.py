@@ -105,7 +105,8 @@ def _settings_error(error: ValidationError) -> str:
             parts.append(f"{key} is not a known key: allowed keys in tradeoff are "
                          f"{', '.join(TradeoffSettings.model_fields)}")
         elif message.startswith("Input should be"):  # a range, a type or a choice
-            verdict = "is not allowed" if e.get("type") == "literal_error" else "is out of range"
+            verdict = ("is out of range" if str(e.get("type")).startswith(("greater", "less"))
+                       else "is not allowed")
             parts.append(f"{key} = {e.get('input')!r} {verdict}: must be "
                          f"{message.removeprefix('Input should be ')}")
         else:
