@@ -161,3 +161,10 @@ def test_bad_input_names_the_argument(call, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[")) as error:
         call()
     assert "\n" not in str(error.value)
+
+
+def test_subnormal_entries_do_not_break_js():
+    # halving (p + q) flushes 5e-324 to 0: a naive m = (p + q) / 2 gives JS = inf -> sqrt(ln 2)
+    p, q = [1.0, 0.0, 0.0], [1.0, 0.0, 5e-324]
+    assert sqrt_js(p, q) == pytest.approx(0.0, abs=1e-150)
+    assert js_divergence([0.5, 0.5], [0.5, 0.5]) == 0.0

@@ -77,8 +77,10 @@ def js_divergence(p: object, q: object) -> float:
     """``JS(p || q) = (KL(p || m) + KL(q || m)) / 2``, ``m = (p + q) / 2``, natural log
     (scipy's ``rel_entr``), in ``[0, ln 2]``."""
     p, q = _pair(p, q)
-    m = 0.5 * (p + q)
-    js = 0.5 * (special.rel_entr(p, m).sum() + special.rel_entr(q, m).sum())
+    # KL(p || m) = sum p log(2p / (p + q)) = rel_entr(2p, p + q) / 2: halving p + q would
+    # flush a subnormal entry to 0 (and make the divergence infinite)
+    s = p + q
+    js = 0.25 * (special.rel_entr(2.0 * p, s).sum() + special.rel_entr(2.0 * q, s).sum())
     return float(min(max(js, 0.0), math.log(2.0)))
 
 
