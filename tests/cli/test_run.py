@@ -286,3 +286,21 @@ def test_a_nan_loss_is_reported_with_the_round_and_the_cause(tmp_path, tiny_yaml
     assert "the training loss is nan" in warnings[0] or "the training loss is inf" in warnings[0]
     assert "round 1:" in warnings[0] and "training.lr = 3e+38" in warnings[0]
     assert "warning: round" in result.stderr
+
+
+def test_tensorboard_event_files_hold_the_logged_metrics(tmp_path, tiny_yaml):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "run"
+    result = _run(str(tiny_yaml), "--out", str(out), "--no-progress", "--set",
+                  "run.tensorboard=true", "--set", "privacy.accountants=[gdp-clt]")
+    assert result.exit_code == 0, result.output
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    for tag, key in (("personalised_accuracy", "personalised_accuracy"),
+                     ("train_loss", "train_loss")):
+        logged = [(e.step, e.value) for e in events.Scalars(tag)]
+        assert logged == [(row["round"], pytest.approx(row[key], rel=1e-6)) for row in rows]
+    assert any(tag.startswith("privacy/gdp-clt-estimate") for tag in events.Tags()["scalars"])

@@ -179,6 +179,44 @@ class _Display:
                            "metrics.jsonl, privacy.json, plots, checkpoints)")
 
 
+def _dry_run(config, console: Console, as_json: bool) -> None:
+    """The resolved configuration and the planned privacy card, without training. The plan
+    needs the clients' data sizes: when the data are not on this machine (and nothing is
+    downloaded here), the card is replaced by a note saying how to get them."""
+    from privfl.config import config_from_dict, dump_config
+    from privfl.fl.algorithms.experiment import privacy_plan
+    from privfl.report.card import render_card
+
+    text = dump_config(config)
+    offline = config_from_dict({**config.model_dump(mode="json"),
+                                "data": {**config.model_dump(mode="json")["data"],
+                                         "download": False}})
+    rounds = config.federated.rounds
+    try:
+        plan = privacy_plan(offline)
+    except OSError as error:  # the data are not here (DatasetNotFoundError, DownloadError)
+        plan, note = None, " ".join(str(error).split())
+    results = plan.results(rounds) if plan is not None else []
+    if as_json:
+        sys.stdout.write(json.dumps(_json_safe({
+            "command": "run", "dry_run": True, "config": config.model_dump(mode="json"),
+            "setting": plan.card(rounds) if plan is not None else None,
+            "privacy": [r.to_dict() for r in results],
+            **({} if plan is not None else {"note": note}),
+        }), indent=2) + "\n")
+        return
+    console.print(f"# privfl run --dry-run: {escape(config.name)} (resolved configuration)",
+                  highlight=False)
+    console.print(escape(text), highlight=False, soft_wrap=True)
+    if plan is None:
+        console.print(f"[yellow]planned privacy: needs the data's client sizes, which are not "
+                      f"on this machine: {escape(note)}[/yellow]")
+    else:
+        render_card(console, f"privacy card: planned, {rounds} rounds", plan.card(rounds),
+                    results)
+    console.print("dry run: nothing was trained or written")
+
+
 def _json_safe(value: Any) -> Any:
     from privfl.report.rundir import json_safe
 
@@ -212,8 +250,13 @@ def run_command(
                            "progress go to stderr).")
     ] = False,
     progress: Annotated[
-        bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
+        bool, typer.Option("--progress/--no-progress", help="Show progress: a bar on a "
+                           "terminal, else one line per round.")
     ] = True,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the resolved configuration and the planned "
+                           "privacy, then stop: no training, no run directory, no download.")
+    ] = False,
 ) -> None:
     from privfl.cli.common import fail
     from privfl.config import load_config
@@ -223,6 +266,15 @@ def run_command(
     display = _Display(console, progress)
     overrides = list(set_ or [])
     experiment = None
+    if dry_run:
+        try:
+            if resume is not None:
+                raise ValueError("--dry-run is not allowed with --resume: it shows what a new "
+                                 "run of a configuration would do")
+            _dry_run(load_config(config, overrides), console, as_json)
+        except Exception as error:  # noqa: BLE001 - one line, never a traceback (cli.common)
+            raise fail(error) from None
+        return
     try:
         if resume is not None:
             if config is not None:

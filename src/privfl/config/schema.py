@@ -113,7 +113,7 @@ class ModelConfig(_Section):
 
 
 class TrainingConfig(_Section):
-    """Local training of one client in one round (seed 000 Algorithm 2)."""
+    """Local training of one client in one round (Zheng et al. 2021, Algorithm 2)."""
 
     local_steps: int = Field(12, ge=1, description="K: local steps per round")
     batch_size: int = Field(16, ge=1, description="B: local batch size")
@@ -241,7 +241,7 @@ class StopConfig(_Section):
 class RunConfig(_Section):
     """Execution settings; none of them changes the result of a run."""
 
-    device: str = "cpu"
+    device: str = Field("cpu", description="cpu, cuda, cuda:N or mps")
     threads: int | None = Field(
         None, ge=1, le=1024,
         description="clients trained at once, each on one torch thread (default: the cores "
@@ -249,6 +249,12 @@ class RunConfig(_Section):
     )
     checkpoint_every: int = Field(1, ge=1)
     keep_checkpoints: int = Field(2, ge=1)
+    max_rounds: int | None = Field(
+        None, ge=1, description="rounds to run in this invocation, then stop (resume later)"
+    )
+    eval_batch_size: int = Field(1000, ge=1)
+    tensorboard: bool = Field(False, description="also log each round's metrics as TensorBoard "
+                              "event files in DIR/tensorboard (pip install 'privfl[tensorboard]')")
 
     @field_validator("device")
     @classmethod
@@ -260,10 +266,6 @@ class RunConfig(_Section):
         if not re.fullmatch(r"cpu|mps|cuda(:\d{1,3})?", value):
             raise ValueError("must be 'cpu', 'cuda', 'cuda:N' or 'mps'")
         return value
-    max_rounds: int | None = Field(
-        None, ge=1, description="rounds to run in this invocation, then stop (resume later)"
-    )
-    eval_batch_size: int = Field(1000, ge=1)
 
 
 class ExperimentConfig(_Section):

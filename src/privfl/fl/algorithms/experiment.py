@@ -165,6 +165,11 @@ class Experiment:
         self._created = False  # this process made the run directory (Experiment.create)
         self.warnings: list[str] = []  # e.g. a non-finite training loss (said once)
         _check_device(config.run.device)
+        if config.run.tensorboard:
+            from privfl.report.tensorboard import check_available
+
+            check_available()
+        self._tensorboard = None
         # run.threads sets the engine's client workers (builders.trainer_options); the server's
         # work runs on one torch thread, so no setting of run changes a result's bits
         torch.set_num_threads(1)
@@ -378,6 +383,19 @@ class Experiment:
 
     def _run(self, callbacks: RunCallbacks) -> ExperimentResult:
         started = time.perf_counter()
+        if self.config.run.tensorboard:
+            from privfl.report.tensorboard import TensorBoardLog
+
+            self._tensorboard = TensorBoardLog(self.dir.path / "tensorboard",
+                                               purge_step=self.algorithm.round + 1)
+        try:
+            return self._rounds(callbacks, started)
+        finally:
+            if self._tensorboard is not None:
+                self._tensorboard.close()
+                self._tensorboard = None
+
+    def _rounds(self, callbacks: RunCallbacks, started: float) -> ExperimentResult:
         callbacks.on_start(self)
         ran = 0
         every = self.config.run.checkpoint_every
@@ -389,6 +407,8 @@ class Experiment:
             ran += 1
             self.metrics.append(metrics)
             self.dir.append_metrics(metrics)
+            if self._tensorboard is not None:
+                self._tensorboard.log(metrics)
             warning = self._divergence(metrics)
             if warning is not None:
                 self.warnings.append(warning)
