@@ -44,7 +44,7 @@ def fedfdp_options(records, batch_size, local_steps, rounds, sigma):
     """The required options of ``privfl account fedfdp``, for 100 clients at delta = 1e-5."""
     return flags(
         records=records, batch_size=batch_size, local_steps=local_steps, rounds=rounds,
-        sigma=sigma, clients="100", delta="1e-5",
+        paper_sigma=sigma, clients="100", delta="1e-5",
     )
 
 
@@ -143,7 +143,8 @@ def test_fedfdp_help_states_convention():
     result = runner.invoke(app, ["account", "fedfdp", "--help"])
     assert result.exit_code == 0
     text = " ".join(result.output.split())
-    assert "2*SIGMA*C" in text and "replace one record" in text
+    assert "--noise-multiplier z" in text and "--paper-sigma (sigma = z/2" in text
+    assert "2*sigma*C" in text and "replace one record" in text
 
 
 def test_calibrate_noise_and_steps():

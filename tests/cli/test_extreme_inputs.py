@@ -3,8 +3,8 @@
 Never a traceback, never a wrong number (issue 8, item 6). Each case of the issue is here:
 ``--steps 1e11`` (every method), ``--discretization 1e-9``, ``--orders 1e8``,
 ``--noise-multiplier 0.05`` at q = 0.5, ``--steps`` of 400 digits, ``calibrate dpsgd --epsilon
-1e9 --method pld``, ``--noise-multiplier 1e-10``, ``fedfdp --sigma 0.01``; ``account(None, ...)``
-is in ``tests/accounting/test_extreme_numerics.py``.
+1e9 --method pld``, ``--noise-multiplier 1e-10``, ``fedfdp --paper-sigma 0.01``;
+``account(None, ...)`` is in ``tests/accounting/test_extreme_numerics.py``.
 """
 
 import json
@@ -27,7 +27,7 @@ def dpsgd(*more, q="0.01", z="1.0", steps="1000"):
 
 
 FEDFDP_OPTIONS = {"records": 600, "batch-size": 60, "local-steps": 10, "rounds": 100}
-FEDFDP = ["account", "fedfdp", "--sigma", "0.01", "--clients", "10", "--delta", "1e-5"] + [
+FEDFDP = ["account", "fedfdp", "--paper-sigma", "0.01", "--clients", "10", "--delta", "1e-5"] + [
     part for name, value in FEDFDP_OPTIONS.items() for part in (f"--{name}", str(value))
 ]
 
@@ -170,7 +170,7 @@ def test_calibrating_noise_for_a_huge_epsilon_gives_a_certified_answer_or_refuse
         assert lines[0].startswith("privfl: warning: ")
 
 
-# ------------------------------------------------------------------ fedfdp --sigma 0.01
+# ------------------------------------------------------------ fedfdp --paper-sigma 0.01
 def test_fedfdp_tiny_sigma_clt_estimate_is_infinite_not_an_error():
     data = answered([*FEDFDP, "--method", "gdp"])
     for row in data["results"]:

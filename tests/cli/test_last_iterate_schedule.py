@@ -16,7 +16,7 @@ runner = CliRunner()
 #: spec seed4 section 0 item 5: n = 1000, m = 10, eta = 0.5, sigma = 1.5, L = 1, rho = 0.02
 SATURATION = [
     "account", "last-iterate", "--users", "1000", "--batch-size", "10", "--lipschitz", "1",
-    "--radius", "0.02", "--lr", "0.5", "--noise", "1.5", "--delta", "1e-5", "--convex",
+    "--radius", "0.02", "--lr", "0.5", "--paper-sigma", "1.5", "--delta", "1e-5", "--convex",
     "--smoothness", "1",
 ]
 
@@ -68,7 +68,7 @@ def test_finite_rounds_are_below_the_limit_and_compose_against_rdp():
 
 def test_one_pass_is_the_default_and_rounds_may_stop_early():
     base = ["account", "last-iterate", "--users", "100", "--batch-size", "10", "--lipschitz",
-            "1", "--radius", "0.1", "--lr", "0.5", "--noise", "1.5", "--delta", "1e-5",
+            "1", "--radius", "0.1", "--lr", "0.5", "--paper-sigma", "1.5", "--delta", "1e-5",
             "--method", "none"]
     default = by_method(run_json(*base))
     explicit = by_method(run_json(*base, "--schedule", "one-pass", "--rounds", "10"))
@@ -82,7 +82,7 @@ def test_one_pass_is_the_default_and_rounds_may_stop_early():
 def test_per_round_lists_with_independent_rounds():
     data = run_json("account", "last-iterate", "--users", "50", "--batch-size", "5",
                     "--lipschitz", "1", "--radius", "0.2", "--lr", "0.5,0.4,0.3",
-                    "--noise", "1.5", "--delta", "1e-3", "--schedule", "independent",
+                    "--paper-sigma", "1.5", "--delta", "1e-3", "--schedule", "independent",
                     "--rounds", "3", "--method", "none")
     run = ProjectedNoisySGD(50, 5, 1.0, 0.2, [0.5, 0.4, 0.3], 1.5, schedule="independent",
                             rounds=3)

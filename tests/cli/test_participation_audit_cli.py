@@ -19,7 +19,8 @@ def run_json(*args, exit_code=0):
     return json.loads(result.stdout)
 
 
-# the README's example of a violated claim (Theorem 4.1's calibrated noise, seed 003 Section 6.2)
+# the README's example of a violated claim (Theorem 4.1's calibrated noise, Hasircioglu and
+# Gunduz 2022 Section 6.2)
 README_VIOLATED = [
     "audit", "participation", "--participation-rate", "0.1", "--sampling-rate", "0.001",
     "--local-size", "1000", "--std", "0.646", "--scale", "0.296", "--epsilon", "0.015",
@@ -30,7 +31,7 @@ README_VIOLATED = [
 def test_participation_single_point_deltas():
     data = run_json(
         "account", "participation", "--client-rate", "0.1", "--record-rate", "0.1",
-        "--records", "10", "--noise", "1", "--epsilon", "0.5",
+        "--records", "10", "--noise-multiplier", "1", "--epsilon", "0.5",
     )
     by = {r["method"]: r for r in data["results"]}
     assert by["theorem-4.1"]["kind"] == "estimate"
@@ -45,7 +46,8 @@ def test_participation_single_point_deltas():
 def test_participation_epsilon_and_composition():
     data = run_json(
         "account", "participation", "--client-rate", "0.1", "--record-rate", "0.001",
-        "--records", "1000", "--noise", "0.8739", "--delta", "1e-6", "--iterations", "100",
+        "--records", "1000", "--noise-multiplier", "0.8739", "--delta", "1e-6",
+        "--iterations", "100",
     )
     methods = {r["method"] for r in data["results"]}
     assert {"wcs", "ols", "cs", "wcs-pld", "wcs-rdp", "ols-pld", "cs-pld"} <= methods
@@ -58,7 +60,8 @@ def test_participation_epsilon_and_composition():
 def test_participation_cs_rows_are_a_reference():
     data = run_json(
         "account", "participation", "--client-rate", "0.1", "--record-rate", "0.001",
-        "--records", "1000", "--noise", "0.874", "--delta", "1e-6", "--iterations", "100",
+        "--records", "1000", "--noise-multiplier", "0.874", "--delta", "1e-6",
+        "--iterations", "100",
     )
     kinds = {r["method"]: r["kind"] for r in data["results"]}
     assert kinds["cs"] == kinds["cs-rdp"] == kinds["cs-pld"] == "reference"
@@ -71,7 +74,8 @@ def test_participation_text_table_has_kind_and_steps_columns():
     result = runner.invoke(
         app,
         ["account", "participation", "--client-rate", "0.1", "--record-rate", "0.001",
-         "--records", "1000", "--noise", "0.874", "--delta", "1e-6", "--iterations", "1000"],
+         "--records", "1000", "--noise-multiplier", "0.874", "--delta", "1e-6",
+         "--iterations", "1000"],
     )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -132,7 +136,7 @@ def test_calibrate_participation_rows_carry_kind_and_relation():
 
 def test_participation_needs_exactly_one_query():
     result = runner.invoke(
-        app, ["account", "participation", *SECTION_61, "--noise", "1"]
+        app, ["account", "participation", *SECTION_61, "--noise-multiplier", "1"]
     )
     assert result.exit_code == 2 and "epsilon" in result.stderr
 

@@ -85,7 +85,7 @@ def test_bad_yaml_and_missing_file_exit_2(tmp_path):
 def test_missing_dataset_exits_2(tmp_path, tiny_yaml, monkeypatch):
     monkeypatch.setenv("PRIVFL_DATA", str(tmp_path / "empty-cache"))
     result = _run(str(tiny_yaml), "--out", str(tmp_path / "out"), "--set", "data.dataset=cifar10",
-                  "--set", "model.name=seed0-cifar-cnn")
+                  "--set", "model.name=zheng2021-cifar-cnn")
     _one_line_error(result, "CIFAR-10 is not in", "download_cifar10")
 
 
@@ -109,7 +109,7 @@ def test_json_summary_and_mu_equal_account_fedfdp(tmp_path, tiny_yaml):
     # the same settings through `privfl account fedfdp`: 3 clients of 150 records
     account = runner.invoke(app, [
         "account", "fedfdp", "--records", "50", "--batch-size", "10", "--local-steps", "2",
-        "--rounds", "3", "--sigma", "0.9", "--clients", "3", "--client-rate", "1.0",
+        "--rounds", "3", "--paper-sigma", "0.9", "--clients", "3", "--client-rate", "1.0",
         "--delta", "1e-5", "--json"])
     assert account.exit_code == 0, account.output
     expected = {(r["method"], r["scope"]): r for r in json.loads(account.stdout)["results"]}
@@ -248,7 +248,7 @@ def test_run_threads_do_not_change_a_single_bit(tmp_path, tiny_yaml):
     """run.threads (client workers, each on one torch thread) is an execution setting: a CNN run
     with 1 and with 2 gives identical metrics and models (two intra-op threads used to change
     the weights in the 8th digit)."""
-    cnn = ["--no-progress", "--set", "model.name=seed0-mnist-cnn", "--set",
+    cnn = ["--no-progress", "--set", "model.name=zheng2021-mnist-cnn", "--set",
            "privacy.accountants=[gdp-clt]", "--set", "training.batch_size=5"]
     rows, models = [], []
     for threads in (1, 2):

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
+from privfl._validation import check_positive
 from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
 from privfl.cli.common import F, JsonOpt, user_errors
 
@@ -40,7 +41,9 @@ class Interval(str, Enum):
 EpsilonOpt = Annotated[float, typer.Option(help="Claimed epsilon.")]
 DeltaOpt = Annotated[float, typer.Option(help="Claimed delta.")]
 StepsOpt = Annotated[int, typer.Option(help="T: compose the pair T times.")]
-NoiseMultiplierOpt = Annotated[float, typer.Option(help="z: noise std / clip norm.")]
+NoiseMultiplierOpt = Annotated[
+    float, typer.Option(help="z: noise multiplier, the noise std on the sum / clip norm C.")
+]
 RelationOpt = Annotated[Neighbouring, typer.Option(help="Neighbouring relation.")]
 MonteCarloOpt = Annotated[
     int | None, typer.Option("--monte-carlo", help="Also estimate by N Monte Carlo samples.")
@@ -174,9 +177,15 @@ def audit_participation(
     participation_rate: Annotated[float, typer.Option(help="p: client participation rate.")],
     sampling_rate: Annotated[float, typer.Option(help="q: record rate inside a client.")],
     local_size: Annotated[int, typer.Option(help="d: client's records besides x'.")],
-    std: Annotated[float, typer.Option(help="sigma: noise std on the sum.")],
     epsilon: EpsilonOpt,
     delta: DeltaOpt,
+    noise_multiplier: Annotated[
+        float | None, typer.Option(help="z: noise std on the sum / C. Or --std.")
+    ] = None,
+    std: Annotated[
+        float | None,
+        typer.Option(help="Instead of --noise-multiplier: sigma, the noise std on the sum = z C."),
+    ] = None,
     clip_norm: Annotated[float, typer.Option(help="C: clip norm (x' has gradient C).")] = 1.0,
     scale: Annotated[
         float, typer.Option(help="a: the client's other gradients are a*C, aligned.")
@@ -187,9 +196,19 @@ def audit_participation(
     interval: IntervalOpt = Interval.clt,
     as_json: JsonOpt = False,
 ) -> None:
-    """Seed 003's aligned-gradient configuration (spec seed3 section 7 item 10)."""
+    """Random participation (Hasircioglu and Gunduz 2022): the aligned-gradient configuration,
+    where client 1's other records have gradients a*C aligned with x'."""
     from privfl.accounting.audit import participation_pair
 
+    if noise_multiplier is None and std is None:
+        raise ValueError("the noise is missing: give --noise-multiplier (noise std / C on the sum) "
+                         "or --std (the noise std on the sum)")
+    if noise_multiplier is not None and std is not None:
+        raise ValueError(f"--noise-multiplier = {noise_multiplier!r} and --std = {std!r}: both "
+                         "given; give exactly one (std = noise multiplier * C)")
+    if std is None:
+        z = check_positive("--noise-multiplier", noise_multiplier)
+        std = z * check_positive("clip_norm", clip_norm)
     pair = participation_pair(
         participation_rate, sampling_rate, local_size, std, clip_norm=clip_norm, scale=scale
     )

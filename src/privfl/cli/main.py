@@ -6,12 +6,14 @@ printed as one line on stderr and exit with status 2, without a traceback.
 
 from __future__ import annotations
 
+import math
 import sys
 from enum import Enum
 from typing import Annotated, Any
 
 import typer
 
+from privfl._validation import check_int, check_positive
 from privfl.accounting.events import (
     AccountingLimitError,
     Neighbouring,
@@ -22,6 +24,7 @@ from privfl.accounting.events import (
 from privfl.accounting.methods import AccountingOptions, account
 from privfl.cli.audit import audit_app
 from privfl.cli.common import JsonOpt, user_errors
+from privfl.cli.noise import one_noise
 
 app = typer.Typer(
     help="privfl: differentially private federated learning with trustworthy privacy numbers.",
@@ -87,6 +90,12 @@ DiscretizationOpt = Annotated[
 ]
 TargetDeltaOpt = Annotated[float, typer.Option(help="Target delta, in (0, 1).")]
 
+#: --noise-multiplier, the one name of the noise setting in every command
+Z_HELP = (
+    "z: noise multiplier, the std of the Gaussian noise on the sum of clipped gradients divided "
+    "by the clipping norm C (Opacus / TF Privacy)."
+)
+
 
 def _options(orders: str, conversion: Conversion, discretization: float) -> AccountingOptions:
     return AccountingOptions(
@@ -130,9 +139,7 @@ def _emit(
 @user_errors
 def account_dpsgd(
     sampling_rate: Annotated[float, typer.Option(help="q: sampling rate per step.")],
-    noise_multiplier: Annotated[
-        float, typer.Option(help="z: noise std divided by the clipping norm (Opacus/TF).")
-    ],
+    noise_multiplier: Annotated[float, typer.Option(help=Z_HELP)],
     steps: Annotated[int, typer.Option(help="T: number of noisy steps, all released.")],
     delta: TargetDeltaOpt,
     method: Annotated[MethodChoice, typer.Option(help="Accountant(s) to use.")] = MethodChoice.all,
@@ -175,11 +182,14 @@ def account_dpsgd(
 
 FEDFDP_HELP = (
     "Record-level federated f-DP of PriFedSync with noisy SGD (Zheng et al. 2021, Theorem 2). "
-    "Convention: SIGMA is the paper's noise scale, noise std = 2*SIGMA*C on the sum of clipped "
-    "per-example gradients (Opacus noise multiplier 2*SIGMA); neighbours replace one record of "
-    "one client; local batches of B records are drawn without replacement; every round counts "
-    "(K*R steps) whatever the client sampling rate."
+    "Give the noise as --noise-multiplier z (noise std = z*C on the sum of clipped per-example "
+    "gradients) or as the paper's --paper-sigma (sigma = z/2: noise std = 2*sigma*C, since a "
+    "replaced record moves the sum by up to 2C); neighbours replace one record of one client; "
+    "local batches of B records are drawn without replacement; every round counts (K*R steps) "
+    "whatever the client sampling rate."
 )
+#: what Zheng et al. 2021's sigma is, for --help and error messages
+ZHENG_SIGMA = "Zheng et al. 2021's sigma = z / 2, noise std / (2C) on the sum"
 
 RecordsPerClientOpt = Annotated[int, typer.Option(help="n: records per client.")]
 BatchSizeOpt = Annotated[int, typer.Option(help="B: local batch size (without replacement).")]
@@ -194,9 +204,16 @@ def account_fedfdp(
     batch_size: BatchSizeOpt,
     local_steps: LocalStepsOpt,
     rounds: RoundsOpt,
-    sigma: Annotated[float, typer.Option(help="Paper sigma: noise std / (2C) on the sum.")],
     clients: Annotated[int, typer.Option(help="m: number of clients.")],
     delta: TargetDeltaOpt,
+    noise_multiplier: Annotated[float | None, typer.Option(help=f"{Z_HELP} Or --paper-sigma.")] = (
+        None
+    ),
+    paper_sigma: Annotated[
+        float | None,
+        typer.Option(help=f"Instead of --noise-multiplier: {ZHENG_SIGMA} (so z = 2 sigma)."),
+    ] = None,
+    sigma: Annotated[float | None, typer.Option(hidden=True)] = None,  # deprecated: --paper-sigma
     client_rate: Annotated[
         float, typer.Option(help="p: client sampling rate (does not enter Theorem 2).")
     ] = 1.0,
@@ -208,6 +225,9 @@ def account_fedfdp(
 ) -> None:
     from privfl.accounting.federated import FederatedSetting, federated_fdp
 
+    noise = one_noise(noise_multiplier, paper_sigma, paper_meaning=ZHENG_SIGMA,
+                      deprecated=("--sigma", sigma))
+    z, sigma = noise.convert(noise.value, lambda s: 2.0 * s, lambda z: z / 2.0)
     setting = FederatedSetting.homogeneous(
         clients=clients,
         records=records,
@@ -234,7 +254,9 @@ def account_fedfdp(
         "neighbouring": "replace-one",
         "sampling": f"without-replacement (B/n = {batch_size}/{records}), clients Poisson "
         f"(p = {client_rate:g}, not used by the bound)",
-        "noise": f"paper sigma {sigma:g} (noise multiplier {2 * sigma:g})",
+        "noise": f"noise multiplier {z:g} (Zheng et al. 2021's sigma {sigma:g})",
+        "noise_multiplier": z,
+        "paper_sigma": sigma,
         "steps": f"K*R = {local_steps}*{rounds} = {local_steps * rounds}",
         "clients": clients,
         "release": "helper models sent to clients (weak: one client; strong: all colluding)",
@@ -250,6 +272,34 @@ def _float_list(name: str, text: str) -> float | list[float]:
     except ValueError:
         raise ValueError(f"{name} = {text!r} is not a number or a comma-separated list") from None
     return values[0] if len(values) == 1 else values
+
+
+#: what Asoodeh et al. 2021's sigma is, for --help and error messages
+ASOODEH_SIGMA = (
+    "Asoodeh et al. 2021's sigma, each user's own noise std (user j sends eta (g_j + sigma Z_j)), "
+    "so z = sigma sqrt(m) / L"
+)
+
+
+def _show(value: float | list[float]) -> str:
+    return f"{value:g}" if isinstance(value, float) else ",".join(f"{v:g}" for v in value)
+
+
+def _last_iterate_noise(
+    multiplier: str | None, paper: str | None, deprecated: str | None, m: int, lipschitz: float
+) -> tuple[float | list[float], float | list[float]]:
+    """``(z, sigma)`` of `account last-iterate`, each a number or a per-round list."""
+    noise = one_noise(multiplier, paper, paper_meaning=ASOODEH_SIGMA,
+                      deprecated=("--noise", deprecated))
+    root = math.sqrt(check_int("batch_size", m, 1))  # the conversion needs m and L: check them
+    lipschitz = check_positive("lipschitz", lipschitz)
+    values = _float_list(noise.option, noise.value)
+    pairs = [
+        noise.convert(v, lambda s: s * root / lipschitz, lambda z: z * lipschitz / root)
+        for v in (values if isinstance(values, list) else [values])
+    ]
+    z, sigma = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+    return (z, sigma) if isinstance(values, list) else (z[0], sigma[0])
 
 
 Release = _choices("Release", "last", "random-stop")
@@ -280,10 +330,19 @@ def account_last_iterate(
     lipschitz: Annotated[float, typer.Option(help="L: gradient norm bound (clip norm).")],
     radius: Annotated[float, typer.Option(help="rho: radius of the projection ball.")],
     lr: Annotated[str, typer.Option(help="eta: learning rate, or a comma list per round.")],
-    noise: Annotated[
-        str, typer.Option(help="sigma: the paper's per-user noise std, or a comma list.")
-    ],
     delta: TargetDeltaOpt,
+    noise_multiplier: Annotated[
+        str | None,
+        typer.Option(
+            help="z: noise multiplier, the std of the noise on the sum of the m users' gradients "
+            "(each of norm <= L) divided by L; or a comma list per round. Or --paper-sigma."
+        ),
+    ] = None,
+    paper_sigma: Annotated[
+        str | None,
+        typer.Option(help=f"Instead of --noise-multiplier: {ASOODEH_SIGMA}; or a comma list."),
+    ] = None,
+    noise: Annotated[str | None, typer.Option(hidden=True)] = None,  # deprecated: --paper-sigma
     convex: Annotated[
         bool, typer.Option(help="Assert convex losses (needs --smoothness; diameter 2 rho).")
     ] = False,
@@ -311,7 +370,7 @@ def account_last_iterate(
         typer.Option(
             help="one-pass: the paper's secret random partition, each user once. independent: "
             "a fresh secret uniform subset of m users every round (the multi-round extension, "
-            "derived in privfl's spec; not in the paper)."
+            "derived by privfl with the paper's tools; not in the paper)."
         ),
     ] = Schedule.one_pass,
     rounds: Annotated[
@@ -334,13 +393,14 @@ def account_last_iterate(
 
     methods = {"all": ("rdp", "pld"), "none": ()}.get(method.value, (method.value,))
     total = _rounds(rounds)
+    z, sigma = _last_iterate_noise(noise_multiplier, paper_sigma, noise, batch_size, lipschitz)
     results = last_iterate_report(
         users,
         batch_size,
         lipschitz,
         radius,
         _float_list("lr", lr),
-        _float_list("noise", noise),
+        sigma,
         delta,
         convex=convex,
         smooth=smoothness,
@@ -362,6 +422,9 @@ def account_last_iterate(
         "neighbouring": "replace-one",
         "sampling": sampling,
         "rounds": contraction.steps,
+        "noise": f"noise multiplier {_show(z)} (Asoodeh et al. 2021's sigma {_show(sigma)})",
+        "noise_multiplier": z,
+        "paper_sigma": sigma,
         "release": f"{release.value} model only (contraction); all iterates (rdp, pld)",
         "assumptions": "convex, smooth" if convex else "none (relaxed diameter 2(rho + eta L))",
         "delta": delta,
@@ -381,6 +444,13 @@ ClipOpt = Annotated[float, typer.Option(help="C: per-record clip norm.")]
 ServerOpt = Annotated[Server, typer.Option(help="Who sees what (threat model).")]
 
 
+#: what Hasircioglu and Gunduz 2022's sigma is, for --help and error messages
+HASIRCIOGLU_SIGMA = (
+    "Hasircioglu and Gunduz 2022's sigma, the noise std on the sum itself (untrusted server: "
+    "each client's own noise std), so z = sigma / C"
+)
+
+
 def _participation_card(p: float, q: float, d: int, server: Server, **more: Any) -> dict:
     return {
         "unit": "record",
@@ -397,7 +467,19 @@ def account_participation(
     client_rate: ClientRateOpt,
     record_rate: RecordRateOpt,
     records: RecordsOpt,
-    noise: Annotated[float, typer.Option(help="sigma: noise std on the sum (units of C).")],
+    noise_multiplier: Annotated[
+        float | None,
+        typer.Option(
+            help="z: noise multiplier, the std of the Gaussian noise on the sum of clipped "
+            "gradients divided by C (untrusted server: each client's own noise std / C). Or "
+            "--paper-sigma."
+        ),
+    ] = None,
+    paper_sigma: Annotated[
+        float | None,
+        typer.Option(help=f"Instead of --noise-multiplier: {HASIRCIOGLU_SIGMA} (C = --clip)."),
+    ] = None,
+    noise: Annotated[float | None, typer.Option(hidden=True)] = None,  # deprecated: --paper-sigma
     clip: ClipOpt = 1.0,
     epsilon: Annotated[float | None, typer.Option(help="Give delta at this epsilon.")] = None,
     delta: Annotated[float | None, typer.Option(help="Give epsilon at this delta.")] = None,
@@ -407,7 +489,8 @@ def account_participation(
     server: ServerOpt = Server.trusted,
     as_json: JsonOpt = False,
 ) -> None:
-    """Per-iteration (and composed) privacy of DP-DSGD with random client participation (seed 003).
+    """Per-iteration (and composed) privacy of DP-DSGD with random client participation
+    (Hasircioglu and Gunduz 2022).
 
     Methods: theorem-4.1 (the paper's formula; an estimate), per-s1-convexity (tighter, proven
     in docs/accountants/random-participation.md), wcs, ols (bounds), cs (centralized sampling at
@@ -416,11 +499,15 @@ def account_participation(
     """
     from privfl.accounting.participation import participation_report
 
+    choice = one_noise(noise_multiplier, paper_sigma, paper_meaning=HASIRCIOGLU_SIGMA,
+                       deprecated=("--noise", noise))
+    clip = check_positive("clip", clip)  # the conversion needs C
+    z, sigma = choice.convert(choice.value, lambda s: s / clip, lambda z: z * clip)
     results = participation_report(
         client_rate,
         record_rate,
         records,
-        noise,
+        sigma,
         clip=clip,
         epsilon=epsilon,
         delta=delta,
@@ -432,7 +519,9 @@ def account_participation(
         record_rate,
         records,
         server,
-        noise=f"sigma = {noise:g} on the sum, clip C = {clip:g}",
+        noise=f"noise multiplier {z:g} (sigma = {sigma:g} on the sum, clip C = {clip:g})",
+        noise_multiplier=z,
+        paper_sigma=sigma,
         iterations=iterations,
         query=f"delta at epsilon = {epsilon:g}" if epsilon is not None else f"epsilon at "
         f"delta = {delta:g}",
@@ -452,7 +541,10 @@ def calibrate_participation_command(
     server: ServerOpt = Server.trusted,
     as_json: JsonOpt = False,
 ) -> None:
-    """Noise sigma per scheme for a per-iteration (epsilon, delta) target, or 'unreachable'.
+    """Noise per scheme for a per-iteration (epsilon, delta) target, or 'unreachable'.
+
+    The table's noise is Hasircioglu and Gunduz 2022's sigma, the std on the sum, whose noise
+    multiplier z = sigma / C (--json gives both: 'noise' and 'noise_multiplier').
 
     Every row carries its kind: 'bound' (the noise provably meets the target), 'estimate'
     (theorem-4.1: solved on the paper's formula, which can be below the truth, so the noise may
@@ -464,18 +556,17 @@ def calibrate_participation_command(
         client_rate, record_rate, records, epsilon, delta, clip=clip, server=server.value
     )
     card = _participation_card(
-        client_rate, record_rate, records, server, target=f"({epsilon:g}, {delta:g}) per iteration"
+        client_rate, record_rate, records, server, target=f"({epsilon:g}, {delta:g}) per iteration",
+        noise=f"sigma, the std on the sum; noise multiplier z = sigma / C (C = {clip:g})",
     )
     if as_json:
         from privfl.cli.output import print_json
 
-        print_json(
-            {
-                "command": "calibrate participation",
-                "setting": card,
-                "results": [row.to_dict() for row in rows],
-            }
-        )
+        results = [
+            {**row.to_dict(), "noise_multiplier": None if row.noise is None else row.noise / clip}
+            for row in rows
+        ]
+        print_json({"command": "calibrate participation", "setting": card, "results": results})
         return
     from privfl.cli.output import print_noise_table
 
@@ -489,7 +580,7 @@ def calibrate_dpsgd(
     delta: TargetDeltaOpt,
     sampling_rate: Annotated[float | None, typer.Option(help="q (omit to solve for it).")] = None,
     noise_multiplier: Annotated[
-        float | None, typer.Option(help="z (omit to solve for it).")
+        float | None, typer.Option(help=f"{Z_HELP} Omit to solve for it.")
     ] = None,
     steps: Annotated[int | None, typer.Option(help="T (omit to solve for it).")] = None,
     method: Annotated[
@@ -594,11 +685,12 @@ def calibrate_fedfdp(
     discretization: DiscretizationOpt = 1e-4,
     as_json: JsonOpt = False,
 ) -> None:
-    """The paper sigma (noise std / 2C) for a per-client target: a CLT mu, or (epsilon, delta).
+    """The noise for a per-client target of PriFedSync: a CLT mu, or (epsilon, delta).
 
-    With --mu the answer solves seed 000's CLT formula (an estimate). With --epsilon and --delta
-    it is the smallest sigma whose pessimistic PLD bound on C_{B/n}(G_{1/sigma})^{KR} meets the
-    target (a bound).
+    The answer is the noise multiplier z = noise std / C on the sum of clipped gradients, and
+    Zheng et al. 2021's sigma = z / 2. With --mu it solves the paper's CLT formula (Theorem 2; an
+    estimate). With --epsilon and --delta it is the smallest noise whose pessimistic PLD bound on
+    C_{B/n}(G_{2/z})^{KR} meets the target (a bound).
     """
     from privfl.accounting import calibrate as cal
     from privfl.accounting.federated import ClientTraining, sigma_for_mu
@@ -646,9 +738,10 @@ def calibrate_fedfdp(
         if r.extras["scope"] == "weak"
     ]
     card = {
-        "solved": "sigma (paper convention: noise std / 2C on the sum)",
-        "sigma": sigma,
+        "solved": "noise multiplier z (noise std / C on the sum) and Zheng et al. 2021's "
+        "sigma = z / 2",
         "noise_multiplier": 2 * sigma,
+        "sigma": sigma,
         "target": f"{target} ({method})",
         "kind": (
             "estimate (solved on the CLT mu, which can be below the truth; the pld row is a bound "
@@ -666,7 +759,8 @@ def calibrate_fedfdp(
         "calibrate fedfdp",
         card,
         results,
-        extra={"sigma": sigma, "calibration": {"method": method, "kind": kind}},
+        extra={"sigma": sigma, "noise_multiplier": 2 * sigma,
+               "calibration": {"method": method, "kind": kind}},
         warning=warning,
     )
 
