@@ -64,8 +64,11 @@ def tv_command(
     dimension: DimensionOpt,
     as_json: JsonOpt = False,
 ) -> None:
-    """Exact total variation between N(0, A I_d) and N(0, B I_d), with the Lemma 6.7 sandwich
-    (Devroye et al. 2018, Theorem 1.1) beside it."""
+    """Exact TV between N(0, A I_d) and N(0, B I_d), with the Lemma 6.7 sandwich.
+
+    The sandwich is Devroye et al. 2018, Theorem 1.1: min(1, x)/100 <= TV <= 1.5 min(1, x),
+    x = |B - A| sqrt(d) / A.
+    """
     from privfl.distortion.bounds import gaussian_tv_sandwich
     from privfl.distortion.divergence import tv_gaussian_isotropic
 
@@ -98,11 +101,12 @@ def noise_command(
     tau: Annotated[float | None, typer.Option("--tau", help="tau (with --c1).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Noise variance for TV >= G: the paper's Lemma 6.8 rule (100 sigma^2 G / sqrt(d), refused
-    outside its domain 0 < G < 0.01) and the exact calibration, each with the TV it reaches.
+    """Noise variance for TV >= G: Lemma 6.8's rule and the exact calibration.
 
-    Neither makes eps_p <= tau a guarantee: Lemma 6.6 (TV >= C1 - tau implies eps_p <= tau) is
-    not proven and fails on counterexamples.
+    The paper's rule is 100 sigma^2 G / sqrt(d), refused outside its domain 0 < G < 0.01; the
+    exact calibration solves TV = G; each row gives the TV it reaches. Neither makes
+    eps_p <= tau a guarantee: Lemma 6.6 (TV >= C1 - tau implies eps_p <= tau) is not proven
+    and fails on counterexamples.
     """
     from privfl._validation import check_nonnegative, check_range
     from privfl.distortion.calibrate import noise_calibrations
@@ -133,11 +137,11 @@ def sampling_command(
         "--gradient-sq-sum", help="G = sum_i ||grad L(W, d_i)||^2 over the client's records.")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Theorem 6.11's sampling probability: the smallest p with p(1 - p) G >= factor C6 (C1 -
-    tau), as printed (factor 1) and corrected (factor 150, sufficient with Lemma 6.8's noise).
+    """Theorem 6.11's sampling probability, as printed and corrected.
 
-    An infeasible rule (r > 1/4) says so instead of giving a p; if both are infeasible the
-    command fails.
+    The smallest p with p(1 - p) G >= factor C6 (C1 - tau): factor 1 as printed, 150 corrected
+    (sufficient with Lemma 6.8's noise). An infeasible rule (r > 1/4) says so instead of
+    giving a p; if both are infeasible the command fails.
     """
     from privfl.distortion.sampling import SAMPLING_RULES, sampling_probability
 
@@ -176,8 +180,11 @@ def tradeoff_bounds_command(
         "--gradient-sq-sum", help="G: also give Theorem 6.14's sampling probability.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Theorems 6.12-6.14: the paper's upper bound on eps_p + (C2/C6) eps_u, the no-free-lunch
-    lower bound eps_p + C_d eps_u >= C1, and the optimum where they meet."""
+    """Theorems 6.12-6.14: the trade-off's upper and lower bounds and their optimum.
+
+    The paper's upper bound on eps_p + (C2/C6) eps_u (Theorem 6.12), the no-free-lunch lower
+    bound eps_p + C_d eps_u >= C1 (Theorem 6.13) and the optimum where they meet (6.14).
+    """
     from privfl.distortion.bayesian import c2_from_xi
     from privfl.distortion.bounds import (
         c_d,
