@@ -64,9 +64,10 @@ class DataConfig(_Section):
             raise ValueError("must be at least two distinct class indices >= 0")
         return value
 
-    dataset: Literal["mnist-5k", "fashion-mnist", "mnist", "cifar10", "digits", "synthetic"] = (
-        "mnist-5k"
-    )
+    dataset: Literal["mnist-5k", "fashion-mnist", "mnist", "cifar10", "digits", "synthetic",
+                     "custom"] = Field(
+        "mnist-5k", description="custom: a FederatedDataset given from Python "
+        "(Experiment.create(config, dir, data=...); docs/python-api.md)")
     root: str | None = Field(
         None, description="folder holding the dataset files (default: privfl's data home)"
     )

@@ -29,6 +29,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from torch import nn
 
@@ -54,6 +55,7 @@ __all__ = [
     "build_model",
     "count_parameters",
     "list_models",
+    "register_model",
     "resolve_model_name",
 ]
 
@@ -106,6 +108,10 @@ class ModelRegistry(Mapping[str, ModelEntry]):
     def __repr__(self) -> str:
         return f"ModelRegistry({', '.join(self._entries)})"
 
+    def add(self, name: str, entry: ModelEntry) -> None:
+        """Register ``name`` (see :func:`register_model`)."""
+        self._entries[name] = entry
+
 
 #: name -> (class, default keyword arguments); deprecated aliases are found too
 MODELS = ModelRegistry(
@@ -120,6 +126,27 @@ MODELS = ModelRegistry(
     },
     MODEL_ALIASES,
 )
+
+
+_BUILTIN_MODELS = frozenset(MODELS)
+
+
+def register_model(name: str, factory: Callable[..., nn.Module], **defaults: Any) -> None:
+    """Make your own architecture usable as ``model.name: NAME`` in a configuration.
+
+    ``factory(**kwargs)`` returns an ``nn.Module`` (a class or a function); it is given
+    ``num_classes`` and ``input_shape`` from the data when its signature takes them, then
+    ``defaults`` and the configuration's ``model.kwargs``. A resumed run needs the same
+    registration in its process. Built-in names cannot be replaced; registering a name again
+    replaces your earlier factory.
+    """
+    if not isinstance(name, str) or not name or name != name.strip():
+        raise ValueError(f"name = {name!r} is not allowed: must be a non-empty name")
+    if name in _BUILTIN_MODELS or name in MODEL_ALIASES:
+        raise ValueError(f"name = {name!r} is not allowed: it is a built-in model's name")
+    if not callable(factory):
+        raise ValueError(f"factory = {factory!r} is not callable: must return an nn.Module")
+    MODELS.add(name, (factory, dict(defaults)))
 
 
 def list_models() -> list[str]:

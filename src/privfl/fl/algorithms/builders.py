@@ -25,6 +25,10 @@ def build_dataset(config: ExperimentConfig) -> FederatedDataset:
     from privfl import data as d
 
     c, seed = config.data, config.seed
+    if c.dataset == "custom":
+        raise ConfigError("data.dataset = 'custom': the data come from Python; pass the same "
+                          "FederatedDataset as data= to Experiment.create / Experiment.resume "
+                          "(docs/python-api.md)")
     if c.dataset == "mnist-5k":
         train, test = d.load_mnist_5k(normalize=c.normalize).split(c.test_fraction, seed)
     elif c.dataset == "digits":

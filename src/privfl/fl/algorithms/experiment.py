@@ -157,7 +157,8 @@ class Experiment:
     Use :meth:`create` for a new run and :meth:`resume` to continue one; then :meth:`run`.
     """
 
-    def __init__(self, config: ExperimentConfig, run_dir: RunDirectory) -> None:
+    def __init__(self, config: ExperimentConfig, run_dir: RunDirectory,
+                 data: FederatedDataset | None = None) -> None:
         self.config = config
         self.dir = run_dir
         self.store: CheckpointStore | None = None  # set once the run directory is locked
@@ -173,7 +174,14 @@ class Experiment:
         # run.threads sets the engine's client workers (builders.trainer_options); the server's
         # work runs on one torch thread, so no setting of run changes a result's bits
         torch.set_num_threads(1)
-        self.data = build_dataset(config)
+        if data is not None and config.data.dataset != "custom":
+            raise ConfigError(f"data = {data.name!r} given from Python needs data.dataset: "
+                              f"custom in the configuration (it says {config.data.dataset!r}),"
+                              " so that config.yaml does not claim another dataset")
+        if data is not None and not isinstance(data, FederatedDataset):
+            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
+                             "privfl.data.FederatedDataset")
+        self.data = build_dataset(config) if data is None else data
         self.algorithm = build_algorithm(config, self.data)
         self.metrics: list[dict[str, Any]] = []
         self.resumed_from: int | None = None
@@ -182,11 +190,16 @@ class Experiment:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def create(cls, config: ExperimentConfig, run_dir: str | Path) -> Experiment:
-        """A new run in ``run_dir`` (must not already hold one); writes config.yaml."""
+    def create(cls, config: ExperimentConfig, run_dir: str | Path,
+               data: FederatedDataset | None = None) -> Experiment:
+        """A new run in ``run_dir`` (must not already hold one); writes config.yaml.
+
+        ``data``: your own :class:`~privfl.data.FederatedDataset` (``data.dataset: custom``);
+        by default the configuration's dataset is built.
+        """
         directory = RunDirectory(run_dir)
         directory.check_new()
-        experiment = cls(config, directory)
+        experiment = cls(config, directory, data)
         experiment.planned_privacy()  # an accountant's refusal comes before any file is written
         run_id = directory.create()
         experiment._lock = directory.acquire_lock()
@@ -197,8 +210,11 @@ class Experiment:
         return experiment
 
     @classmethod
-    def resume(cls, run_dir: str | Path, overrides: Iterable[str] = ()) -> Experiment:
-        """Continue the run in ``run_dir`` from its newest readable checkpoint."""
+    def resume(cls, run_dir: str | Path, overrides: Iterable[str] = (),
+               data: FederatedDataset | None = None) -> Experiment:
+        """Continue the run in ``run_dir`` from its newest verified checkpoint (``data``: the
+        same dataset the run was created with, for ``data.dataset: custom``; a different
+        partition is refused)."""
         directory = RunDirectory(run_dir)
         directory.require_existing()
         run_id = directory.run_id()
@@ -206,19 +222,27 @@ class Experiment:
         removed = directory.remove_temporary_files()
         saved = read_yaml(directory.config)
         config = config_from_dict(apply_overrides(saved, _check_resumable(overrides)))
-        experiment = cls(config, directory)
+        try:
+            experiment = cls(config, directory, data)
+        except BaseException:
+            lock.close()
+            raise
         experiment._lock = lock
         experiment.store = CheckpointStore(directory, run_id)
         if removed:
             experiment.resume_notes.append(
                 f"removed {len(removed)} temporary file(s) left by an interrupted write")
-        experiment._load_latest_checkpoint()
-        done = experiment.algorithm.round
-        if config.federated.rounds < done:
-            raise ConfigError(
-                f"federated.rounds = {config.federated.rounds} is out of range: this run has "
-                f"already completed {done} rounds; must be >= {done}"
-            )
+        try:
+            experiment._load_latest_checkpoint()
+            done = experiment.algorithm.round
+            if config.federated.rounds < done:
+                raise ConfigError(
+                    f"federated.rounds = {config.federated.rounds} is out of range: this run "
+                    f"has already completed {done} rounds; must be >= {done}"
+                )
+        except BaseException:
+            experiment.release()
+            raise
         directory.write_text(directory.config, dump_config(config))
         return experiment
 
