@@ -96,8 +96,11 @@ def grid_points(settings: TradeoffSettings, sigma2: float, dimension: int) -> li
 
 
 # --------------------------------------------------------------------------------- base model
-def _train_base(config: ExperimentConfig, data: Any, protection: ClientProtection | None = None,
-                rounds: int | None = None) -> Any:
+def _train(config: ExperimentConfig, data: Any, protection: ClientProtection | None = None,
+           rounds: int | None = None) -> tuple[Any, dict[str, Any]]:
+    """DP-FedAvg from the configuration (FedAvg with privacy off), with the client-side
+    ``protection`` hook, trained ``rounds`` rounds (default the configured ones); returns the
+    algorithm and the last round's metrics."""
     from privfl.fl.algorithms.dp_fedavg import DpFedAvg
 
     algorithm = DpFedAvg.from_config(config, data)
@@ -105,8 +108,7 @@ def _train_base(config: ExperimentConfig, data: Any, protection: ClientProtectio
     metrics: dict[str, Any] = {}
     for _ in range(config.federated.rounds if rounds is None else rounds):
         metrics = algorithm.run_round()
-    algorithm.last_metrics = metrics
-    return algorithm
+    return algorithm, metrics
 
 
 def _optimum(model: torch.nn.Module, trainer: Any, start: torch.Tensor, x: torch.Tensor,
@@ -140,14 +142,19 @@ def _optimum(model: torch.nn.Module, trainer: Any, start: torch.Tensor, x: torch
     return w.detach(), float(w.grad.norm())
 
 
-# --------------------------------------------------------------------------------- the run
-def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
-                 progress: Progress | None = None) -> dict[str, Any]:
-    """Train, measure every grid point, compare with the bounds; a JSON-ready dict."""
-    say = progress or (lambda _message: None)
-    started = time.perf_counter()
-    if config.run.threads:
-        torch.set_num_threads(config.run.threads)
+@dataclass
+class _Base:
+    """The trained base model and everything measured from it."""
+
+    data: Any
+    algorithm: Any
+    metrics: dict[str, Any]
+    w_prev: torch.Tensor
+    w_star: torch.Tensor
+    gradient_norm: float
+
+
+def _base_model(config: ExperimentConfig, say: Progress) -> _Base:
     from privfl.fl.algorithms.builders import build_dataset, build_model
 
     if not config.training.weight_decay > 0:
@@ -156,95 +163,120 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
                          "unique)")
     data = build_dataset(config)
     say(f"training the base model: {config.federated.rounds} FedAvg rounds on {data.name}")
-    base = _train_base(config, data)
-    trainer, tensors = base.trainer, base.tensors
-    w_prev = base.global_model.detach().double().clone()
-    lam, eta = config.training.weight_decay, settings.lr or config.training.lr
-    model = build_model(config, data)
-    x_all = torch.cat([x for x, _ in tensors.train])
-    y_all = torch.cat([y for _, y in tensors.train])
+    algorithm, metrics = _train(config, data)
+    w_prev = algorithm.global_model.detach().double().clone()
+    tensors = algorithm.tensors
     say("computing the federated optimum W* (L-BFGS)")
-    w_star, grad_norm = _optimum(model, trainer, w_prev, x_all, y_all, lam)
-    trained_at = time.perf_counter()
+    w_star, norm = _optimum(build_model(config, data), algorithm.trainer, w_prev,
+                            torch.cat([x for x, _ in tensors.train]),
+                            torch.cat([y for _, y in tensors.train]),
+                            config.training.weight_decay)
+    return _Base(data, algorithm, metrics, w_prev, w_star, norm)
 
+
+def _aggregate_accuracy(base: _Base, rows: list[torch.Tensor], sizes: np.ndarray,
+                        weights: str) -> float:
+    """Mean test accuracy of the aggregated models, one per replica (``rows``: [R, d] per
+    client)."""
+    tensors, trainer = base.algorithm.tensors, base.algorithm.trainer
+    if tensors.test_x is None:
+        return math.nan
+    stacked = torch.stack(rows)  # [K, R, d]
+    agg = torch.stack([aggregate(stacked[:, r], sizes, weights)
+                       for r in range(stacked.shape[1])])
+    return float(trainer.evaluate(agg.to(trainer.dtype), tensors.test_x,
+                                  tensors.test_y).accuracy.mean())
+
+
+# --------------------------------------------------------------------------------- the run
+def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
+                 progress: Progress | None = None) -> dict[str, Any]:
+    """Train, measure every grid point, compare with the bounds; a JSON-ready dict."""
+    say = progress or (lambda _message: None)
+    started = time.perf_counter()
+    if config.run.threads:
+        torch.set_num_threads(config.run.threads)
+    base = _base_model(config, say)
+    trained_at = time.perf_counter()
+    eta = settings.lr or config.training.lr
     seeds = np.random.SeedSequence(config.seed).spawn(3)
     rng = np.random.default_rng(seeds[0])
-    clients: list[ClientModel] = []
-    for k in range(data.num_clients):
-        clients.append(prepare_client(
-            k, trainer, tensors, w_prev, lam, eta, settings, rng,
-            torch.Generator().manual_seed(int(seeds[1].generate_state(1)[0]) + k), w_star))
-    dimension = int(w_prev.numel())
-    sigma2 = float(np.mean([c.sigma2 for c in clients]))
+    clients = [prepare_client(
+        k, base.algorithm.trainer, base.algorithm.tensors, base.w_prev,
+        config.training.weight_decay, eta, settings, rng,
+        torch.Generator().manual_seed(int(seeds[1].generate_state(1)[0]) + k), base.w_star)
+        for k in range(base.data.num_clients)]
     sizes = np.array([c.size for c in clients])
-    test_x, test_y = tensors.test_x, tensors.test_y
-
-    def accuracy(rows: list[torch.Tensor]) -> float:
-        """Mean test accuracy of the aggregated models (one per replica)."""
-        if test_x is None:
-            return math.nan
-        stacked = torch.stack(rows)  # [K, R, d]
-        agg = torch.stack([aggregate(stacked[:, r], sizes, settings.aggregation)
-                           for r in range(stacked.shape[1])])
-        return float(trainer.evaluate(agg.to(trainer.dtype), test_x, test_y).accuracy.mean())
-
-    base_accuracy = accuracy([c.samples for c in clients])
     c1 = float(np.mean([c.c1 for c in clients]))
-    gradient_sq = float(np.mean([c.gradient_sq_sum for c in clients]))
-    points = grid_points(settings, sigma2, dimension)
+    points = grid_points(settings, float(np.mean([c.sigma2 for c in clients])),
+                         int(base.w_prev.numel()))
     say(f"measuring {len(points)} grid points x {len(clients)} clients x {settings.replicas} "
         "replicas")
     results = []
     for j, point in enumerate(points):
         generator = torch.Generator().manual_seed(int(seeds[2].generate_state(1)[0]) + j)
-        measured: list[Measurement] = []
-        protected: list[torch.Tensor] = []
-        for client in clients:
-            m, rows = measure_point(client, point, w_star, settings, generator)
-            measured.append(m)
-            protected.append(rows)
-        entry = _summarise(point, measured, c1)
-        entry["accuracy"] = accuracy(protected)
+        pairs = [measure_point(client, point, base.w_star, settings, generator)
+                 for client in clients]
+        entry = _summarise(point, [m for m, _ in pairs], c1)
+        entry["accuracy"] = _aggregate_accuracy(base, [rows for _, rows in pairs], sizes,
+                                                settings.aggregation)
         if settings.protected_rounds:
-            algo = _train_base(config, data, point.protection, settings.protected_rounds)
-            entry["trained_accuracy"] = float(algo.last_metrics["global_accuracy"])
+            _, metrics = _train(config, base.data, point.protection, settings.protected_rounds)
+            entry["trained_accuracy"] = float(metrics["global_accuracy"])
         results.append(entry)
         say(f"  {point.label}: eps_p {entry['eps_p']:.4g}, eps_u {entry['eps_u']:.4g}, "
             f"TV {entry['tv']:.4g}, accuracy {entry['accuracy']:.3f}")
-    c6 = settings.c6 or float(np.median([p["c6"] for p in results]))
-    rules = [{"gap": gap, "c6": c6, **sampling_probability(c6, c1, c1 - gap, gradient_sq,
-                                                           method).to_dict()}
-             for gap in settings.gaps for method in ("paper", "corrected")]
     return {
         "name": config.name,
         "description": config.description,
-        "setting": {
-            "data": data.name, "clients": data.num_clients, "records": sizes.tolist(),
-            "model": config.model.name, "dimension": dimension,
-            "base_rounds": config.federated.rounds, "replicas": settings.replicas,
-            "sampling_rate": settings.sampling_rate, "lr": eta, "weight_decay": lam,
-            "candidates": settings.candidates, "tempering": settings.tempering,
-            "attacker": settings.attacker,
-            "aggregation": settings.aggregation,
-            "gamma": settings.gamma, "nfl_delta": settings.nfl_delta, "c6": settings.c6,
-            "gaps": list(settings.gaps),
-            "protected_rounds": settings.protected_rounds, "seed": config.seed,
-        },
+        "setting": _setting(config, settings, base, sizes, eta),
         "unprotected": {
             "c1": c1, "c1_se": float(np.mean([c.c1_se for c in clients])),
             "xi": float(np.mean([c.xi for c in clients])),
             "xi_exact": all(c.xi_exact for c in clients),
-            "sigma2": sigma2, "expected_variance": float(np.mean([c.variance for c in clients])),
-            "gradient_sq_sum": gradient_sq, "accuracy": base_accuracy,
-            "train_accuracy": float(base.last_metrics["global_accuracy"]),
-            "w_star_gradient_norm": grad_norm,
+            "sigma2": float(np.mean([c.sigma2 for c in clients])),
+            "expected_variance": float(np.mean([c.variance for c in clients])),
+            "gradient_sq_sum": float(np.mean([c.gradient_sq_sum for c in clients])),
+            "accuracy": _aggregate_accuracy(base, [c.samples for c in clients], sizes,
+                                            settings.aggregation),
+            "train_accuracy": float(base.metrics.get("global_accuracy", math.nan)),
+            "w_star_gradient_norm": base.gradient_norm,
             "gap": float(np.mean([c.gap for c in clients])),
         },
-        "sampling_rules": rules,
+        "sampling_rules": _sampling_rules(settings, results, c1, clients),
         "points": results,
         "bounds": bound_summary(results),
         "seconds": {"training": trained_at - started, "total": time.perf_counter() - started},
     }
+
+
+def _setting(config: ExperimentConfig, settings: TradeoffSettings, base: _Base,
+             sizes: np.ndarray, eta: float) -> dict[str, Any]:
+    return {
+        "data": base.data.name, "clients": base.data.num_clients, "records": sizes.tolist(),
+        "model": config.model.name, "dimension": int(base.w_prev.numel()),
+        "base_rounds": config.federated.rounds, "replicas": settings.replicas,
+        "sampling_rate": settings.sampling_rate, "lr": eta,
+        "weight_decay": config.training.weight_decay, "candidates": settings.candidates,
+        "tempering": settings.tempering, "attacker": settings.attacker,
+        "aggregation": settings.aggregation, "gamma": settings.gamma,
+        "nfl_delta": settings.nfl_delta, "c6": settings.c6, "gaps": list(settings.gaps),
+        "protected_rounds": settings.protected_rounds, "seed": config.seed,
+    }
+
+
+def _sampling_rules(settings: TradeoffSettings, results: list[dict[str, Any]], c1: float,
+                    clients: list[ClientModel]) -> list[dict[str, Any]]:
+    """Theorem 6.11's p for each TV target (C6: configured, else the median over the points;
+    G: the mean over clients); empty when no finite C6 is known."""
+    finite = [p["c6"] for p in results if math.isfinite(p["c6"])]
+    c6 = settings.c6 or (float(np.median(finite)) if finite else None)
+    if c6 is None:
+        return []
+    g = float(np.mean([c.gradient_sq_sum for c in clients]))
+    return [{"gap": gap, "c6": c6,
+             **sampling_probability(c6, c1, max(c1 - gap, 0.0), g, method).to_dict()}
+            for gap in settings.gaps for method in ("paper", "corrected")]
 
 
 def _summarise(point: GridPoint, measured: list[Measurement], c1: float) -> dict[str, Any]:
