@@ -100,6 +100,13 @@ def list_command(
         typer.echo(f"{row['name']:{width}s}  {row['about']}{extra}")
 
 
+#: settings a starter needs beyond the schema's defaults for the run to be valid as written
+STARTER_SETTINGS: dict[str, dict[str, Any]] = {
+    # one-pass visits every user once: 20 clients / 10 per round allow 2 rounds, not 30
+    "projected-sgd": {"federated": {"schedule": "independent"}},
+}
+
+
 def starter_config(algorithm: str) -> str:
     """A commented YAML configuration for ``algorithm``: every key with its default and its
     description from the schema. ``privacy.noise_multiplier: 1.0`` is set (a private run needs
@@ -110,8 +117,11 @@ def starter_config(algorithm: str) -> str:
     from privfl.fl.algorithms.registry import algorithm_class
 
     title = algorithm_class(algorithm).title
-    config = config_from_dict({"name": f"my-{algorithm}", "federated": {"algorithm": algorithm},
-                               "privacy": {"noise_multiplier": 1.0}})
+    extra = STARTER_SETTINGS.get(algorithm, {})
+    config = config_from_dict({
+        "name": f"my-{algorithm}", "privacy": {"noise_multiplier": 1.0},
+        "federated": {"algorithm": algorithm, **extra.get("federated", {})},
+    })
     lines = [f"# privfl starter configuration: {algorithm} ({title})",
              "# Every key with its default; delete what you do not change. Run it with",
              f"#   privfl run {algorithm}.yaml --dry-run   (the planned privacy, no training)",

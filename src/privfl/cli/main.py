@@ -768,10 +768,22 @@ def calibrate_fedfdp(
 from privfl.cli.check_privacy import check_privacy_command  # noqa: E402
 from privfl.cli.compare import compare_command  # noqa: E402
 from privfl.cli.distortion import distortion_app  # noqa: E402
+from privfl.cli.info import init_command, list_command, version_callback  # noqa: E402
 from privfl.cli.run import run_command  # noqa: E402
 from privfl.cli.tradeoff import TRADEOFF_HELP, tradeoff_command  # noqa: E402
 
 app.command("run", help=run_command.__doc__)(run_command)
+app.command("list")(list_command)
+app.command("init")(init_command)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=version_callback, is_eager=True,
+        help="Print privfl's version (and torch's, python's) and exit.")] = False,
+) -> None:
+    """privfl: differentially private federated learning with trustworthy privacy numbers."""
 app.command("compare")(compare_command)
 app.command("check-privacy")(check_privacy_command)
 app.command("tradeoff", help=TRADEOFF_HELP)(tradeoff_command)

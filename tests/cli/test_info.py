@@ -1,0 +1,68 @@
+"""privfl --version, privfl list, privfl init."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import privfl
+from privfl.cli.main import app
+from privfl.config import load_config
+from privfl.fl.algorithms.registry import available
+from privfl.models import list_models
+
+runner = CliRunner()
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.startswith(f"privfl {privfl.__version__} ")
+
+
+@pytest.mark.parametrize(("what", "expected"), [
+    ("algorithms", list(available())),
+    ("models", list_models()),
+    ("accountants", ["pld", "rdp", "gdp-clt"]),
+    ("datasets", ["mnist-5k", "digits", "synthetic", "fashion-mnist", "mnist", "cifar10"]),
+])
+def test_list_names_what_a_config_accepts(what, expected):
+    result = runner.invoke(app, ["list", what, "--json"])
+    assert result.exit_code == 0, result.output
+    items = json.loads(result.stdout)["items"]
+    assert [item["name"] for item in items] == expected
+    assert all(item["about"] for item in items)
+    text = runner.invoke(app, ["list", what]).stdout.splitlines()
+    assert [line.split()[0] for line in text] == expected
+
+
+def test_list_refuses_an_unknown_catalogue():
+    result = runner.invoke(app, ["list", "widgets"])
+    assert result.exit_code == 2 and "widgets" in result.output
+
+
+@pytest.mark.parametrize("algorithm", list(available()))
+def test_init_writes_a_commented_config_that_validates_and_dry_runs(tmp_path, algorithm):
+    path = tmp_path / f"{algorithm}.yaml"
+    result = runner.invoke(app, ["init", "--algorithm", algorithm, "--out", str(path)])
+    assert result.exit_code == 0, result.output
+    text = path.read_text()
+    assert text.startswith(f"# privfl starter configuration: {algorithm}")
+    assert "  # " in text  # keys carry their descriptions
+    config = load_config(path)
+    assert config.federated.algorithm == algorithm and config.privacy.noise_multiplier == 1.0
+    assert yaml.safe_load(text)["federated"]["algorithm"] == algorithm
+    dry = runner.invoke(app, ["run", str(path), "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    payload = json.loads(dry.stdout)
+    assert payload["dry_run"] and payload["privacy"] and not (tmp_path / "runs").exists()
+    again = runner.invoke(app, ["init", "--algorithm", algorithm, "--out", str(path)])
+    assert again.exit_code == 2 and "already exists" in again.stderr
+
+
+def test_init_refuses_an_unknown_algorithm():
+    result = runner.invoke(app, ["init", "--algorithm", "fedprox"])
+    assert result.exit_code == 2 and "fedprox" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
