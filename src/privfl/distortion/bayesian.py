@@ -8,7 +8,7 @@ posteriors (the form used in the proof of their Lemma B.3)::
     F_P(d) = sum_w f(d | w) P(w)
 
 and privfl follows the convention of the paper's Appendix G (the No-Free-Lunch convention of
-Zhang et al. 2022a; the specification's decision B1)::
+Zhang et al. 2022a)::
 
     leakage        eps_p = sqrt(JS(F_P~ || F^))     protected parameter against the prior
     unprotected    C1    = sqrt(JS(F_P  || F^))     the same for the unprotected parameter

@@ -1,6 +1,6 @@
 """Measuring one protection mechanism on one client of a trained federated model.
 
-The tools of the specification's section 7.2, on one client k and one round:
+The measurement tools of ``privfl tradeoff``, on one client k and one round:
 
 * **parameter sampler**: ``R`` draws of the unprotected parameter ``W = W_{t-1} - eta
   mean_{i in S} g_i`` (``S`` Poisson at rate ``p0``, Algorithm 2) from the per-record gradients

@@ -11,7 +11,7 @@ A client's protected upload is its locally trained parameter, distorted (their e
 * :class:`PoissonRecordSampling` — their "data generation" (Algorithm 2): each local record
   joins the client's data of the round independently with probability ``p``;
   :func:`sampled_mean_steps` is Algorithm 2's step ``-eta mean_{i in S} g_i`` for many draws
-  of ``S`` at once (an empty ``S`` gives no update, the specification's decision C9);
+  of ``S`` at once (an empty ``S`` gives no update: no data, no step);
 * :func:`aggregate` — their Algorithm 1 (weights ``n_k / n``) or eq. (9) (uniform ``1/K``).
 
 :class:`ClientProtection` bundles record sampling and distortions into the client-side hook of

@@ -136,7 +136,7 @@ def parameter_variance(grads: object, p: float, mode: str = "thm610", *, lr: flo
                        replicas: int = 1000, seed: int = 0, per_coordinate: bool = False
                        ) -> float | np.ndarray:
     """``sigma^2``, the per-coordinate variance of the client's parameter after one sampled
-    step (the specification's section 4.7; the paper never says how to get it).
+    step (the paper never says how to get it).
 
     ``thm610``: ``p (1 - p) sum_i g_ij^2`` (their sampling model: unit step, unnormalised sum).
     ``normalized``: Algorithm 2's step ``-lr mean_{i in S} g_i`` by the delta method,

@@ -1,6 +1,6 @@
 """Utility measures of Zhang, Chen and Yang 2022: the parameter gap, utility loss and its parts.
 
-Conventions (the specification's decisions A1, A2, A5):
+Conventions (the paper is inconsistent on each; privfl's choices):
 
 * ``GAP(W) = C ||W - W*||^2`` (their Definition 1; ``C = 1`` by default), and for a random
   parameter the expected gap ``E ||W - W*||^2``, which decomposes as (Lemma 6.2)::
