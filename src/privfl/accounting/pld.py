@@ -439,7 +439,14 @@ def _wor_profile(eps: np.ndarray, mu: float, q: float) -> np.ndarray:
     """Exact privacy profile of ``C_q(G_mu)`` at every real ``eps`` (see module docstring)."""
     eps = np.asarray(eps, dtype=float)
     a = np.abs(eps)
-    inner = a if q == 1.0 else np.log1p(np.expm1(a) / q)
+    if q == 1.0:
+        inner = a
+    else:  # log(1 + (e^a - 1)/q); for a > 1 as a + log1p((q - 1) e^-a) - log q (no overflow)
+        small = a <= 1.0
+        inner = np.empty_like(a)
+        inner[small] = np.log1p(np.expm1(a[small]) / q)
+        big = a[~small]
+        inner[~small] = big + np.log1p((q - 1.0) * np.exp(-big)) - math.log(q)
     positive = np.clip(q * _gdp_delta(inner, mu), 0.0, 1.0)
     negative = -np.expm1(-a) + np.exp(-a) * positive  # delta(-a) = 1 - e^-a + e^-a delta(a)
     return np.where(eps >= 0.0, positive, np.clip(negative, 0.0, 1.0))
@@ -499,7 +506,8 @@ def _wor_pmf_connect_dots(mu: float, q: float, interval: float) -> pld_pmf.PLDPm
     _check_grid(2 * n + 1)
     eps = np.arange(-n, n + 1) * interval
     positive = _wor_profile(np.abs(eps), mu, q)
-    return _connect_dots(interval, -n, np.where(eps < 0.0, np.exp(eps) * positive, positive))
+    return _connect_dots(interval, -n, np.where(eps < 0.0, np.exp(np.minimum(eps, 0.0)) * positive,
+                                                positive))
 
 
 def _wor_pmf(mu: float, q: float, interval: float, connect_dots: bool) -> pld_pmf.PLDPmf:

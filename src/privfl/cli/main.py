@@ -790,9 +790,24 @@ app.command("tradeoff", help=TRADEOFF_HELP)(tradeoff_command)
 app.add_typer(distortion_app, name="distortion")
 
 
-def main() -> None:
-    """Console-script entry point."""
-    sys.exit(app())
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point. Usage errors (an unknown option, a missing argument, a value
+    outside a choice) are one line on stderr naming the command, exit status 2; ``--help``
+    shows the usage."""
+    from typer._click.exceptions import UsageError
+
+    try:
+        code = app(argv, standalone_mode=False)
+    except UsageError as error:
+        where = error.ctx.command_path if error.ctx is not None else "privfl"
+        message = " ".join(error.format_message().split())
+        if message:  # empty: the help was asked for by giving no arguments, and is shown
+            typer.echo(f"privfl: error: {message} (see: {where} --help)", err=True)
+        code = 2
+    except KeyboardInterrupt:
+        typer.echo("privfl: interrupted", err=True)
+        code = 130
+    sys.exit(code or 0)
 
 
 if __name__ == "__main__":
