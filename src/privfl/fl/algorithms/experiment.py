@@ -10,10 +10,13 @@ holding the algorithm's state (its ``state_dict``: models, optimizer states, gen
 states), torch's global RNG state, the round index and the metrics so far.
 
 Resume (:meth:`Experiment.resume`) rebuilds the same objects from the saved ``config.yaml``,
-loads the newest readable checkpoint, truncates ``metrics.jsonl`` to it and continues: the
-result equals an uninterrupted run with the same seed bit for bit (same machine, same thread
-count). On resume only execution keys (``run.*``), stops (``stop.*``) and
-``federated.rounds`` (to extend a run) may be changed.
+loads the newest checkpoint whose digests verify (:mod:`privfl.report.checkpoints`; skipped
+ones are reported), truncates ``metrics.jsonl`` to it and continues: the result equals an
+uninterrupted run with the same seed bit for bit on the same machine, whatever ``run.threads``
+(client workers each use one torch thread; :mod:`privfl.fl.workers`). On resume only
+execution keys (``run.*``), stops (``stop.*``) and ``federated.rounds`` (to extend a run, never
+below the rounds already completed) may be changed. A run directory belongs to one run
+(``run.json``'s run id, carried by its checkpoints) and to one process at a time (a lock).
 
 Secure mode (``privacy.secure``) draws cohorts, batches and noise from ``os.urandom``: a resumed
 secure run continues from the checkpoint's models, optimizer states and round index with fresh
