@@ -39,8 +39,10 @@ GAP_SETTINGS = [
     ("unsampled", 10.0, 1.0, 100, 1e-5, "none", "add-remove"),
     ("tiny delta, long", 1.0, 0.01, 100_000, 1e-12, "poisson", "add-remove"),
     ("tiny delta, 1e6 steps", 50.0, 0.2, 1_000_000, 1e-12, "poisson", "add-remove"),
-    ("seed0 MNIST row 1", 2.0, 16 / 600, 3534, 1e-5, "without-replacement", "replace-one"),
-    ("seed0 CIFAR row 13", 2.0, 16 / 500, 14976, 1e-5, "without-replacement", "replace-one"),
+    ("Zheng et al. 2021 MNIST row 1", 2.0, 16 / 600, 3534, 1e-5, "without-replacement",
+     "replace-one"),
+    ("Zheng et al. 2021 CIFAR row 13", 2.0, 16 / 500, 14976, 1e-5, "without-replacement",
+     "replace-one"),
 ]
 
 

@@ -1,11 +1,11 @@
-"""Engine benchmark: DP local training of seed 000's MNIST CNN, privfl against baselines.
+"""Engine benchmark: DP local training of Zheng et al. 2021's MNIST CNN, privfl against baselines.
 
 Run ``python benchmarks/engine.py [--clients 50] [--steps 38] [--batch-size 16] [--repeats 1]``.
 
 One client-update = one client's K local steps. For a round of ``--clients`` clients (each with
-600 records, as in seed 000's MNIST split), batch size B, K steps, Adam (lr 1e-3), clip norm 1,
-noise multiplier 2 (seed 000's sigma = 1), dropout on, it prints client-updates per second and
-peak memory of
+600 records, as in Zheng et al. 2021's MNIST split), batch size B, K steps, Adam (lr 1e-3), clip
+norm 1, noise multiplier 2 (Zheng et al. 2021's sigma = 1), dropout on, it prints client-updates
+per second and peak memory of
 
 * ``privfl-dp[looped]``, ``privfl-dp[batched]`` — :class:`privfl.fl.CohortTrainer`, each layout
   (``layout="auto"`` resolves to looped on CPU);
@@ -217,7 +217,7 @@ def _setup(names, clients, steps, batch, threads):
     from privfl.models import build_model
 
     torch.manual_seed(0)
-    model = build_model("seed0-mnist-cnn")
+    model = build_model("zheng2021-mnist-cnn")
     gen = torch.Generator().manual_seed(0)
     data = [
         (torch.randn(RECORDS, 1, 28, 28, generator=gen),
@@ -338,7 +338,8 @@ def main(argv=None) -> None:
 
     import torch
 
-    print(f"seed0-mnist-cnn, {args.clients} clients x K={args.steps} steps, B={args.batch_size}, "
+    print(f"zheng2021-mnist-cnn, {args.clients} clients x K={args.steps} steps, "
+          f"B={args.batch_size}, "
           f"n_j={RECORDS}, Adam lr {LR}, C={CLIP}, z={NOISE}, dropout on")
     print(f"torch {torch.__version__}, {args.threads} threads, {os.cpu_count()} CPUs, python "
           f"{platform.python_version()}, load average at start {os.getloadavg()[0]:.2f}")

@@ -6,7 +6,7 @@ Run ``python benchmarks/algorithms/dp_dsgd.py [--rounds 3] [--clients 200] [--re
 One client-update = what one participating client computes in one iteration of Algorithm 1:
 the sum of the clipped per-record gradients of its Poisson-sampled records at the current
 global model. Both methods use the paper's network (the Opacus MNIST CNN, 62 classes, the
-``seed3-emnist-cnn`` model) on ``--clients`` clients of ``--records`` random EMNIST-shaped
+``hasircioglu2022-emnist-cnn`` model) on ``--clients`` clients of ``--records`` random EMNIST-shaped
 records, flat clipping C = 1, and run **the same cohorts** (participants and records drawn by
 privfl's sampler, p = ``--client-rate``, q = ``--record-rate``; the defaults keep the paper's
 section 6.1 local setting d = 30, q = 0.1 with more participants per round):
@@ -122,7 +122,7 @@ def bench(rounds: int, clients: int, *, records: int = 30, client_rate: float = 
             raise ValueError(f"{name} = {value!r} is out of range: must be in (0, 1]")
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = build_model("seed3-emnist-cnn")
+    model = build_model("hasircioglu2022-emnist-cnn")
     data = _federation(clients, records)
     plan = DpDsgdPrivacy(data.client_sizes, client_rate=client_rate, record_rate=record_rate,
                          noise_multiplier=NOISE, clip_norm=CLIP, delta=1e-6, schemes=("wcs",),
@@ -144,7 +144,8 @@ def bench(rounds: int, clients: int, *, records: int = 30, client_rate: float = 
               "records": records, "sampled_records": sampled, "client_rate": client_rate,
               "record_rate": record_rate, "threads": threads}
     if verbose:
-        print(f"DP-DSGD vs Opacus loop: seed3-emnist-cnn, {clients} clients x d={records}, "
+        print(f"DP-DSGD vs Opacus loop: hasircioglu2022-emnist-cnn, {clients} clients x "
+              f"d={records}, "
               f"p={client_rate:g}, q={record_rate:g}, {rounds} timed iterations "
               f"({updates} client-updates, {sampled} records), {threads} threads, load average "
               f"{os.getloadavg()[0]:.2f}")

@@ -4,10 +4,10 @@ Run ``python benchmarks/algorithms/dp_fedavg.py [--rounds 2] [--clients 20] [--s
 [--batch-size 50] [--threads 2]``.
 
 One client-update = one client's K local non-private SGD steps and its share of the server's
-work. Both methods train seed 000's MNIST CNN (as :mod:`benchmarks.engine`) on ``--clients``
-clients of 600 random MNIST-shaped records, every client every round, with fixed-size batches of
-B without replacement and SGD (lr 0.02, momentum 0.9, weight decay 5e-4, a fresh optimizer per
-client and round, as Xie et al. 2023's UserDP-FedAvg):
+work. Both methods train Zheng et al. 2021's MNIST CNN (as :mod:`benchmarks.engine`) on
+``--clients`` clients of 600 random MNIST-shaped records, every client every round, with
+fixed-size batches of B without replacement and SGD (lr 0.02, momentum 0.9, weight decay 5e-4, a
+fresh optimizer per client and round, as Xie et al. 2023's UserDP-FedAvg):
 
 * ``privfl-dp-fedavg`` — :class:`privfl.fl.algorithms.dp_fedavg.DpFedAvg` (fixed-size cohorts
   of m = N): its whole round (the cohort's local training on the vectorised engine, the
@@ -94,7 +94,7 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
         raise ValueError(f"batch = {batch} is out of range: must be <= {records}")
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = build_model("seed0-mnist-cnn")
+    model = build_model("zheng2021-mnist-cnn")
     gen = torch.Generator().manual_seed(0)
     data = [(torch.randn(records, 1, 28, 28, generator=gen),
              torch.randint(0, 10, (records,), generator=gen)) for _ in range(clients)]
@@ -118,7 +118,8 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
               "rounds": rounds, "clients": clients, "steps": steps, "batch": batch,
               "threads": threads}
     if verbose:
-        print(f"DP-FedAvg vs plain loop with server-side DP: seed0-mnist-cnn, {clients} clients "
+        print(f"DP-FedAvg vs plain loop with server-side DP: zheng2021-mnist-cnn, {clients} "
+              "clients "
               f"x K={steps} steps, B={batch}, {rounds} timed rounds, {threads} threads, load "
               f"average {os.getloadavg()[0]:.2f}")
         for name, rate in rates.items():

@@ -3,10 +3,10 @@
 Run ``python benchmarks/algorithms/insdp.py [--rounds 2] [--clients 20] [--steps 8]
 [--batch-size 50] [--threads 2]``.
 
-One client-update = one client's V local DP-SGD steps. Both methods train seed 000's MNIST CNN
-(as :mod:`benchmarks.engine`) on ``--clients`` clients of 600 random MNIST-shaped records, with
-fixed-size batches of B without replacement, flat clipping C = 1, noise multiplier 2, Adam
-(lr 1e-3):
+One client-update = one client's V local DP-SGD steps. Both methods train Zheng et al. 2021's
+MNIST CNN (as :mod:`benchmarks.engine`) on ``--clients`` clients of 600 random MNIST-shaped
+records, with fixed-size batches of B without replacement, flat clipping C = 1, noise multiplier
+2, Adam (lr 1e-3):
 
 * ``privfl-insdp-fedavg`` — :class:`privfl.fl.algorithms.insdp.InsDpFedAvg`, every client every
   round (m = N): its whole round (the cohort's local DP-SGD on the vectorised engine, the server
@@ -57,7 +57,7 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
         raise ValueError(f"batch = {batch} is out of range: must be <= {engine.RECORDS}")
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = build_model("seed0-mnist-cnn")
+    model = build_model("zheng2021-mnist-cnn")
     gen = torch.Generator().manual_seed(0)
     data = [(torch.randn(engine.RECORDS, 1, 28, 28, generator=gen),
              torch.randint(0, 10, (engine.RECORDS,), generator=gen)) for _ in range(clients)]
@@ -81,7 +81,7 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
               "threads": threads}
     if verbose:
         title = "InsDP-FedAvg" if variant == "fedavg" else "InsDP-FedSGD (privfl SGD, Opacus Adam)"
-        print(f"{title} vs Opacus loop: seed0-mnist-cnn, {clients} clients x V={steps} "
+        print(f"{title} vs Opacus loop: zheng2021-mnist-cnn, {clients} clients x V={steps} "
               f"steps, B={batch}, {rounds} timed rounds, {threads} threads, load average "
               f"{os.getloadavg()[0]:.2f}")
         for name, rate in rates.items():
