@@ -188,8 +188,8 @@ DEMO_TIME = "about 20 s"
         strict=True, reason="the lead's file says 'about 15-20 s'")),
 ])
 def test_the_demo_time_claims_agree(source):
-    """The built-in demo's duration is stated alike everywhere (measured: 16-26 s wall on a
-    shared 2-core machine at load average 3, start-up included)."""
+    """The built-in demo's duration is stated alike everywhere (measured on 2 cores, start-up
+    included: 12 s wall at load average 1, 16-26 s at load average 3 from other work)."""
     if source.startswith("privfl"):
         text = _invoke(["run", "--help"]).output
     else:
