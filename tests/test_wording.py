@@ -40,9 +40,7 @@ ALLOWED = {
 
 #: files whose wording is being changed by their owner (an xfail each, strict: remove the entry
 #: when the file is clean)
-PENDING = {
-    "docs/run.md": "the lead's file: '(spec A10)' in the personalised_accuracy row",
-}
+PENDING: dict[str, str] = {}
 
 
 def offences(text: str, where: str) -> list[str]:
@@ -127,9 +125,7 @@ REPORTS = [
      "10", "--noise-multiplier", "1", "--epsilon", "0.5"],
     pytest.param(["account", "participation", "--client-rate", "0.1", "--record-rate", "0.1",
                   "--records", "10", "--noise-multiplier", "1", "--delta", "1e-5",
-                  "--iterations", "10"], id="account-participation-composed",
-                 marks=pytest.mark.xfail(strict=True, reason="the composed wcs-rdp note says "
-                                         "'(spec 4.7)': src/privfl/accounting/participation.py")),
+                  "--iterations", "10"], id="account-participation-composed"),
     ["calibrate", "participation", "--client-rate", "0.1", "--record-rate", "0.1", "--records",
      "10", "--epsilon", "0.5", "--delta", "1e-6"],
     ["account", "last-iterate", "--users", "100", "--batch-size", "10", "--lipschitz", "1",
@@ -160,11 +156,7 @@ def test_lists_and_starter_configs_name_papers_by_authors(args):
     assert offences(result.output, "privfl " + " ".join(args)) == []
 
 def _demo(path: Path):
-    marks = []
-    if path.name == "demo-dp-dsgd.yaml":
-        marks = [pytest.mark.xfail(strict=True, reason="the composed wcs-rdp note says "
-                                   "'(spec 4.7)': src/privfl/accounting/participation.py")]
-    return pytest.param(path, id=path.name, marks=marks)
+    return pytest.param(path, id=path.name)
 
 
 @pytest.mark.parametrize("path", [_demo(path) for path in sorted((ROOT / "configs").glob(
@@ -181,11 +173,8 @@ DEMO_TIME = "about 20 s"
 
 @pytest.mark.parametrize("source", [
     "README.md",
-    pytest.param("privfl run --help", marks=pytest.mark.xfail(
-        strict=True, reason="RUN_HELP in src/privfl/cli/run.py (the lead's) says 'a few "
-        "minutes'")),
-    pytest.param("docs/run.md", marks=pytest.mark.xfail(
-        strict=True, reason="the lead's file says 'about 15-20 s'")),
+    "privfl run --help",
+    "docs/run.md",
 ])
 def test_the_demo_time_claims_agree(source):
     """The built-in demo's duration is stated alike everywhere (measured on 2 cores, start-up

@@ -1109,7 +1109,7 @@ def _composed_results(
     for accountant in accountants:
         eps, dlt, extras = _composed_wcs(accountant, s.p, s.q, s.z, steps, epsilon, delta, options)
         how = (
-            "closed-form WCS RDP (spec 4.7)"
+            "closed-form WCS RDP"
             if accountant == "rdp"
             else "pessimistic PLD (1-p) * identity + p * PLD_psg(q), dp-accounting"
         )

