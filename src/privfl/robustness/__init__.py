@@ -1,0 +1,28 @@
+"""Certified robustness against poisoning for differentially private federated learning
+(Xie et al. 2023, "Unraveling the connections between privacy and certified robustness in
+federated learning against poisoning attacks").
+
+* :mod:`~privfl.robustness.certify` — certified prediction (the certified number of adversaries
+  K and its cap), group privacy.
+* :mod:`~privfl.robustness.calibration` — confidence bounds of Monte Carlo estimates
+  (Hoeffding, Clopper-Pearson; simultaneous over classes).
+* :mod:`~privfl.robustness.certified_accuracy` — certificates of an ensemble of M models on a
+  test set; certified accuracy as a function of k.
+* :mod:`~privfl.robustness.inefficacy` — certified attack inefficacy (lower and upper bounds)
+  and the minimum number of attackers for a target effect.
+
+Submodules are imported lazily (``privfl.robustness.certify`` does not import torch).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_SUBMODULES = ("certify", "calibration", "certified_accuracy", "inefficacy")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
