@@ -101,8 +101,8 @@ def check_counts(
     bad = ~np.isfinite(counts) | (counts < 0) | (counts > trials) | (counts != np.round(counts))
     if np.any(bad):
         raise ValueError(
-            f"{names[0]} = {counts[bad].flat[0]!r} is out of range: must be an integer count in "
-            f"[0, {trials}]"
+            f"{names[0]} = {float(counts[bad].flat[0])!r} is out of range: must be an integer "
+            f"count in [0, {trials}]"
         )
     return counts, trials
 

@@ -75,8 +75,8 @@ def _scores_array(name: str, value: object, ndim: int) -> np.ndarray:
     bad = np.abs(sums - 1.0) > SUM_TOLERANCE
     if np.any(bad):
         raise ValueError(
-            f"{name} has a score row summing to {sums[bad].flat[0]!r}: each row must sum to 1 "
-            "(softmax probabilities or one-hot votes)"
+            f"{name} has a score row summing to {float(sums[bad].flat[0])!r}: each row must sum "
+            "to 1 (softmax probabilities or one-hot votes)"
         )
     return array
 

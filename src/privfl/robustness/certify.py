@@ -140,8 +140,8 @@ def _check_scores(top: object, runner_up: object) -> tuple[np.ndarray, np.ndarra
     if np.any(bad):
         index = np.argmax(bad)
         raise ValueError(
-            f"runner_up = {run_a.flat[index]!r} is out of range: must be <= top = "
-            f"{top_a.flat[index]!r} (the runner-up class has the second-largest score)"
+            f"runner_up = {float(run_a.flat[index])!r} is out of range: must be <= top = "
+            f"{float(top_a.flat[index])!r} (the runner-up class has the second-largest score)"
         )
     return top_a, run_a, top_scalar and run_scalar
 
