@@ -23,6 +23,7 @@ from privfl.accounting.events import (
 )
 from privfl.accounting.methods import AccountingOptions, account
 from privfl.cli.audit import audit_app
+from privfl.cli.certify import certify_app
 from privfl.cli.common import JsonOpt, user_errors
 from privfl.cli.noise import one_noise
 
@@ -37,6 +38,7 @@ calibrate_app = typer.Typer(help="Solve for noise, steps or sampling rate under 
 app.add_typer(account_app, name="account")
 app.add_typer(calibrate_app, name="calibrate")
 app.add_typer(audit_app, name="audit")
+app.add_typer(certify_app, name="certify")
 
 
 def _choices(name: str, *values: str) -> Any:
