@@ -1,0 +1,86 @@
+"""Where a round's local work runs: in this process (default) or sharded across Ray workers.
+
+* :class:`LocalBackend` — the in-process vectorised engine (``trainer.train``, with the
+  trainer's client threads); the default.
+* :class:`~privfl.backends.ray_backend.RayBackend` — every round's cohort cut into contiguous
+  shards, one per Ray actor; each actor holds the clients' data and a trainer once per run and
+  runs ``trainer.train_streams`` on its shard. Same config and seed, same models and privacy
+  reports as the local backend (``docs/ray.md``).
+* :func:`train_clients` — the hook the algorithms' local work calls; it goes to the backend
+  selected with :func:`use_backend` (``privfl run --backend ray`` selects one for the run).
+
+Algorithms whose local work goes through the hook: :data:`SHARDED_ALGORITHMS`; the others run
+in the driver's process, and :func:`check_algorithm` refuses them on a distributed backend
+rather than ignoring the request.
+"""
+
+from __future__ import annotations
+
+from privfl.backends.base import (
+    Backend,
+    CallRecord,
+    InProcessShards,
+    LocalBackend,
+    ShardedBackend,
+    active_backend,
+    merge_stats,
+    shard_bounds,
+    train_clients,
+    use_backend,
+)
+from privfl.backends.cluster import INSTALL_HINT, connect, require_ray
+
+__all__ = [
+    "BACKENDS",
+    "INSTALL_HINT",
+    "SHARDED_ALGORITHMS",
+    "Backend",
+    "CallRecord",
+    "InProcessShards",
+    "LocalBackend",
+    "ShardedBackend",
+    "active_backend",
+    "check_algorithm",
+    "connect",
+    "make_backend",
+    "merge_stats",
+    "require_ray",
+    "shard_bounds",
+    "train_clients",
+    "use_backend",
+]
+
+#: the ``--backend`` choices
+BACKENDS = ("local", "ray")
+#: algorithms (``federated.algorithm``) whose local work runs through :func:`train_clients`
+SHARDED_ALGORITHMS = ("prifedsync", "dp-fedavg", "insdp-fedsgd", "insdp-fedavg")
+
+
+def make_backend(name: str = "local", address: str | None = None,
+                 workers: int | None = None) -> Backend:
+    """The backend ``name`` (``local`` or ``ray``); ``address`` and ``workers`` only for ray
+    (see :class:`~privfl.backends.ray_backend.RayBackend`). Without Ray installed, ``ray``
+    raises a one-line ValueError that says how to install it."""
+    if name not in BACKENDS:
+        raise ValueError(f"backend = {name!r} is not allowed: must be one of "
+                         f"{', '.join(BACKENDS)}")
+    if name == "local":
+        for option, value in (("address", address), ("workers", workers)):
+            if value is not None:
+                raise ValueError(f"{option} = {value!r} is not allowed with backend 'local': "
+                                 "it applies to --backend ray")
+        return LocalBackend()
+    require_ray()
+    from privfl.backends.ray_backend import RayBackend
+
+    return RayBackend(address, workers)
+
+
+def check_algorithm(backend: Backend, algorithm: str) -> None:
+    """ValueError unless ``algorithm``'s local work can run on ``backend`` (every algorithm
+    runs locally; a sharded backend needs one of :data:`SHARDED_ALGORITHMS`)."""
+    if isinstance(backend, ShardedBackend) and algorithm not in SHARDED_ALGORITHMS:
+        raise ValueError(
+            f"federated.algorithm = {algorithm!r} is not allowed with --backend "
+            f"{backend.name}: its local work runs in this process only; distributed: "
+            f"{', '.join(SHARDED_ALGORITHMS)}")

@@ -1,0 +1,216 @@
+"""The Ray backend: a round's cohort sharded across Ray actors, each running the vectorised engine.
+
+Per run (the first call with a given trainer and client data), the driver puts the clients'
+training data, concatenated in client order, and the trainer's settings (model template, local
+training spec, layout) into Ray's object store **once**, and starts ``workers`` actors
+(:class:`ShardActor`, ``cpus_per_worker`` CPUs each); every actor builds one
+:class:`~privfl.fl.CohortTrainer` and one :class:`~privfl.fl.DataPool` from them and keeps both
+for the run. Per round (:meth:`RayBackend.run_shards`):
+
+* driver -> workers: the starting model once through the object store when every client starts
+  from it (the global model), otherwise each shard's starting rows; each shard's optimizer
+  states (persistent ones only), client ids, per-client seeds and learning rates;
+* each actor runs ``trainer.train_streams`` on its shard (noise, where the local training has
+  any, drawn inside from each client's own streams);
+* workers -> driver: the shard's trained flat models, optimizer states (unless discarded) and
+  monitoring statistics. The driver puts the shards back in order; the algorithm aggregates
+  (and adds server-side noise) once, and the runner accounts once per completed round.
+
+Fault tolerance: actors are started with ``max_restarts`` and ``max_task_retries``: Ray
+replaces an actor whose process or node dies (rebuilding it from the same object-store entries)
+and runs its pending shard again with the same arguments. A shard is a pure function of them
+(public seeds, starting rows, states), so the recomputed rows are the ones the lost worker would
+have returned, and nothing is counted twice (the backend never accounts). After ``max_restarts``
+failures of one actor the call fails with a one-line error; the run directory keeps every
+completed round, and ``privfl run --resume DIR`` continues from the last checkpoint.
+
+Identical results need the same torch build and CPU kind on the workers as on the driver (float
+rounding of the BLAS kernels otherwise differs in the last bits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from privfl._validation import check_int, check_positive
+from privfl.backends.base import ShardedBackend, ShardWorker, shard_call, trainer_settings
+from privfl.backends.cluster import RayConnection, connect
+
+__all__ = ["RayBackend", "ShardActor"]
+
+
+class ShardActor:
+    """The state of one Ray worker: a trainer and the clients' data, built once (see
+    :class:`~privfl.backends.base.ShardWorker`)."""
+
+    def __init__(self, settings: dict[str, Any], x: np.ndarray, y: np.ndarray,
+                 sizes: list[int], device: str) -> None:
+        torch.set_num_threads(settings["options"]["workers"])
+        # the object store hands out read-only views: copy once into torch-owned memory
+        data = (torch.from_numpy(np.array(x)), torch.from_numpy(np.array(y)), sizes)
+        self.worker = ShardWorker(settings, data, device)
+
+    def pid(self) -> int:
+        """This worker's process id (ready check; tests kill it)."""
+        return os.getpid()
+
+    def train(self, call: dict[str, Any], start_row: torch.Tensor | None) -> tuple:
+        return self.worker.train(call, start_row)
+
+
+class RayBackend(ShardedBackend):
+    """Shards every round's cohort across ``workers`` Ray actors (see the module docstring).
+
+    Parameters
+    ----------
+    address
+        Ray cluster address (``ray://HEAD:10001``, ``HEAD:6379`` or ``auto``); None starts a
+        local Ray instance on 127.0.0.1, shut down by :meth:`close`.
+    workers
+        Actors, each training a contiguous shard of every call's cohort; default: the
+        cluster's CPUs divided by ``cpus_per_worker``.
+    cpus_per_worker
+        CPUs each actor reserves; its trainer runs that many client threads (the result does
+        not depend on it).
+    max_restarts
+        How often Ray may replace one dead actor (and rerun its shard) before a call fails.
+    start_timeout
+        Seconds to wait for the actors to start (they wait for free CPUs on the cluster).
+    device
+        Where the actors train (``"cpu"``, or ``"cuda"`` with ``gpus_per_worker``).
+    gpus_per_worker
+        GPUs each actor reserves (0: none).
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int | None = None, *,
+                 cpus_per_worker: int = 1, max_restarts: int = 3, start_timeout: float = 300.0,
+                 device: str = "cpu", gpus_per_worker: float = 0.0) -> None:
+        super().__init__()
+        self.cpus_per_worker = check_int("cpus_per_worker", cpus_per_worker, 1)
+        self.max_restarts = check_int("max_restarts", max_restarts, 0)
+        self.start_timeout = check_positive("start_timeout", start_timeout)
+        self.device = str(torch.device(device))
+        self.gpus_per_worker = float(gpus_per_worker)
+        if not 0 <= self.gpus_per_worker < 1e6:
+            raise ValueError(f"gpus_per_worker = {gpus_per_worker!r} is out of range: must be "
+                             ">= 0")
+        requested = None if workers is None else check_int("workers", workers, 1)
+        cpus = None
+        if address is None:  # enough CPUs on the local instance for every requested worker
+            from privfl.fl.workers import available_cores
+
+            cpus = max(available_cores(), (requested or 1) * self.cpus_per_worker)
+        self.connection: RayConnection = connect(address, cpus=cpus)
+        self.workers = requested or max(1, self.connection.cpus // self.cpus_per_worker)
+        self._actors: list[Any] = []
+        self._key: tuple | None = None
+        self._held: tuple = ()  # the trainer and data the actors were built for (keeps ids)
+        self.put_bytes = 0  #: bytes put into the object store once per run (the clients' data)
+        #: optional ``on_submit(actors)``, called once a call's shards are submitted (tests kill
+        #: a worker there, i.e. during the round)
+        self.on_submit: Callable[[list[Any]], None] | None = None
+
+    @property
+    def shards(self) -> int:
+        return self.workers
+
+    def describe(self) -> str:
+        return (f"ray ({self.workers} worker(s) of {self.cpus_per_worker} CPU(s), "
+                f"{self.connection.describe()})")
+
+    # ------------------------------------------------------------------ workers
+    def _start_workers(self, trainer: Any, data: Sequence) -> None:
+        """Put the data and trainer settings into the object store once and start the actors
+        (again only when the trainer or the data list changes)."""
+        key = (id(trainer), id(data))
+        if key == self._key and self._actors:
+            return
+        self._stop_workers()
+        ray = self.connection.ray
+        from privfl.fl.pool import DataPool
+
+        pool, _ = DataPool.from_clients(data, device="cpu")
+        sizes = [int(y.shape[0]) for _, y in data]
+        x, y = pool.x.numpy(), pool.y.numpy()
+        self.put_bytes = int(x.nbytes + y.nbytes)
+        settings = trainer_settings(trainer)
+        settings["options"]["workers"] = self.cpus_per_worker
+        refs = (ray.put(settings), ray.put(x), ray.put(y))
+        del pool, x, y
+        actor = ray.remote(ShardActor).options(
+            num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker,
+            max_restarts=self.max_restarts, max_task_retries=self.max_restarts)
+        self._actors = [actor.remote(*refs, sizes, self.device) for _ in range(self.workers)]
+        self._refs = refs
+        try:
+            ray.get([a.pid.remote() for a in self._actors], timeout=self.start_timeout)
+        except ray.exceptions.GetTimeoutError:
+            self._stop_workers()
+            raise ValueError(
+                f"workers = {self.workers} Ray workers of {self.cpus_per_worker} CPU(s) did not "
+                f"start within {self.start_timeout:g} s: the cluster has "
+                f"{self.connection.cpus} CPU(s); ask for fewer workers") from None
+        self._key, self._held = key, (trainer, data)
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the current actors (tests)."""
+        ray = self.connection.ray
+        return ray.get([a.pid.remote() for a in self._actors])
+
+    def _stop_workers(self) -> None:
+        ray = self.connection.ray
+        for a in self._actors:
+            with contextlib.suppress(Exception):  # already gone
+                ray.kill(a)
+        self._actors, self._key, self._held, self._refs = [], None, (), ()
+
+    def close(self) -> None:
+        """Stop the actors and disconnect (a local instance stops)."""
+        if self.connection.ray.is_initialized():
+            self._stop_workers()
+        self.connection.close()
+
+    # ------------------------------------------------------------------ one call
+    def run_shards(self, trainer, data, start_row, shards, keep_states, count):
+        ray = self.connection.ray
+        self._start_workers(trainer, data)
+        start_ref = ray.put(start_row) if start_row is not None else None
+        pending = {self._actors[s.index].train.remote(shard_call(s, keep_states), start_ref):
+                   s for s in shards}
+        if self.on_submit is not None:
+            self.on_submit(list(self._actors))
+        results: dict[int, tuple] = {}
+        done = 0
+        waiting = list(pending)
+        while waiting:
+            ready, waiting = ray.wait(waiting, num_returns=1)
+            shard = pending[ready[0]]
+            results[shard.index] = self._get(ray, ready[0], shard.index)
+            done += shard.hi - shard.lo
+            if trainer.progress is not None:
+                trainer.progress(done, count)
+        return [results[s.index] for s in shards]
+
+    def _get(self, ray: Any, ref: Any, index: int) -> tuple:
+        """A shard's result; a worker's own error as itself, one line (not Ray's wrapper)."""
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as error:
+            cause = getattr(error, "cause", None)
+            if isinstance(cause, Exception):
+                raise cause from None
+            raise RuntimeError(f"Ray worker {index} failed: "
+                               f"{' '.join(str(error).split())[:300]}") from None
+        except ray.exceptions.RayActorError:
+            raise RuntimeError(
+                f"Ray worker {index} died {self.max_restarts + 1} times in one round (Ray "
+                f"replaced it {self.max_restarts} times); completed rounds are in the run "
+                "directory: continue with privfl run --resume DIR") from None
