@@ -60,6 +60,7 @@ from privfl.accounting.methods import (
     resolve_methods,
 )
 from privfl.accounting.results import PrivacyResult
+from privfl.backends import train_clients
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.aggregation import (
@@ -663,10 +664,10 @@ class DpFedAvg(RoundAlgorithm):
                 self.trainer, self.global_model, [self.tensors.train[j] for j in cohort],
                 self.protection, self.generator, self.spec.batch_size)
             return {"updates": models.sub_(self.global_model), "stats": stats}
-        start = self.trainer.unflatten(self.global_model.expand(cohort.size, -1).clone())
-        params, _, stats = self.trainer.train(
-            start, [self.tensors.train[j] for j in cohort], None, self.generator)
-        updates = self.trainer.flatten(params).sub_(self.global_model)
+        models, _, stats = train_clients(  # on the active backend (privfl.backends)
+            self.trainer, self.global_model, self.tensors.train, cohort, None, self.generator,
+            keep_states=False)
+        updates = models.sub_(self.global_model)
         return {"updates": updates, "stats": stats}
 
     def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:

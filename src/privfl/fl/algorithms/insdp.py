@@ -36,6 +36,7 @@ from torch import nn
 
 from privfl._validation import check_delta, check_int, check_positive
 from privfl.accounting.methods import AccountingOptions, resolve_methods
+from privfl.backends import train_clients
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import RoundAlgorithm
@@ -311,15 +312,12 @@ class _InsDp(RoundAlgorithm):
 
     def local_work(self, cohort: np.ndarray) -> dict[str, Any]:
         """V local DP-SGD steps of every selected client from the global model."""
-        count = int(cohort.size)
-        start = self.trainer.unflatten(self.global_model.unsqueeze(0).expand(count, -1)
-                                       .contiguous())
         states = take_rows(self.optimizer_state, cohort)
-        params, states, stats = self.trainer.train(
-            start, [self.tensors.train[j] for j in cohort], states, self.generator)
+        trained, states, stats = train_clients(  # on the active backend (privfl.backends)
+            self.trainer, self.global_model, self.tensors.train, cohort, states, self.generator)
         put_rows(self.optimizer_state, cohort, states)
         self.participations[cohort] += 1
-        return {"trained": self.trainer.flatten(params), "stats": stats}
+        return {"trained": trained, "stats": stats}
 
     def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:
         """``w <- w + eta_s * mean_i (w_i - w)`` (post-processing of the private updates)."""

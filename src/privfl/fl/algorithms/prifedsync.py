@@ -56,6 +56,7 @@ from privfl.accounting.federated import STRONG_RELEASE, WEAK_RELEASE
 from privfl.accounting.methods import AccountingOptions, resolve_methods
 from privfl.accounting.parallel import worst_client_results
 from privfl.accounting.results import PrivacyResult
+from privfl.backends import train_clients
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
@@ -482,13 +483,10 @@ class PriFedSync(RoundAlgorithm):
         chosen, _ = cohort
         if not chosen.size:
             return None
-        start = self.trainer.unflatten(self.local[chosen])
-        data = [self.train_data[j] for j in chosen]
         states = take_rows(self.optimizer_state, chosen)
-        params, states, stats = self.trainer.train(
-            start, data, states, self.generator, lr=self._learning_rates(chosen)
-        )
-        trained = self.trainer.flatten(params)  # w~_i, [c, d]
+        trained, states, stats = train_clients(  # on the active backend (privfl.backends)
+            self.trainer, self.local[chosen], self.train_data, chosen, states, self.generator,
+            lr=self._learning_rates(chosen))  # w~_i, [c, d]
         put_rows(self.optimizer_state, chosen, states)
         self.participations[chosen] += 1
         # personalised models, right after local training (spec A10)
