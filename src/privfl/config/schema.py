@@ -1,6 +1,6 @@
 """The schema of a ``privfl run`` configuration (pydantic, every section closed to unknown keys).
 
-A configuration has seven sections; every key has a default, so ``{}`` is a valid (demo-like)
+A configuration has eight sections; every key has a default, so ``{}`` is a valid (demo-like)
 configuration. See ``docs/run.md`` for the reference with examples.
 
 ``data``        which dataset and how it is split across clients
@@ -11,6 +11,7 @@ configuration. See ``docs/run.md`` for the reference with examples.
                 and its settings: rounds, client sampling, server step, ...
 ``stop``        optional early stops: a privacy budget, a target accuracy
 ``run``         execution only (device, threads, checkpoints); never changes the result
+``attack``      optional simulated poisoning attack (Xie et al. 2023), off by default
 
 Privacy-relevant numbers (``training.batch_size``, ``training.local_steps``,
 ``training.sampling``, ``privacy.clip_norm``, ``privacy.sigma`` / ``privacy.noise_multiplier``)
@@ -31,6 +32,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from privfl.robustness.attack_config import AttackConfig
 
 __all__ = [
     "DATASET_NAMES",
@@ -223,6 +226,8 @@ class FederatedConfig(_Section):
     PAPER_SIGMA: ClassVar[bool] = False
     #: accuracy metrics that stop.target_metric may name (without "_accuracy")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
+    #: attack.kind values the algorithm runs and reports (privfl.robustness.attack_config)
+    ATTACKS: ClassVar[tuple[str, ...]] = ()
 
     def check(self, config: ExperimentConfig) -> None:
         """Refuse settings of other sections that this algorithm cannot honour (ValueError)."""
@@ -286,6 +291,7 @@ class ExperimentConfig(_Section):
     federated: SerializeAsAny[FederatedConfig] = Field(default_factory=lambda: _federated({}))
     stop: StopConfig = Field(default_factory=StopConfig)
     run: RunConfig = Field(default_factory=RunConfig)
+    attack: AttackConfig = Field(default_factory=AttackConfig)
 
     @field_validator("federated", mode="wrap")
     @classmethod
@@ -338,6 +344,7 @@ class ExperimentConfig(_Section):
                 "PriFedSync; give privacy.noise_multiplier (z = noise std / C) instead"
             )
         fed.check(self)
+        self.attack.check(self.data, fed)
         if privacy.enabled and privacy.sigma is None and privacy.noise_multiplier is None:
             raise ValueError(
                 f"privacy.noise_multiplier is missing: federated.algorithm = {fed.algorithm!r} "
