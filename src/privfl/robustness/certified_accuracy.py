@@ -75,7 +75,7 @@ def _scores_array(name: str, value: object, ndim: int) -> np.ndarray:
     bad = np.abs(sums - 1.0) > SUM_TOLERANCE
     if np.any(bad):
         raise ValueError(
-            f"{name} has a score row summing to {float(sums[bad].flat[0])!r}: each row must sum "
+            f"{name} has a score row summing to {float(sums[bad].flat[0]):.6g}: each row must sum "
             "to 1 (softmax probabilities or one-hot votes)"
         )
     return array

@@ -148,7 +148,7 @@ def _check_scores(top: object, runner_up: object) -> tuple[np.ndarray, np.ndarra
 
 def _eq6(top: np.ndarray, runner_up: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
     e1 = math.expm1(epsilon)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 (a tie at zero) is set to 0
         k = (np.log(top * e1 + delta) - np.log(runner_up * e1 + delta)) / (2.0 * epsilon)
     return np.where(top == runner_up, 0.0, k)
 
