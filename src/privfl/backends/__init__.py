@@ -16,6 +16,7 @@ rather than ignoring the request.
 
 from __future__ import annotations
 
+from privfl._validation import check_int
 from privfl.backends.base import (
     Backend,
     CallRecord,
@@ -41,6 +42,7 @@ __all__ = [
     "ShardedBackend",
     "active_backend",
     "check_algorithm",
+    "check_options",
     "connect",
     "make_backend",
     "merge_stats",
@@ -56,11 +58,10 @@ BACKENDS = ("local", "ray")
 SHARDED_ALGORITHMS = ("prifedsync", "dp-fedavg", "insdp-fedsgd", "insdp-fedavg")
 
 
-def make_backend(name: str = "local", address: str | None = None,
-                 workers: int | None = None) -> Backend:
-    """The backend ``name`` (``local`` or ``ray``); ``address`` and ``workers`` only for ray
-    (see :class:`~privfl.backends.ray_backend.RayBackend`). Without Ray installed, ``ray``
-    raises a one-line ValueError that says how to install it."""
+def check_options(name: str = "local", address: str | None = None,
+                  workers: int | None = None) -> None:
+    """ValueError unless the options make a backend (no connection is made): ``name`` one of
+    :data:`BACKENDS`, ``address`` and ``workers`` only for ray, Ray installed for ray."""
     if name not in BACKENDS:
         raise ValueError(f"backend = {name!r} is not allowed: must be one of "
                          f"{', '.join(BACKENDS)}")
@@ -69,18 +70,33 @@ def make_backend(name: str = "local", address: str | None = None,
             if value is not None:
                 raise ValueError(f"{option} = {value!r} is not allowed with backend 'local': "
                                  "it applies to --backend ray")
-        return LocalBackend()
+        return
+    if workers is not None:
+        check_int("workers", workers, 1)
     require_ray()
+
+
+def make_backend(name: str = "local", address: str | None = None,
+                 workers: int | None = None) -> Backend:
+    """The backend ``name`` (``local`` or ``ray``); ``address`` and ``workers`` only for ray
+    (see :class:`~privfl.backends.ray_backend.RayBackend`, which connects to Ray). Without Ray
+    installed, ``ray`` raises a one-line ValueError that says how to install it."""
+    check_options(name, address, workers)
+    if name == "local":
+        return LocalBackend()
     from privfl.backends.ray_backend import RayBackend
 
     return RayBackend(address, workers)
 
 
-def check_algorithm(backend: Backend, algorithm: str) -> None:
-    """ValueError unless ``algorithm``'s local work can run on ``backend`` (every algorithm
-    runs locally; a sharded backend needs one of :data:`SHARDED_ALGORITHMS`)."""
-    if isinstance(backend, ShardedBackend) and algorithm not in SHARDED_ALGORITHMS:
+def check_algorithm(backend: Backend | str, algorithm: str) -> None:
+    """ValueError unless ``algorithm``'s local work can run on ``backend`` (a backend or its
+    name): every algorithm runs locally; a distributed backend needs one of
+    :data:`SHARDED_ALGORITHMS`."""
+    name = backend if isinstance(backend, str) else backend.name
+    distributed = name != "local" or isinstance(backend, ShardedBackend)
+    if distributed and algorithm not in SHARDED_ALGORITHMS:
         raise ValueError(
-            f"federated.algorithm = {algorithm!r} is not allowed with --backend "
-            f"{backend.name}: its local work runs in this process only; distributed: "
+            f"federated.algorithm = {algorithm!r} is not allowed with --backend {name}: its "
+            f"local work runs in this process only; distributed: "
             f"{', '.join(SHARDED_ALGORITHMS)}")

@@ -16,13 +16,15 @@ for the run. Per round (:meth:`RayBackend.run_shards`):
   monitoring statistics. The driver puts the shards back in order; the algorithm aggregates
   (and adds server-side noise) once, and the runner accounts once per completed round.
 
-Fault tolerance: actors are started with ``max_restarts`` and ``max_task_retries``: Ray
-replaces an actor whose process or node dies (rebuilding it from the same object-store entries)
-and runs its pending shard again with the same arguments. A shard is a pure function of them
-(public seeds, starting rows, states), so the recomputed rows are the ones the lost worker would
-have returned, and nothing is counted twice (the backend never accounts). After ``max_restarts``
-failures of one actor the call fails with a one-line error; the run directory keeps every
-completed round, and ``privfl run --resume DIR`` continues from the last checkpoint.
+Fault tolerance: when a worker's process or node dies (Ray reports ``RayActorError`` for its
+shard), the backend starts a replacement actor from the same object-store entries and runs the
+shard again with the same arguments. A shard is a pure function of them (public seeds, starting
+rows, states), so the recomputed rows are the ones the lost worker would have returned, and
+nothing is counted twice (the backend never accounts; the runner accounts once per completed
+round). After ``max_restarts`` deaths of one shard's worker in one call, the call fails with a
+one-line error; the run directory keeps every completed round, and ``privfl run --resume DIR``
+continues from the last checkpoint. (The replacement is done here rather than by Ray's own
+actor restarts, which warn on every run when constructor arguments live in the object store.)
 
 Identical results need the same torch build and CPU kind on the workers as on the driver (float
 rounding of the BLAS kernels otherwise differs in the last bits).
@@ -79,7 +81,8 @@ class RayBackend(ShardedBackend):
         CPUs each actor reserves; its trainer runs that many client threads (the result does
         not depend on it).
     max_restarts
-        How often Ray may replace one dead actor (and rerun its shard) before a call fails.
+        How often one shard's dead worker is replaced (and the shard rerun) before a call
+        fails.
     start_timeout
         Seconds to wait for the actors to start (they wait for free CPUs on the cluster).
     device
@@ -114,6 +117,7 @@ class RayBackend(ShardedBackend):
         self._key: tuple | None = None
         self._held: tuple = ()  # the trainer and data the actors were built for (keeps ids)
         self.put_bytes = 0  #: bytes put into the object store once per run (the clients' data)
+        self.replaced = 0  #: dead workers replaced (their shards computed again)
         #: optional ``on_submit(actors)``, called once a call's shards are submitted (tests kill
         #: a worker there, i.e. during the round)
         self.on_submit: Callable[[list[Any]], None] | None = None
@@ -145,20 +149,35 @@ class RayBackend(ShardedBackend):
         settings["options"]["workers"] = self.cpus_per_worker
         refs = (ray.put(settings), ray.put(x), ray.put(y))
         del pool, x, y
-        actor = ray.remote(ShardActor).options(
-            num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker,
-            max_restarts=self.max_restarts, max_task_retries=self.max_restarts)
-        self._actors = [actor.remote(*refs, sizes, self.device) for _ in range(self.workers)]
-        self._refs = refs
+        self._refs, self._sizes = refs, sizes
+        self._actors = [self._new_actor() for _ in range(self.workers)]
+        self._wait_ready(self._actors)
+        self._key, self._held = key, (trainer, data)
+
+    def _new_actor(self) -> Any:
+        """One actor built from the run's object-store entries (put once)."""
+        actor = self.connection.ray.remote(ShardActor).options(
+            num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker)
+        return actor.remote(*self._refs, self._sizes, self.device)
+
+    def _wait_ready(self, actors: list[Any]) -> None:
+        ray = self.connection.ray
         try:
-            ray.get([a.pid.remote() for a in self._actors], timeout=self.start_timeout)
+            ray.get([a.pid.remote() for a in actors], timeout=self.start_timeout)
         except ray.exceptions.GetTimeoutError:
             self._stop_workers()
             raise ValueError(
                 f"workers = {self.workers} Ray workers of {self.cpus_per_worker} CPU(s) did not "
                 f"start within {self.start_timeout:g} s: the cluster has "
                 f"{self.connection.cpus} CPU(s); ask for fewer workers") from None
-        self._key, self._held = key, (trainer, data)
+
+    def _replace(self, index: int) -> None:
+        """A new actor in place of worker ``index`` (whose process or node died)."""
+        with contextlib.suppress(Exception):  # already gone
+            self.connection.ray.kill(self._actors[index])
+        self._actors[index] = self._new_actor()
+        self._wait_ready([self._actors[index]])
+        self.replaced += 1
 
     def worker_pids(self) -> list[int]:
         """Process ids of the current actors (tests)."""
@@ -180,20 +199,37 @@ class RayBackend(ShardedBackend):
 
     # ------------------------------------------------------------------ one call
     def run_shards(self, trainer, data, start_row, shards, keep_states, count):
+        """Each shard on its worker; a shard whose worker died runs again, with the same
+        arguments, on a replacement (at most ``max_restarts`` times per shard and call)."""
         ray = self.connection.ray
         self._start_workers(trainer, data)
         start_ref = ray.put(start_row) if start_row is not None else None
-        pending = {self._actors[s.index].train.remote(shard_call(s, keep_states), start_ref):
-                   s for s in shards}
+
+        def submit(shard):
+            return self._actors[shard.index].train.remote(shard_call(shard, keep_states),
+                                                          start_ref)
+
+        pending = {submit(s): s for s in shards}
         if self.on_submit is not None:
             self.on_submit(list(self._actors))
         results: dict[int, tuple] = {}
+        failures = dict.fromkeys(range(len(shards)), 0)
         done = 0
-        waiting = list(pending)
-        while waiting:
-            ready, waiting = ray.wait(waiting, num_returns=1)
-            shard = pending[ready[0]]
-            results[shard.index] = self._get(ray, ready[0], shard.index)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            shard = pending.pop(ready[0])
+            try:
+                results[shard.index] = self._get(ray, ready[0], shard.index)
+            except ray.exceptions.RayActorError:
+                failures[shard.index] += 1
+                if failures[shard.index] > self.max_restarts:
+                    raise RuntimeError(
+                        f"Ray worker {shard.index} died {failures[shard.index]} times in one "
+                        f"call (max_restarts = {self.max_restarts}); completed rounds are in "
+                        "the run directory: continue with privfl run --resume DIR") from None
+                self._replace(shard.index)
+                pending[submit(shard)] = shard
+                continue
             done += shard.hi - shard.lo
             if trainer.progress is not None:
                 trainer.progress(done, count)
@@ -209,8 +245,3 @@ class RayBackend(ShardedBackend):
                 raise cause from None
             raise RuntimeError(f"Ray worker {index} failed: "
                                f"{' '.join(str(error).split())[:300]}") from None
-        except ray.exceptions.RayActorError:
-            raise RuntimeError(
-                f"Ray worker {index} died {self.max_restarts + 1} times in one round (Ray "
-                f"replaced it {self.max_restarts} times); completed rounds are in the run "
-                "directory: continue with privfl run --resume DIR") from None
