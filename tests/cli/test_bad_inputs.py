@@ -138,10 +138,7 @@ RUN_CASES = [
     ("pld-too-big", None, ["--set", "privacy.accountants=[pld]", "--set",
                            "privacy.noise_multiplier=0.3", "--set", "federated.rounds=1000000"],
      "the pld accountant would need an FFT"),
-    ("pld-mass-at-infinity", None, ["--set", "privacy.accountants=[pld]", "--set",
-                                    "privacy.noise_multiplier=0.05", "--set",
-                                    "federated.rounds=100000"], "below what the pld accountant "
-     "can certify"),
+    ("delta-zero", None, ["--set", "privacy.delta=0"], "privacy.delta"),
     ("missing-dataset", None, ["--set", "data.dataset=cifar10", "--set", "data.root=ROOT/none",
                                "--set", "model.name=zheng2021-cifar-cnn"], "cifar"),
     ("bad-model-kwarg", None, ["--set", "model.kwargs.depth=5"], "depth = 5 is not allowed"),
