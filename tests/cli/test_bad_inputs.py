@@ -269,3 +269,22 @@ def test_a_kill_mid_run_leaves_a_resumable_run(tmp_path):
 
 def test_there_are_at_least_forty_cases():
     assert len(RUN_CASES) + 4 + 4 + 7 + 13 >= 40  # run, IDX, --out, resume, others
+
+
+def test_a_download_without_network_is_one_line_and_leaves_no_cache(tmp_path, capsys,
+                                                                       monkeypatch):
+    from privfl.data import download, sources
+
+    real = download.download_mnist
+
+    def offline(root=None, **kwargs):  # a host that never resolves, whatever the machine
+        return real(root, mirrors=("http://privfl-no-network.invalid/",), **kwargs)
+
+    monkeypatch.setattr(sources, "download_mnist", offline)
+    root, out = tmp_path / "cache", tmp_path / "out"
+    code, err = _invoke(capsys, ["run", _tiny(tmp_path), "--out", out, "--set",
+                                 "data.dataset=mnist", "--set", "data.download=true", "--set",
+                                 f"data.root={root}"])
+    _assert_one_line(code, err, "could not download MNIST")
+    assert "privfl-no-network.invalid" in err and "copy train-images-idx3-ubyte.gz" in err
+    assert not root.exists() and not out.exists()
