@@ -17,11 +17,30 @@ from privfl.config import ConfigError, ExperimentConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.spec import LocalTrainingSpec
 
-__all__ = ["build_dataset", "build_model", "build_spec", "trainer_options"]
+__all__ = ["apply_attack", "build_dataset", "build_model", "build_spec", "trainer_options"]
 
 
 def build_dataset(config: ExperimentConfig) -> FederatedDataset:
-    """The federated dataset the configuration describes (deterministic in ``config.seed``)."""
+    """The federated dataset the configuration describes (deterministic in ``config.seed``);
+    with an ``attack`` section, the attackers' records are poisoned (:func:`apply_attack`)."""
+    return apply_attack(config, _clean_dataset(config))
+
+
+def apply_attack(config: ExperimentConfig, data: FederatedDataset) -> FederatedDataset:
+    """``data`` poisoned as ``config.attack`` says (:func:`privfl.robustness.attacks.poison`,
+    attackers drawn from ``config.seed``), or ``data`` itself when ``attack.kind`` is none."""
+    if not config.attack.active:
+        return data
+    from privfl.robustness.attacks import poison
+
+    try:
+        return poison(data, config.attack, config.seed)[0]
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _clean_dataset(config: ExperimentConfig) -> FederatedDataset:
+    """The federated dataset of the ``data`` section, before any attack."""
     from privfl import data as d
 
     c, seed = config.data, config.seed
