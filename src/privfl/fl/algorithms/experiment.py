@@ -50,7 +50,7 @@ from privfl.config import (
 )
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import budget_results, finite, tightest_bound
-from privfl.fl.algorithms.builders import build_dataset, build_model, build_spec
+from privfl.fl.algorithms.builders import apply_attack, build_dataset, build_model, build_spec
 from privfl.fl.algorithms.registry import algorithm_class
 from privfl.report.checkpoints import CheckpointStore, digest_json
 from privfl.report.rundir import RunDirectory
@@ -126,6 +126,8 @@ def _fixed_part(config: ExperimentConfig) -> dict[str, Any]:
     data.pop("run")
     data.pop("stop")
     data["federated"].pop("rounds")
+    if not config.attack.active:  # runs made before the attack section keep their digests
+        data.pop("attack")
     return data
 
 
@@ -184,7 +186,8 @@ class Experiment:
         if data is not None and not isinstance(data, FederatedDataset):
             raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
                              "privfl.data.FederatedDataset")
-        self.data = build_dataset(config) if data is None else data
+        # the configuration's dataset, or the caller's; poisoned if config.attack says so
+        self.data = build_dataset(config) if data is None else apply_attack(config, data)
         self.algorithm = build_algorithm(config, self.data)
         self.metrics: list[dict[str, Any]] = []
         self.resumed_from: int | None = None
@@ -465,6 +468,13 @@ class Experiment:
                 f"diverged); {cause}. The models of this and later rounds are not usable")
 
     # ------------------------------------------------------------------ artefacts
+    def card(self, rounds: int) -> dict[str, Any]:
+        """The privacy card's rows after ``rounds`` rounds: the plan's, and a simulated
+        attack's (:func:`privfl.robustness.attacks.attack_card_rows`)."""
+        from privfl.robustness.attacks import attack_card_rows, attack_of
+
+        return {**self.algorithm.plan.card(rounds), **attack_card_rows(attack_of(self.data))}
+
     def planned_privacy(self) -> list[PrivacyResult]:
         """The guarantee if all configured rounds run (what the start card shows)."""
         return self.algorithm.privacy(self.config.federated.rounds)
@@ -481,6 +491,11 @@ class Experiment:
             "algorithm": f"{c.federated.algorithm}: {algo.title}",
         }
         rows.update(algo.setup())
+        from privfl.robustness.attacks import attack_of
+
+        attack = attack_of(self.data)
+        if attack is not None:
+            rows["attack (simulated)"] = attack.text()
         rows["seed"] = f"{c.seed} (" + (
             "partition, initialisation, dropout; cohorts, batches and noise from os.urandom"
             if c.privacy.secure else "partition, initialisation, cohorts, batches, noise") + ")"
@@ -494,7 +509,7 @@ class Experiment:
         algo, config = self.algorithm, self.config
         rounds = algo.round
         results = algo.privacy(rounds)
-        card = algo.plan.card(rounds)
+        card = self.card(rounds)
         last = self.metrics[-1] if self.metrics else {}
         target = config.stop.target_accuracy
         key = f"{config.stop.target_metric}_accuracy"
