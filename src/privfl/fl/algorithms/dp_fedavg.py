@@ -90,6 +90,7 @@ from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.secure import SECURE_RANDOM
 from privfl.report.card import randomness_text
+from privfl.robustness.attack_metrics import attack_monitor
 
 __all__ = ["CLIENT_SAMPLING", "DpFedAvg", "DpFedAvgConfig", "DpFedAvgPrivacy", "local_spec"]
 
@@ -146,6 +147,7 @@ class DpFedAvgConfig(FederatedConfig):
     ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld", "gdp-clt")
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
+    ATTACKS: ClassVar[tuple[str, ...]] = ("backdoor", "label-flip", "dba", "scaling")
 
     def check(self, config: ExperimentConfig) -> None:
         privacy, clients = config.privacy, config.data.clients
@@ -592,6 +594,10 @@ class DpFedAvg(RoundAlgorithm):
         self.velocity = torch.zeros_like(self.global_model)
         self.rng, self.generator = seeded_generators(self.seed, self.device)
         self.protection = protection
+        # a simulated attack the data carry (privfl.robustness): scaling and success metrics
+        self.attack = attack_monitor(data, self.dtype, self.device)
+        if self.attack is not None:
+            self.metric_labels = {**self.metric_labels, **self.attack.metric_labels}
         if protection is not None and plan.secure and not protection.secure:
             raise ValueError(f"protection = {protection!r} is not secure: secure mode needs "
                              "its randomness from os.urandom too")
@@ -663,12 +669,18 @@ class DpFedAvg(RoundAlgorithm):
             models, stats = protected_local_models(
                 self.trainer, self.global_model, [self.tensors.train[j] for j in cohort],
                 self.protection, self.generator, self.spec.batch_size)
-            return {"updates": models.sub_(self.global_model), "stats": stats}
+            return {"updates": self._sent(models.sub_(self.global_model), cohort),
+                    "stats": stats}
         models, _, stats = train_clients(  # on the active backend (privfl.backends)
             self.trainer, self.global_model, self.tensors.train, cohort, None, self.generator,
             keep_states=False)
         updates = models.sub_(self.global_model)
-        return {"updates": updates, "stats": stats}
+        return {"updates": self._sent(updates, cohort), "stats": stats}
+
+    def _sent(self, updates: torch.Tensor, cohort: np.ndarray) -> torch.Tensor:
+        """What the clients send: their updates, the attackers' scaled by gamma (model
+        replacement) BEFORE the server clips them (no attack: unchanged)."""
+        return updates if self.attack is None else self.attack.scale_updates(updates, cohort)
 
     def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:
         """The server step: the DP wrapper's noisy mean (or the plain mean), then eta, beta."""
@@ -700,6 +712,8 @@ class DpFedAvg(RoundAlgorithm):
                 clipped_fraction=result.clipped_fraction, update_norm=result.mean_norm)
             if result.unclipped_estimate is not None:
                 metrics["unclipped_estimate"] = result.unclipped_estimate
+        if self.attack is not None:
+            metrics.update(self.attack.metrics(self.trainer, self.global_model))
         return metrics
 
     # ------------------------------------------------------------------ checkpoints
