@@ -56,6 +56,7 @@ from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.secure import SECURE_RANDOM
+from privfl.robustness.attack_metrics import attack_monitor
 
 __all__ = ["InsDpFedAvg", "InsDpFedAvgConfig", "InsDpFedSgd", "InsDpFedSgdConfig",
            "InsDpPrivacy"]
@@ -91,6 +92,7 @@ class InsDpFedAvgConfig(FederatedConfig):
     ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
+    ATTACKS: ClassVar[tuple[str, ...]] = ("backdoor", "label-flip", "dba")
 
     def check(self, config: ExperimentConfig) -> None:
         privacy, training = config.privacy, config.training
@@ -234,6 +236,11 @@ class _InsDp(RoundAlgorithm):
         self.participations = np.zeros(self.num_clients, dtype=np.int64)
         self.global_accuracy = np.full(self.num_clients, math.nan)
         self.rng, self.generator = seeded_generators(self.seed, self.device)
+        # a simulated data-poisoning attack the data carry (privfl.robustness): its success
+        # metrics; no update scaling (clients follow DP-SGD, nothing clips their updates)
+        self.attack = attack_monitor(data, self.dtype, self.device, scaling=False)
+        if self.attack is not None:
+            self.metric_labels = {**self.metric_labels, **self.attack.metric_labels}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -327,11 +334,14 @@ class _InsDp(RoundAlgorithm):
     def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:
         stats = updates["stats"]
         self.global_accuracy = self.global_accuracies()
-        return {
+        metrics = {
             "global_accuracy": self.tensors.mean_accuracy(self.global_accuracy),
             "train_loss": float(stats.loss.mean()),
             "clipped_fraction": float(stats.clipped_fraction.mean()),
         }
+        if self.attack is not None:
+            metrics.update(self.attack.metrics(self.trainer, self.global_model))
+        return metrics
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
