@@ -10,6 +10,11 @@ federated learning against poisoning attacks").
   test set; certified accuracy as a function of k.
 * :mod:`~privfl.robustness.inefficacy` — certified attack inefficacy (lower and upper bounds)
   and the minimum number of attackers for a target effect.
+* :mod:`~privfl.robustness.attacks` — poisoning attacks on a federated dataset (backdoor, label
+  flip, distributed backdoor, model replacement; user and instance level) and their test sets;
+  :mod:`~privfl.robustness.attack_config` the ``attack`` section of a run configuration,
+  :mod:`~privfl.robustness.triggers` the pixel triggers, :mod:`~privfl.robustness.attack_metrics`
+  update scaling and the attack success measures (torch).
 
 Submodules are imported lazily (``privfl.robustness.certify`` does not import torch).
 """
@@ -19,7 +24,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_SUBMODULES = ("certify", "calibration", "certified_accuracy", "inefficacy")
+_SUBMODULES = ("certify", "calibration", "certified_accuracy", "inefficacy", "attacks",
+               "attack_config", "attack_metrics", "triggers")
 
 
 def __getattr__(name: str) -> Any:
