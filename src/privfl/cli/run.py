@@ -7,6 +7,7 @@ Errors in the user's input exit with status 2 and one line on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -257,6 +258,22 @@ def run_command(
         bool, typer.Option("--dry-run", help="Print the resolved configuration and the planned "
                            "privacy, then stop: no training, no run directory, no download.")
     ] = False,
+    backend: Annotated[
+        str, typer.Option("--backend", help="Where the clients' local work runs: local (this "
+                          "process) or ray (each round's cohort sharded across Ray workers; "
+                          "same result; pip install 'privfl[ray]'; docs/ray.md).")
+    ] = "local",
+    address: Annotated[
+        str | None, typer.Option("--address", help="With --backend ray: the Ray cluster "
+                                 "(ray://HEAD:10001, HEAD:6379 or auto); default: a local Ray "
+                                 "instance on 127.0.0.1, stopped after the run.",
+                                 show_default=False)
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="With --backend ray: workers sharing each "
+                                 "round's cohort (default: one per CPU of the cluster).",
+                                 show_default=False)
+    ] = None,
 ) -> None:
     from privfl.cli.common import fail
     from privfl.config import load_config
@@ -266,6 +283,7 @@ def run_command(
     display = _Display(console, progress)
     overrides = list(set_ or [])
     experiment = None
+    stack = contextlib.ExitStack()
     if dry_run:
         try:
             if resume is not None:
@@ -276,6 +294,9 @@ def run_command(
             raise fail(error) from None
         return
     try:
+        from privfl.backends import check_algorithm, check_options, make_backend, use_backend
+
+        check_options(backend, address, workers)
         if resume is not None:
             if config is not None:
                 raise ValueError(
@@ -289,6 +310,11 @@ def run_command(
         else:
             resolved = load_config(config, overrides)
             experiment = Experiment.create(resolved, out or _default_out(resolved.name))
+        check_algorithm(backend, experiment.config.federated.algorithm)
+        engine = stack.enter_context(make_backend(backend, address, workers))
+        stack.enter_context(use_backend(engine))
+        if backend != "local":
+            console.print(f"backend: {escape(engine.describe())}")
         result = experiment.run(display)
     except KeyboardInterrupt:
         display.close()
@@ -305,6 +331,8 @@ def run_command(
         if experiment is not None:
             experiment.discard_if_unstarted()
         raise fail(error) from None
+    finally:
+        stack.close()  # the backend's workers (and a local Ray instance) stop here
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(result.summary), indent=2) + "\n")
 
