@@ -7,7 +7,7 @@ LATEST ?= .venv-latest
 # torch stays at 2.13.0 (CPU build) everywhere: any other torch spec pulls GBs of CUDA wheels.
 TORCH := torch==2.13.0
 
-.PHONY: install test test-slow test-latest lock lint bench
+.PHONY: install test test-slow test-ray test-latest lock lint bench
 
 install:
 	python3 -m venv $(VENV)
@@ -20,6 +20,11 @@ test:
 
 test-slow:
 	$(PY) -m pytest -m slow
+
+# The Ray backend against the local one (a local Ray instance on 127.0.0.1; installs the extra).
+test-ray:
+	$(PY) -m pip install --quiet $(PIP_CONSTRAINTS) -e '.[ray]'
+	$(PY) -m pytest -m ray
 
 # The newest releases pyproject allows (torch still pinned, see TORCH), in a separate venv.
 test-latest:
