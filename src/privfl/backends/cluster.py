@@ -89,6 +89,9 @@ def connect(address: str | None = None, *, cpus: int | None = None,
                          "ray://HEAD:10001, HEAD:6379 or auto")
     if address is None:
         _loopback_environment()
+    if log_to_driver:  # every progress line, without Ray's deduplication or colours
+        os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     ray = require_ray("--backend ray" if address is None else "--address")
     if ray.is_initialized():
         return RayConnection(ray, address, started=False, owned=False)

@@ -1,0 +1,251 @@
+"""``privfl sweep``: one run per combination of grid values, locally or as Ray tasks.
+
+``privfl sweep CONFIG --grid training.lr=0.01,0.05 --grid privacy.noise_multiplier=1,2`` runs
+the 4 configurations (``--set`` overrides apply to all of them) as ordinary runs, each in its own
+run directory under ``--out DIR`` (``NNN-key=value_...``), and writes ``DIR/sweep.json``: the
+grid, and per run its overrides, run directory, stop reason, final metrics and privacy
+guarantee. Every configuration is validated before the first run starts.
+
+``--backend local`` (default) runs them one after another in this process, with the per-round
+progress of ``privfl run``. ``--backend ray`` runs each as a Ray task (at most ``--workers`` at
+once), on a local Ray instance bound to 127.0.0.1 or on the cluster at ``--address``; the tasks'
+per-round lines are forwarded by Ray. A run's result does not depend on where it ran. On a
+cluster, ``DIR`` must be on a file system every node shares, and the data must be readable on
+every node (each task loads its configuration's dataset).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+__all__ = ["grid_points", "parse_grid", "sweep_command"]
+
+SWEEP_HELP = (
+    "Run a configuration once per combination of --grid values.\n\n"
+    "Each combination is an ordinary run (its own run directory under --out, with report.md, "
+    "metrics and privacy.json); DIR/sweep.json lists them with their final metrics and "
+    "privacy. --backend ray runs them as Ray tasks (a local Ray instance on 127.0.0.1 unless "
+    "--address names a cluster); results do not depend on the backend."
+)
+
+
+def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
+    """``["key=v1,v2", ...]`` -> ``[(key, ["v1", "v2"]), ...]`` (each value a YAML scalar;
+    a key at most once; at least one value each)."""
+    from privfl.config import parse_override
+
+    if not items:
+        raise ValueError("--grid is required: e.g. --grid training.lr=0.01,0.05")
+    grid: list[tuple[str, list[str]]] = []
+    for item in items:
+        if not isinstance(item, str) or "=" not in item:
+            raise ValueError(f"--grid {item!r} is not valid: must be key=v1,v2,... with a "
+                             "dotted key")
+        key, _, raw = item.partition("=")
+        key = key.strip()
+        values = [v.strip() for v in raw.split(",")]
+        if any(not v for v in values):
+            raise ValueError(f"--grid {item!r} is not valid: an empty value (values are "
+                             "separated by commas)")
+        for value in values:
+            parse_override(f"{key}={value}")  # the key's and the value's syntax
+        if key in (k for k, _ in grid):
+            raise ValueError(f"--grid {key} is given twice: list all its values in one --grid")
+        if len(set(values)) != len(values):
+            raise ValueError(f"--grid {item!r} lists a value twice")
+        grid.append((key, values))
+    return grid
+
+
+def grid_points(grid: list[tuple[str, list[str]]]) -> list[list[str]]:
+    """Every combination as ``--set`` overrides, the last key varying fastest."""
+    keys = [key for key, _ in grid]
+    return [[f"{k}={v}" for k, v in zip(keys, combo, strict=True)]
+            for combo in itertools.product(*(values for _, values in grid))]
+
+
+def _run_name(index: int, point: list[str]) -> str:
+    label = "_".join(f"{text.split('=', 1)[0].rsplit('.', 1)[-1]}={text.split('=', 1)[1]}"
+                     for text in point)
+    safe = "".join(ch if ch.isalnum() or ch in "-_.=" else "-" for ch in label)
+    return f"{index:03d}-{safe}"[:120]
+
+
+def _status(summary: dict[str, Any]) -> str:
+    """The headline accuracy and the epsilon of a run, as in ``privfl run``'s progress."""
+    final = summary.get("final", {})
+    labels = list(summary.get("metric_labels", {}))
+    text = ""
+    if labels and isinstance(final.get(labels[0]), (int, float)):
+        text = f"{labels[0].removesuffix('_accuracy')} {100 * final[labels[0]]:.1f}%"
+    if "epsilon" in final:
+        text += f"  eps {final['epsilon']:.3g} ({final.get('epsilon_method')})"
+    return text.strip()
+
+
+class _RoundLines:
+    """Per-round progress lines of one run (printed where the run executes)."""
+
+    def __init__(self, label: str, print_fn=print) -> None:
+        self.label, self.print = label, print_fn
+
+    def on_start(self, experiment) -> None:
+        pass
+
+    def on_warning(self, experiment, message: str) -> None:
+        self.print(f"{self.label}: warning: {message}", flush=True)
+
+    def on_round(self, experiment, metrics: dict[str, Any]) -> None:
+        summary = {"final": metrics, "metric_labels": experiment.algorithm.metric_labels}
+        self.print(f"{self.label} round {metrics['round']}/{experiment.config.federated.rounds}:"
+                   f" {_status(summary)} ({metrics.get('seconds', 0.0):.2g} s)", flush=True)
+
+    def on_end(self, experiment, result) -> None:
+        pass
+
+
+def run_point(raw: dict[str, Any], run_dir: str, label: str, say=print) -> dict[str, Any]:
+    """One run of the sweep (locally or inside a Ray task): its summary; progress lines go
+    to ``say`` (``print`` in a Ray task: Ray forwards them to the driver)."""
+    from privfl.config import config_from_dict
+    from privfl.fl.algorithms.experiment import Experiment
+    from privfl.report.rundir import json_safe
+
+    experiment = Experiment.create(config_from_dict(raw), run_dir)
+    return json_safe(experiment.run(_RoundLines(label, say)).summary)
+
+
+def _row(name: str, point: list[str], summary: dict[str, Any]) -> dict[str, Any]:
+    return {"run": name, "overrides": point, "run_dir": summary["run_dir"],
+            "stop_reason": summary["stop_reason"], "final": summary["final"],
+            "privacy": summary["privacy"], "status": _status(summary)}
+
+
+def _run_on_ray(jobs, address: str | None, workers: int | None, console: Console) -> list:
+    from privfl.backends import connect
+    from privfl.fl.workers import available_cores
+
+    cpus = None if address is not None else max(available_cores(), workers or 1)
+    connection = connect(address, cpus=cpus, log_to_driver=True)
+    try:
+        ray = connection.ray
+        limit = workers or max(1, connection.cpus)
+        task = ray.remote(num_cpus=1)(run_point)
+        console.print(f"backend: {escape(connection.describe())}, at most {limit} run(s) at once")
+        results: dict[int, dict] = {}
+        waiting: dict[Any, int] = {}
+        queue = list(enumerate(jobs))
+        while queue or waiting:
+            while queue and len(waiting) < limit:
+                index, (name, point, raw, run_dir) = queue.pop(0)
+                waiting[task.remote(raw, run_dir, name)] = index
+            ready, _ = ray.wait(list(waiting), num_returns=1)
+            index = waiting.pop(ready[0])
+            try:
+                results[index] = ray.get(ready[0])
+            except ray.exceptions.RayTaskError as error:
+                cause = getattr(error, "cause", None)
+                raise (cause if isinstance(cause, Exception) else RuntimeError(
+                    " ".join(str(error).split())[:300])) from None
+            console.print(f"{escape(jobs[index][0])}: done ({escape(_status(results[index]))})",
+                          highlight=False, soft_wrap=True)
+        return [results[i] for i in range(len(jobs))]
+    finally:
+        connection.close()
+
+
+def sweep_command(
+    config: Annotated[Path, typer.Argument(help="YAML configuration the grid varies.",
+                                           show_default=False)],
+    grid: Annotated[
+        list[str] | None,
+        typer.Option("--grid", help="key=v1,v2,... (dotted key, YAML values; repeatable: "
+                     "every combination runs).", show_default=False),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override one key in every run, e.g. --set "
+                     "federated.rounds=10 (repeatable).", show_default=False),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Directory of the sweep (default runs/sweep-NAME-TIME); "
+                     "must not exist yet.", show_default=False),
+    ] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", help="local (one run after another here) or ray (runs "
+                          "as Ray tasks; pip install 'privfl[ray]').")
+    ] = "local",
+    address: Annotated[
+        str | None, typer.Option("--address", help="With --backend ray: the Ray cluster; "
+                                 "default: a local Ray instance on 127.0.0.1.",
+                                 show_default=False)
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="With --backend ray: runs at once "
+                                 "(default: one per CPU of the cluster).", show_default=False)
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print sweep.json's content on stdout (progress goes "
+                           "to stderr).")
+    ] = False,
+) -> None:
+    from privfl.backends import check_options
+    from privfl.cli.common import fail
+    from privfl.config import load_config
+    from privfl.report.rundir import json_safe
+
+    console = Console(stderr=as_json)
+    try:
+        check_options(backend, address, workers)
+        points = grid_points(parse_grid(grid or []))
+        configs = [load_config(config, list(set_ or []) + point) for point in points]
+        name = configs[0].name
+        root = Path(out) if out is not None else Path("runs") / (
+            f"sweep-{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+        if root.exists():
+            raise ValueError(f"out = {str(root)!r} already exists: a sweep writes a new "
+                             "directory")
+        root.mkdir(parents=True)
+        jobs = [(_run_name(i, p), p, c.model_dump(mode="json"), str(root / _run_name(i, p)))
+                for i, (p, c) in enumerate(zip(points, configs, strict=True))]
+        console.print(f"[bold]privfl sweep[/bold] {escape(name)}: {len(jobs)} run(s) -> "
+                      f"{escape(str(root))}")
+        if backend == "ray":
+            summaries = _run_on_ray(jobs, address, workers, console)
+        else:
+            def say(text: str, flush: bool = True) -> None:
+                console.print(escape(text), highlight=False, soft_wrap=True)
+
+            summaries = [run_point(raw, run_dir, job_name, say)
+                         for job_name, _, raw, run_dir in jobs]
+        rows = [_row(job[0], job[1], s) for job, s in zip(jobs, summaries, strict=True)]
+        report = json_safe({"command": "sweep", "config": str(config), "backend": backend,
+                            "grid": [{"key": k, "values": v} for k, v in parse_grid(grid)],
+                            "set": list(set_ or []), "runs": rows})
+        (root / "sweep.json").write_text(json.dumps(report, indent=2) + "\n")
+    except KeyboardInterrupt:
+        typer.echo("privfl: sweep interrupted; finished runs are in their directories (each "
+                   "can be continued with privfl run --resume DIR)", err=True)
+        raise typer.Exit(code=130) from None
+    except Exception as error:  # noqa: BLE001 - one line, never a traceback (cli.common)
+        raise fail(error) from None
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return
+    for row in rows:
+        console.print(f"{escape(row['run'])}: {escape(row['status'])} ({row['stop_reason']})",
+                      highlight=False, soft_wrap=True)
+    console.print(f"sweep: {escape(str(root / 'sweep.json'))}")
+
+
+sweep_command.__doc__ = SWEEP_HELP
