@@ -772,9 +772,11 @@ from privfl.cli.compare import compare_command  # noqa: E402
 from privfl.cli.distortion import distortion_app  # noqa: E402
 from privfl.cli.info import init_command, list_command, version_callback  # noqa: E402
 from privfl.cli.run import run_command  # noqa: E402
+from privfl.cli.sweep import SWEEP_HELP, sweep_command  # noqa: E402
 from privfl.cli.tradeoff import TRADEOFF_HELP, tradeoff_command  # noqa: E402
 
 app.command("run", help=run_command.__doc__)(run_command)
+app.command("sweep", help=SWEEP_HELP)(sweep_command)
 app.command("list")(list_command)
 app.command("init")(init_command)
 
