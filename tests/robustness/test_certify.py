@@ -81,6 +81,21 @@ def test_k_max_pure_dp_and_tiny_delta():
     assert k_max(800.0, 1e-300) == pytest.approx((800 + 300 * math.log(10)) / 1600, rel=1e-12)
 
 
+def test_extreme_inputs_stay_accurate():
+    with np.errstate(over="raise", invalid="raise"):
+        # F_A = delta, F_B = 0: K = ln(e^eps) / (2 eps) = 1/2 at every epsilon
+        for eps in (1e-9, 1e-3, 1.0, 50.0, 2000.0):
+            assert certified_k(2.6e-217, 0.0, eps, 2.6e-217) == pytest.approx(0.5, rel=1e-14)
+        # tiny epsilon: K -> (F_A - F_B) / (2 delta) (first order in eps)
+        assert certified_k(0.9, 0.1, 1e-300, 1e-5) == pytest.approx(0.8 / 2e-5, rel=1e-9)
+        # huge epsilon: ln(F_A / F_B) / (2 eps) up to the delta terms
+        assert certified_k(0.9, 0.1, 1000.0, 1e-5) == pytest.approx(math.log(9) / 2000, rel=1e-9)
+        assert certified_k(0.9, 0.0, 1000.0, 1e-5) == pytest.approx(
+            (1000 + math.log(0.9 / 1e-5)) / 2000, rel=1e-12)
+        assert k_max(1e-300, 1e-5) == pytest.approx(1 / 2e-5, rel=1e-9)
+        assert group_delta(1e-20, 1e-5, 3) == pytest.approx(3e-5, rel=1e-12)
+
+
 def test_group_delta_golden():
     ks = [1, 2, 3, 5, 10]
     np.testing.assert_allclose(

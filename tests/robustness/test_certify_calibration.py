@@ -42,6 +42,7 @@ def test_worked_example_estimate():
     np.testing.assert_allclose(cert.certified_k,
                                [2.679395, 1.090842, 0.319728, 0.158260, 1.721473], atol=5e-7)
     assert cert.kind == "estimate" and cert.confidence is None and "not a guarantee" in cert.note
+    np.testing.assert_array_equal(cert.certified(1.0), [True, True, False, False, True])
     acc = certified_accuracy(cert, LABELS, [0, 0.5, 1, 2, 3, 4])
     np.testing.assert_allclose(acc.accuracy, [0.8, 0.6, 0.6, 0.2, 0.0, 0.0])
     assert acc.clean_accuracy == 0.8

@@ -32,6 +32,17 @@ def test_theorem6_nonpositive_golden():
     np.testing.assert_allclose(upper, [-0.3, -0.181947, -0.110344, -0.024597], atol=5e-7)
 
 
+def test_extreme_epsilon():
+    # huge epsilon: Theorem 6 degenerates to [0, C_bar]; Corollary 7 to ln(tau)/eps
+    assert attack_inefficacy_bounds(0.3, 2000.0, 1e-5, 1.0, 1) == (0.0, 1.0)
+    assert min_attackers(0.3, 2000.0, 1e-5, 1.0, 4.0) == pytest.approx(math.log(4) / 2000)
+    # tiny epsilon: k_min -> J (1 - 1/tau) / (C_bar delta) (first order), not 0 or NaN
+    assert min_attackers(0.3, 1e-12, 1e-5, 1.0, 4.0) == pytest.approx(
+        0.3 * 0.75 / 1e-5, rel=1e-6)
+    assert min_attackers(-0.3, 1e-12, 1e-5, 1.0, 2.0, sign="nonpositive") == pytest.approx(
+        0.3 / 1e-5, rel=1e-6)
+
+
 def test_pure_dp_and_huge_k():
     lower, upper = attack_inefficacy_bounds(0.3, 0.5, 0.0, 1.0, [0, 1, 3])
     np.testing.assert_allclose(lower, 0.3 * np.exp(-0.5 * np.arange(4)[[0, 1, 3]]))

@@ -109,11 +109,18 @@ def group_delta(epsilon: float, delta: float, k: object) -> float | np.ndarray:
     return as_scalar_or_array(value, scalar)
 
 
+def expm1(x: float) -> float:
+    """e^x - 1, ``inf`` instead of an OverflowError beyond x = 709.78."""
+    return math.expm1(x) if x < 709.0 else math.inf if x > 710.0 else float(np.expm1(x))
+
+
 def _log_expm1(x: np.ndarray | float) -> np.ndarray:
-    """log(e^x - 1) for x > 0, without overflow: x + log1p(-e^{-x})."""
+    """log(e^x - 1) for x >= 0: log(expm1(x)) below 30 (accurate for tiny x), else
+    x + log1p(-e^{-x}) (no overflow)."""
     x = np.asarray(x, dtype=float)
-    with np.errstate(divide="ignore"):
-        return x + np.log1p(-np.exp(-x))
+    with np.errstate(divide="ignore", over="ignore"):
+        return np.where(x < 30.0, np.log(np.expm1(np.minimum(x, 30.0))),
+                        x + np.log1p(-np.exp(-x)))
 
 
 def k_max(epsilon: float, delta: float) -> float:
@@ -146,11 +153,27 @@ def _check_scores(top: object, runner_up: object) -> tuple[np.ndarray, np.ndarra
     return top_a, run_a, top_scalar and run_scalar
 
 
+#: Ratios are formed directly when numerator and denominator are at least this (normal floats).
+_NORMAL = 1e-290
+
+
 def _eq6(top: np.ndarray, runner_up: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
-    e1 = math.expm1(epsilon)
-    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 (a tie at zero) is set to 0
-        k = (np.log(top * e1 + delta) - np.log(runner_up * e1 + delta)) / (2.0 * epsilon)
-    return np.where(top == runner_up, 0.0, k)
+    """Eq. 6 as ``ln(1 + x) / (2 eps)``, ``x = (F_A - F_B)(e^eps - 1) / (F_B (e^eps - 1) +
+    delta)``: x formed directly (a few ulps) or, where that would over- or underflow, from logs;
+    ``ln(1 + x)`` by log1p / softplus, so no difference of two large logarithms cancels."""
+    e1 = expm1(epsilon)
+    log_e1 = float(_log_expm1(epsilon))
+    top, runner_up = np.broadcast_arrays(np.asarray(top, float), np.asarray(runner_up, float))
+    gap = top - runner_up
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        num, den = np.abs(gap) * e1, runner_up * e1 + delta
+        direct = np.isfinite(num) & np.isfinite(den) & (num >= _NORMAL) & (den >= _NORMAL)
+        log_den = np.logaddexp(np.log(runner_up) + log_e1, math.log(delta) if delta else -np.inf)
+        log_x = np.log(np.abs(gap)) + log_e1 - log_den
+        up = np.where(direct, np.log1p(num / den), np.logaddexp(0.0, log_x))
+        down = np.log1p(-np.where(direct, num / den, np.exp(log_x)))  # crossing bounds: K < 0
+        k = np.where(gap > 0, up, np.where(gap < 0, down, 0.0)) / (2.0 * epsilon)
+    return k
 
 
 def certified_k_from_bounds(

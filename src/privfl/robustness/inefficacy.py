@@ -48,6 +48,7 @@ from privfl.robustness.certify import (
     CertificationPrivacy,
     certification_privacy,
     check_budget,
+    expm1,
     group_delta,
     theorem,
 )
@@ -97,7 +98,7 @@ def attack_inefficacy_bounds(
     with np.errstate(over="ignore", invalid="ignore"):
         grow = np.exp(ks * epsilon)
         # e^{-k eps} delta_k C_bar = (1 - e^{-k eps}) delta C_bar / (e^eps - 1), no inf * 0
-        shrunk_slack = -np.expm1(-ks * epsilon) / math.expm1(epsilon) * delta * cost_bound
+        shrunk_slack = -np.expm1(-ks * epsilon) / expm1(epsilon) * delta * cost_bound
         grown = np.where(clean == 0.0, 0.0, grow * clean)
         shrunk = np.exp(-ks * epsilon) * clean
     if sign == "nonnegative":
@@ -128,15 +129,13 @@ def min_attackers(
     clean, cost_bound, sign = _check_clean(clean, cost_bound, sign)
     high = -cost_bound / clean if sign == "nonpositive" and clean < 0.0 else math.inf
     taus, scalar = check_range_array("tau", tau, 1.0, high)
-    b = math.expm1(epsilon)
-    if clean == 0.0:
-        k = np.zeros_like(taus)
-    elif sign == "nonnegative":
-        a = cost_bound * delta * taus
-        k = np.log((b * clean * taus + a) / (b * clean + a)) / epsilon
-    else:
-        a = cost_bound * delta
-        k = np.log((b * clean * taus - a) / (b * clean - a)) / epsilon
+    # ratio - 1 = |J| (tau - 1) / (|J| + a / (e^eps - 1)), a = C_bar delta tau (C >= 0) or
+    # C_bar delta (C <= 0): log1p of it stays accurate at tiny and huge epsilon
+    a = cost_bound * delta * (taus if sign == "nonnegative" else 1.0)
+    size = abs(clean)
+    with np.errstate(over="ignore", under="ignore"):
+        x = size * (taus - 1.0) / (size + a / expm1(epsilon)) if clean else np.zeros_like(taus)
+    k = np.log1p(x) / epsilon
     return as_scalar_or_array(k, scalar)
 
 
