@@ -93,7 +93,7 @@ class _Display:
         rounds = config.federated.rounds
         self.total_rounds = rounds
         render_card(self.console, f"privacy card: planned, {rounds} rounds",
-                    algo.plan.card(rounds), experiment.planned_privacy())
+                    experiment.card(rounds), experiment.planned_privacy())
         trainer = getattr(algo, "trainer", None)
         if self.show_progress and hasattr(trainer, "progress"):
             trainer.progress = self.on_clients
@@ -187,6 +187,7 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     from privfl.config import config_from_dict, dump_config
     from privfl.fl.algorithms.experiment import privacy_plan
     from privfl.report.card import render_card
+    from privfl.robustness.attacks import attack_card_rows
 
     text = dump_config(config)
     offline = config_from_dict({**config.model_dump(mode="json"),
@@ -198,10 +199,11 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     except OSError as error:  # the data are not here (DatasetNotFoundError, DownloadError)
         plan, note = None, " ".join(str(error).split())
     results = plan.results(rounds) if plan is not None else []
+    card = {**plan.card(rounds), **attack_card_rows(config.attack)} if plan is not None else None
     if as_json:
         sys.stdout.write(json.dumps(_json_safe({
             "command": "run", "dry_run": True, "config": config.model_dump(mode="json"),
-            "setting": plan.card(rounds) if plan is not None else None,
+            "setting": card,
             "privacy": [r.to_dict() for r in results],
             **({} if plan is not None else {"note": note}),
         }), indent=2) + "\n")
@@ -213,8 +215,7 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
         console.print(f"[yellow]planned privacy: needs the data's client sizes, which are not "
                       f"on this machine: {escape(note)}[/yellow]")
     else:
-        render_card(console, f"privacy card: planned, {rounds} rounds", plan.card(rounds),
-                    results)
+        render_card(console, f"privacy card: planned, {rounds} rounds", card, results)
     console.print("dry run: nothing was trained or written")
 
 
