@@ -304,7 +304,17 @@ def main(argv=None) -> None:
     parser.add_argument("--contention", type=int, default=0,
                         help="competing 2-thread PyTorch processes during the timing (default 0)")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    parser.add_argument("--backend", choices=("local", "ray"), default="local",
+                        help="ray: the Ray backend against the local one, 1 and 2 workers "
+                        "(benchmarks/ray_backend.py; --clients and --steps are passed on)")
     args = parser.parse_args(argv)
+    if args.backend == "ray":
+        import ray_backend  # benchmarks/ray_backend.py, beside this script
+
+        given = sys.argv[1:] if argv is None else list(argv)
+        ray_backend.main([f"--{key}={getattr(args, key)}" for key in ("clients", "steps")
+                          if any(a.startswith(f"--{key}") for a in given)])
+        return
     if not 0 <= args.contention <= 16:
         parser.error(f"--contention = {args.contention} is out of range: must be in [0, 16]")
     if args.algorithms is not None:
