@@ -4,7 +4,8 @@
 
 * read each client's parameters from the shared :class:`Context` (``name -> [m, ...]``) and
   run all ``m`` clients' rows (client-major, ``m * b`` rows) through the layer — one call when
-  ``m == 1`` (looped layout), ``bmm`` for Linear and a loop over clients for Conv2d otherwise;
+  one client runs alone (looped layout), ``bmm`` for Linear and a loop over clients for Conv2d
+  otherwise (also for a one-row chunk of the batched layout);
 * record the layer input ``a`` and output ``y`` so that one ``autograd.grad(loss, [y...])``
   yields every layer's output gradient ``delta`` without computing any weight gradient;
 * compute per-example squared norms and clipped (weighted) sums from ``(a, delta)``
@@ -58,14 +59,21 @@ class Context:
         self.generators: list[torch.Generator | None] = []
         self.keep_masks = False
         self.rows: dict[str, torch.Tensor] = {}
+        self.single = True
 
-    def begin(self, m, b, params, *, capture, real, generators, rows=None) -> None:
-        """Start a forward. ``rows`` (``m == 1`` only): the client's parameters without the
-        leading dimension, e.g. autograd leaves, so no select/backward copies are made."""
+    def begin(self, m, b, params, *, capture, real, generators, rows=None,
+              single=True) -> None:
+        """Start a forward. With ``m == 1`` and ``single`` (the looped layout) the single-row
+        kernels run (``F.linear``, one convolution call) on ``rows``: the client's parameters
+        without the leading dimension, e.g. autograd leaves, so no select/backward copies are
+        made. ``single=False`` (the batched layout) runs a one-row chunk through the stacked
+        kernels (``bmm``) like any other chunk, so that a row's arithmetic does not depend on
+        the size of its chunk."""
         self.m, self.b, self.params, self.capture = m, b, params, capture
         self.real, self.generators = list(real), list(generators)
         self.records = []
-        if m == 1:
+        self.single = m == 1 and bool(single)
+        if self.single:
             self.rows = rows if rows is not None else {n: v[0] for n, v in params.items()}
         else:
             self.rows = {}
@@ -74,7 +82,7 @@ class Context:
         self.params, self.rows, self.records, self.generators = {}, {}, [], []
 
     def row(self, full: str, j: int) -> torch.Tensor:
-        return self.rows[full] if self.m == 1 else self.params[full][j]
+        return self.rows[full] if self.single else self.params[full][j]
 
     def record(self, layer: Layer, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         if not self.capture:
@@ -100,11 +108,11 @@ class Layer(nn.Module):
         self.names = names  # local name -> full name
 
     def p(self, local: str) -> torch.Tensor | None:
-        """``[m, ...]`` stacked parameter (``m > 1``) or the single client's row (``m == 1``)."""
+        """``[m, ...]`` stacked parameter, or the single client's row (``ctx.single``)."""
         full = self.names.get(local)
         if full is None:
             return None
-        return self.ctx.rows[full] if self.ctx.m == 1 else self.ctx.params[full]
+        return self.ctx.rows[full] if self.ctx.single else self.ctx.params[full]
 
     #: size of the per-example gradients this layer materialises for one example
     per_example_numel = 0
@@ -130,7 +138,7 @@ class LinearLayer(Layer):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ctx, w, b = self.ctx, self.p("weight"), self.p("bias")
-        if ctx.m == 1:
+        if ctx.single:
             out = F.linear(x, w, b)
         else:
             xs = x.reshape(ctx.m, -1, self.in_features)
@@ -190,7 +198,7 @@ class Conv2dLayer(Layer):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ctx, w, b = self.ctx, self.p("weight"), self.p("bias")
-        if ctx.m == 1:
+        if ctx.single:
             out = self._conv(x, w, b)
         else:
             xs = x.reshape(ctx.m, -1, *x.shape[1:])
@@ -279,7 +287,7 @@ class GenericLayer(Layer):
                 "tensor input"
             )
         x, ctx = args[0], self.ctx
-        if ctx.m == 1:
+        if ctx.single:
             out = self._call(0, x)
         else:
             xs = x.reshape(ctx.m, -1, *x.shape[1:])

@@ -232,6 +232,10 @@ class CohortTrainer:
                 self.fallback_reason = str(error)
         self._row_bytes: int | None = None
         self._eval_bytes: dict = {}  # evaluation: bytes per example, by input shape
+        # single-row kernels for a chunk of one row: the looped layout only (set per train call);
+        # the batched layout computes a one-row chunk like any other, so that a row's result
+        # does not depend on the size of its chunk (Monte Carlo replicas, shards)
+        self._single_rows = True
 
     # ------------------------------------------------------------------ public helpers
     @property
@@ -542,6 +546,7 @@ class CohortTrainer:
             data, aux, noise = streams.generators(j, device)
             clients.append(_Client(data, noise, aux, rows[j], rows[j].numel()))
         layout = self.resolve_layout(device)
+        self._single_rows = layout == "looped"
         chunk = 1 if layout == "looped" else self._auto_chunk(count, x_all, y_all, device)
         k = self.spec.local_steps
         acc = {  # realised batch sizes; per client: sum of losses, #clipped, sum of norms
@@ -702,7 +707,7 @@ class CohortTrainer:
         grad_flat = torch.empty_like(flat)
         grads = self.unflatten(grad_flat)
         lr = lr_rows if lr_rows is not None else spec.lr
-        if m == 1 and isinstance(lr, torch.Tensor):
+        if m == 1 and self._single_rows and isinstance(lr, torch.Tensor):
             lr = float(lr[0, 0])
         # g~ = (sum_i c_i g_i + N(0, (zC)^2)) / B, computed as N(0, (zC/B)^2) + sum / B
         inv_b = 1.0 / spec.batch_size
@@ -804,7 +809,8 @@ class CohortTrainer:
     def _plain_sums(self, params, x, y, mask, real, gens):
         """Unclipped per-client gradient sums (non-private training)."""
         m = len(real)
-        if m == 1:  # leaves are the client's rows: no select/copy in the backward
+        single = m == 1 and self._single_rows
+        if single:  # leaves are the client's rows: no select/copy in the backward
             leaves = {n: p[0].detach().requires_grad_(True) for n, p in params.items()}
             stacked = {n: v.unsqueeze(0) for n, v in leaves.items()}
         else:
@@ -813,7 +819,8 @@ class CohortTrainer:
         with torch.enable_grad():
             if self.uses_fast_path:
                 self._ctx.begin(m, x.shape[0] // m, stacked, capture=False, real=real,
-                                generators=gens, rows=leaves if m == 1 else None)
+                                generators=gens, rows=leaves if single else None,
+                                single=self._single_rows)
                 try:
                     out = self._net(x)
                 finally:
@@ -858,7 +865,8 @@ class CohortTrainer:
         """Forward through the captured net; yield ``(losses, records, deltas)`` with
         ``deltas`` the per-example gradients of the summed loss w.r.t. each layer's output."""
         ctx, m = self._ctx, len(real)
-        ctx.begin(m, x.shape[0] // m, params, capture=True, real=real, generators=gens)
+        ctx.begin(m, x.shape[0] // m, params, capture=True, real=real, generators=gens,
+                  single=self._single_rows)
         try:
             with torch.enable_grad():
                 losses = self._losses(self._net(x), y, mask)
@@ -967,6 +975,7 @@ class CohortTrainer:
         if self.spec.clip_norm is None:
             raise ValueError("clip_norm = None: clipped_sums needs a spec with a clip norm")
         m, b, xf, yf, real = self._batch_inputs(params, x, y, mask)
+        self._single_rows = True
         gens = list(generators) if generators is not None else [None] * m
         params = {n: params[n].to(self.dtype) for n in self.param_names}
         mask_b = None if mask is None else mask.to(torch.bool)
@@ -985,6 +994,7 @@ class CohortTrainer:
         Computed from the same captured ``(a, delta)`` as training when the fast path applies.
         """
         m, b, xf, yf, real = self._batch_inputs(params, x, y, None)
+        self._single_rows = True
         gens = list(generators) if generators is not None else [None] * m
         params = {n: params[n].to(self.dtype) for n in self.param_names}
         if not self.uses_fast_path:
