@@ -24,7 +24,7 @@ from privfl.fl.algorithms.builders import build_dataset
 from privfl.fl.algorithms.experiment import build_algorithm
 from privfl.fl.algorithms.insdp import InsDpFedAvg
 from privfl.models import build_model
-from privfl.robustness.attack_metrics import AttackMonitor, attack_outcomes
+from privfl.robustness.attack_metrics import AttackMonitor, attack_monitor, attack_outcomes
 from privfl.robustness.attacks import poison
 from privfl.robustness.triggers import Trigger
 
@@ -72,6 +72,11 @@ def test_attack_outcomes_equal_an_independent_computation():
     shifted = logits - logits.max(-1, keepdims=True)
     log_p = shifted[..., 2] - np.log(np.exp(shifted).sum(-1))
     assert np.allclose(loss.numpy(), -log_p.mean(1), rtol=1e-12)
+    capped = attack_outcomes(torch.as_tensor(logits), target=2, loss_cap=0.5)[1]
+    assert np.allclose(capped.numpy(), np.minimum(-log_p, 0.5).mean(1), rtol=1e-12)
+    assert np.all(capped.numpy() <= 0.5)
+    with pytest.raises(ValueError, match=r"loss_cap = 0.0 is out of range: must be in \(0, inf\)"):
+        attack_outcomes(torch.as_tensor(logits), target=2, loss_cap=0)
     with pytest.raises(ValueError, match="target = 4 is out of range"):
         attack_outcomes(torch.as_tensor(logits), target=4)
     with pytest.raises(ValueError, match=r"outputs has shape \(3, 0, 4\)"):
@@ -119,6 +124,18 @@ def test_success_rate_on_a_hand_built_model():
     clean = monitor.metrics(trainer, flat[0])
     assert clean["attack_success"] == 0.0
     assert clean["attack_loss"] == pytest.approx(math.log1p(math.e), rel=1e-6)
+
+
+def test_data_normalised_after_poisoning_are_refused():
+    clean = build_dataset(_config(None))
+    poisoned, what = poison(clean, {"kind": "backdoor"}, seed=0)
+    raw = FederatedDataset(poisoned.train, clean.test._replace(normalized=False),
+                           poisoned.train_indices, poisoned.test_indices,
+                           info=dict(poisoned.info))
+    with pytest.raises(ValueError, match="normalised after poisoning"):
+        attack_monitor(raw, torch.float32, "cpu")
+    assert attack_monitor(clean, torch.float32, "cpu") is None
+    assert attack_monitor(poisoned, torch.float32, "cpu").attack is what
 
 
 # ------------------------------------------------------------------ scaling and clipping

@@ -29,28 +29,36 @@ import numpy as np
 import torch
 from torch.nn import functional
 
+from privfl._validation import check_positive
 from privfl.data.datasets import FederatedDataset
 from privfl.robustness.attacks import AttackDescription, attack_of
 
 __all__ = ["AttackMonitor", "attack_monitor", "attack_outcomes", "scale_attacker_updates"]
 
 
-def attack_outcomes(outputs: torch.Tensor, target: int) -> tuple[torch.Tensor, torch.Tensor]:
+def attack_outcomes(outputs: torch.Tensor, target: int, loss_cap: float | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(success [M], loss [M])`` of ``M`` models' outputs ``[M, N, classes]`` on an attack
     test set: the fraction of argmax predictions equal to ``target`` and the mean cross-entropy
-    against ``target`` (float64)."""
+    against ``target`` (float64). ``loss_cap``: each example's cross-entropy clamped to
+    ``[0, loss_cap]`` before averaging, a cost bounded by C_bar = ``loss_cap`` as Xie et al.
+    2023's Theorem 6 requires (None: unbounded, as their plots)."""
     if outputs.dim() != 3 or outputs.shape[1] == 0:
         raise ValueError(f"outputs has shape {tuple(outputs.shape)}: must be [M, N, classes] "
                          "with N >= 1")
     classes = outputs.shape[2]
+    if loss_cap is not None:
+        loss_cap = check_positive("loss_cap", loss_cap)
     if not 0 <= int(target) < classes:
         raise ValueError(f"target = {target} is out of range: must be in [0, {classes - 1}]")
     logits = outputs.to(torch.float64)
     success = (logits.argmax(-1) == int(target)).to(torch.float64).mean(1)
     labels = torch.full(logits.shape[:2], int(target), dtype=torch.int64, device=logits.device)
-    loss = functional.cross_entropy(logits.reshape(-1, classes), labels.reshape(-1),
-                           reduction="none").reshape(labels.shape).mean(1)
-    return success, loss
+    losses = functional.cross_entropy(logits.reshape(-1, classes), labels.reshape(-1),
+                                      reduction="none").reshape(labels.shape)
+    if loss_cap is not None:
+        losses = losses.clamp(max=loss_cap)
+    return success, losses.mean(1)
 
 
 def scale_attacker_updates(updates: torch.Tensor, cohort: np.ndarray,
@@ -94,11 +102,14 @@ class AttackMonitor:
         """``attack_success`` with what it measures (added to an algorithm's metric labels)."""
         return {"attack_success": self.attack.success_label}
 
-    def outcomes(self, trainer: Any, models: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def outcomes(self, trainer: Any, models: torch.Tensor, loss_cap: float | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(success [M], loss [M])`` of flat models ``[M, d]`` (or ``[d]``) of ``trainer``'s
-        architecture (a :class:`~privfl.fl.CohortTrainer`)."""
+        architecture (a :class:`~privfl.fl.CohortTrainer`); ``loss_cap`` as in
+        :func:`attack_outcomes`."""
         rows = models.unsqueeze(0) if models.dim() == 1 else models
-        return attack_outcomes(trainer.forward(rows, self.x), self.attack.target_label)
+        return attack_outcomes(trainer.forward(rows, self.x), self.attack.target_label,
+                               loss_cap)
 
     def metrics(self, trainer: Any, model: torch.Tensor) -> dict[str, float]:
         """``attack_success`` and ``attack_loss`` of one flat model ``[d]`` (a round's global
@@ -121,6 +132,9 @@ def attack_monitor(data: FederatedDataset, dtype: torch.dtype, device: torch.dev
     attack = attack_of(data)
     if attack is None:
         return None
+    if attack.test.normalized != data.test.normalized:
+        raise ValueError("data.test was (un)normalised after poisoning: the attack test set no "
+                         "longer matches it; poison the data in their final form")
     if not scaling and attack.gamma != 1.0:
         raise ValueError(f"attack gamma = {attack.gamma:g} is not allowed for this algorithm: "
                          "update scaling needs a server that clips every client update "
