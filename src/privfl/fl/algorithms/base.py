@@ -149,6 +149,13 @@ class RoundAlgorithm:
         """Per-round facts about the cohort (size, redraws, ...); override to add some."""
         return {}
 
+    def replica(self, seed: int, init_params: dict[str, Any] | None = None) -> RoundAlgorithm:
+        """Optional: a Monte Carlo replica (:mod:`privfl.robustness.montecarlo`) that shares
+        this algorithm's model, trainer, data and plan and owns the state the constructor would
+        give it with ``seed`` and ``init_params`` (starting parameters, ``name -> tensor``)."""
+        raise NotImplementedError(f"federated.algorithm = {self.name!r} has no Monte Carlo "
+                                  "replicas (replica() is not implemented)")
+
     # the template ------------------------------------------------------------------------
     @property
     def private(self) -> bool:

@@ -33,7 +33,8 @@ from privfl.data.datasets import FederatedDataset
 
 __all__ = ["ClientTensors", "FlatPredictor", "as_tensor", "check_model_and_data", "check_partition",
            "checkpoint_optimizer_state", "checkpoint_streams", "checkpoint_tensor",
-           "data_fingerprint", "jsonable_state", "restore_streams", "seeded_generators"]
+           "data_fingerprint", "flat_model", "jsonable_state", "restore_streams",
+           "seeded_generators"]
 
 
 def check_model_and_data(model: Any, data: Any) -> None:
@@ -48,6 +49,13 @@ def check_model_and_data(model: Any, data: Any) -> None:
 def as_tensor(array: np.ndarray, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A contiguous copy of ``array`` as a tensor of ``dtype`` on ``device``."""
     return torch.as_tensor(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
+
+
+def flat_model(trainer: Any, params: Any, device: torch.device) -> torch.Tensor:
+    """A new flat ``[d]`` row on ``device`` of ``params`` (``name -> tensor``, e.g. a model's
+    trainable parameters) in the order of ``trainer`` (a :class:`~privfl.fl.CohortTrainer`)."""
+    stacked = {n: params[n].detach().unsqueeze(0) for n in trainer.param_names}
+    return trainer.flatten(stacked).to(device)[0].clone()
 
 
 def data_fingerprint(data: FederatedDataset) -> str:

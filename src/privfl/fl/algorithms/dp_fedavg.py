@@ -41,6 +41,7 @@ the noisy unclipped fraction are monitoring values, computed without noise.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -81,6 +82,7 @@ from privfl.fl.algorithms.common import (
     check_partition,
     checkpoint_streams,
     checkpoint_tensor,
+    flat_model,
     restore_streams,
     seeded_generators,
 )
@@ -585,14 +587,7 @@ class DpFedAvg(RoundAlgorithm):
         self.predictor = FlatPredictor(model, self.trainer.unflatten, self.device,
                                        self.eval_batch_size)
         start = init_params if init_params is not None else trainable_parameters(model)
-        w0 = self.trainer.flatten({n: start[n].detach().unsqueeze(0) for n in
-                                   self.trainer.param_names}).to(self.device)
-
-        # algorithm state (everything a checkpoint needs)
-        self.round = 0
-        self.global_model = w0[0].clone()
-        self.velocity = torch.zeros_like(self.global_model)
-        self.rng, self.generator = seeded_generators(self.seed, self.device)
+        self._fresh_state(flat_model(self.trainer, start, self.device))
         self.protection = protection
         # a simulated attack the data carry (privfl.robustness): scaling and success metrics
         self.attack = attack_monitor(data, self.dtype, self.device)
@@ -601,6 +596,30 @@ class DpFedAvg(RoundAlgorithm):
         if protection is not None and plan.secure and not protection.secure:
             raise ValueError(f"protection = {protection!r} is not secure: secure mode needs "
                              "its randomness from os.urandom too")
+
+    def _fresh_state(self, global_model: torch.Tensor) -> None:
+        """The algorithm state (everything a checkpoint needs) before round 1: the global model
+        ``[d]``, no server momentum, generators seeded from ``self.seed``."""
+        self.round = 0
+        self.global_model = global_model
+        self.velocity = torch.zeros_like(global_model)
+        self.rng, self.generator = seeded_generators(self.seed, self.device)
+
+    def replica(self, seed: int,
+                init_params: dict[str, torch.Tensor] | None = None) -> DpFedAvg:
+        """A Monte Carlo replica (:mod:`privfl.robustness.montecarlo`): shares this algorithm's
+        model, trainer, client data, plan and attack; owns the state the constructor would give
+        it with ``seed`` and ``init_params`` (default: this algorithm's global model): round 0,
+        no server momentum, the plan's clip norm, generators seeded from ``seed``."""
+        twin = copy.copy(self)
+        twin.seed = check_int("seed", seed, 0)
+        start = (self.global_model.clone() if init_params is None
+                 else flat_model(self.trainer, init_params, self.device))
+        twin._fresh_state(start)
+        if self.dp is not None:
+            twin.dp = copy.copy(self.dp)
+            twin.dp.load_state_dict({"clip_norm": self.plan.clip_norm})
+        return twin
 
     # ------------------------------------------------------------------ the seam
     @classmethod

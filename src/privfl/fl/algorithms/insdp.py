@@ -25,6 +25,7 @@ covered by the guarantee.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
@@ -48,6 +49,7 @@ from privfl.fl.algorithms.common import (
     checkpoint_optimizer_state,
     checkpoint_streams,
     checkpoint_tensor,
+    flat_model,
     restore_streams,
     seeded_generators,
 )
@@ -225,22 +227,35 @@ class _InsDp(RoundAlgorithm):
         self.predictor = FlatPredictor(model, self.trainer.unflatten, self.device,
                                        self.eval_batch_size)
         start = init_params if init_params is not None else trainable_parameters(model)
-        w0 = self.trainer.flatten({n: start[n].detach().unsqueeze(0)
-                                   for n in self.trainer.param_names}).to(self.device)
-
-        # algorithm state (everything a checkpoint needs)
-        self.round = 0
-        self.global_model = w0[0].clone()  # w_t, [d]
-        self.optimizer_state = self.trainer.init_optimizer_state(self.num_clients,
-                                                                 device=self.device)
-        self.participations = np.zeros(self.num_clients, dtype=np.int64)
-        self.global_accuracy = np.full(self.num_clients, math.nan)
-        self.rng, self.generator = seeded_generators(self.seed, self.device)
+        self._fresh_state(flat_model(self.trainer, start, self.device))
         # a simulated data-poisoning attack the data carry (privfl.robustness): its success
         # metrics; no update scaling (clients follow DP-SGD, nothing clips their updates)
         self.attack = attack_monitor(data, self.dtype, self.device, scaling=False)
         if self.attack is not None:
             self.metric_labels = {**self.metric_labels, **self.attack.metric_labels}
+
+    def _fresh_state(self, global_model: torch.Tensor) -> None:
+        """The algorithm state (everything a checkpoint needs) before round 1: the global model
+        ``w_0`` ``[d]``, fresh client optimizer states, no participations, generators seeded
+        from ``self.seed``."""
+        self.round = 0
+        self.global_model = global_model  # w_t, [d]
+        self.optimizer_state = self.trainer.init_optimizer_state(self.num_clients,
+                                                                 device=self.device)
+        self.participations = np.zeros(self.num_clients, dtype=np.int64)
+        self.global_accuracy = np.full(self.num_clients, math.nan)
+        self.rng, self.generator = seeded_generators(self.seed, self.device)
+
+    def replica(self, seed: int, init_params: dict[str, torch.Tensor] | None = None) -> _InsDp:
+        """A Monte Carlo replica (:mod:`privfl.robustness.montecarlo`): shares this algorithm's
+        model, trainer, client data, plan and attack; owns the state the constructor would give
+        it with ``seed`` and ``init_params`` (default: this algorithm's global model): round 0,
+        fresh client optimizer states, generators seeded from ``seed``."""
+        twin = copy.copy(self)
+        twin.seed = check_int("seed", seed, 0)
+        twin._fresh_state(self.global_model.clone() if init_params is None
+                          else flat_model(self.trainer, init_params, self.device))
+        return twin
 
     # ------------------------------------------------------------------ construction
     @classmethod
