@@ -237,6 +237,7 @@ def test_config_defaults_and_resolved_values():
     assert _config({"kind": "backdoor"}).attack.gamma == 1.0
     assert _config({"kind": "dba", "attackers": 3}).attack.dba_pieces == 3
     assert _config({"kind": "backdoor", "attackers": 5}).attack.attackers == 5
+    assert _config({"kind": "backdoor", "attackers": 0, "clients": []}).attack.clients == []
     # a dumped config (every key written out) validates again
     dumped = _config({"kind": "label-flip", "level": "instance", "attackers": 4})
     again = config_from_dict(dumped.model_dump(mode="json"))

@@ -186,7 +186,7 @@ class AttackConfig(BaseModel):
                              f"federated.algorithm = {federated.algorithm!r}: scaling needs a "
                              "server that clips every client update (dp-fedavg)")
         clients = int(data.clients)
-        if self.clients is not None and max(self.clients) >= clients:
+        if self.clients is not None and max(self.clients, default=-1) >= clients:
             raise ValueError(f"attack.clients = {self.clients!r} is out of range: positions "
                              f"must be < data.clients = {clients}")
         if self.level == "user" and self.attackers > clients:
