@@ -168,3 +168,16 @@ def test_unsupported_algorithm_is_refused(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "federated.algorithm = 'dp-dsgd' is not allowed with --backend ray" in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_a_device_other_than_the_workers_is_refused(backend):
+    from privfl.fl import CohortTrainer, LocalTrainingSpec
+    from privfl.models import build_model
+
+    model = build_model("logreg", input_shape=(1, 4, 4), num_classes=3)
+    trainer = CohortTrainer(model, LocalTrainingSpec(local_steps=1, batch_size=2))
+    data = [(torch.zeros(4, 1, 4, 4), torch.zeros(4, dtype=torch.int64))]
+    start = torch.zeros(trainer.num_params, device="meta")
+    with pytest.raises(ValueError, match="run.device = 'meta' is not allowed with --backend "
+                                         "ray here: the Ray workers train on 'cpu'"):
+        backend.train_clients(trainer, start, data, [0], None, torch.Generator())

@@ -62,8 +62,27 @@ class ShardActor:
         """This worker's process id (ready check; tests kill it)."""
         return os.getpid()
 
-    def train(self, call: dict[str, Any], start_row: torch.Tensor | None) -> tuple:
-        return self.worker.train(call, start_row)
+    def train(self, call: dict[str, Any], start_row: np.ndarray | None) -> tuple:
+        flat, states, stats, seconds = self.worker.train(_tensors(call), _tensors(start_row))
+        return _arrays(flat), _arrays(states), stats, seconds
+
+
+def _arrays(value: Any) -> Any:
+    """Tensors (in dicts) as numpy arrays: Ray moves those without pickling their bytes."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if isinstance(value, dict):
+        return {k: _arrays(v) for k, v in value.items()}
+    return value
+
+
+def _tensors(value: Any) -> Any:
+    """The inverse of :func:`_arrays`, copying: arrays from the object store are read-only."""
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.array(value))
+    if isinstance(value, dict):
+        return {k: _tensors(v) for k, v in value.items()}
+    return value
 
 
 class RayBackend(ShardedBackend):
@@ -198,16 +217,27 @@ class RayBackend(ShardedBackend):
         self.connection.close()
 
     # ------------------------------------------------------------------ one call
+    def train_clients(self, trainer, start, data, cohort, states=None, generator=None, *,
+                      lr=None, keep_states=True):
+        if isinstance(start, torch.Tensor) and start.device.type != torch.device(
+                self.device).type:
+            raise ValueError(
+                f"run.device = {str(start.device)!r} is not allowed with --backend ray here: "
+                f"the Ray workers train on {self.device!r} (RayBackend(device=...)), which would "
+                "change the arithmetic; use run.device: cpu")
+        return super().train_clients(trainer, start, data, cohort, states, generator, lr=lr,
+                                     keep_states=keep_states)
+
     def run_shards(self, trainer, data, start_row, shards, keep_states, count):
         """Each shard on its worker; a shard whose worker died runs again, with the same
         arguments, on a replacement (at most ``max_restarts`` times per shard and call)."""
         ray = self.connection.ray
         self._start_workers(trainer, data)
-        start_ref = ray.put(start_row) if start_row is not None else None
+        start_ref = ray.put(_arrays(start_row)) if start_row is not None else None
 
         def submit(shard):
-            return self._actors[shard.index].train.remote(shard_call(shard, keep_states),
-                                                          start_ref)
+            return self._actors[shard.index].train.remote(
+                _arrays(shard_call(shard, keep_states)), start_ref)
 
         pending = {submit(s): s for s in shards}
         if self.on_submit is not None:
@@ -238,7 +268,8 @@ class RayBackend(ShardedBackend):
     def _get(self, ray: Any, ref: Any, index: int) -> tuple:
         """A shard's result; a worker's own error as itself, one line (not Ray's wrapper)."""
         try:
-            return ray.get(ref)
+            flat, states, stats, seconds = ray.get(ref)
+            return _tensors(flat), _tensors(states), stats, seconds
         except ray.exceptions.RayTaskError as error:
             cause = getattr(error, "cause", None)
             if isinstance(cause, Exception):
