@@ -15,6 +15,10 @@ federated learning against poisoning attacks").
   :mod:`~privfl.robustness.attack_config` the ``attack`` section of a run configuration,
   :mod:`~privfl.robustness.triggers` the pixel triggers, :mod:`~privfl.robustness.attack_metrics`
   update scaling and the attack success measures (torch).
+* :mod:`~privfl.robustness.montecarlo` — M independently noised DP models of one configuration
+  trained together on the engine (:mod:`~privfl.robustness.replica_runner`), their predictions
+  cached (:mod:`~privfl.robustness.replica_cache`) with the privacy statement, epsilon per model
+  and M x epsilon (:mod:`~privfl.robustness.replica_privacy`).
 
 Submodules are imported lazily (``privfl.robustness.certify`` does not import torch).
 """
@@ -25,7 +29,8 @@ import importlib
 from typing import Any
 
 _SUBMODULES = ("certify", "calibration", "certified_accuracy", "inefficacy", "attacks",
-               "attack_config", "attack_metrics", "triggers")
+               "attack_config", "attack_metrics", "triggers", "montecarlo", "replica_cache",
+               "replica_privacy", "replica_runner")
 
 
 def __getattr__(name: str) -> Any:
