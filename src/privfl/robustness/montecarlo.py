@@ -60,8 +60,8 @@ from privfl.robustness.replica_privacy import ReplicaPrivacy, replica_privacy
 from privfl.robustness.replica_runner import run_replicas, run_rounds
 
 __all__ = ["DEFAULT_CHUNK", "PREDICT_GROUP", "REPLICA_DOMAIN", "ReplicaPrivacy", "ReplicaResult",
-           "load_replicas", "replica_config", "replica_seeds", "train_replicas",
-           "train_replicas_serially"]
+           "initial_parameters", "load_replicas", "replica_config", "replica_seeds",
+           "train_replicas", "train_replicas_serially"]
 
 #: ``ClientStreams.derive`` domain of the replica seeds (separates them from other derived seeds)
 REPLICA_DOMAIN = 0x4D43
@@ -179,8 +179,9 @@ def _supports_replicas(algorithm: Any) -> None:
                          "insdp-fedsgd have)")
 
 
-def _initial(config: Any, data: Any, seed: int) -> dict[str, torch.Tensor]:
-    """Replica ``seed``'s initial parameters (its own initialisation, as ``privfl run``)."""
+def initial_parameters(config: Any, data: Any, seed: int) -> dict[str, torch.Tensor]:
+    """The initial parameters of the replica with seed ``seed``: the configuration's model
+    initialised from that seed, as ``privfl run`` would with ``seed: <seed>``."""
     from privfl.fl.algorithms.builders import build_model
 
     return trainable_parameters(build_model(replica_config(config, seed), data))
@@ -334,7 +335,8 @@ def train_replicas(
                                keep_weights)
     rows, training = [], 0.0
     for lo in range(0, models, wave):
-        twins = [base.replica(int(s), _initial(config, data, int(s))) for s in seeds[lo:lo + wave]]
+        twins = [base.replica(int(s), initial_parameters(config, data, int(s)))
+                 for s in seeds[lo:lo + wave]]
         tick = time.perf_counter()
         backend = run_replicas(
             twins, config.federated.rounds, device=device,
