@@ -7,16 +7,31 @@ top-class and runner-up probabilities (:mod:`privfl.robustness.certify`).
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from privfl.cli.common import JsonOpt, user_errors
 
-__all__ = ["certify_app", "radius_command"]
+__all__ = ["certify_app", "certify_run_command", "radius_command"]
+
+class _ConfigOrCommand(TyperGroup):
+    """``privfl certify CONFIG ...`` runs the hidden ``run`` command; ``privfl certify radius``
+    (or any other subcommand name) runs that command."""
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().resolve_command(ctx, args)
+
 
 certify_app = typer.Typer(
-    help="Certified robustness against poisoning from differential privacy (Xie et al. 2023)."
+    cls=_ConfigOrCommand,
+    help="Certified robustness against poisoning from differential privacy (Xie et al. 2023): "
+    "privfl certify CONFIG --models M [--attack KIND --attackers K] trains M DP models and "
+    "certifies them; privfl certify radius evaluates Eq. 6 for given probabilities.",
 )
 
 
@@ -88,3 +103,87 @@ def radius_command(
                "epsilon, delta)")
     typer.echo(f"  Theorem 2 (one adversary): {'holds' if result.theorem2_holds else 'fails'}")
     typer.echo(f"  kind: {result.kind}; {result.note}")
+
+
+class AttackChoice(str, Enum):
+    backdoor = "backdoor"
+    label_flip = "label-flip"
+    dba = "dba"
+    scaling = "scaling"
+
+
+class MethodChoice(str, Enum):
+    hoeffding = "hoeffding"
+    clopper_pearson = "clopper-pearson"
+    estimate = "estimate"
+
+
+@certify_app.command("run", hidden=True)
+@user_errors
+def certify_run_command(
+    config: Annotated[Path, typer.Argument(help="YAML configuration of dp-fedavg, insdp-fedavg "
+                                           "or insdp-fedsgd (its attack: section sets the "
+                                           "attack's target and trigger).", show_default=False)],
+    models: Annotated[int, typer.Option(help="M: DP models trained (independent noise).")] = 100,
+    attack: Annotated[AttackChoice | None, typer.Option(
+        help="Also train M models per k = 1..K attackers with this attack.")] = None,
+    attackers: Annotated[int, typer.Option(help="K: the most attackers tried.")] = 0,
+    method: Annotated[MethodChoice, typer.Option(
+        help="Calibration of the Monte Carlo estimates: hoeffding (any scores), clopper-pearson "
+        "(hard votes), estimate (uncalibrated, not a guarantee).")] = MethodChoice.hoeffding,
+    confidence: Annotated[float, typer.Option(help="Confidence of every certificate.")] = 0.99,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a key of CONFIG (as privfl run).", show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Directory for certify.json, the plots and report.md (default runs/certify-NAME-"
+        "TIME).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train M DP models of CONFIG together and certify them (Xie et al. 2023): certified
+    accuracy vs k, and the attack-inefficacy bounds vs the measured attack success."""
+    from rich.console import Console
+
+    from privfl.config import load_config
+    from privfl.report.certify import write_certification
+    from privfl.robustness.pipeline import run_certification
+
+    console = Console(stderr=True)
+    resolved = load_config(config, list(set_ or []))
+    directory = out or _default_out(resolved.name)
+    if directory.exists() and any(directory.iterdir()):
+        raise ValueError(f"out = {str(directory)!r} is not empty: choose another --out")
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if done == total or done % max(1, total // 4) == 0:
+            console.print(f"  {stage}: {done}/{total} models", highlight=False)
+
+    result = run_certification(resolved, models, attack=None if attack is None else attack.value,
+                               attackers=attackers, method=method.value, confidence=confidence,
+                               progress=progress)
+    write_certification(result, directory)
+    if as_json:
+        from privfl.cli.output import print_json
+
+        print_json({**result.to_dict(), "out": str(directory)})
+        return
+    acc = result.certified_accuracy
+    typer.echo(f"privfl certify {resolved.name}: M = {models} {result.algorithm} models, "
+               f"unit {result.unit}, {method.value} at confidence {confidence:g}")
+    for line in result.privacy_lines:
+        typer.echo(f"  {line}")
+    typer.echo(f"  clean accuracy (mean of the M models): {100 * result.clean_accuracy:.1f}%")
+    for k, value in zip(acc["k"], acc["certified_accuracy"], strict=True):
+        typer.echo(f"  certified accuracy at k = {k:g}: {100 * value:.1f}%")
+    for row in result.measured:
+        typer.echo(f"  k = {row['k']}: measured attack success {100 * row['success']:.1f}% "
+                   f"(bounds {100 * row['bound_lower']:.1f}..{100 * row['bound_upper']:.1f}%, "
+                   f"{'inside' if row['inside'] else 'OUTSIDE'})")
+    typer.echo(f"  written: {directory} (certify.json, certified_accuracy.png, "
+               "attack_inefficacy.png, report.md)")
+
+
+def _default_out(name: str) -> Path:
+    import time
+
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name) or "run"
+    return Path("runs") / f"certify-{safe}-{time.strftime('%Y%m%d-%H%M%S')}"

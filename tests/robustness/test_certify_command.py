@@ -1,0 +1,92 @@
+"""privfl certify CONFIG: M models trained together, certified accuracy, attack-inefficacy bounds
+against the measured attack, and the files written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from privfl.cli.main import app
+
+TINY = {
+    "name": "certify-tiny",
+    "seed": 0,
+    "data": {"dataset": "mnist-5k", "classes": [0, 1], "partition": "iid", "clients": 12,
+             "train_size": 20, "test_size": 5},
+    "model": {"name": "logreg"},
+    "training": {"local_steps": 3, "batch_size": 10, "optimizer": "sgd", "lr": 0.2},
+    "privacy": {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-3,
+                "accountants": ["rdp"]},
+    "federated": {"algorithm": "dp-fedavg", "rounds": 2, "client_sampling": "fixed-size",
+                  "cohort_size": 6},
+    "run": {"threads": 1},
+}
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return path
+
+
+def test_certify_writes_the_certification_and_checks_the_bounds(tiny, tmp_path):
+    out = tmp_path / "cert"
+    result = CliRunner().invoke(app, ["certify", str(tiny), "--models", "4", "--attack",
+                                      "backdoor", "--attackers", "2", "--out", str(out),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["models"] == 4 and data["unit"] == "user" and data["algorithm"] == "dp-fedavg"
+    assert data["privacy"]["certification_epsilon"] == pytest.approx(
+        4 * data["privacy"]["epsilon"])
+    assert [row["k"] for row in data["measured"]] == [1, 2]
+    for row in data["measured"]:
+        assert row["inside"] == (row["bound_lower"] <= row["success"] <= row["bound_upper"])
+        assert 0.0 <= row["success_low"] <= row["success"] <= row["success_high"] <= 1.0
+    ineff = data["inefficacy"]
+    assert all(lo <= hi for lo, hi in zip(ineff["lower"], ineff["upper"], strict=True))
+    acc = data["certified_accuracy"]
+    assert all(a >= b for a, b in zip(acc["certified_accuracy"], acc["certified_accuracy"][1:],
+                                      strict=False))  # non-increasing in k
+    assert {p.name for p in out.iterdir()} == {"certify.json", "certified_accuracy.png",
+                                                "attack_inefficacy.png", "report.md"}
+    report = (out / "report.md").read_text()
+    assert "## Certified accuracy" in report and "## Attack inefficacy (Theorem 6)" in report
+    assert json.loads((out / "certify.json").read_text())["measured"] == data["measured"]
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--models", "0"], "models = 0"),
+    (["--attack", "backdoor", "--attackers", "13"], "attackers = 13"),
+    (["--attackers", "2"], "attackers = 2 is not allowed without --attack"),
+    (["--confidence", "1.5"], "confidence"),
+    (["--set", "privacy.enabled=false"], "privacy.enabled = false"),
+    (["--set", "federated={algorithm: prifedsync}"], "prifedsync"),
+])
+def test_bad_certify_inputs_are_one_line(tiny, tmp_path, args, fragment):
+    result = CliRunner().invoke(app, ["certify", str(tiny), "--out", str(tmp_path / "o"),
+                                      *args])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()
+             and not line.startswith("  ")]
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+
+
+def test_radius_still_routes_to_its_command():
+    result = CliRunner().invoke(app, ["certify", "radius", "--top", "0.95", "--runner-up",
+                                      "0.05", "--epsilon", "0.6298", "--delta", "0.0029",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["certified_k"] == pytest.approx(2.289528, abs=1e-6)
