@@ -33,7 +33,7 @@ test-latest:
 	echo '$(TORCH)' > $(LATEST)/torch-pin.txt
 	$(LATEST)/bin/python -m pip install --quiet -c $(LATEST)/torch-pin.txt $(TORCH)
 	$(LATEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
-		-c $(LATEST)/torch-pin.txt -e '.[dev]'
+		-c $(LATEST)/torch-pin.txt -e '.[dev,ray]'  # ray too, so that `make lock` keeps its pins
 	$(LATEST)/bin/python -m pip list --format=freeze --exclude-editable 2>/dev/null \
 		| grep -E '^(numpy|scipy|dp-accounting|torch|opacus|pytest)=='
 	$(MAKE) test VENV=$(LATEST)
