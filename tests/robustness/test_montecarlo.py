@@ -68,6 +68,10 @@ def _small_prediction_groups(monkeypatch):
     ({"algorithm": "insdp-fedavg", "rounds": 2, "clients_per_round": 3}, {}, "batched"),
     ({"algorithm": "insdp-fedsgd", "rounds": 3, "clients_per_round": 4},
      {"training": {"optimizer": "sgd", "local_steps": 1}}, None),
+    # a simulated attack: poisoned data shared by all replicas, attackers' updates scaled
+    ({**USER, "client_rate": 0.5},
+     {"attack": {"kind": "scaling", "attackers": 2, "scale": 5.0,
+                 "trigger": {"anchor": "bottom-right"}}}, "batched"),
 ])
 def test_together_equals_one_after_another_bit_for_bit(federated, sections, layout):
     cfg = config(federated, **sections)
@@ -164,3 +168,14 @@ def test_progress_reports_every_replica():
     train_replicas(config(), 3, concurrent=2, progress=lambda done, total: seen.append(
         (done, total)))
     assert sorted(seen) == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_an_attack_section_reaches_every_replica():
+    """Scaling attackers (gamma = 50) move the replicas away from the clean ones."""
+    attack = {"kind": "scaling", "attackers": 3, "scale": 50.0,
+              "trigger": {"anchor": "bottom-right"}}
+    clean = train_replicas(config({**USER, "client_rate": 0.5}), 2, keep_weights=True)
+    attacked = train_replicas(config({**USER, "client_rate": 0.5}, attack=attack), 2,
+                              keep_weights=True)
+    assert not torch.equal(clean.weights, attacked.weights)
+    assert attacked.config_digest != clean.config_digest
