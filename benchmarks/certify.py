@@ -112,7 +112,8 @@ def main() -> None:
               f"{1000 * seconds / args.models:11.1f}  {extra}")
     t, s, d = (results[n][0] for n in ("together", "serial", "serial-default"))
     print(f"\nsame models, labels and probabilities as serial: bit for bit "
-          f"(M = {args.models}); serial-default differs by at most {gap:.2g} (float order)")
+          f"(M = {args.models}); serial-default differs by at most {gap:.2g} (float "
+          "summation order, amplified by training)")
     print(f"mean test accuracy of a replica: {together.accuracy().mean():.4f}; "
           + together.privacy.lines()[0])
     print(f"serial / together          = {s / t:6.2f}   (target >= 5)")
