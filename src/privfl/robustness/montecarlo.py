@@ -187,8 +187,12 @@ def initial_parameters(config: Any, data: Any, seed: int) -> dict[str, torch.Ten
     return trainable_parameters(build_model(replica_config(config, seed), data))
 
 
-def _check_models(models: Any) -> int:
-    return check_int("models", models, 1)
+def _prepare(config: Any, models: Any, data: Any, eval_sets: Any) -> tuple:
+    """Checked ``(config, models, data, evaluation sets, replica seeds)`` of both modes."""
+    config = _config(config)
+    models = check_int("models", models, 1)
+    data = _data(config, data)
+    return config, models, data, _eval_sets(data, eval_sets), replica_seeds(config.seed, models)
 
 
 class _Predictions:
@@ -321,11 +325,7 @@ def train_replicas(
     from privfl.fl.algorithms.experiment import build_algorithm
 
     started = time.perf_counter()
-    config = _config(config)
-    models = _check_models(models)
-    data = _data(config, data)
-    sets = _eval_sets(data, eval_sets)
-    seeds = replica_seeds(config.seed, models)
+    config, models, data, sets, seeds = _prepare(config, models, data, eval_sets)
     base = build_algorithm(config, data)
     _supports_replicas(base)
     device = config.run.device
@@ -369,11 +369,7 @@ def train_replicas_serially(
     from privfl.fl.algorithms.experiment import build_algorithm
 
     started = time.perf_counter()
-    config = _config(config)
-    models = _check_models(models)
-    data = _data(config, data)
-    sets = _eval_sets(data, eval_sets)
-    seeds = replica_seeds(config.seed, models)
+    config, models, data, sets, seeds = _prepare(config, models, data, eval_sets)
     device = config.run.device
     predictions = plan = None
     training = setup = 0.0

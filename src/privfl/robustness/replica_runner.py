@@ -168,24 +168,27 @@ class ReplicaBackend(ShardedBackend):
         self.calls.append(len(indices))
 
 
+def _all_or_none(values: list, what: str) -> bool:
+    """Whether every call gave ``what`` (False: none did; a mix is refused)."""
+    given = [v is not None for v in values]
+    if any(given) and not all(given):
+        raise ValueError(f"replicas gave {what} in some calls and not in others: they must "
+                         "run one algorithm")
+    return all(given)
+
+
 def _gathered_states(calls: Sequence[_Call], device: torch.device):
     given = [c.shard.states for c in calls]
-    if all(s is None for s in given):
+    if not _all_or_none(given, "optimizer states"):
         return None
-    if any(s is None for s in given):
-        raise ValueError("replicas sent optimizer states in some calls and not in others: "
-                         "they must run one algorithm")
     return {k: v.to(device) for k, v in cat_rows(given).items()}
 
 
 def _gathered_lr(calls: Sequence[_Call], sizes: list[int], dtype: torch.dtype,
                  device: torch.device) -> torch.Tensor | None:
     values = [c.shard.lr for c in calls]
-    if all(v is None for v in values):
+    if not _all_or_none(values, "a learning-rate override"):
         return None
-    if any(v is None for v in values):
-        raise ValueError("replicas gave a learning-rate override in some calls and not in "
-                         "others: they must run one algorithm")
     return torch.cat([
         v.reshape(-1).to(device=device, dtype=dtype) if isinstance(v, torch.Tensor)
         else torch.full((n,), float(v), dtype=dtype, device=device)
