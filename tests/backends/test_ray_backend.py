@@ -32,13 +32,6 @@ INSDP = {**PRIFEDSYNC, "name": "backend-insdp",
          "federated": {"algorithm": "insdp-fedavg", "rounds": 2, "clients_per_round": 4}}
 
 
-@pytest.fixture(autouse=True)
-def _keep_threads():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def backend():
     from privfl.backends.ray_backend import RayBackend

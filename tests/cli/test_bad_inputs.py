@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from privfl.cli.main import main
@@ -35,13 +34,6 @@ TINY = {
     "federated": {"rounds": 3, "client_rate": 1.0},
     "run": {"threads": 1},
 }
-
-
-@pytest.fixture(autouse=True)
-def _keep_threads():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 def _invoke(capsys, args) -> tuple[int, str]:

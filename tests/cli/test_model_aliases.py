@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import warnings
 
-import pytest
 import torch
 import yaml
 from typer.testing import CliRunner
@@ -25,13 +24,6 @@ TINY = {
     "federated": {"rounds": 2, "client_rate": 1.0},
     "run": {"threads": 1},
 }
-
-
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 def _train(tmp_path, model_name):

@@ -26,14 +26,6 @@ TINY = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    """`privfl run` sets torch's thread count (run.threads); give the session its own back."""
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture
 def tiny_yaml(tmp_path):
     path = tmp_path / "tiny.yaml"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 import yaml
 
 from privfl.cli.main import main
@@ -22,13 +21,6 @@ TINY = {
     "federated": {"rounds": 2, "client_rate": 1.0},
     "run": {"threads": 1},
 }
-
-
-@pytest.fixture(autouse=True)
-def _keep_threads():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture

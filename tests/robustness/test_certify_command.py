@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 import yaml
 from typer.testing import CliRunner
 
@@ -25,13 +24,6 @@ TINY = {
                   "cohort_size": 6},
     "run": {"threads": 1},
 }
-
-
-@pytest.fixture(autouse=True)
-def _threads():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture

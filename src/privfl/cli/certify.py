@@ -149,7 +149,9 @@ def certify_run_command(
 
     console = Console(stderr=True)
     resolved = load_config(config, list(set_ or []))
-    directory = out or _default_out(resolved.name)
+    from privfl.cli.run import _default_out  # runs/NAME-TIME, as privfl run
+
+    directory = out or _default_out(f"certify-{resolved.name}")
     if directory.exists() and any(directory.iterdir()):
         raise ValueError(f"out = {str(directory)!r} is not empty: choose another --out")
 
@@ -180,10 +182,3 @@ def certify_run_command(
                    f"{'inside' if row['inside'] else 'OUTSIDE'})")
     typer.echo(f"  written: {directory} (certify.json, certified_accuracy.png, "
                "attack_inefficacy.png, report.md)")
-
-
-def _default_out(name: str) -> Path:
-    import time
-
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name) or "run"
-    return Path("runs") / f"certify-{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
