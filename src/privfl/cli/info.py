@@ -126,27 +126,24 @@ def starter_config(algorithm: str) -> str:
              "# Every key with its default; delete what you do not change. Run it with",
              f"#   privfl run {algorithm}.yaml --dry-run   (the planned privacy, no training)",
              "# Reference: docs/run.md (keys) and docs/algorithms.md (algorithms).", ""]
-    dumped = dump_config(config)  # the exact YAML spelling of every value
     import yaml
 
-    values = yaml.safe_load(dumped)
+    values = yaml.safe_load(dump_config(config))  # the exact YAML spelling of every value
+
+    def line(key: str, value: Any, field: Any, indent: str) -> str:
+        text = yaml.safe_dump({key: value}, default_flow_style=True, width=10_000).strip()[1:-1]
+        return f"{indent}{text}" + (f"  # {field.description}" if field.description else "")
+
     for key, field in type(config).model_fields.items():
-        value = getattr(config, key)
-        if isinstance(value, BaseModel):
-            doc = _first_line(type(value))
-            lines.append(f"{key}:{'  # ' + doc if doc else ''}")
-            for sub, sub_field in type(value).model_fields.items():
-                if sub not in values[key]:  # a deprecated alias (not written by dump_config)
-                    continue
-                text = yaml.safe_dump({sub: values[key][sub]}, default_flow_style=True,
-                                      width=10_000).strip()[1:-1]
-                note = f"  # {sub_field.description}" if sub_field.description else ""
-                lines.append(f"  {text}{note}")
-        else:
-            text = yaml.safe_dump({key: values[key]}, default_flow_style=True,
-                                  width=10_000).strip()[1:-1]
-            note = f"  # {field.description}" if field.description else ""
-            lines.append(f"{text}{note}")
+        section = getattr(config, key)
+        if not isinstance(section, BaseModel):
+            lines.append(line(key, values[key], field, ""))
+            continue
+        doc = _first_line(type(section))
+        lines.append(f"{key}:{'  # ' + doc if doc else ''}")
+        for sub, sub_field in type(section).model_fields.items():
+            if sub in values[key]:  # not a deprecated alias (dump_config does not write those)
+                lines.append(line(sub, values[key][sub], sub_field, "  "))
     return "\n".join(lines) + "\n"
 
 

@@ -190,9 +190,8 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     from privfl.robustness.attacks import attack_card_rows
 
     text = dump_config(config)
-    offline = config_from_dict({**config.model_dump(mode="json"),
-                                "data": {**config.model_dump(mode="json")["data"],
-                                         "download": False}})
+    raw = config.model_dump(mode="json")
+    offline = config_from_dict({**raw, "data": {**raw["data"], "download": False}})
     rounds = config.federated.rounds
     try:
         plan = privacy_plan(offline)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 import torch
 
-from privfl.report.rundir import RunDirectory, json_safe
+from privfl.report.rundir import RunDirectory, json_safe, write_atomically
 
 __all__ = ["CHECKPOINT_FORMAT", "Candidate", "CheckpointStore", "digest_json"]
 
@@ -49,15 +48,6 @@ def _file_sha256(path: Path) -> str:
         while chunk := stream.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _write_synced(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as stream:
-        write(stream)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -82,14 +72,14 @@ class CheckpointStore:
         path = self.dir.checkpoint(round_index)
         payload = {**payload, "format": CHECKPOINT_FORMAT, "run_id": self.run_id,
                    "round": round_index}
-        _write_synced(path, lambda stream: torch.save(payload, stream))
+        write_atomically(path, lambda stream: torch.save(payload, stream))
         record = {
             "format": RECORD_FORMAT, "run_id": self.run_id, "round": round_index,
             "sha256": _file_sha256(path), "config_sha256": config_digest,
             "metrics_sha256": digest_json(metrics),
         }
         text = json.dumps(record, indent=2) + "\n"
-        _write_synced(self.dir.checkpoint_record(round_index),
+        write_atomically(self.dir.checkpoint_record(round_index),
                       lambda stream: stream.write(text.encode("utf-8")))
         return path
 

@@ -34,11 +34,11 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
-__all__ = ["RUN_FORMAT", "RunDirectory", "json_safe"]
+__all__ = ["RUN_FORMAT", "RunDirectory", "json_safe", "write_atomically"]
 
 _CHECKPOINT = re.compile(r"^round-(\d{6,})\.pt$")
 RUN_FORMAT = "privfl-run/1"
@@ -73,13 +73,19 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """``write(stream)`` into ``.NAME.tmp`` beside ``path``, fsync, then rename over ``path``
+    (a reader sees the old file or the whole new one, never a torn one)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as stream:
-        stream.write(text)
+    with open(tmp, "wb") as stream:
+        write(stream)
         stream.flush()
         os.fsync(stream.fileno())
     os.replace(tmp, path)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
 
 
 class RunDirectory:

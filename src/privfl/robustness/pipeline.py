@@ -19,7 +19,6 @@ The per-model (epsilon, delta) is the tightest rigorous bound of the algorithm's
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -55,8 +54,11 @@ def _with_attack(config: Any, kind: str | None, attackers: int) -> Any:
 
 
 def _hoeffding(values: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    """Mean of values in [0, 1] and its two-sided Hoeffding interval at ``confidence``."""
+    from privfl.robustness.calibration import hoeffding_radius
+
     mean = float(values.mean())
-    radius = math.sqrt(math.log(2.0 / (1.0 - confidence)) / (2.0 * values.size))
+    radius = hoeffding_radius(values.size, (1.0 - confidence) / 2.0)
     return mean, max(0.0, mean - radius), min(1.0, mean + radius)
 
 
