@@ -563,27 +563,22 @@ class CohortTrainer:
                     done[0] += finished
                     self.progress(done[0], count)
 
-        def run(lo: int, noise_threads: int) -> None:
+        def run(lo: int, noise_threads: int, private: bool = False) -> None:
+            # private (client workers): views of one buffer share autograd's version counter,
+            # so a worker trains a copy of its rows (64-byte aligned like every row) and another
+            # client's in-place optimizer step cannot invalidate its saved tensors
             hi = min(count, lo + chunk)
-            self._run_chunk(flat[lo:hi], {key: v[lo:hi] for key, v in states.items()},
+            own = flat[lo:hi].clone() if private else flat[lo:hi]
+            self._run_chunk(own, {key: v[lo:hi] for key, v in states.items()},
                             None if lr_rows is None else lr_rows[lo:hi], clients[lo:hi],
                             x_all, y_all, acc, lo, noise_threads)
+            if private:
+                flat[lo:hi].copy_(own)
             report(hi - lo)
 
-        def run_alone(lo: int) -> None:
-            # views of one buffer share autograd's version counter: a worker's parameters are
-            # a private copy (64-byte aligned like every row), so another client's in-place
-            # optimizer step cannot invalidate its saved tensors
-            own = flat[lo : lo + 1].clone()
-            self._run_chunk(own, {key: v[lo : lo + 1] for key, v in states.items()},
-                            None if lr_rows is None else lr_rows[lo : lo + 1], clients[lo:lo + 1],
-                            x_all, y_all, acc, lo, 0)
-            flat[lo : lo + 1].copy_(own)
-            report(1)
-
-        def run_block(block: range) -> None:
+        def run_block(block: range) -> None:  # one worker, its clients one by one
             for lo in block:
-                run_alone(lo)
+                run(lo, 0, private=True)
 
         workers = 1
         if layout == "looped" and device.type == "cpu":  # one torch thread per client
