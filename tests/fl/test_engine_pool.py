@@ -8,6 +8,7 @@ import torch
 from _engine_helpers import TinyCNN, perturbed_params
 
 from privfl.fl import ClientStreams, CohortTrainer, DataPool, LocalTrainingSpec, take_rows
+from privfl.fl import trainer as trainer_module
 
 
 def _pool(n=60, seed=0):
@@ -68,14 +69,15 @@ def test_batches_are_drawn_from_each_clients_own_rows(monkeypatch):
     pool = _pool()
     indices = _scattered_indices(len(pool), [5, 8, 4])
     seen = []
-    sample = CohortTrainer._sample
+    sample = trainer_module.sample_steps
 
-    def spy(self, clients, device):
-        index, mask, real = sample(self, clients, device)
-        seen.append((set(clients[0].rows.tolist()), index.clone()))
-        return index, mask, real
+    def spy(sources, rows, steps, batch_size, fixed, device):
+        batches = sample(sources, rows, steps, batch_size, fixed, device)
+        for t in range(steps):
+            seen.append((set(rows[0].tolist()), batches.step(t)[0].clone()))
+        return batches
 
-    monkeypatch.setattr(CohortTrainer, "_sample", spy)
+    monkeypatch.setattr(trainer_module, "sample_steps", spy)
     CohortTrainer(model, spec).train_pool(perturbed_params(model, 3), pool, indices, None,
                                           torch.Generator().manual_seed(0))
     assert len(seen) == 3 * 4  # looped: one client per call (clients may run concurrently)

@@ -15,6 +15,7 @@ from _engine_helpers import TinyCNN, perturbed_params
 from scipy import stats
 
 from privfl.fl import CohortTrainer, LocalTrainingSpec, load_params
+from privfl.fl import trainer as trainer_module
 
 ALPHA = 1e-6
 
@@ -198,14 +199,16 @@ def test_same_seed_same_result_in_every_layout(sampling):
 def _spy_batches(monkeypatch) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
     """Record every ``(index, mask)`` the trainer samples (absolute record indices)."""
     seen = []
-    sample = CohortTrainer._sample
+    sample = trainer_module.sample_steps
 
-    def spy(self, clients, device):
-        index, mask, real = sample(self, clients, device)
-        seen.append((index.clone(), None if mask is None else mask.clone()))
-        return index, mask, real
+    def spy(*args):
+        batches = sample(*args)
+        for t in range(batches.counts.shape[1]):
+            index, mask, _ = batches.step(t)
+            seen.append((index.clone(), None if mask is None else mask.clone()))
+        return batches
 
-    monkeypatch.setattr(CohortTrainer, "_sample", spy)
+    monkeypatch.setattr(trainer_module, "sample_steps", spy)
     return seen
 
 

@@ -70,6 +70,7 @@ from torch.func import functional_call, grad, vmap
 from privfl._validation import check_choice, check_int, check_positive
 from privfl.accounting.events import Sampling
 from privfl.fl._capture import UnsupportedModelError, prepare_model
+from privfl.fl.batches import sample_steps
 from privfl.fl.evaluate import Evaluation, stacked_evaluate, stacked_forward
 from privfl.fl.optim import StackedOptimizer
 from privfl.fl.params import num_stacked
@@ -79,7 +80,6 @@ from privfl.fl.streams import NOISE_STREAMS, SEED_HIGH, ClientStreams, noise_str
 from privfl.fl.workers import ClientWorkers, single_thread
 from privfl.mechanisms.clipping import clip_factors
 from privfl.mechanisms.noise import standard_normal_
-from privfl.mechanisms.sampling import fixed_size_indices, poisson_indices
 from privfl.mechanisms.secure import SECURE_RANDOM
 
 __all__ = ["LAYOUTS", "CohortTrainer", "GradientResult", "TrainingStats", "cross_entropy_loss"]
@@ -707,9 +707,13 @@ class CohortTrainer:
         # g~ = (sum_i c_i g_i + N(0, (zC)^2)) / B, computed as N(0, (zC/B)^2) + sum / B
         inv_b = 1.0 / spec.batch_size
         std = spec.noise_std * inv_b
+        batches = sample_steps(
+            [SECURE_RANDOM if spec.secure else c.data for c in clients],
+            [c.rows for c in clients], spec.local_steps, spec.batch_size,
+            spec.sampling == Sampling.WITHOUT_REPLACEMENT.value, x_all.device)
+        acc["batch"][lo : lo + m] = batches.counts.to(acc["batch"].dtype)
         for t in range(spec.local_steps):
-            index, mask, real = self._sample(clients, x_all.device)
-            acc["batch"][lo : lo + m, t] = torch.tensor(real)
+            index, mask, real = batches.step(t)
             # the noise is drawn (on CPU: by worker threads) while the gradients are computed
             wait = (_fill_noise(grad_flat, clients, std, spec.secure, noise_threads)
                     if std > 0 else None)
@@ -733,33 +737,6 @@ class CohortTrainer:
                 for name, value in sums.items():
                     grads[name].add_(value, alpha=inv_b)
             self.optimizer.step_(flat, grad_flat, states, lr)
-
-    def _sample(self, clients, device):
-        spec = self.spec
-        batches = []
-        fixed = spec.sampling == Sampling.WITHOUT_REPLACEMENT.value
-        for client in clients:  # the samplers of privfl.mechanisms (inputs checked in train)
-            source = SECURE_RANDOM if spec.secure else client.data
-            if fixed:
-                idx = fixed_size_indices(client.records, spec.batch_size, source, device)
-            else:
-                idx = poisson_indices(client.records, spec.batch_size / client.records,
-                                      source, device)
-            batches.append(client.rows[idx])
-        real = [int(b.numel()) for b in batches]
-        width = max(real)
-        if len(batches) == 1:
-            return batches[0].unsqueeze(0), None, real
-        index = torch.stack([
-            torch.cat([b, c.rows[:1].expand(width - b.numel())]) if b.numel() < width
-            else b for b, c in zip(batches, clients, strict=True)
-        ])
-        if min(real) == width:
-            return index, None, real
-        mask = torch.arange(width, device=device).unsqueeze(0) < torch.tensor(
-            real, device=device
-        ).unsqueeze(1)
-        return index, mask, real
 
     @contextlib.contextmanager
     def _rng_guard(self, client: _Client, device):

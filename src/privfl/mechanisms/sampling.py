@@ -78,8 +78,9 @@ def _device(generator: Source, device: object) -> torch.device:
     return generator.device if isinstance(generator, torch.Generator) else torch.device("cpu")
 
 
-def _keys(n: int, generator: Source, device: torch.device) -> torch.Tensor:
-    """``n`` i.i.d. float64 uniform keys on ``[0, 1)`` (53 random bits each) from ``generator``."""
+def uniform_keys(n: int, generator: Source, device: torch.device) -> torch.Tensor:
+    """``n`` i.i.d. float64 uniform keys on ``[0, 1)`` (53 random bits each) from ``generator``
+    (unchecked)."""
     if isinstance(generator, SecureRandom):
         return generator.rand(n, device)
     return torch.rand(n, generator=generator, device=device, dtype=torch.float64)
@@ -90,13 +91,18 @@ def fixed_size_indices(
 ) -> torch.Tensor:
     """Unchecked core of :func:`fixed_size_sample` (unsorted): the ``batch_size`` smallest of
     ``n`` float64 uniform keys."""
-    keys = _keys(n, generator, device)
+    return smallest_keys(uniform_keys(n, generator, device), batch_size)
+
+
+def smallest_keys(keys: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """Positions of the ``batch_size`` smallest keys along the last dimension (unsorted): a
+    uniformly random ``batch_size``-subset per row of i.i.d. keys (unchecked)."""
     return torch.topk(keys, batch_size, largest=False, sorted=False).indices
 
 
 def poisson_indices(n: int, rate: float, generator: Source, device: torch.device) -> torch.Tensor:
     """Unchecked core of :func:`poisson_sample`: records whose float64 uniform is < ``rate``."""
-    keys = _keys(n, generator, device)
+    keys = uniform_keys(n, generator, device)
     return torch.nonzero(keys < rate).flatten()
 
 
