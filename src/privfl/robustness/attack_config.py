@@ -30,6 +30,9 @@ __all__ = ["ATTACK_KINDS", "DEFAULT_SCALE", "AttackConfig", "TriggerConfig"]
 ATTACK_KINDS = ("backdoor", "label-flip", "dba", "scaling")
 #: gamma of ``kind: scaling`` when ``scale`` is not given (Xie et al. 2023's default).
 DEFAULT_SCALE = 50.0
+#: Why update scaling is refused by an algorithm without server-side clipping of each update.
+_SCALING_NEEDS = ("update scaling needs a server that clips every client's update before "
+                  "aggregating (dp-fedavg)")
 
 
 class TriggerConfig(BaseModel):
@@ -177,26 +180,36 @@ class AttackConfig(BaseModel):
         supported = tuple(getattr(federated, "ATTACKS", ()))
         if self.kind not in supported:
             allowed = (f"this algorithm runs {', '.join(supported)}" if supported else
-                       "this algorithm does not report attacks yet (use dp-fedavg, "
-                       "insdp-fedavg or insdp-fedsgd)")
+                       "this algorithm declares no attack it can report (its "
+                       "FederatedConfig.ATTACKS is empty)")
+            if self.kind == "scaling" and supported:
+                allowed = f"{_SCALING_NEEDS}; {allowed}"
             raise ValueError(f"attack.kind = {self.kind!r} is not supported by "
                              f"federated.algorithm = {federated.algorithm!r}: {allowed}")
         if self.gamma != 1.0 and "scaling" not in supported:
             raise ValueError(f"attack.scale = {self.gamma:g} is not supported by "
-                             f"federated.algorithm = {federated.algorithm!r}: scaling needs a "
-                             "server that clips every client update (dp-fedavg)")
+                             f"federated.algorithm = {federated.algorithm!r}: {_SCALING_NEEDS}")
         clients = int(data.clients)
         if self.clients is not None and max(self.clients, default=-1) >= clients:
             raise ValueError(f"attack.clients = {self.clients!r} is out of range: positions "
                              f"must be < data.clients = {clients}")
-        if self.level == "user" and self.attackers > clients:
+        limit = self.max_attackers(data)
+        if limit is not None and self.attackers > limit:
+            what = (f"data.clients = {limit} (user level: k malicious clients)"
+                    if self.level == "user" else f"the attacker client's records ({limit}; "
+                    "instance level: k poisoned records in one client)")
             raise ValueError(f"attack.attackers = {self.attackers} is out of range: must be <= "
-                             f"data.clients = {clients} (user level: k malicious clients)")
-        records = _records_per_client(data)
-        if self.level == "instance" and records is not None and self.attackers > records:
-            raise ValueError(f"attack.attackers = {self.attackers} is out of range: must be <= "
-                             f"the attacker client's records ({records}; instance level: k "
-                             "poisoned records in one client)")
+                             f"{what}")
+
+    def max_attackers(self, data: Any) -> int | None:
+        """The largest ``attackers`` the ``data`` section allows at this ``level``: user level,
+        ``data.clients`` (k malicious clients); instance level, the training records of one
+        client (k poisoned records in it) when the section fixes them (``train_size`` with an
+        iid or dirichlet partition, ``shard_size x shards_per_client`` with shards), else None
+        (not known before the data are partitioned)."""
+        if self.level == "user":
+            return int(data.clients)
+        return _records_per_client(data)
 
 
 def _records_per_client(data: Any) -> int | None:
