@@ -82,3 +82,45 @@ def test_radius_still_routes_to_its_command():
                                       "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["certified_k"] == pytest.approx(2.289528, abs=1e-6)
+
+
+def _instance_config(tmp_path):
+    """TINY as InsDP-FedAvg with an instance-level backdoor: k poisoned records in one client
+    of 20 records (12 clients)."""
+    raw = {**TINY, "federated": {"algorithm": "insdp-fedavg", "rounds": 1,
+                                 "clients_per_round": 4},
+           "attack": {"kind": "backdoor", "level": "instance"}}
+    path = tmp_path / "instance.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize(("instance", "attackers", "fragment"), [
+    (False, 13, "attackers = 13 is out of range: must be an integer in [1, 12] "
+                "(attack.level = 'user': k malicious clients of data.clients = 12)"),
+    (True, 21, "attackers = 21 is out of range: must be an integer in [1, 20] "
+               "(attack.level = 'instance': k poisoned records in one client, which has 20 "
+               "records)"),
+])
+def test_attackers_are_limited_by_the_attack_level(tiny, tmp_path, instance, attackers,
+                                                   fragment):
+    path = _instance_config(tmp_path) if instance else tiny
+    result = CliRunner().invoke(app, ["certify", str(path), "--attack", "backdoor",
+                                      "--attackers", str(attackers), "--out",
+                                      str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert fragment in result.stderr, result.stderr
+
+
+def test_instance_level_allows_more_attackers_than_clients(tmp_path, monkeypatch):
+    """13 poisoned records in one client of 20 (12 clients): accepted, training starts."""
+    from privfl.robustness import montecarlo
+
+    def reached(*args, **kwargs):
+        raise ValueError("training reached")
+
+    monkeypatch.setattr(montecarlo, "train_replicas", reached)
+    result = CliRunner().invoke(app, ["certify", str(_instance_config(tmp_path)), "--attack",
+                                      "backdoor", "--attackers", "13", "--out",
+                                      str(tmp_path / "o")])
+    assert result.exit_code == 2 and "training reached" in result.stderr, result.stderr

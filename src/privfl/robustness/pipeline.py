@@ -53,6 +53,21 @@ def _with_attack(config: Any, kind: str | None, attackers: int) -> Any:
     return config_from_dict(raw)
 
 
+def _check_attackers(config: Any, attackers: Any) -> int:
+    """``attackers`` K in [1, the most the configuration's attack level allows]: clients at user
+    level, one client's records at instance level (``AttackConfig.max_attackers``)."""
+    level = config.attack.level
+    limit = config.attack.max_attackers(config.data)
+    try:
+        return check_int("attackers", attackers, 1, limit)
+    except ValueError as error:
+        if limit is None:
+            raise
+        what = (f"k malicious clients of data.clients = {limit}" if level == "user" else
+                f"k poisoned records in one client, which has {limit} records")
+        raise ValueError(f"{error} (attack.level = {level!r}: {what})") from None
+
+
 def _hoeffding(values: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """Mean of values in [0, 1] and its two-sided Hoeffding interval at ``confidence``."""
     from privfl.robustness.calibration import hoeffding_radius
@@ -95,7 +110,7 @@ def run_certification(
     method = check_choice("method", method, ("hoeffding", "clopper-pearson", "estimate"))
     if attack is not None:
         attack = check_choice("attack", attack, ATTACKS)
-        attackers = check_int("attackers", attackers, 1, config.data.clients)
+        attackers = _check_attackers(config, attackers)
     elif attackers:
         raise ValueError(f"attackers = {attackers} is not allowed without --attack")
     started = time.perf_counter()
