@@ -106,28 +106,27 @@ class StackedOptimizer:
     def _fused_step(self, params, grad, state, lr) -> None:
         spec = self.spec
         m = params.shape[0]
-        if isinstance(lr, torch.Tensor):
-            rates = [float(v) for v in lr.reshape(m)]
-            groups = [([j], rate) for j, rate in enumerate(rates)]
-            if len(set(rates)) == 1:
-                groups = [(list(range(m)), rates[0])]
-        else:
-            groups = [(list(range(m)), float(lr))]
-        for rows, rate in groups:
-            p = [params[j] for j in rows]
-            g = [grad[j] for j in rows]
+        rates = lr.reshape(m).tolist() if isinstance(lr, torch.Tensor) else [float(lr)] * m
+        groups: dict[float, list[int]] = {}  # rows of equal learning rate, one kernel call each
+        for j, rate in enumerate(rates):
+            groups.setdefault(rate, []).append(j)
+        for rate, rows in groups.items():
+            every = len(rows) == m  # each row stays a tensor of its own (same kernel per row)
+
+            def views(t: torch.Tensor, rows=rows, every=every) -> list[torch.Tensor]:
+                return list(t.unbind(0)) if every else [t[j] for j in rows]
+
             if spec.optimizer == "momentum":
                 torch._fused_sgd_(
-                    p, g, [state["momentum_buffer"][j] for j in rows],
+                    views(params), views(grad), views(state["momentum_buffer"]),
                     weight_decay=spec.weight_decay, momentum=spec.momentum, lr=rate,
                     dampening=0.0, nesterov=False, maximize=False, is_first_step=False,
                 )
             else:
                 beta1, beta2 = spec.betas
                 torch._fused_adam_(
-                    p, g, [state["exp_avg"][j] for j in rows],
-                    [state["exp_avg_sq"][j] for j in rows], [],
-                    [state["step"][j] for j in rows],
+                    views(params), views(grad), views(state["exp_avg"]),
+                    views(state["exp_avg_sq"]), [], views(state["step"]),
                     lr=rate, beta1=beta1, beta2=beta2, weight_decay=spec.weight_decay,
                     eps=spec.eps, amsgrad=False, maximize=False,
                 )

@@ -38,7 +38,7 @@ import torch
 
 from privfl._validation import check_int
 
-__all__ = ["NOISE_STREAMS", "SEED_HIGH", "ClientStreams", "noise_streams"]
+__all__ = ["NOISE_STREAMS", "SEED_HIGH", "ClientStreams", "noise_streams", "seeded_generator"]
 
 #: Independent noise streams per client on CPU: each fills 1/NOISE_STREAMS of the client's noise
 #: vector, so the (serial) Mersenne Twister draws can run on several cores. A constant, so the
@@ -199,9 +199,10 @@ class ClientStreams:
         """``(data, aux, [noise...])`` generators of ``row`` on ``device``, freshly seeded."""
         values = self.seeds[row].tolist()
         device = torch.device(device)
-        return (_gen(device, values[0]), _gen(device, values[1]),
-                [_gen(device, s) for s in values[2:]])
+        return (seeded_generator(device, values[0]), seeded_generator(device, values[1]),
+                [seeded_generator(device, s) for s in values[2:]])
 
 
-def _gen(device: torch.device, seed: int) -> torch.Generator:
+def seeded_generator(device: torch.device, seed: int) -> torch.Generator:
+    """A generator on ``device`` seeded with ``seed`` (one stream of a row)."""
     return torch.Generator(device=device).manual_seed(int(seed))

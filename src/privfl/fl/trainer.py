@@ -76,7 +76,13 @@ from privfl.fl.optim import StackedOptimizer
 from privfl.fl.params import num_stacked
 from privfl.fl.pool import DataPool
 from privfl.fl.spec import LocalTrainingSpec
-from privfl.fl.streams import NOISE_STREAMS, SEED_HIGH, ClientStreams, noise_streams
+from privfl.fl.streams import (
+    NOISE_STREAMS,
+    SEED_HIGH,
+    ClientStreams,
+    noise_streams,
+    seeded_generator,
+)
 from privfl.fl.workers import ClientWorkers, single_thread
 from privfl.mechanisms.clipping import clip_factors
 from privfl.mechanisms.noise import standard_normal_
@@ -125,13 +131,21 @@ class GradientResult:
 
 @dataclass
 class _Client:
-    """Per-client streams and data location (pool rows) of one train call."""
+    """Per-client streams and data location (pool rows) of one train call; the noise
+    generators are made when first used (training without per-step noise needs none)."""
 
     data: torch.Generator
-    noise: list[torch.Generator]
+    noise_seeds: list[int]
     aux: torch.Generator
     rows: torch.Tensor  #: [n_j] int64 pool rows of the client, on the training device
     records: int
+    _noise: list[torch.Generator] | None = None
+
+    @property
+    def noise(self) -> list[torch.Generator]:
+        if self._noise is None:
+            self._noise = [seeded_generator(self.data.device, s) for s in self.noise_seeds]
+        return self._noise
 
 
 class CohortTrainer:
@@ -542,9 +556,11 @@ class CohortTrainer:
         x_all, y_all = pool.x, pool.y
         flat = self._aligned_rows(start_params)
         clients = []
+        seeds = streams.seeds.tolist()
         for j in range(count):
-            data, aux, noise = streams.generators(j, device)
-            clients.append(_Client(data, noise, aux, rows[j], rows[j].numel()))
+            data, aux, *noise = seeds[j]
+            clients.append(_Client(seeded_generator(device, data), noise,
+                                   seeded_generator(device, aux), rows[j], rows[j].numel()))
         layout = self.resolve_layout(device)
         self._single_rows = layout == "looped"
         chunk = 1 if layout == "looped" else self._auto_chunk(count, x_all, y_all, device)
@@ -1015,9 +1031,10 @@ def _fill_noise(out: torch.Tensor, clients: list[_Client], std: float, secure: b
     os.urandom) on up to ``threads`` pool threads (0: now, in the calling thread); returns a
     function that waits until it is done. The values do not depend on ``threads``."""
     jobs = [
-        (part, None if secure else gen)
+        (part, gen)
         for j, client in enumerate(clients)
-        for part, gen in zip(torch.tensor_split(out[j], len(client.noise)), client.noise,
+        for part, gen in zip(torch.tensor_split(out[j], len(client.noise_seeds)),
+                             [None] * len(client.noise_seeds) if secure else client.noise,
                              strict=True)
     ]
     if out.device.type != "cpu" or threads == 0:
