@@ -111,10 +111,10 @@ class StackedOptimizer:
         for j, rate in enumerate(rates):
             groups.setdefault(rate, []).append(j)
         for rate, rows in groups.items():
-            every = len(rows) == m  # each row stays a tensor of its own (same kernel per row)
+            every = len(rows) == m
 
             def views(t: torch.Tensor, rows=rows, every=every) -> list[torch.Tensor]:
-                return list(t.unbind(0)) if every else [t[j] for j in rows]
+                return self._row_views(t) if every else [t[j] for j in rows]
 
             if spec.optimizer == "momentum":
                 torch._fused_sgd_(
@@ -130,6 +130,20 @@ class StackedOptimizer:
                     lr=rate, beta1=beta1, beta2=beta2, weight_decay=spec.weight_decay,
                     eps=spec.eps, amsgrad=False, maximize=False,
                 )
+
+    def _row_views(self, t: torch.Tensor) -> list[torch.Tensor]:
+        """The rows of ``t`` as tensors of their own (the fused kernels then compute every row
+        alike, whatever the number of rows: on one ``[m, d]`` tensor their vectorised and
+        scalar tails would split the elements differently). Cached for the tensors of the last
+        steps (a chunk's K steps update the same buffers)."""
+        for tensor, rows in self._views:
+            if tensor is t:
+                return rows
+        rows = list(t.unbind(0))
+        self._views = [*self._views[-4:], (t, rows)]
+        return rows
+
+    _views: list = []
 
     def _reference_step(self, params, grad, state, lr) -> None:
         spec = self.spec
