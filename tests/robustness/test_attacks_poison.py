@@ -271,9 +271,10 @@ def test_config_defaults_and_resolved_values():
         ({"kind": "backdoor", "scale": 0}, {}, "attack.scale = 0 is out of range"),
         ({"kind": "backdoor", "trigger": {"pattern": "custom"}}, {},
          "attack.trigger.pixels = None is not allowed"),
-        ({"kind": "backdoor"}, {"federated": {"algorithm": "prifedsync"},
-                                "privacy": {"sigma": 1.0}},
-         "attack.kind = 'backdoor' is not supported by federated.algorithm = 'prifedsync'"),
+        ({"kind": "scaling"}, {"federated": {"algorithm": "prifedsync"},
+                               "privacy": {"sigma": 1.0}},
+         "attack.kind = 'scaling' is not supported by federated.algorithm = 'prifedsync': "
+         "update scaling needs a server that clips"),
         ({"kind": "scaling"}, {"federated": {"algorithm": "insdp-fedavg"}},
          "attack.kind = 'scaling' is not supported by federated.algorithm = 'insdp-fedavg'"),
         ({"kind": "backdoor", "scale": 10}, {"federated": {"algorithm": "insdp-fedsgd"}},

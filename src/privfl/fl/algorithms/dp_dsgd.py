@@ -47,6 +47,11 @@ from a seeded generator (reproducible experiments) or, in secure mode (``privacy
 from ``os.urandom``. The monitoring metrics (``participants``, ``records``, ``train_loss``,
 ``clipped_fraction``) are computed without noise and reveal the secret sampling: they are for
 the experimenter, not for release.
+
+A simulated poisoning attack the data carry (Xie et al. 2023; backdoor, label flip, DBA: the
+clients only poison data, and no server clips a client's sum, so update scaling is refused)
+adds ``attack_success`` / ``attack_loss`` of the global model w_t at the iterations that
+evaluate it (NaN at the others), measured on the attack test set without noise.
 """
 
 from __future__ import annotations
@@ -101,6 +106,7 @@ from privfl.fl.trainer import CohortTrainer, cross_entropy_loss
 from privfl.mechanisms.noise import standard_normal_
 from privfl.mechanisms.secure import SECURE_RANDOM
 from privfl.report.card import randomness_text
+from privfl.robustness.attack_metrics import attack_monitor
 
 __all__ = ["SERVERS", "Cohort", "DpDsgd", "DpDsgdConfig", "DpDsgdPrivacy", "GradientSum"]
 
@@ -163,6 +169,7 @@ class DpDsgdConfig(FederatedConfig):
                                                       "theorem-4.1")
     ESTIMATE_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("theorem-4.1", "cs")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
+    ATTACKS: ClassVar[tuple[str, ...]] = ("backdoor", "label-flip", "dba")
 
     def check(self, config: ExperimentConfig) -> None:
         privacy = config.privacy
@@ -535,6 +542,10 @@ class DpDsgd(RoundAlgorithm):
         self.round = 0
         self.global_accuracy = math.nan
         self.rng, self.generator = seeded_generators(self.seed, self.device)
+        # a simulated data-poisoning attack the data carry (privfl.robustness): its success
+        self.attack = attack_monitor(data, self.dtype, self.device, scaling=False)
+        if self.attack is not None:
+            self.metric_labels = {**self.metric_labels, **self.attack.metric_labels}
 
     def _load_data(self) -> None:
         data, dev = self.data, self.device
@@ -667,13 +678,18 @@ class DpDsgd(RoundAlgorithm):
 
     def evaluate(self, cohort: Cohort, updates: GradientSum) -> dict[str, Any]:
         r = self.round
-        if r == 1 or r % self.eval_every == 0 or r == self.last_round:
+        evaluated = r == 1 or r % self.eval_every == 0 or r == self.last_round
+        if evaluated:
             self.global_accuracy = self.accuracy()
             accuracy = self.global_accuracy
         else:
             accuracy = math.nan
-        return {"global_accuracy": accuracy, "train_loss": updates.loss,
-                "clipped_fraction": updates.clipped_fraction}
+        metrics = {"global_accuracy": accuracy, "train_loss": updates.loss,
+                   "clipped_fraction": updates.clipped_fraction}
+        if self.attack is not None:
+            metrics.update(self.attack.metrics(self.trainer, self.params[0]) if evaluated
+                           else self.attack.unmeasured())
+        return metrics
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

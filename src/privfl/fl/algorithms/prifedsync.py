@@ -32,6 +32,12 @@ of each client's accuracy on its own test set, measured right after its latest l
 definition). The *global accuracy* is the mean over clients of the global model's accuracy on
 each client's test set. Both are computed from the clients' data without noise: they are
 monitoring values for the experimenter, not covered by the privacy guarantee.
+
+A simulated poisoning attack the data carry (Xie et al. 2023; backdoor, label flip, DBA: the
+clients only poison data, no server clips their models, so update scaling is refused) adds
+``attack_success`` / ``attack_loss`` of the global model and ``attack_success_personalised`` /
+``attack_loss_personalised``, the mean over the honest clients of their latest personalised
+model's values (:class:`~privfl.robustness.attack_metrics.PersonalisedAttack`).
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.secure import SECURE_RANDOM
 from privfl.report.card import randomness_text
+from privfl.robustness.attack_metrics import PersonalisedAttack, attack_monitor
 
 __all__ = ["EMPTY_COHORT_POLICIES", "PriFedSync", "PriFedSyncConfig", "PriFedSyncPrivacy"]
 
@@ -100,6 +107,7 @@ class PriFedSyncConfig(FederatedConfig):
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt", "pld")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("personalised", "global")
     PAPER_SIGMA: ClassVar[bool] = True
+    ATTACKS: ClassVar[tuple[str, ...]] = ("backdoor", "label-flip", "dba")
 
     def check(self, config: ExperimentConfig) -> None:
         privacy = config.privacy
@@ -354,6 +362,13 @@ class PriFedSync(RoundAlgorithm):
         self.evaluated = np.zeros(self.num_clients, dtype=bool)
         self.global_accuracy = np.full(self.num_clients, math.nan)
         self.rng, self.generator = seeded_generators(self.seed, self.device)
+        # a simulated data-poisoning attack the data carry (privfl.robustness): its success on
+        # the global model and on the honest clients' personalised models
+        self.attack = attack_monitor(data, self.dtype, self.device, scaling=False)
+        self.attack_personal = (None if self.attack is None else
+                                PersonalisedAttack(self.attack, self.num_clients))
+        if self.attack_personal is not None:
+            self.metric_labels = {**self.metric_labels, **self.attack_personal.metric_labels}
 
     # ------------------------------------------------------------------ data
     def data_fingerprint(self) -> str:
@@ -493,6 +508,8 @@ class PriFedSync(RoundAlgorithm):
         accs = np.array([self.client_accuracy(trained[k], j) for k, j in enumerate(chosen)])
         self.personal_accuracy[chosen] = np.nan_to_num(accs, nan=0.0)
         self.evaluated[chosen] = True
+        if self.attack_personal is not None:
+            self.attack_personal.record(self.trainer, trained, chosen)
         return {"trained": trained, "stats": stats, "accuracies": accs}
 
     def aggregate(self, cohort: tuple[np.ndarray, int], updates: dict[str, Any] | None) -> None:
@@ -519,7 +536,7 @@ class PriFedSync(RoundAlgorithm):
             loss = float(updates["stats"].loss.mean())
             clipped = float(updates["stats"].clipped_fraction.mean())
         self.global_accuracy = self.global_accuracies()
-        return {
+        metrics = {
             "personalised_accuracy": self.personalised_accuracy(),
             "personalised_accuracy_cohort": cohort_acc,
             "global_accuracy": self.tensors.mean_accuracy(self.global_accuracy),
@@ -527,6 +544,10 @@ class PriFedSync(RoundAlgorithm):
             "train_loss": loss,
             "clipped_fraction": clipped,
         }
+        if self.attack is not None:
+            metrics.update(self.attack.metrics(self.trainer, self.global_model))
+            metrics.update(self.attack_personal.metrics())
+        return metrics
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -547,6 +568,7 @@ class PriFedSync(RoundAlgorithm):
             "evaluated": torch.from_numpy(self.evaluated.copy()),
             "global_accuracy": torch.from_numpy(self.global_accuracy.copy()),
             **checkpoint_streams(self.data, self.rng, self.generator),
+            **(self.attack_personal.state_dict() if self.attack_personal is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -557,6 +579,8 @@ class PriFedSync(RoundAlgorithm):
         global_model = checkpoint_tensor(state, "global_model", self.global_model)
         self.optimizer_state = checkpoint_optimizer_state(
             state, self.trainer.optimizer, self.num_clients, self.trainer.num_params, self.device)
+        if self.attack_personal is not None:
+            self.attack_personal.load_state_dict(state)
         self.round = check_int("round", state["round"], 0)
         self.local, self.global_model = local, global_model
         self.participations = state["participations"].numpy().astype(np.int64).copy()

@@ -36,6 +36,12 @@ Monitoring: the released model's accuracy on the pooled test set is computed aft
 planned round (``evaluate: final``) or every round (``evaluate: every-round``: intermediate
 models, whose accuracies are outside the last-iterate guarantee; publish them only under the
 all-iterates numbers). Nothing else from the training data is reported in ``final`` mode.
+
+A simulated poisoning attack the data carry (Xie et al. 2023; backdoor, label flip, DBA: the
+users only poison data, and the aggregator does not clip a user's gradient, so update scaling
+is refused) adds ``attack_success`` / ``attack_loss`` of the released model whenever its
+accuracy is measured (NaN otherwise), on the attack test set with the inputs bounded as the
+loss bounds them (``input_bound``).
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ from privfl.fl.trainer import CohortTrainer, cross_entropy_loss
 from privfl.mechanisms.noise import standard_normal_
 from privfl.mechanisms.secure import SECURE_RANDOM
 from privfl.report.card import randomness_text
+from privfl.robustness.attack_metrics import attack_monitor
 
 __all__ = ["ACCOUNTANTS", "ProjectedSgd", "ProjectedSgdConfig", "ProjectedSgdPrivacy",
            "check_settings", "project_"]
@@ -148,6 +155,7 @@ class ProjectedSgdConfig(FederatedConfig):
                                                       "pld")
     ESTIMATE_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ()
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
+    ATTACKS: ClassVar[tuple[str, ...]] = ("backdoor", "label-flip", "dba")
 
     def check(self, config: ExperimentConfig) -> None:
         default = TrainingConfig()
@@ -550,6 +558,12 @@ class ProjectedSgd(RoundAlgorithm):
         self.order = (np.argsort(self._uniforms(n), kind="stable")
                       if plan.schedule == "one-pass" else None)  # the secret partition
         self._batches = n // m
+        # a simulated data-poisoning attack the data carry (privfl.robustness): its success on
+        # the released model, inputs bounded like the test set's
+        self.attack = attack_monitor(data, self.dtype, self.device, scaling=False,
+                                     inputs=self._bounded)
+        if self.attack is not None:
+            self.metric_labels = {**self.metric_labels, **self.attack.metric_labels}
 
     # ------------------------------------------------------------------ data
     def _bounded(self, x: np.ndarray) -> torch.Tensor:
@@ -733,9 +747,12 @@ class ProjectedSgd(RoundAlgorithm):
     def evaluate(self, cohort: np.ndarray, updates: Update) -> dict[str, Any]:
         """The released model's accuracy (``final``: after the last planned round only)."""
         if self.evaluate_mode == "final" and self.round != self.plan.rounds:
-            return {"global_accuracy": math.nan}
+            return {"global_accuracy": math.nan,
+                    **(self.attack.unmeasured() if self.attack is not None else {})}
         self.global_accuracy = self.accuracy()
         metrics = {"global_accuracy": self.global_accuracy}
+        if self.attack is not None:
+            metrics.update(self.attack.metrics(self.trainer, self.released[0]))
         if self.evaluate_mode == "every-round":  # training-data values: monitoring only
             metrics.update(train_loss=updates.loss, clipped_fraction=updates.clipped_fraction,
                            model_norm=float(torch.linalg.vector_norm(self.params)))
