@@ -179,3 +179,44 @@ def test_an_attack_section_reaches_every_replica():
                               keep_weights=True)
     assert not torch.equal(clean.weights, attacked.weights)
     assert attacked.config_digest != clean.config_digest
+
+
+@pytest.mark.parametrize(("federated", "sections", "shards", "chunk"), [
+    # Poisson local batches in the batched layout: a row's result depends on its chunk, so the
+    # shards must be cut at multiples of the chunk size (here 2 rows)
+    ({**USER, "client_rate": 0.5}, {"training": {"sampling": "poisson"}}, 3, 2),
+    # persistent per-client optimizer states travel with their rows
+    ({"algorithm": "insdp-fedavg", "rounds": 2, "clients_per_round": 3}, {}, 2, 4),
+])
+def test_sharded_engine_calls_equal_the_local_call_bit_for_bit(federated, sections, shards,
+                                                                chunk):
+    """The gathered rows cut into shards (each run by a fresh worker, as on Ray) give the
+    models, predictions and probabilities of the one local call."""
+    from privfl.backends import InProcessShards, use_backend
+
+    cfg = config(federated, **sections)
+    options = {"layout": "batched", "chunk_size": chunk, "concurrent": 3, "keep_weights": True}
+    local = train_replicas(cfg, 5, **options)
+    engine = InProcessShards(shards)
+    sharded = train_replicas(cfg, 5, backend=engine, **options)
+    assert_same(local, sharded)
+    assert local.privacy.to_dict() == sharded.privacy.to_dict()
+    rows = [r.rows for r in engine.records]
+    assert len(rows) == sharded.info["engine_calls"] == local.info["engine_calls"]
+    assert sum(rows) == sharded.info["engine_rows"] == local.info["engine_rows"]
+    assert any(r.shards == shards for r in engine.records)  # really cut
+    assert sharded.info["backend"] == "in-process shards" and local.info["backend"] == "local"
+    with use_backend(engine):  # the active backend is the default
+        again = train_replicas(cfg, 5, **options)
+    assert torch.equal(again.weights, local.weights)
+    assert len(engine.records) == 2 * len(rows)
+
+
+def test_a_backend_that_cannot_run_gathered_rows_is_refused():
+    from privfl.backends import LocalBackend
+    from privfl.robustness.replica_runner import ReplicaBackend
+
+    with pytest.raises(ValueError, match="backend = 'monte-carlo replicas' is not allowed for "
+                                         "Monte Carlo training"):
+        train_replicas(config(), 2, backend=ReplicaBackend())
+    assert train_replicas(config(), 1, backend=LocalBackend()).info["backend"] == "local"

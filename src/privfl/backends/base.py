@@ -297,7 +297,6 @@ class ShardedBackend(Backend):
 
     def train_clients(self, trainer, start, data, cohort, states=None, generator=None, *,
                       lr=None, keep_states=True) -> Result:
-        started = time.perf_counter()
         start, ids = _check_inputs(trainer, start, data, cohort)
         count = len(ids)
         if not isinstance(generator, torch.Generator):
@@ -309,6 +308,26 @@ class ShardedBackend(Backend):
         if isinstance(lr, torch.Tensor) and lr.shape not in ((count,), (count, 1)):
             raise ValueError(f"lr has shape {tuple(lr.shape)}: must be a float or [M={count}]")
         streams = ClientStreams.draw(generator, count, noise_streams(start.device))
+        return self.run_rows(trainer, data, ids, start, states, streams.seeds, lr,
+                             keep_states=keep_states)
+
+    def run_rows(self, trainer: CohortTrainer, data: Sequence, clients: Sequence[int],
+                 start: torch.Tensor, states: Mapping[str, torch.Tensor] | None,
+                 seeds: torch.Tensor, lr: float | torch.Tensor | None, *,
+                 keep_states: bool = True) -> Result:
+        """The engine's rows with their seeds already drawn, cut into shards and run by
+        :meth:`run_shards`; the shards' results put back in row order.
+
+        ``clients[j]`` (index into ``data``), ``start`` row j (``[M, d]``, or ``[d]`` shared by
+        every row), ``states`` row j, ``seeds[j]`` (``ClientStreams`` seeds, ``[M, 2 + S]``)
+        and ``lr[j]`` are row j's inputs; its result is ``train_streams`` of them. In the
+        batched layout every cut is a multiple of the trainer's fixed ``chunk_size``, so every
+        chunk is the one a single call over all rows runs (``docs/engine.md``). Used by
+        :meth:`train_clients` and by the Monte Carlo replicas' gathered calls
+        (:mod:`privfl.robustness.replica_runner`). Inputs are validated by the callers.
+        """
+        started = time.perf_counter()
+        count = len(clients)
         multiple = 1
         if trainer.resolve_layout(start.device) == "batched":
             if trainer.chunk_size is None:
@@ -321,11 +340,11 @@ class ShardedBackend(Backend):
         shards = []
         for index, (lo, hi) in enumerate(shard_bounds(count, self.shards, multiple)):
             shards.append(Shard(
-                index, lo, hi, ids[lo:hi],
+                index, lo, hi, list(clients[lo:hi]),
                 None if one_row else start[lo:hi].detach().cpu(),
                 None if states is None else {k: v[lo:hi].detach().cpu()
                                              for k, v in states.items()},
-                streams.seeds[lo:hi],
+                seeds[lo:hi],
                 lr[lo:hi].detach().cpu() if isinstance(lr, torch.Tensor) else lr))
         start_row = start.detach().cpu() if one_row else None
         parts = self.run_shards(trainer, data, start_row, shards, keep_states, count)

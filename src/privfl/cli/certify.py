@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
+from privfl.cli.backend_options import AddressOpt, BackendOpt, WorkersOpt, select_backend
 from privfl.cli.common import JsonOpt, user_errors
 
 __all__ = ["certify_app", "certify_run_command", "radius_command"]
@@ -137,17 +138,24 @@ def certify_run_command(
     out: Annotated[Path | None, typer.Option(
         help="Directory for certify.json, the plots and report.md (default runs/certify-NAME-"
         "TIME).", show_default=False)] = None,
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Train M DP models of CONFIG together and certify them (Xie et al. 2023): certified
     accuracy vs k, and the attack-inefficacy bounds vs the measured attack success."""
+    import contextlib
+
     from rich.console import Console
 
+    from privfl.backends import check_options
     from privfl.config import load_config
     from privfl.report.certify import write_certification
     from privfl.robustness.pipeline import run_certification
 
     console = Console(stderr=True)
+    check_options(backend, address, workers)
     resolved = load_config(config, list(set_ or []))
     from privfl.cli.run import _default_out  # runs/NAME-TIME, as privfl run
 
@@ -159,9 +167,11 @@ def certify_run_command(
         if done == total or done % max(1, total // 4) == 0:
             console.print(f"  {stage}: {done}/{total} models", highlight=False)
 
-    result = run_certification(resolved, models, attack=None if attack is None else attack.value,
-                               attackers=attackers, method=method.value, confidence=confidence,
-                               progress=progress)
+    with contextlib.ExitStack() as stack:  # a local Ray instance stops when it closes
+        select_backend(stack, backend, address, workers, console)
+        result = run_certification(
+            resolved, models, attack=None if attack is None else attack.value,
+            attackers=attackers, method=method.value, confidence=confidence, progress=progress)
     write_certification(result, directory)
     if as_json:
         from privfl.cli.output import print_json

@@ -19,6 +19,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from privfl.cli.backend_options import AddressOpt, BackendOpt, WorkersOpt, select_backend
+
 __all__ = ["run_command"]
 
 RUN_HELP = (
@@ -258,22 +260,9 @@ def run_command(
         bool, typer.Option("--dry-run", help="Print the resolved configuration and the planned "
                            "privacy, then stop: no training, no run directory, no download.")
     ] = False,
-    backend: Annotated[
-        str, typer.Option("--backend", help="Where the clients' local work runs: local (this "
-                          "process) or ray (each round's cohort sharded across Ray workers; "
-                          "same result; pip install 'privfl[ray]'; docs/ray.md).")
-    ] = "local",
-    address: Annotated[
-        str | None, typer.Option("--address", help="With --backend ray: the Ray cluster "
-                                 "(ray://HEAD:10001, HEAD:6379 or auto); default: a local Ray "
-                                 "instance on 127.0.0.1, stopped after the run.",
-                                 show_default=False)
-    ] = None,
-    workers: Annotated[
-        int | None, typer.Option("--workers", help="With --backend ray: workers sharing each "
-                                 "round's cohort (default: one per CPU of the cluster).",
-                                 show_default=False)
-    ] = None,
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     from privfl.cli.common import fail
     from privfl.config import load_config
@@ -294,7 +283,7 @@ def run_command(
             raise fail(error) from None
         return
     try:
-        from privfl.backends import check_algorithm, check_options, make_backend, use_backend
+        from privfl.backends import check_algorithm, check_options
 
         check_options(backend, address, workers)
         if resume is not None:
@@ -311,10 +300,7 @@ def run_command(
             resolved = load_config(config, overrides)
             experiment = Experiment.create(resolved, out or _default_out(resolved.name))
         check_algorithm(backend, experiment.config.federated.algorithm)
-        engine = stack.enter_context(make_backend(backend, address, workers))
-        stack.enter_context(use_backend(engine))
-        if backend != "local":
-            console.print(f"backend: {escape(engine.describe())}")
+        select_backend(stack, backend, address, workers, console)
         result = experiment.run(display)
     except KeyboardInterrupt:
         display.close()

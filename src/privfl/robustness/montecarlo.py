@@ -179,6 +179,27 @@ def _supports_replicas(algorithm: Any) -> None:
                          "insdp-fedsgd have)")
 
 
+def _replica_engine(backend: Any, device: str) -> Any:
+    """The sharded backend the gathered engine calls run on, or None (here): ``backend``, by
+    default the active one (:func:`privfl.backends.use_backend`)."""
+    from privfl.backends import Backend, LocalBackend, ShardedBackend, active_backend
+    from privfl.robustness.replica_runner import ReplicaBackend
+
+    backend = active_backend() if backend is None else backend
+    if isinstance(backend, LocalBackend):
+        return None
+    if not isinstance(backend, ShardedBackend) or isinstance(backend, ReplicaBackend):
+        name = backend.name if isinstance(backend, Backend) else type(backend).__name__
+        raise ValueError(f"backend = {name!r} is not allowed for Monte Carlo training: must be "
+                         "the local backend or a sharded one (RayBackend, InProcessShards)")
+    workers = str(getattr(backend, "device", "cpu"))
+    if torch.device(device).type != torch.device(workers).type:
+        raise ValueError(f"run.device = {device!r} is not allowed with backend "
+                         f"{backend.name!r}: its workers train on {workers!r}, which would "
+                         "change the arithmetic; use run.device: cpu")
+    return backend
+
+
 def initial_parameters(config: Any, data: Any, seed: int) -> dict[str, torch.Tensor]:
     """The initial parameters of the replica with seed ``seed``: the configuration's model
     initialised from that seed, as ``privfl run`` would with ``seed: <seed>``."""
@@ -290,6 +311,7 @@ def train_replicas(
     chunk_size: int | None = None,
     concurrent: int | None = None,
     keep_weights: bool = False,
+    backend: Any = None,
 ) -> ReplicaResult:
     """Train ``models`` replicas of ``config`` together and predict with them.
 
@@ -321,14 +343,21 @@ def train_replicas(
         estimate of the rows' parameters, gradients and optimizer states.
     keep_weights
         Return the final flat models ``[M, d]`` as ``result.weights`` (memory: M d floats).
+    backend
+        Where the gathered engine calls run: the local backend (here), or a sharded one
+        (:class:`~privfl.backends.ray_backend.RayBackend`: each call cut into its workers'
+        shards at multiples of the chunk size; the same models bit for bit). Default: the
+        backend selected with :func:`privfl.backends.use_backend` (local unless one is).
+        The server noise of every replica is drawn here, by the replica's own generator.
     """
     from privfl.fl.algorithms.experiment import build_algorithm
 
     started = time.perf_counter()
     config, models, data, sets, seeds = _prepare(config, models, data, eval_sets)
+    device = config.run.device
+    engine = _replica_engine(backend, device)
     base = build_algorithm(config, data)
     _supports_replicas(base)
-    device = config.run.device
     _engine(base.trainer, layout, chunk_size, device)
     wave = _wave(base, models, concurrent)
     predictions = _Predictions(base.trainer, sets, models, device, config.run.eval_batch_size,
@@ -338,15 +367,16 @@ def train_replicas(
         twins = [base.replica(int(s), initial_parameters(config, data, int(s)))
                  for s in seeds[lo:lo + wave]]
         tick = time.perf_counter()
-        backend = run_replicas(
-            twins, config.federated.rounds, device=device,
+        runner = run_replicas(
+            twins, config.federated.rounds, device=device, engine=engine,
             on_done=None if progress is None else lambda i, lo=lo: progress(lo + i + 1, models))
         training += time.perf_counter() - tick
-        rows.extend(backend.calls)
+        rows.extend(runner.calls)
         predictions.add(torch.stack([t.global_model for t in twins]))
     info = {**_engine_info(base.trainer, device), "mode": "together", "wave": wave,
             "engine_calls": len(rows), "engine_rows": int(sum(rows)),
-            "seconds_training": training}
+            "seconds_training": training,
+            "backend": "local" if engine is None else engine.describe()}
     return _finish(config, data, models, seeds, base.plan, predictions, started, info, out)
 
 

@@ -86,13 +86,16 @@ def run_certification(
     method: str = "hoeffding",
     confidence: float = 0.99,
     progress: Callable[[str, int, int], None] | None = None,
+    backend: Any = None,
 ) -> CertificationRun:
     """Certify ``config`` from ``models`` replicas (see the module docstring).
 
     ``attack``: one of backdoor, label-flip, dba, scaling (its settings from ``config.attack``,
     e.g. the target label and trigger); ``attackers`` K >= 1 with an attack: M models are also
     trained for every k = 1..K. ``method``: "hoeffding" (calibrated), "clopper-pearson" (hard
-    votes) or "estimate" (labelled, not a guarantee). ``confidence`` in (0, 1).
+    votes) or "estimate" (labelled, not a guarantee). ``confidence`` in (0, 1). ``backend``:
+    where the replicas' gathered engine calls run (default: the active backend, see
+    :func:`~privfl.robustness.montecarlo.train_replicas`); the result does not depend on it.
     """
     from privfl.fl.algorithms.builders import build_dataset
     from privfl.robustness.attack_config import AttackConfig
@@ -126,7 +129,7 @@ def run_certification(
 
     # batched layout: faster for the small models certification uses (docs/montecarlo.md)
     clean = train_replicas(clean_config, models, eval_sets=sets, layout="batched",
-                           progress=tick("clean models"))
+                           progress=tick("clean models"), backend=backend)
     privacy = clean.privacy
     if not privacy.private:
         raise ValueError("privacy.enabled = false: a certificate needs a private training (a "
@@ -149,7 +152,8 @@ def run_certification(
     measured = []
     for k in range(1, attackers + 1):
         attacked = train_replicas(_with_attack(config, attack, k), models, eval_sets=sets,
-                                  layout="batched", progress=tick(f"{k} attacker(s)"))
+                                  layout="batched", progress=tick(f"{k} attacker(s)"),
+                                  backend=backend)
         mean, low, high = _hoeffding(attacked.accuracy("attack"), confidence)
         index = k - 1
         measured.append({
@@ -176,5 +180,6 @@ def run_certification(
         clean_attack_success=float(clean_success.mean()),
         inefficacy=inefficacy.to_dict(),
         measured=measured,
+        backend=clean.info["backend"],
         seconds=time.perf_counter() - started,
     )

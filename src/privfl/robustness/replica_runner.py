@@ -94,13 +94,21 @@ class ReplicaBackend(ShardedBackend):
     ----------
     device
         Where the engine call runs (the algorithms' device).
+    engine
+        None: the gathered rows are one ``train_streams`` call here. A
+        :class:`~privfl.backends.ShardedBackend` (e.g. a
+        :class:`~privfl.backends.ray_backend.RayBackend`): they are cut into its shards (at
+        multiples of the batched layout's chunk size) and run by its workers
+        (:meth:`~privfl.backends.ShardedBackend.run_rows`); the same rows bit for bit.
     """
 
     name = "monte-carlo replicas"
 
-    def __init__(self, device: torch.device | str = "cpu") -> None:
+    def __init__(self, device: torch.device | str = "cpu",
+                 engine: ShardedBackend | None = None) -> None:
         super().__init__()
         self.device = torch.device(device)
+        self.engine = engine
         self._local = threading.local()
         self._pools: dict[int, tuple[Sequence, DataPool, list[torch.Tensor]]] = {}
         #: engine calls made and the rows each trained (for reports and tests)
@@ -137,24 +145,32 @@ class ReplicaBackend(ShardedBackend):
         return entry[1], entry[2]
 
     def train_gathered(self, calls: Sequence[_Call]) -> None:
-        """Train every call's rows in one ``train_streams`` call; store each call's result."""
+        """Train every call's rows in one ``train_streams`` call (here, or cut into the
+        engine's shards); store each call's result."""
         started = time.perf_counter()
-        trainer = calls[0].trainer
-        if any(c.trainer is not trainer or c.data is not calls[0].data for c in calls):
+        trainer, data = calls[0].trainer, calls[0].data
+        if any(c.trainer is not trainer or c.data is not data for c in calls):
             raise ValueError("replicas must share one trainer and one client data list "
                              "(make them with algorithm.replica)")
-        pool, client_rows = self._pool(trainer, calls[0].data)
         sizes = [c.shard.hi - c.shard.lo for c in calls]
+        device = self.device if self.engine is None else torch.device("cpu")
         start = torch.cat([
             c.shard.start if c.shard.start is not None else c.start_row.expand(n, -1)
-            for c, n in zip(calls, sizes, strict=True)]).to(self.device)
-        indices = [client_rows[j] for c in calls for j in c.shard.clients]
-        streams = ClientStreams(torch.cat([c.shard.seeds for c in calls]))
-        states = _gathered_states(calls, self.device)
-        lr = _gathered_lr(calls, sizes, trainer.dtype, self.device)
-        params, new_states, stats = trainer.train_streams(
-            trainer.unflatten(start), pool, indices, streams, states, lr=lr)
-        flat = trainer.flatten(params)
+            for c, n in zip(calls, sizes, strict=True)]).to(device)
+        clients = [j for c in calls for j in c.shard.clients]
+        seeds = torch.cat([c.shard.seeds for c in calls])
+        states = _gathered_states(calls, device)
+        lr = _gathered_lr(calls, sizes, trainer.dtype, device)
+        if self.engine is None:
+            pool, client_rows = self._pool(trainer, data)
+            params, new_states, stats = trainer.train_streams(
+                trainer.unflatten(start), pool, [client_rows[j] for j in clients],
+                ClientStreams(seeds), states, lr=lr)
+            flat = trainer.flatten(params)
+        else:
+            flat, new_states, stats = self.engine.run_rows(
+                trainer, data, clients, start, states, seeds, lr,
+                keep_states=any(c.keep_states for c in calls))
         seconds = (time.perf_counter() - started) / len(calls)
         lo = 0
         for call, n in zip(calls, sizes, strict=True):
@@ -165,7 +181,7 @@ class ReplicaBackend(ShardedBackend):
             # the same memory alignment as the results of a call of their own
             call.result = (flat[lo:hi].clone(), kept, _stats_rows(stats, lo, hi), seconds)
             lo = hi
-        self.calls.append(len(indices))
+        self.calls.append(len(clients))
 
 
 def _all_or_none(values: list, what: str) -> bool:
@@ -231,13 +247,15 @@ def _step(replica: _Replica) -> None:
 
 
 def run_replicas(algorithms: Sequence[Any], rounds: int, *, device: torch.device | str = "cpu",
-                 on_done: Callable[[int], None] | None = None) -> ReplicaBackend:
+                 on_done: Callable[[int], None] | None = None,
+                 engine: ShardedBackend | None = None) -> ReplicaBackend:
     """Run ``rounds`` rounds of every algorithm in ``algorithms`` (replicas sharing one trainer
     and one client data list), their local work gathered into one engine call per step (see the
-    module docstring). ``on_done(index)`` is called when replica ``index`` has finished. Returns
+    module docstring); ``engine``: a sharded backend that runs each gathered call on its workers
+    (default: here). ``on_done(index)`` is called when replica ``index`` has finished. Returns
     the backend (``backend.calls``: the rows of every engine call). The first error of a replica
     or of the engine is re-raised after every thread has stopped."""
-    backend = ReplicaBackend(device)
+    backend = ReplicaBackend(device, engine)
     replicas = [_Replica(a, rounds) for a in algorithms]
     for index, replica in enumerate(replicas):
         replica.thread = threading.Thread(target=_replica_main, args=(replica, backend),
