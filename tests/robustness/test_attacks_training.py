@@ -226,18 +226,21 @@ def test_instance_level_records_are_sampled_like_any_record(monkeypatch, samplin
                                    "clients": [0]}, seed=0)
     used = np.zeros(40, dtype=np.int64)
     steps = 0
-    name = "poisson_indices" if sampling == "poisson" else "fixed_size_indices"
-    real = getattr(trainer_module, name)
+    real = trainer_module.sample_steps
 
-    def spy(records, *args, **kwargs):
+    def spy(sources, rows, count, *args):
         nonlocal steps
-        idx = real(records, *args, **kwargs)
-        if records == 40:
-            np.add.at(used, idx.cpu().numpy(), 1)
-            steps += 1
-        return idx
+        batches = real(sources, rows, count, *args)
+        for j, client_rows in enumerate(rows):
+            if client_rows.numel() == 40:  # the attacker: pool rows -> its record positions
+                position = {int(v): p for p, v in enumerate(client_rows.tolist())}
+                for t in range(count):
+                    index, _, sizes = batches.step(t)
+                    np.add.at(used, [position[int(v)] for v in index[j, : sizes[j]]], 1)
+                    steps += 1
+        return batches
 
-    monkeypatch.setattr(trainer_module, name, spy)
+    monkeypatch.setattr(trainer_module, "sample_steps", spy)
     spec = LocalTrainingSpec(local_steps=5, batch_size=8, sampling=sampling, clip_norm=1.0,
                              noise_multiplier=1.0, optimizer="sgd", lr=0.05)
     model = build_model("logreg", input_shape=(1, 28, 28), num_classes=2)
