@@ -18,7 +18,6 @@ import yaml
 
 import privfl.fl.trainer as trainer_module
 from privfl.config import config_from_dict
-from privfl.fl import CohortTrainer
 from privfl.fl.algorithms.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory
 
@@ -35,18 +34,19 @@ def _config(raw, secure, **sections):
 def spy(monkeypatch):
     """Records every batch (index matrix) the engine samples and every noise block it draws."""
     seen = {"batches": [], "noise": []}
-    sample, draw = CohortTrainer._sample, trainer_module._draw
+    sample, draw = trainer_module.sample_steps, trainer_module._draw
 
-    def spy_sample(self, clients, device):
-        index, mask, real = sample(self, clients, device)
-        seen["batches"].append(index.clone())
-        return index, mask, real
+    def spy_sample(*args):
+        batches = sample(*args)
+        for t in range(batches.counts.shape[1]):
+            seen["batches"].append(batches.step(t)[0].clone())
+        return batches
 
     def spy_draw(jobs, std, secure):
         draw(jobs, std, secure)
         seen["noise"].append(torch.cat([part.flatten() for part, _ in jobs]).clone())
 
-    monkeypatch.setattr(CohortTrainer, "_sample", spy_sample)
+    monkeypatch.setattr(trainer_module, "sample_steps", spy_sample)
     monkeypatch.setattr(trainer_module, "_draw", spy_draw)
     return seen
 
