@@ -30,6 +30,9 @@ INSDP = {**PRIFEDSYNC, "name": "backend-insdp",
          "privacy": {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-5,
                      "accountants": ["rdp"]},
          "federated": {"algorithm": "insdp-fedavg", "rounds": 2, "clients_per_round": 4}}
+INSDP_SGD = {**INSDP, "name": "backend-insdp-fedsgd",
+             "training": {**PRIFEDSYNC["training"], "optimizer": "sgd", "local_steps": 1},
+             "federated": {"algorithm": "insdp-fedsgd", "rounds": 2, "clients_per_round": 4}}
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +43,22 @@ def backend():
         yield b
 
 
-@pytest.mark.parametrize("raw", [PRIFEDSYNC, DP_FEDAVG, INSDP], ids=lambda r: r["name"])
+CASES = [PRIFEDSYNC, DP_FEDAVG, INSDP, INSDP_SGD]
+
+
+def test_every_sharded_algorithm_is_compared():
+    from privfl.backends import SHARDED_ALGORITHMS
+
+    algorithms = [raw["federated"].get("algorithm", "prifedsync") for raw in CASES]
+    assert sorted(algorithms) == sorted(SHARDED_ALGORITHMS)
+
+
+@pytest.mark.parametrize("raw", CASES, ids=lambda r: r["name"])
 def test_ray_runs_equal_local_runs(tmp_path, backend, raw):
-    """PriFedSync (record level, noise in the clients), client-level DP-FedAvg (noise once at
-    the server) and InsDP-FedAvg: bit-identical models, optimizer and generator states,
-    metrics and privacy reports with 2 Ray workers and locally."""
+    """Every algorithm whose rounds run on Ray (privfl.backends.SHARDED_ALGORITHMS):
+    PriFedSync (record level, noise in the clients), client-level DP-FedAvg (noise once at the
+    server), InsDP-FedAvg and InsDP-FedSGD: bit-identical models, optimizer and generator
+    states, metrics and privacy reports with 2 Ray workers and locally."""
     local = run(config(raw), tmp_path / "local")
     before = len(backend.records)
     remote = run(config(raw), tmp_path / "ray", backend)
@@ -159,7 +173,8 @@ def test_unsupported_algorithm_is_refused(tmp_path):
     done = subprocess.run([PRIVFL, "run", str(path), "--backend", "ray", "--out",
                            str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
-    assert "federated.algorithm = 'dp-dsgd' is not allowed with --backend ray" in done.stderr
+    assert ("federated.algorithm = 'dp-dsgd' is not allowed with --backend ray: a round is one "
+            "clipped gradient" in done.stderr)
     assert not (tmp_path / "x").exists()
 
 

@@ -183,6 +183,21 @@ def test_bad_inputs_name_the_argument():
     check_algorithm(LocalBackend(), "dp-dsgd")  # every algorithm runs locally
 
 
+@pytest.mark.parametrize(("algorithm", "why"), [
+    ("dp-dsgd", "a round is one clipped gradient of the sampled records"),
+    ("projected-sgd", "a round is one clipped gradient per user"),
+])
+def test_algorithms_without_local_steps_are_refused_on_ray_with_the_reason(algorithm, why):
+    with pytest.raises(ValueError) as info:
+        check_algorithm("ray", algorithm)
+    message = str(info.value)
+    assert message.startswith(f"federated.algorithm = {algorithm!r} is not allowed with "
+                              f"--backend ray: {why}")
+    assert "privfl sweep --backend ray" in message and "\n" not in message
+    for name in ("prifedsync", "dp-fedavg", "insdp-fedsgd", "insdp-fedavg"):
+        check_algorithm("ray", name)
+
+
 def test_batched_layout_needs_a_fixed_chunk_on_shards():
     model, spec, data = _engine_case()
     start = CohortTrainer(model, spec).flatten(perturbed_params(model, 2))
