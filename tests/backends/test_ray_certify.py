@@ -80,7 +80,14 @@ def _same_replicas(a, b) -> None:
 def test_certification_on_ray_equals_the_local_one(monkeypatch, backend):
     local, want = _certify(monkeypatch)
     before = len(backend.records)
-    remote, got = _certify(monkeypatch, backend)
+    pids = []
+    backend.on_submit = lambda actors: pids.append(backend.worker_pids())
+    try:
+        remote, got = _certify(monkeypatch, backend)
+    finally:
+        backend.on_submit = None
+    # the attacked models' data were loaded into the same worker processes (no restart)
+    assert len(pids) == 4 and all(p == pids[0] for p in pids) and len(set(pids[0])) == 2
     assert len(got) == len(want) == 2  # the clean models and k = 1 attacker
     for a, b in zip(want, got, strict=True):
         assert set(a.predictions) == {"test", "attack"}

@@ -53,10 +53,18 @@ class ShardActor:
 
     def __init__(self, settings: dict[str, Any], x: np.ndarray, y: np.ndarray,
                  sizes: list[int], device: str) -> None:
+        self.load(settings, x, y, sizes, device)
+
+    def load(self, settings: dict[str, Any], x: np.ndarray, y: np.ndarray, sizes: list[int],
+             device: str) -> int:
+        """Build the trainer and the data pool (at the start, and when the driver's trainer
+        or client data change: the process, with torch imported, is kept); returns the pid."""
         torch.set_num_threads(settings["options"]["workers"])
         # the object store hands out read-only views: copy once into torch-owned memory
         data = (torch.from_numpy(np.array(x)), torch.from_numpy(np.array(y)), sizes)
+        self.worker = None  # the old pool's memory is freed before the new one is built
         self.worker = ShardWorker(settings, data, device)
+        return os.getpid()
 
     def pid(self) -> int:
         """This worker's process id (ready check; tests kill it)."""
@@ -151,12 +159,12 @@ class RayBackend(ShardedBackend):
 
     # ------------------------------------------------------------------ workers
     def _start_workers(self, trainer: Any, data: Sequence) -> None:
-        """Put the data and trainer settings into the object store once and start the actors
-        (again only when the trainer or the data list changes)."""
+        """Put the data and trainer settings into the object store once and start the actors;
+        when the trainer or the data list changes (e.g. the next training of a certification),
+        put the new ones and reload the running actors with them."""
         key = (id(trainer), id(data))
         if key == self._key and self._actors:
             return
-        self._stop_workers()
         ray = self.connection.ray
         from privfl.fl.pool import DataPool
 
@@ -169,8 +177,17 @@ class RayBackend(ShardedBackend):
         refs = (ray.put(settings), ray.put(x), ray.put(y))
         del pool, x, y
         self._refs, self._sizes = refs, sizes
-        self._actors = [self._new_actor() for _ in range(self.workers)]
-        self._wait_ready(self._actors)
+        if self._actors:  # reload: no new processes (each would import torch again)
+            self._key, self._held = None, ()
+            try:
+                self._wait_ready(self._actors, [
+                    a.load.remote(*refs, sizes, self.device) for a in self._actors])
+            except ray.exceptions.RayActorError:  # one died meanwhile: start all afresh
+                self._stop_workers()
+                self._refs, self._sizes = refs, sizes
+        if not self._actors:
+            self._actors = [self._new_actor() for _ in range(self.workers)]
+            self._wait_ready(self._actors)
         self._key, self._held = key, (trainer, data)
 
     def _new_actor(self) -> Any:
@@ -179,10 +196,11 @@ class RayBackend(ShardedBackend):
             num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker)
         return actor.remote(*self._refs, self._sizes, self.device)
 
-    def _wait_ready(self, actors: list[Any]) -> None:
+    def _wait_ready(self, actors: list[Any], calls: list[Any] | None = None) -> None:
+        """Wait for ``calls`` (default: every actor's ``pid``, i.e. its start)."""
         ray = self.connection.ray
         try:
-            ray.get([a.pid.remote() for a in actors], timeout=self.start_timeout)
+            ray.get(calls or [a.pid.remote() for a in actors], timeout=self.start_timeout)
         except ray.exceptions.GetTimeoutError:
             self._stop_workers()
             raise ValueError(
