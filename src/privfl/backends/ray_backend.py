@@ -273,8 +273,8 @@ class RayBackend(ShardedBackend):
                 if failures[shard.index] > self.max_restarts:
                     raise RuntimeError(
                         f"Ray worker {shard.index} died {failures[shard.index]} times in one "
-                        f"call (max_restarts = {self.max_restarts}); completed rounds are in "
-                        "the run directory: continue with privfl run --resume DIR") from None
+                        f"call (max_restarts = {self.max_restarts}); a privfl run keeps its "
+                        "completed rounds: continue with privfl run --resume DIR") from None
                 self._replace(shard.index)
                 pending[submit(shard)] = shard
                 continue

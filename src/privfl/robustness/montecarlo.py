@@ -24,7 +24,8 @@ training replica ``r`` alone (:func:`train_replicas_serially`, the reference: on
 ``build_algorithm`` per replica) bit for bit: always in the looped layout; in the batched layout
 with fixed-size local batches (``training.sampling: without-replacement``; the engine's rows do
 not depend on their chunk then). The predictions of both are computed the same way, in groups
-of :data:`PREDICT_GROUP` consecutive replicas.
+of :data:`PREDICT_GROUP` consecutive replicas. On a sharded backend (``backend=``, e.g. Ray),
+each gathered call runs as shards of whole chunks on the workers, with the same result.
 
 After training, each replica's hard labels and softmax probabilities on the clean test split
 (``"test"``) and on every extra evaluation set are returned

@@ -22,6 +22,12 @@ with fixed-size batches). So replica ``r`` ends with the model it would have if 
 bit for bit (``tests/robustness/test_montecarlo.py``). Every torch operation of the replicas
 and of the engine call runs on one intra-op thread, as ``privfl run`` does (the looped layout's
 client workers are threads of one torch thread each).
+
+With an ``engine`` (a :class:`~privfl.backends.ShardedBackend` such as the Ray backend), the
+gathered call is cut into the engine's shards at multiples of the batched layout's chunk size
+(:meth:`~privfl.backends.ShardedBackend.run_rows`): every chunk is one of the local call, so the
+rows are the same bit for bit; the replicas' own work (cohorts, seeds, aggregation, server
+noise) stays in this process.
 """
 
 from __future__ import annotations
