@@ -66,6 +66,8 @@ def test_certify_writes_the_certification_and_checks_the_bounds(tiny, tmp_path):
     (["--confidence", "1.5"], "confidence"),
     (["--set", "privacy.enabled=false"], "privacy.enabled = false"),
     (["--set", "federated={algorithm: prifedsync}"], "prifedsync"),
+    (["--workers", "2"], "workers = 2 is not allowed with backend 'local'"),
+    (["--backend", "spark"], "backend = 'spark' is not allowed: must be one of local, ray"),
 ])
 def test_bad_certify_inputs_are_one_line(tiny, tmp_path, args, fragment):
     result = CliRunner().invoke(app, ["certify", str(tiny), "--out", str(tmp_path / "o"),
