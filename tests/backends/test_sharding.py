@@ -217,3 +217,19 @@ def test_ray_backend_without_ray_says_how_to_install(monkeypatch):
     with pytest.raises(ValueError, match=r"--backend ray needs Ray, which is not installed: "
                                          r"pip install 'privfl\[ray\]'"):
         make_backend("ray")
+
+
+def test_python_api_refuses_an_algorithm_that_would_run_locally_on_a_sharded_backend(tmp_path):
+    """Inside use_backend(<sharded>), Experiment.run refuses dp-dsgd (no local steps to
+    shard) instead of silently running it in this process; nothing is trained."""
+    from pathlib import Path
+
+    from privfl.config import load_config
+    from privfl.fl.algorithms.experiment import Experiment
+
+    demo = Path(__file__).resolve().parents[2] / "configs" / "demo-dp-dsgd.yaml"
+    cfg = load_config(demo, ["federated.rounds=1"])
+    experiment = Experiment.create(cfg, tmp_path / "run")
+    with use_backend(InProcessShards(2)), pytest.raises(ValueError, match="dp-dsgd.*not allowed"):
+        experiment.run()
+    assert experiment.algorithm.round == 0

@@ -406,6 +406,10 @@ class Experiment:
         if self.store is None:
             raise ValueError("run needs a run directory: use Experiment.create or "
                              "Experiment.resume")
+        from privfl.backends import active_backend, check_algorithm
+
+        # inside use_backend(RayBackend(...)): refuse an algorithm that would run locally anyway
+        check_algorithm(active_backend(), self.config.federated.algorithm)
         try:
             return self._run(callbacks or RunCallbacks())
         finally:
