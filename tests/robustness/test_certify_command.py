@@ -68,6 +68,7 @@ def test_certify_writes_the_certification_and_checks_the_bounds(tiny, tmp_path):
     (["--set", "federated={algorithm: prifedsync}"], "prifedsync"),
     (["--workers", "2"], "workers = 2 is not allowed with backend 'local'"),
     (["--backend", "spark"], "backend = 'spark' is not allowed: must be one of local, ray"),
+    (["--models", "2", "--set", "training.lr=3e38"], "training diverged: 2 of the clean models"),
 ])
 def test_bad_certify_inputs_are_one_line(tiny, tmp_path, args, fragment):
     result = CliRunner().invoke(app, ["certify", str(tiny), "--out", str(tmp_path / "o"),

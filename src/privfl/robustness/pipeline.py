@@ -68,6 +68,17 @@ def _check_attackers(config: Any, attackers: Any) -> int:
         raise ValueError(f"{error} (attack.level = {level!r}: {what})") from None
 
 
+def _check_finite(result: Any, what: str) -> None:
+    """ValueError when some models' predicted probabilities are NaN or infinite (diverged)."""
+    diverged = sorted({int(r) for probabilities in result.probabilities.values()
+                       for r in np.nonzero(~np.isfinite(probabilities).all(axis=(1, 2)))[0]})
+    if diverged:
+        raise ValueError(
+            f"training diverged: {len(diverged)} of the {what} predict NaN or infinite "
+            f"probabilities (replicas {diverged[:5]}{' ...' if len(diverged) > 5 else ''}); "
+            "lower training.lr and run again")
+
+
 def _hoeffding(values: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """Mean of values in [0, 1] and its two-sided Hoeffding interval at ``confidence``."""
     from privfl.robustness.calibration import hoeffding_radius
@@ -130,6 +141,7 @@ def run_certification(
     # batched layout: faster for the small models certification uses (docs/montecarlo.md)
     clean = train_replicas(clean_config, models, eval_sets=sets, layout="batched",
                            progress=tick("clean models"), backend=backend)
+    _check_finite(clean, "clean models")
     privacy = clean.privacy
     if not privacy.private:
         raise ValueError("privacy.enabled = false: a certificate needs a private training (a "
@@ -154,6 +166,7 @@ def run_certification(
         attacked = train_replicas(_with_attack(config, attack, k), models, eval_sets=sets,
                                   layout="batched", progress=tick(f"{k} attacker(s)"),
                                   backend=backend)
+        _check_finite(attacked, f"models with {k} attacker(s)")
         mean, low, high = _hoeffding(attacked.accuracy("attack"), confidence)
         index = k - 1
         measured.append({
