@@ -220,3 +220,32 @@ def test_a_backend_that_cannot_run_gathered_rows_is_refused():
                                          "Monte Carlo training"):
         train_replicas(config(), 2, backend=ReplicaBackend())
     assert train_replicas(config(), 1, backend=LocalBackend()).info["backend"] == "local"
+
+
+def test_a_failing_replica_stops_the_run_and_every_paused_replica_is_unwound(monkeypatch):
+    """The first error of a replica is re-raised; every other replica, paused inside its local
+    work, is unwound (its finally blocks run) before train_replicas returns."""
+    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
+    from privfl.robustness import replica_runner
+
+    entered, left, calls = [], [], []
+    real_rounds, real_aggregate = replica_runner.run_rounds, DpFedAvg.aggregate
+
+    def rounds(algorithm, count):
+        entered.append(algorithm)
+        try:
+            real_rounds(algorithm, count)
+        finally:
+            left.append(algorithm)
+
+    def aggregate(self, cohort, updates):
+        calls.append(self)
+        if len(calls) == 5:  # a replica fails in the middle of the run
+            raise RuntimeError("replica failed on purpose")
+        return real_aggregate(self, cohort, updates)
+
+    monkeypatch.setattr(replica_runner, "run_rounds", rounds)
+    monkeypatch.setattr(DpFedAvg, "aggregate", aggregate)
+    with pytest.raises(RuntimeError, match="replica failed on purpose"):
+        train_replicas(config({**USER, "client_rate": 1.0}), 4)
+    assert len(entered) == 4 and sorted(map(id, left)) == sorted(map(id, entered))
