@@ -61,6 +61,7 @@ def test_certify_writes_the_certification_and_checks_the_bounds(tiny, tmp_path):
 
 @pytest.mark.parametrize(("args", "fragment"), [
     (["--models", "0"], "models = 0"),
+    (["--models", str(10**12)], f"models = {10**12} is out of range: must be <= "),
     (["--attack", "backdoor", "--attackers", "13"], "attackers = 13"),
     (["--attackers", "2"], "attackers = 2 is not allowed without --attack"),
     (["--confidence", "1.5"], "confidence"),

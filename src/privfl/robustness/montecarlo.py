@@ -36,6 +36,7 @@ After training, each replica's hard labels and softmax probabilities on the clea
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -214,7 +215,26 @@ def _prepare(config: Any, models: Any, data: Any, eval_sets: Any) -> tuple:
     config = _config(config)
     models = check_int("models", models, 1)
     data = _data(config, data)
-    return config, models, data, _eval_sets(data, eval_sets), replica_seeds(config.seed, models)
+    sets = _eval_sets(data, eval_sets)
+    _check_prediction_memory(models, sets, data.num_classes)
+    return config, models, data, sets, replica_seeds(config.seed, models)
+
+
+def _check_prediction_memory(models: int, sets: Mapping[str, tuple], classes: int) -> None:
+    """Refuse an M whose predictions cannot be held: M x points x (4 bytes a class probability
+    + 8 bytes a label), more than half of this machine's memory (checked before training)."""
+    points = sum(len(y) for _, y in sets.values())
+    need = models * points * (4 * classes + 8)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # not a POSIX system: no check
+        return
+    if need > memory // 2:
+        most = max(1, (memory // 2) // max(1, points * (4 * classes + 8)))
+        raise ValueError(
+            f"models = {models} is out of range: must be <= {most} here (the predictions of M "
+            f"models on {points} evaluation points take {need / 2**30:.1f} GiB, more than half "
+            f"of this machine's {memory / 2**30:.1f} GiB)")
 
 
 class _Predictions:
