@@ -205,3 +205,25 @@ def test_bad_inputs_one_line(call, fragment):
     with pytest.raises(ValueError) as error:
         call()
     assert fragment in str(error.value) and "\n" not in str(error.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(300.0, 1e300),
+       st.sampled_from([0.0, 1e-12, 1e-3]))
+def test_theorem2_at_huge_epsilon_agrees_with_eq6_without_overflow(a, b, eps, delta):
+    """e^{2 eps} overflows past eps ~ 355 (and (F_A - F_B)(e^eps - 1) / delta sooner): Eq. 5
+    and Eq. 6 must still agree, with no OverflowError and no spurious infinite K."""
+    top, runner = max(a, b), min(a, b)
+    holds = theorem2_holds(top, runner, eps, delta)
+    k = certified_k(top, runner, eps, delta)
+    assert holds == (k > 1.0)
+    assert math.isinf(k) == (runner == 0.0 and delta == 0.0 and top > 0.0)
+    if runner >= 1e-6:
+        assert not holds  # e^{2 eps} F_B > 1 >= F_A
+
+
+def test_eq6_at_huge_epsilon_and_tiny_delta_is_finite():
+    """(F_A - F_B)(e^eps - 1) / delta overflows at eps = 683, delta = 1e-12 although
+    K = (eps + ln(1 / delta)) / (2 eps) = 0.520 is small (found by the property test above)."""
+    expected = (683.0 + math.log(1e12) + math.log1p(-math.exp(-683.0))) / (2 * 683.0)
+    assert certified_k(1.0, 0.0, 683.0, 1e-12) == pytest.approx(expected, rel=1e-12)

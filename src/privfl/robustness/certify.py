@@ -111,7 +111,10 @@ def group_delta(epsilon: float, delta: float, k: object) -> float | np.ndarray:
 
 def expm1(x: float) -> float:
     """e^x - 1, ``inf`` instead of an OverflowError beyond x = 709.78."""
-    return math.expm1(x) if x < 709.0 else math.inf if x > 710.0 else float(np.expm1(x))
+    if x < 709.0:
+        return math.expm1(x)
+    with np.errstate(over="ignore"):  # inf past x = 709.78, without a RuntimeWarning
+        return float(np.expm1(x))
 
 
 def _log_expm1(x: np.ndarray | float) -> np.ndarray:
@@ -167,7 +170,8 @@ def _eq6(top: np.ndarray, runner_up: np.ndarray, epsilon: float, delta: float) -
     gap = top - runner_up
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         num, den = np.abs(gap) * e1, runner_up * e1 + delta
-        direct = np.isfinite(num) & np.isfinite(den) & (num >= _NORMAL) & (den >= _NORMAL)
+        direct = (np.isfinite(num) & np.isfinite(den) & (num >= _NORMAL) & (den >= _NORMAL)
+                  & np.isfinite(num / den))  # the quotient itself may overflow (tiny delta)
         log_den = np.logaddexp(np.log(runner_up) + log_e1, math.log(delta) if delta else -np.inf)
         log_x = np.log(np.abs(gap)) + log_e1 - log_den
         up = np.where(direct, np.log1p(num / den), np.logaddexp(0.0, log_x))
@@ -211,7 +215,10 @@ def theorem2_holds(
     ``F_A > e^{2 eps} F_B + (1 + e^eps) delta``. Equivalent to K > 1 in Eq. 6."""
     epsilon, delta = check_budget(epsilon, delta)
     top_a, run_a, scalar = _check_scores(top, runner_up)
-    holds = top_a > math.exp(2.0 * epsilon) * run_a + (1.0 + math.exp(epsilon)) * delta
+    with np.errstate(over="ignore", invalid="ignore"):  # e^{2 eps} = inf at huge epsilon
+        scaled = np.where(np.asarray(run_a) > 0, np.exp(2.0 * epsilon) * run_a, 0.0)
+        margin = (1.0 + np.exp(epsilon)) * delta if delta > 0 else 0.0
+    holds = top_a > scaled + margin
     return bool(holds) if scalar else holds
 
 
