@@ -249,3 +249,26 @@ def test_a_failing_replica_stops_the_run_and_every_paused_replica_is_unwound(mon
     with pytest.raises(RuntimeError, match="replica failed on purpose"):
         train_replicas(config({**USER, "client_rate": 1.0}), 4)
     assert len(entered) == 4 and sorted(map(id, left)) == sorted(map(id, entered))
+
+
+def test_replica_chunk_fits_the_budget_and_shrinks_with_bigger_rows():
+    """The default chunk of the batched layout is a power of two in [8, 1024] whose rows'
+    working set fits CHUNK_BUDGET, smaller for a bigger batch (more activations a row)."""
+    from privfl.fl.algorithms.experiment import build_algorithm
+    from privfl.robustness.montecarlo import CHUNK_BUDGET, replica_chunk
+
+    chunks = []
+    for batch in (1, 4, 16):
+        cfg = config(training={"batch_size": batch})
+        data = build_dataset(cfg)
+        trainer = build_algorithm(cfg, data).trainer
+        example = (data.test.x, np.asarray(data.test.y))
+        chunk = replica_chunk(trainer, example)
+        row = batch * trainer.example_bytes(torch.as_tensor(data.test.x[:1]).float(),
+                                            torch.as_tensor(data.test.y[:1]))
+        row += 16 * trainer.num_params
+        assert chunk & (chunk - 1) == 0 and 8 <= chunk <= 1024
+        assert chunk * row <= CHUNK_BUDGET or chunk == 8
+        assert 2 * chunk * row > CHUNK_BUDGET or chunk == 1024
+        chunks.append(chunk)
+    assert chunks == sorted(chunks, reverse=True) and chunks[0] > chunks[-1]

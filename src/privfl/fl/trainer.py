@@ -685,10 +685,15 @@ class CohortTrainer:
                 budget = free // 2
             else:  # on CPU, chunks beyond a few clients fall out of cache (docs/engine.md)
                 budget = 128 << 20
-        if self._row_bytes is None:
-            self._row_bytes = self._probe_row_bytes(x_all[:1], y_all[:1])
         rows = self.spec.batch_size * (2 if self.spec.sampling == "poisson" else 1)
-        return int(max(1, min(count, budget // max(1, self._row_bytes * rows))))
+        return int(max(1, min(count, budget // max(1, self.example_bytes(x_all, y_all) * rows))))
+
+    def example_bytes(self, x: torch.Tensor, y: torch.Tensor) -> int:
+        """Rough bytes of the activations, gradients and per-example gradients of one example
+        (probed once, on ``x[:1]``, and cached)."""
+        if self._row_bytes is None:
+            self._row_bytes = self._probe_row_bytes(x[:1], y[:1])
+        return self._row_bytes
 
     def _probe_row_bytes(self, x, y) -> int:
         """Rough bytes of activations, gradients and per-example gradients of one example."""
