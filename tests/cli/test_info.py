@@ -66,3 +66,12 @@ def test_init_refuses_an_unknown_algorithm():
     result = runner.invoke(app, ["init", "--algorithm", "fedprox"])
     assert result.exit_code == 2 and "fedprox" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["run", "certify", "sweep"])
+def test_help_shows_the_install_extra_intact(command):
+    """Rich reads [ray] as markup and drops it unless escaped: the help must say privfl[ray]."""
+    args = ["certify", "run", "--help"] if command == "certify" else [command, "--help"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "privfl[ray]" in result.output

@@ -31,7 +31,8 @@ class _ConfigOrCommand(TyperGroup):
 certify_app = typer.Typer(
     cls=_ConfigOrCommand,
     help="Certified robustness against poisoning from differential privacy (Xie et al. 2023): "
-    "privfl certify CONFIG --models M [--attack KIND --attackers K] trains M DP models and "
+    "privfl certify CONFIG --models M [--attack KIND --attackers K] (short for privfl certify "
+    "run CONFIG ...; its options: privfl certify run --help) trains M DP models and "
     "certifies them; privfl certify radius evaluates Eq. 6 for given probabilities.",
 )
 
@@ -119,7 +120,7 @@ class MethodChoice(str, Enum):
     estimate = "estimate"
 
 
-@certify_app.command("run", hidden=True)
+@certify_app.command("run")
 @user_errors
 def certify_run_command(
     config: Annotated[Path, typer.Argument(help="YAML configuration of dp-fedavg, insdp-fedavg "

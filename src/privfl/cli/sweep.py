@@ -183,7 +183,7 @@ def sweep_command(
     ] = None,
     backend: Annotated[
         str, typer.Option("--backend", help="local (one run after another here) or ray (runs "
-                          "as Ray tasks; pip install 'privfl[ray]').")
+                          "as Ray tasks; pip install 'privfl\\[ray]').")
     ] = "local",
     address: Annotated[
         str | None, typer.Option("--address", help="With --backend ray: the Ray cluster; "
