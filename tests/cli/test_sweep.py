@@ -4,6 +4,7 @@ to `privfl run` with the same --set), sweep.json, and one-line errors."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -46,6 +47,24 @@ def test_grid_points_are_the_product_in_order():
     assert len(points) == 6
     assert points[0] == ["training.lr=0.1", "privacy.noise_multiplier=1"]
     assert points[-1] == ["training.lr=0.2", "privacy.noise_multiplier=3"]
+
+
+def test_grid_values_keep_yaml_lists_and_maps_whole():
+    grid = parse_grid(["data.classes=[0, 1],[2,3]", "model.kwargs={hidden: [8, 4]},{}",
+                       "name='a,b',c"])
+    assert grid == [("data.classes", ["[0, 1]", "[2,3]"]),
+                    ("model.kwargs", ["{hidden: [8, 4]}", "{}"]), ("name", ["'a,b'", "c"])]
+
+
+@pytest.mark.parametrize(("item", "fragment"), [
+    ("=1,2", "the dotted key before '=' is empty"),
+    ("data.classes=[0,1", "unbalanced brackets or quotes"),
+    ("name='a,b", "unbalanced brackets or quotes"),
+    ("seed=1,,2", "an empty value"),
+])
+def test_bad_grid_items_name_the_grid_item(item, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        parse_grid([item])
 
 
 def test_sweep_runs_every_point_like_privfl_run(tmp_path, tiny_yaml, capsys):

@@ -39,8 +39,9 @@ SWEEP_HELP = (
 
 
 def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
-    """``["key=v1,v2", ...]`` -> ``[(key, ["v1", "v2"]), ...]`` (each value a YAML scalar;
-    a key at most once; at least one value each)."""
+    """``["key=v1,v2", ...]`` -> ``[(key, ["v1", "v2"]), ...]`` (each value a YAML value, a
+    flow list or map kept whole (:func:`split_values`); a key at most once; at least one value
+    each)."""
     from privfl.config import parse_override
 
     if not items:
@@ -52,7 +53,9 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
                              "dotted key")
         key, _, raw = item.partition("=")
         key = key.strip()
-        values = [v.strip() for v in raw.split(",")]
+        if not key:
+            raise ValueError(f"--grid {item!r} is not valid: the dotted key before '=' is empty")
+        values = split_values(item, raw)
         if any(not v for v in values):
             raise ValueError(f"--grid {item!r} is not valid: an empty value (values are "
                              "separated by commas)")
@@ -64,6 +67,29 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
             raise ValueError(f"--grid {item!r} lists a value twice")
         grid.append((key, values))
     return grid
+
+
+def split_values(item: str, raw: str) -> list[str]:
+    """``raw`` cut at the commas outside brackets, braces and quotes: ``0.1,[0, 1],{a: 1}`` ->
+    ``["0.1", "[0, 1]", "{a: 1}"]`` (YAML flow lists and maps stay whole)."""
+    values, current, depth, quote = [], [], 0, None
+    for ch in raw:
+        if quote is not None:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            values.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    if depth != 0 or quote is not None:
+        raise ValueError(f"--grid {item!r} is not valid: unbalanced brackets or quotes")
+    return [*values, "".join(current).strip()]
 
 
 def grid_points(grid: list[tuple[str, list[str]]]) -> list[list[str]]:
