@@ -146,7 +146,8 @@ def test_cli_certify_on_ray(tmp_path):
     assert local.exit_code == 0, local.output
     got, want = (json.loads((tmp_path / d / "certify.json").read_text())
                  for d in ("ray", "local"))
-    for data in (want, got):
+    for data, name in ((want, "local"), (got, "ray")):
         data.pop("seconds")
+        assert data.pop("replicas") == str(tmp_path / name / "replicas")
     assert want.pop("backend") == "local" and got.pop("backend").startswith("ray")
     assert want == got

@@ -53,7 +53,9 @@ def test_certify_writes_the_certification_and_checks_the_bounds(tiny, tmp_path):
     assert all(a >= b for a, b in zip(acc["certified_accuracy"], acc["certified_accuracy"][1:],
                                       strict=False))  # non-increasing in k
     assert {p.name for p in out.iterdir()} == {"certify.json", "certified_accuracy.png",
-                                                "attack_inefficacy.png", "report.md"}
+                                                "attack_inefficacy.png", "report.md",
+                                                "replicas"}
+    assert {p.name for p in (out / "replicas").iterdir()} == {"clean", "attack-1", "attack-2"}
     report = (out / "report.md").read_text()
     assert "## Certified accuracy" in report and "## Attack inefficacy (Theorem 6)" in report
     assert json.loads((out / "certify.json").read_text())["measured"] == data["measured"]
@@ -128,3 +130,44 @@ def test_instance_level_allows_more_attackers_than_clients(tmp_path, monkeypatch
                                       "backdoor", "--attackers", "13", "--out",
                                       str(tmp_path / "o")])
     assert result.exit_code == 2 and "training reached" in result.stderr, result.stderr
+
+
+def _certify_json(args):
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_recompute_certifies_the_saved_models_again_without_training(tiny, tmp_path):
+    """Same method and confidence: the same certification; another confidence or method:
+    what certifying those saved predictions gives (lower confidence certifies at least as
+    much); a damaged replica file or a directory without certify.json is refused."""
+    out = tmp_path / "cert"
+    first = _certify_json(["certify", str(tiny), "--models", "6", "--attack", "backdoor",
+                           "--attackers", "2", "--out", str(out), "--json"])
+    again = _certify_json(["certify", "recompute", str(out), "--out", str(tmp_path / "again"),
+                           "--json"])
+    for key in ("certified_accuracy", "certificate", "inefficacy", "measured", "privacy",
+                "clean_accuracy", "clean_attack_success", "attack", "models", "unit"):
+        assert again[key] == first[key], key
+    assert again["replicas"] == str(out / "replicas")
+    loose = _certify_json(["certify", "recompute", str(out), "--confidence", "0.5", "--out",
+                           str(tmp_path / "loose"), "--json"])
+    assert loose["confidence"] == 0.5
+    assert all(a >= b for a, b in zip(loose["certified_accuracy"]["certified_accuracy"],
+                                      first["certified_accuracy"]["certified_accuracy"],
+                                      strict=False))
+    estimate = _certify_json(["certify", "recompute", str(out), "--method", "estimate",
+                              "--out", str(tmp_path / "estimate"), "--json"])
+    assert estimate["certified_accuracy"]["kind"] == "estimate"
+    # a damaged file: one byte of the clean set's archive changed
+    path = out / "replicas" / "clean" / "replicas.npz"
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    result = CliRunner().invoke(app, ["certify", "recompute", str(out), "--out",
+                                      str(tmp_path / "bad")])
+    assert result.exit_code == 2 and "replicas.npz" in result.stderr, result.output
+    result = CliRunner().invoke(app, ["certify", "recompute", str(tmp_path), "--out",
+                                      str(tmp_path / "none")])
+    assert result.exit_code == 2 and "holds no certify.json" in result.stderr, result.output

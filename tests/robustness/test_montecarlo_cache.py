@@ -77,6 +77,14 @@ def test_a_damaged_file_is_refused(saved, tmp_path):
         load_replicas(meta)
     with pytest.raises(ValueError, match="does not exist"):
         load_replicas(tmp_path / "nothing")
+    raw = (out / FILE_NAME).read_bytes()
+    start = raw.rfind(b"\x93NUMPY")  # the last array: its data follow its .npy header
+    at = start + 10 + int.from_bytes(raw[start + 8 : start + 10], "little") + 1
+    flipped = raw[:at] + bytes([raw[at] ^ 1]) + raw[at + 1 :]
+    for name, content in (("flipped.npz", flipped), ("truncated.npz", raw[: len(raw) // 2])):
+        (tmp_path / name).write_bytes(content)  # a bad CRC or a cut zip: one line, no crash
+        with pytest.raises(ValueError, match="is not a readable replica file|is damaged"):
+            load_replicas(tmp_path / name)
 
 
 def test_an_existing_file_is_not_overwritten(saved):

@@ -16,7 +16,7 @@ from typer.core import TyperGroup
 from privfl.cli.backend_options import AddressOpt, BackendOpt, WorkersOpt, select_backend
 from privfl.cli.common import JsonOpt, user_errors
 
-__all__ = ["certify_app", "certify_run_command", "radius_command"]
+__all__ = ["certify_app", "certify_recompute_command", "certify_run_command", "radius_command"]
 
 class _ConfigOrCommand(TyperGroup):
     """``privfl certify CONFIG ...`` runs the hidden ``run`` command; ``privfl certify radius``
@@ -158,11 +158,7 @@ def certify_run_command(
     console = Console(stderr=True)
     check_options(backend, address, workers)
     resolved = load_config(config, list(set_ or []))
-    from privfl.cli.run import _default_out  # runs/NAME-TIME, as privfl run
-
-    directory = out or _default_out(f"certify-{resolved.name}")
-    if directory.exists() and any(directory.iterdir()):
-        raise ValueError(f"out = {str(directory)!r} is not empty: choose another --out")
+    directory = _new_directory(out, resolved.name)
 
     def progress(stage: str, done: int, total: int) -> None:
         if done == total or done % max(1, total // 4) == 0:
@@ -172,16 +168,70 @@ def certify_run_command(
         select_backend(stack, backend, address, workers, console)
         result = run_certification(
             resolved, models, attack=None if attack is None else attack.value,
-            attackers=attackers, method=method.value, confidence=confidence, progress=progress)
+            attackers=attackers, method=method.value, confidence=confidence, progress=progress,
+            replicas=directory / "replicas")
     write_certification(result, directory)
+    _show(result, directory, as_json)
+
+
+@certify_app.command("recompute")
+@user_errors
+def certify_recompute_command(
+    directory: Annotated[Path, typer.Argument(
+        help="Directory of a privfl certify run (its certify.json and replicas/).",
+        show_default=False)],
+    method: Annotated[MethodChoice, typer.Option(
+        help="Calibration: hoeffding, clopper-pearson (hard votes, binary tasks) or estimate "
+        "(uncalibrated, not a guarantee).")] = MethodChoice.hoeffding,
+    confidence: Annotated[float, typer.Option(help="Confidence of every certificate.")] = 0.99,
+    out: Annotated[Path | None, typer.Option(
+        help="Directory for the new certify.json, plots and report.md (default "
+        "runs/certify-NAME-TIME).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Certify the saved models of a privfl certify run again, with another calibration or
+    confidence, without training (the replicas' digests are checked)."""
+    import json
+
+    from privfl.report.certify import write_certification
+    from privfl.robustness.pipeline import recompute_certification
+
+    source = directory / "certify.json"
+    try:
+        about = json.loads(source.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"directory = {str(directory)!r} holds no certify.json: give the "
+                         "--out directory of a privfl certify run") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{source} is not valid JSON: {error}") from None
+    if not isinstance(about, dict) or not {"name", "algorithm", "attack"} <= set(about):
+        raise ValueError(f"{source} is not a certification (no name, algorithm and attack)")
+    target = _new_directory(out, str(about["name"]))
+    result = recompute_certification(directory / "replicas", about, method=method.value,
+                                     confidence=confidence)
+    write_certification(result, target)
+    _show(result, target, as_json)
+
+
+def _new_directory(out: Path | None, name: str) -> Path:
+    from privfl.cli.run import _default_out  # runs/NAME-TIME, as privfl run
+
+    directory = out or _default_out(f"certify-{name}")
+    if directory.exists() and any(directory.iterdir()):
+        raise ValueError(f"out = {str(directory)!r} is not empty: choose another --out")
+    return directory
+
+
+def _show(result, directory: Path, as_json: bool) -> None:
+    """Print a certification (one JSON object with --json)."""
     if as_json:
         from privfl.cli.output import print_json
 
         print_json({**result.to_dict(), "out": str(directory)})
         return
     acc = result.certified_accuracy
-    typer.echo(f"privfl certify {resolved.name}: M = {models} {result.algorithm} models, "
-               f"unit {result.unit}, {method.value} at confidence {confidence:g}")
+    typer.echo(f"privfl certify {result.name}: M = {result.models} {result.algorithm} models, "
+               f"unit {result.unit}, {result.method} at confidence {result.confidence:g}")
     for line in result.privacy_lines:
         typer.echo(f"  {line}")
     typer.echo(f"  clean accuracy (mean of the M models): {100 * result.clean_accuracy:.1f}%")
@@ -191,5 +241,7 @@ def certify_run_command(
         typer.echo(f"  k = {row['k']}: measured attack success {100 * row['success']:.1f}% "
                    f"(bounds {100 * row['bound_lower']:.1f}..{100 * row['bound_upper']:.1f}%, "
                    f"{'inside' if row['inside'] else 'OUTSIDE'})")
+    saved = ", replicas/" if getattr(result, "replicas", None) and \
+        Path(result.replicas).parent == directory else ""
     typer.echo(f"  written: {directory} (certify.json, certified_accuracy.png, "
-               "attack_inefficacy.png, report.md)")
+               f"attack_inefficacy.png, report.md{saved})")

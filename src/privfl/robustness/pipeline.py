@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from privfl._validation import check_choice, check_int, check_range
 
-__all__ = ["CertificationRun", "run_certification"]
+__all__ = ["CertificationRun", "certify_replicas", "recompute_certification",
+           "run_certification"]
 
 ATTACKS = ("backdoor", "label-flip", "dba", "scaling")
 UNITS = {"client": "user", "record": "instance"}
@@ -98,6 +100,7 @@ def run_certification(
     confidence: float = 0.99,
     progress: Callable[[str, int, int], None] | None = None,
     backend: Any = None,
+    replicas: str | Path | None = None,
 ) -> CertificationRun:
     """Certify ``config`` from ``models`` replicas (see the module docstring).
 
@@ -107,27 +110,24 @@ def run_certification(
     votes) or "estimate" (labelled, not a guarantee). ``confidence`` in (0, 1). ``backend``:
     where the replicas' gathered engine calls run (default: the active backend, see
     :func:`~privfl.robustness.montecarlo.train_replicas`); the result does not depend on it.
+    ``replicas``: a directory to save every trained set's predictions in
+    (``clean/replicas.npz``, ``attack-k/replicas.npz``), from which
+    :func:`recompute_certification` certifies again without training.
     """
     from privfl.fl.algorithms.builders import build_dataset
     from privfl.robustness.attack_config import AttackConfig
     from privfl.robustness.attacks import attack_test_set
-    from privfl.robustness.certified_accuracy import (
-        EnsembleScores,
-        certified_accuracy,
-        certify_ensemble,
-    )
-    from privfl.robustness.inefficacy import certify_attack_inefficacy
     from privfl.robustness.montecarlo import train_replicas
 
     models = check_int("models", models, 1)
-    confidence = check_range("confidence", confidence, 0.0, 1.0, low_open=True, high_open=True)
-    method = check_choice("method", method, ("hoeffding", "clopper-pearson", "estimate"))
+    _check_method(method, confidence)
     if attack is not None:
         attack = check_choice("attack", attack, ATTACKS)
         attackers = _check_attackers(config, attackers)
     elif attackers:
         raise ValueError(f"attackers = {attackers} is not allowed without --attack")
     started = time.perf_counter()
+    store = None if replicas is None else Path(replicas)
     clean_config = _with_attack(config, None, 0)
     data = build_dataset(clean_config)
     spec = AttackConfig(**{**config.attack.model_dump(exclude_unset=True),
@@ -138,14 +138,77 @@ def run_certification(
     def tick(stage: str):
         return None if progress is None else (lambda done, total: progress(stage, done, total))
 
-    # batched layout: faster for the small models certification uses (docs/montecarlo.md)
-    clean = train_replicas(clean_config, models, eval_sets=sets, layout="batched",
-                           progress=tick("clean models"), backend=backend)
-    _check_finite(clean, "clean models")
+    def train(cfg: Any, stage: str, name: str) -> Any:
+        # batched layout: faster for the small models certification uses (docs/montecarlo.md)
+        result = train_replicas(cfg, models, eval_sets=sets, layout="batched",
+                                progress=tick(stage), backend=backend,
+                                out=None if store is None else store / name)
+        _check_finite(result, stage)
+        return result
+
+    clean = train(clean_config, "clean models", "clean")
+    _check_private(clean)
+    successes = {k: train(_with_attack(config, attack, k), f"{k} attacker(s)",
+                          f"attack-{k}").accuracy("attack")
+                 for k in range(1, attackers + 1)}
+    about = {"command": "certify", "name": config.name,
+             "algorithm": config.federated.algorithm,
+             "attack": {"kind": attack, "attackers": attackers,
+                        "target_label": spec.target_label, "attack_set": attack_set.name,
+                        "attack_points": len(attack_set)},
+             "backend": clean.info["backend"]}
+    run = certify_replicas(clean, successes, about, method, confidence)
+    run.seconds = time.perf_counter() - started
+    if store is not None:
+        run.replicas = str(store)
+    return run
+
+
+def recompute_certification(replicas: str | Path, about: dict[str, Any], *,
+                            method: str = "hoeffding", confidence: float = 0.99
+                            ) -> CertificationRun:
+    """The certification of the replicas saved by :func:`run_certification` (``replicas``:
+    its directory; ``about``: the ``name``, ``algorithm`` and ``attack`` entries of its
+    certify.json), with another ``method`` or ``confidence``, without training. Every
+    file's digests are checked (:func:`~privfl.robustness.replica_cache.load_replicas`), and
+    the attacked sets must be the clean set's configuration with the attack added."""
+    from privfl.robustness.replica_cache import load_replicas
+
+    _check_method(method, confidence)
+    started = time.perf_counter()
+    store = Path(replicas)
+    if not (store / "clean").is_dir():
+        raise ValueError(f"replicas = {str(store)!r} holds no clean/ replica set: give the "
+                         "replicas/ directory of a privfl certify run (made since it saves them)")
+    clean = load_replicas(store / "clean")
+    attackers = int(about.get("attack", {}).get("attackers") or 0)
+    successes = {}
+    for k in range(1, attackers + 1):
+        attacked = load_replicas(store / f"attack-{k}")
+        if attacked.models != clean.models or _trained(attacked) != _trained(clean):
+            raise ValueError(f"{store / f'attack-{k}'} was not trained with the clean set "
+                             f"{store / 'clean'}: another configuration or number of models")
+        successes[k] = attacked.accuracy("attack")
+    _check_private(clean)
+    run = certify_replicas(clean, successes, {**about, "command": "certify"}, method,
+                           confidence)
+    run.seconds = time.perf_counter() - started
+    run.replicas = str(store)
+    return run
+
+
+def certify_replicas(clean: Any, successes: dict[int, np.ndarray], about: dict[str, Any],
+                     method: str, confidence: float) -> CertificationRun:
+    """Certified accuracy and attack-inefficacy bounds from the clean replicas, set against
+    the measured success ``successes[k]`` (each model's, in [0, 1]) of the attacked ones."""
+    from privfl.robustness.certified_accuracy import (
+        EnsembleScores,
+        certified_accuracy,
+        certify_ensemble,
+    )
+    from privfl.robustness.inefficacy import certify_attack_inefficacy
+
     privacy = clean.privacy
-    if not privacy.private:
-        raise ValueError("privacy.enabled = false: a certificate needs a private training (a "
-                         "rigorous (epsilon, delta) bound per model)")
     unit = UNITS.get(privacy.unit, privacy.unit)
     if method == "clopper-pearson":
         scores = EnsembleScores.from_predictions(clean.predictions["test"],
@@ -155,19 +218,15 @@ def run_certification(
     certificate = certify_ensemble(scores, privacy.epsilon, privacy.delta, method=method,
                                    confidence=confidence, unit=unit)
     accuracy = certified_accuracy(certificate, clean.labels["test"])
-    ks = np.arange(1, max(attackers, 5) + 1)
+    ks = np.arange(1, max(len(successes), 5) + 1)
     clean_success = clean.accuracy("attack")
     inefficacy = certify_attack_inefficacy(
         clean_success, 1.0, privacy.epsilon, privacy.delta, ks,
         method="estimate" if method == "estimate" else "hoeffding", confidence=confidence,
         unit=unit)
     measured = []
-    for k in range(1, attackers + 1):
-        attacked = train_replicas(_with_attack(config, attack, k), models, eval_sets=sets,
-                                  layout="batched", progress=tick(f"{k} attacker(s)"),
-                                  backend=backend)
-        _check_finite(attacked, f"models with {k} attacker(s)")
-        mean, low, high = _hoeffding(attacked.accuracy("attack"), confidence)
+    for k, success in sorted(successes.items()):
+        mean, low, high = _hoeffding(success, confidence)
         index = k - 1
         measured.append({
             "k": k, "success": mean, "success_low": low, "success_high": high,
@@ -176,10 +235,10 @@ def run_certification(
             "inside": bool(inefficacy.lower[index] <= mean <= inefficacy.upper[index]),
         })
     return CertificationRun(
-        command="certify",
-        name=config.name,
-        algorithm=config.federated.algorithm,
-        models=models,
+        command=about["command"],
+        name=about["name"],
+        algorithm=about["algorithm"],
+        models=clean.models,
         unit=unit,
         method=method,
         confidence=confidence,
@@ -188,11 +247,29 @@ def run_certification(
         clean_accuracy=float(clean.accuracy("test").mean()),
         certified_accuracy=accuracy.to_dict(),
         certificate=certificate.summary(),
-        attack={"kind": attack, "attackers": attackers, "target_label": spec.target_label,
-                "attack_set": attack_set.name, "attack_points": len(attack_set)},
+        attack=about["attack"],
         clean_attack_success=float(clean_success.mean()),
         inefficacy=inefficacy.to_dict(),
         measured=measured,
-        backend=clean.info["backend"],
-        seconds=time.perf_counter() - started,
+        backend=about.get("backend"),
+        seconds=0.0,
     )
+
+
+def _check_method(method: str, confidence: float) -> None:
+    check_range("confidence", confidence, 0.0, 1.0, low_open=True, high_open=True)
+    check_choice("method", method, ("hoeffding", "clopper-pearson", "estimate"))
+
+
+def _trained(replicas: Any) -> dict[str, Any]:
+    """The configuration a replica set was trained with, but its attack and free text."""
+    config = dict(replicas.info.get("config", {}))
+    for key in ("attack", "run", "name", "description"):
+        config.pop(key, None)
+    return config
+
+
+def _check_private(clean: Any) -> None:
+    if not clean.privacy.private:
+        raise ValueError("privacy.enabled = false: a certificate needs a private training (a "
+                         "rigorous (epsilon, delta) bound per model)")

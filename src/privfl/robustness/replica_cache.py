@@ -20,6 +20,7 @@ import json
 import os
 import re
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,7 +180,7 @@ def load_replicas(path: str | Path, *, config: Any = None, data: Any = None) -> 
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in archive.files}
         meta = json.loads(str(arrays.pop("meta")))
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
         raise ValueError(f"path = {str(path)!r} is not a readable replica file: {error}") from None
     if meta.get("format") != FORMAT:
         raise ValueError(f"path = {str(path)!r} has format {meta.get('format')!r}: expected "
