@@ -28,7 +28,8 @@ ray = pytest.importorskip("ray")
 PRIVFL = os.path.join(os.path.dirname(sys.executable), "privfl")
 #: MNIST 0 vs 1, 12 clients of 20 records, user-level DP-FedAvg with 10 clients a round: with
 #: M = 8 replicas an engine call has 80 rows, cut into shards of 64 and 16 rows (the batched
-#: layout's chunk size is 64: every shard is made of whole chunks)
+#: layout's chunk for this model, montecarlo.replica_chunk, is 64: every shard is made of
+#: whole chunks)
 TINY = {
     "name": "certify-ray", "seed": 2,
     "data": {"dataset": "mnist-5k", "classes": [0, 1], "partition": "iid", "clients": 12,

@@ -171,7 +171,7 @@ def certify_run_command(
             attackers=attackers, method=method.value, confidence=confidence, progress=progress,
             replicas=directory / "replicas")
     write_certification(result, directory)
-    _show(result, directory, as_json)
+    _show(result, directory, as_json, extra=", replicas/")
 
 
 @certify_app.command("recompute")
@@ -222,8 +222,8 @@ def _new_directory(out: Path | None, name: str) -> Path:
     return directory
 
 
-def _show(result, directory: Path, as_json: bool) -> None:
-    """Print a certification (one JSON object with --json)."""
+def _show(result, directory: Path, as_json: bool, extra: str = "") -> None:
+    """Print a certification (one JSON object with --json); ``extra``: more files written."""
     if as_json:
         from privfl.cli.output import print_json
 
@@ -241,7 +241,5 @@ def _show(result, directory: Path, as_json: bool) -> None:
         typer.echo(f"  k = {row['k']}: measured attack success {100 * row['success']:.1f}% "
                    f"(bounds {100 * row['bound_lower']:.1f}..{100 * row['bound_upper']:.1f}%, "
                    f"{'inside' if row['inside'] else 'OUTSIDE'})")
-    saved = ", replicas/" if getattr(result, "replicas", None) and \
-        Path(result.replicas).parent == directory else ""
     typer.echo(f"  written: {directory} (certify.json, certified_accuracy.png, "
-               f"attack_inefficacy.png, report.md{saved})")
+               f"attack_inefficacy.png, report.md{extra})")

@@ -42,6 +42,7 @@ class StackedOptimizer:
         if not isinstance(spec, LocalTrainingSpec):
             raise ValueError(f"spec = {spec!r} is not a LocalTrainingSpec")
         self.spec = spec
+        self._views: list[tuple[torch.Tensor, list[torch.Tensor]]] = []  # see _row_views
 
     @property
     def state_keys(self) -> tuple[str, ...]:
@@ -142,8 +143,6 @@ class StackedOptimizer:
         rows = list(t.unbind(0))
         self._views = [*self._views[-4:], (t, rows)]
         return rows
-
-    _views: list = []
 
     def _reference_step(self, params, grad, state, lr) -> None:
         spec = self.spec

@@ -138,7 +138,6 @@ class _Client:
     noise_seeds: list[int]
     aux: torch.Generator
     rows: torch.Tensor  #: [n_j] int64 pool rows of the client, on the training device
-    records: int
     _noise: list[torch.Generator] | None = None
 
     @property
@@ -560,7 +559,7 @@ class CohortTrainer:
         for j in range(count):
             data, aux, *noise = seeds[j]
             clients.append(_Client(seeded_generator(device, data), noise,
-                                   seeded_generator(device, aux), rows[j], rows[j].numel()))
+                                   seeded_generator(device, aux), rows[j]))
         layout = self.resolve_layout(device)
         self._single_rows = layout == "looped"
         chunk = 1 if layout == "looped" else self._auto_chunk(count, x_all, y_all, device)

@@ -181,6 +181,7 @@ def recompute_certification(replicas: str | Path, about: dict[str, Any], *,
         raise ValueError(f"replicas = {str(store)!r} holds no clean/ replica set: give the "
                          "replicas/ directory of a privfl certify run (made since it saves them)")
     clean = load_replicas(store / "clean")
+    _check_private(clean)
     attackers = int(about.get("attack", {}).get("attackers") or 0)
     successes = {}
     for k in range(1, attackers + 1):
@@ -189,7 +190,6 @@ def recompute_certification(replicas: str | Path, about: dict[str, Any], *,
             raise ValueError(f"{store / f'attack-{k}'} was not trained with the clean set "
                              f"{store / 'clean'}: another configuration or number of models")
         successes[k] = attacked.accuracy("attack")
-    _check_private(clean)
     run = certify_replicas(clean, successes, {**about, "command": "certify"}, method,
                            confidence)
     run.seconds = time.perf_counter() - started

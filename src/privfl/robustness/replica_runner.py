@@ -88,7 +88,6 @@ class _Replica:
     call: _Call | None = None
     done: bool = False
     error: BaseException | None = None
-    runner: greenlet.greenlet | None = None
 
 
 class ReplicaBackend(ShardedBackend):
@@ -132,7 +131,7 @@ class ReplicaBackend(ShardedBackend):
             raise ValueError("ReplicaBackend trains only inside run_replicas (a replica's "
                              "greenlet); use the local backend elsewhere")
         replica.call = _Call(trainer, data, shards[0], start_row, keep_states)
-        replica.runner.switch()  # resumed by the runner once the call is trained
+        greenlet.getcurrent().parent.switch()  # to the runner; back once the call is trained
         result, replica.call = replica.call.result, None
         return [result]
 
@@ -247,8 +246,7 @@ def run_replicas(algorithms: Sequence[Any], rounds: int, *, device: torch.device
     the backend (``backend.calls``: the rows of every engine call). The first error of a replica
     or of the engine is re-raised after every replica has stopped."""
     backend = ReplicaBackend(device, engine)
-    runner = greenlet.getcurrent()
-    replicas = [_Replica(a, rounds, runner=runner) for a in algorithms]
+    replicas = [_Replica(a, rounds) for a in algorithms]
     glets = []
     for replica in replicas:
         glet = greenlet.greenlet(_replica_main)
