@@ -178,8 +178,20 @@ class _Display:
                                + (f"reached at round {reached}" if reached else "not reached"))
         if not summary["finished"]:
             self.console.print(f"continue with: privfl run --resume {escape(str(result.run_dir))}")
+        state = summary.get("private_state", "")
         self.console.print(f"run directory: {escape(str(result.run_dir))} (report.md, "
-                           "metrics.jsonl, privacy.json, plots, checkpoints)")
+                           "metrics.jsonl, privacy.json, plots, model.pt"
+                           + (", checkpoints" if state == "kept in checkpoints/" else "") + ")")
+        outside = [o["name"] for o in summary.get("outputs", []) if not o["covered"]]
+        if state == "deleted":
+            self.console.print("private state deleted: the checkpoints (intermediate models, the "
+                               "secret schedule) are gone, as the last-iterate guarantee needs")
+        elif state and state != "kept in checkpoints/":
+            self.console.print(f"private state {escape(state)} (outside the guarantee: never "
+                               "publish it)")
+        if outside:
+            self.console.print("outside the guarantee (privacy.json outputs): "
+                               + escape(", ".join(outside)))
 
 
 def _dry_run(config, console: Console, as_json: bool) -> None:

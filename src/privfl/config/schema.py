@@ -265,6 +265,11 @@ class RunConfig(_Section):
     eval_batch_size: int = Field(1000, ge=1)
     tensorboard: bool = Field(False, description="also log each round's metrics as TensorBoard "
                               "event files in DIR/tensorboard (pip install 'privfl[tensorboard]')")
+    outputs: Literal["all", "guarantee-only"] = Field(
+        "all", description="all: every output in the run directory, each classified in "
+        "privacy.json's outputs; guarantee-only: only what the printed guarantee covers, the "
+        "rest (checkpoints, metrics outside the guarantee, TensorBoard logs) in DIR.private "
+        "beside it (needs privacy.secure: a seeded config.yaml regenerates the noise)")
 
     @field_validator("device")
     @classmethod

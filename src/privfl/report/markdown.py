@@ -27,8 +27,9 @@ def run_report_markdown(
     metrics: Sequence[Mapping[str, Any]],
     *,
     setup: Mapping[str, Any],
+    outputs: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """The Markdown text of report.md."""
+    """The Markdown text of report.md (``outputs``: privacy.json's classified outputs)."""
     final = summary.get("final", {})
     lines = [
         f"# privfl run: {summary.get('name', '')}",
@@ -70,9 +71,8 @@ def run_report_markdown(
         lines.append(f"| best {labels[headline]} | {format_percent(best)} |")
     lines += [
         "",
-        "Accuracies are measured on held-out test data (as each metric's label says) without "
-        "noise: they are "
-        "monitoring values for the experimenter and are not covered by the privacy guarantee.",
+        "Accuracies are measured without noise on held-out test data (as each metric's label "
+        "says); whether the guarantee covers each one is in the table of outputs below.",
         "",
         "![accuracy per round](accuracy.png)",
         "",
@@ -86,6 +86,7 @@ def run_report_markdown(
         "",
         "![privacy per round](privacy.png)",
         "",
+        *_outputs_markdown(outputs),
         "## Files",
         "",
         "`config.yaml` (resolved configuration), `metrics.jsonl` (one JSON line per round), "
@@ -94,8 +95,32 @@ def run_report_markdown(
         f"`privfl check-privacy {summary.get('run_dir', 'DIR')}` recomputes every round's "
         "privacy from config.yaml and compares it with metrics.jsonl.",
         "",
-        f"Continue or extend this run with `privfl run --resume {summary.get('run_dir', 'DIR')}` "
-        "(add `--set federated.rounds=N` to extend it).",
+        _resume_line(summary),
         "",
     ]
     return "\n".join(lines)
+
+
+def _resume_line(summary: Mapping[str, Any]) -> str:
+    where = summary.get("run_dir", "DIR")
+    if summary.get("private_state") == "deleted":
+        return ("This run released only its final model: its checkpoints (intermediate models, "
+                "the secret schedule, generator states) were deleted when it finished, so it "
+                "cannot be continued; `model.pt` holds the released model.")
+    return (f"Continue or extend this run with `privfl run --resume {where}` (add `--set "
+            "federated.rounds=N` to extend it).")
+
+
+def _outputs_markdown(outputs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The table of what the run wrote and whether the guarantee covers it."""
+    if not outputs:
+        return []
+    lines = ["## What the guarantee covers", "",
+             "Everything a run writes is a release. Outputs marked **no** are outside the "
+             "printed guarantee: do not publish them with it (`run.outputs: guarantee-only` "
+             "keeps them out of the run directory).", "",
+             "| output | kind | covered | why |", "|---|---|---|---|"]
+    for o in outputs:
+        lines.append(f"| `{o['name']}` | {o['kind']} | {'yes' if o['covered'] else '**no**'} "
+                     f"| {o['reason']} |")
+    return lines + [""]

@@ -11,8 +11,15 @@
     DIR/report.md            a short human-readable report
     DIR/run.json             the run's identity: {"format", "run_id", "created"}
     DIR/.lock                held (flock) by the process running the run
+    DIR/model.pt             the final released model (``name -> tensor``)
     DIR/checkpoints/round-000012.pt     the last few checkpoints (model/optimizer/RNG states)
     DIR/checkpoints/round-000012.json   their digests (:mod:`privfl.report.checkpoints`)
+
+What the printed guarantee covers is listed in privacy.json's ``outputs``
+(:mod:`privfl.fl.algorithms.outputs`). The checkpoints are private state. With ``run.outputs:
+guarantee-only`` they, and the metrics outside the guarantee (``metrics.jsonl`` rows of the
+uncovered keys), live in the private directory ``DIR.private`` beside the run directory
+(:attr:`RunDirectory.private`) instead.
 
 A directory belongs to one run: ``run.json``'s random ``run_id`` is stamped into every
 checkpoint and its digest record, and a resume uses only checkpoints that carry it. A new run
@@ -91,8 +98,25 @@ def _atomic_write(path: Path, text: str) -> None:
 class RunDirectory:
     """Paths and writers of one run directory."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, private: str | Path | None = None) -> None:
         self.path = Path(path)
+        #: where private state (checkpoints, uncovered metrics) is kept: the run directory
+        #: itself, or a separate directory (``run.outputs: guarantee-only``)
+        self.private = self.path if private is None else Path(private)
+
+    @property
+    def separate_private(self) -> bool:
+        """The private state lives outside the run directory."""
+        return self.private != self.path
+
+    @property
+    def private_metrics(self) -> Path:
+        """The uncovered metrics of every round (only with a separate private directory)."""
+        return self.private / "metrics.jsonl"
+
+    @property
+    def model(self) -> Path:
+        return self.path / "model.pt"
 
     # ------------------------------------------------------------------ paths
     @property
@@ -125,7 +149,7 @@ class RunDirectory:
 
     @property
     def checkpoints(self) -> Path:
-        return self.path / "checkpoints"
+        return self.private / "checkpoints"
 
     @property
     def run_file(self) -> Path:
@@ -148,6 +172,11 @@ class RunDirectory:
             )
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"out = {str(self.path)!r} is a file, not a directory")
+        if self.separate_private and self.private.exists() and any(self.private.iterdir()):
+            raise ValueError(
+                f"out = {str(self.path)!r}: its private directory {str(self.private)!r} already "
+                "holds files (of another run?): remove it or choose another --out"
+            )
         if self.path.is_dir():
             found = [name for name in _RUN_FILES if (self.path / name).exists()]
             if found:
@@ -161,7 +190,7 @@ class RunDirectory:
         """Make a fresh run directory (see :meth:`check_new`); returns its new run id."""
         self.check_new()
         self.path.mkdir(parents=True, exist_ok=True)
-        self.checkpoints.mkdir(exist_ok=True)
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
         run_id = secrets.token_hex(8)
         self.write_json(self.run_file, {
             "format": RUN_FORMAT, "run_id": run_id,
@@ -174,7 +203,6 @@ class RunDirectory:
             raise ValueError(
                 f"resume = {str(self.path)!r} is not a run directory: it has no config.yaml"
             )
-        self.checkpoints.mkdir(exist_ok=True)
 
     def run_id(self) -> str:
         """The run id from run.json (a ValueError naming the file if it is missing or bad)."""
@@ -215,16 +243,18 @@ class RunDirectory:
         run.json, metrics.jsonl, the lock, its temporary files, an empty checkpoints folder),
         then the directory if nothing else is in it. Anything else is left alone."""
         self.remove_temporary_files()
-        for path in (self.config, self.run_file, self.metrics, self.path / ".lock"):
+        for path in (self.config, self.run_file, self.metrics, self.path / ".lock",
+                     *((self.private_metrics,) if self.separate_private else ())):
             path.unlink(missing_ok=True)
-        for folder in (self.checkpoints, self.path):
+        for folder in (self.checkpoints, *((self.private,) if self.separate_private else ()),
+                       self.path):
             with contextlib.suppress(OSError):  # not empty (a user's file): keep it
                 folder.rmdir()
 
     def remove_temporary_files(self) -> list[str]:
         """Delete ``.*.tmp`` files a killed write left behind; returns their names."""
         removed = []
-        for folder in (self.path, self.checkpoints):
+        for folder in dict.fromkeys((self.path, self.private, self.checkpoints)):
             if folder.is_dir():
                 for entry in folder.glob(".*.tmp"):
                     if entry.is_file():
@@ -239,12 +269,15 @@ class RunDirectory:
     def write_json(self, path: Path, payload: Any) -> None:
         _atomic_write(path, json.dumps(json_safe(payload), indent=2) + "\n")
 
-    def write_metrics(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Rewrite metrics.jsonl with ``rows`` (used when resuming from a checkpoint)."""
-        _atomic_write(self.metrics, "".join(json.dumps(json_safe(r)) + "\n" for r in rows))
+    def write_metrics(self, rows: Iterable[Mapping[str, Any]], path: Path | None = None
+                      ) -> None:
+        """Rewrite metrics.jsonl (or ``path``) with ``rows`` (used when resuming from a
+        checkpoint)."""
+        _atomic_write(self.metrics if path is None else path,
+                      "".join(json.dumps(json_safe(r)) + "\n" for r in rows))
 
-    def append_metrics(self, row: Mapping[str, Any]) -> None:
-        with open(self.metrics, "a", encoding="utf-8") as stream:
+    def append_metrics(self, row: Mapping[str, Any], path: Path | None = None) -> None:
+        with open(self.metrics if path is None else path, "a", encoding="utf-8") as stream:
             stream.write(json.dumps(json_safe(row)) + "\n")
             stream.flush()
 
@@ -275,6 +308,22 @@ class RunDirectory:
             if match and entry.is_file():
                 found.append((int(match.group(1)), entry))
         return sorted(found)
+
+    def delete_private_state(self) -> int:
+        """Delete every checkpoint, its digest record and the checkpoints folder (when a
+        last-iterate run finishes: they hold intermediate models and the secret schedule);
+        returns how many checkpoints were deleted."""
+        found = self.list_checkpoints()
+        for round_index, path in found:
+            path.unlink(missing_ok=True)
+            self.checkpoint_record(round_index).unlink(missing_ok=True)
+        if self.checkpoints.is_dir():
+            for entry in self.checkpoints.iterdir():  # stale records and temporary files
+                if entry.is_file() and (entry.suffix == ".json" or entry.name.endswith(".tmp")):
+                    entry.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self.checkpoints.rmdir()
+        return len(found)
 
     def prune_checkpoints(self, keep: int) -> None:
         """Delete all but the newest ``keep`` checkpoints (and their digest records)."""

@@ -38,6 +38,7 @@ __all__ = [
     "PrivacyPlan",
     "RoundAlgorithm",
     "budget_results",
+    "headline_scopes",
     "privacy_metrics",
     "privacy_entries",
     "tightest_bound",
@@ -59,7 +60,13 @@ class PrivacyPlan(Protocol):
         ``"record"`` or ``"client"``.
     primary_scope
         The ``extras["scope"]`` of the results that budgets and headline numbers use (``""``
-        when the results carry no scope, e.g. one guarantee per run).
+        when the results carry no scope, e.g. one guarantee per run). A plan may also name
+        ``headline_scopes``: every scope whose results are valid bounds for what is released
+        (default: the primary scope alone); the headline is the tightest bound among them.
+    hidden_state
+        Optional (default False): the guarantee assumes the intermediate state (models,
+        schedule, generator states) is never published, as a last-iterate release does; the
+        runner then deletes that state when the run finishes (:mod:`.outputs`).
     delta
         The delta of the reported (epsilon, delta) pairs (None: accounting off).
     """
@@ -149,6 +156,15 @@ class RoundAlgorithm:
         """Per-round facts about the cohort (size, redraws, ...); override to add some."""
         return {}
 
+    #: Whether the printed guarantee covers each metrics key this algorithm writes
+    #: (``key -> (covered, reason)``, on top of :data:`.outputs.GENERIC_METRICS`).
+    METRIC_OUTPUTS: ClassVar[Mapping[str, tuple[bool, str]]] = {}
+
+    def output_classes(self) -> dict[str, tuple[bool, str]]:
+        """``metrics key -> (covered, reason)`` for this run (see :mod:`.outputs`); override
+        when a key's status depends on the settings."""
+        return dict(self.METRIC_OUTPUTS)
+
     def replica(self, seed: int, init_params: dict[str, Any] | None = None) -> RoundAlgorithm:
         """Optional: a Monte Carlo replica (:mod:`privfl.robustness.montecarlo`) that shares
         this algorithm's model, trainer, data and plan and owns the state the constructor would
@@ -198,9 +214,17 @@ def privacy_entries(results: Iterable[PrivacyResult]) -> list[dict[str, Any]]:
     return entries
 
 
+def headline_scopes(plan: PrivacyPlan) -> tuple[str, ...]:
+    """The scopes whose results bound what is released: ``plan.headline_scopes`` if the plan
+    names them, else its primary scope alone."""
+    return tuple(getattr(plan, "headline_scopes", None) or (plan.primary_scope,))
+
+
 def budget_results(plan: PrivacyPlan, results: Sequence[PrivacyResult]) -> list[PrivacyResult]:
-    """The results in the plan's primary scope (what budgets and headlines use)."""
-    return [r for r in results if str(r.extras.get("scope", "")) == plan.primary_scope]
+    """The results valid for what is released (:func:`headline_scopes`): what budgets and
+    headlines use."""
+    scopes = headline_scopes(plan)
+    return [r for r in results if str(r.extras.get("scope", "")) in scopes]
 
 
 def tightest_bound(results: Sequence[PrivacyResult]) -> PrivacyResult | None:

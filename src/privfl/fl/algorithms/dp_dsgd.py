@@ -100,6 +100,7 @@ from privfl.fl.algorithms.common import (
     restore_streams,
     seeded_generators,
 )
+from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer, cross_entropy_loss
@@ -487,6 +488,15 @@ class DpDsgd(RoundAlgorithm):
                             "and Gunduz 2022)")
     config_class: ClassVar[type[FederatedConfig]] = DpDsgdConfig
     metric_labels: ClassVar[dict[str, str]] = {"global_accuracy": "global model (test set)"}
+    METRIC_OUTPUTS: ClassVar[dict[str, tuple[bool, str]]] = {
+        "global_accuracy": RELEASED_ACCURACY,
+        "participants": (False, "the realised number of participating clients: the guarantee "
+                         "assumes participation hidden"),
+        "records": (False, "the realised number of sampled records: the guarantee assumes "
+                    "the sampling hidden"),
+        "train_loss": UNNOISED_TRAINING,
+        "clipped_fraction": UNNOISED_TRAINING,
+    }
 
     def __init__(
         self,

@@ -86,6 +86,7 @@ from privfl.fl.algorithms.common import (
     restore_streams,
     seeded_generators,
 )
+from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.algorithms.protection import protected_local_models
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
@@ -530,6 +531,18 @@ class DpFedAvg(RoundAlgorithm):
     config_class: ClassVar[type[FederatedConfig]] = DpFedAvgConfig
     metric_labels: ClassVar[dict[str, str]] = {
         "global_accuracy": "global model (mean over clients)",
+    }
+    METRIC_OUTPUTS: ClassVar[dict[str, tuple[bool, str]]] = {
+        "global_accuracy": RELEASED_ACCURACY,
+        "cohort_size": (False, "the realised Poisson cohort size: the guarantee's client "
+                        "sampling is secret"),
+        "train_loss": UNNOISED_TRAINING,
+        "clipped_fraction": UNNOISED_TRAINING,
+        "update_norm": (False, "norm of the unnoised mean of the clients' updates"),
+        "unclipped_estimate": (True, "the noised count of unclipped updates (adaptive clipping), "
+                               "accounted in the effective noise multiplier"),
+        "clip_norm": (True, "the clip norm S_t: fixed, or set from the noised counts"),
+        "noise_std": (True, "z S_t: follows from the clip norm"),
     }
 
     def __init__(

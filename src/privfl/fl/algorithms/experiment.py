@@ -51,9 +51,16 @@ from privfl.config import (
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import budget_results, finite, tightest_bound
 from privfl.fl.algorithms.builders import apply_attack, build_dataset, build_model, build_spec
+from privfl.fl.algorithms.outputs import (
+    GENERIC_METRICS,
+    classify_metrics,
+    file_outputs,
+    private_dir_of,
+    split_row,
+)
 from privfl.fl.algorithms.registry import algorithm_class
 from privfl.report.checkpoints import CheckpointStore, digest_json
-from privfl.report.rundir import RunDirectory
+from privfl.report.rundir import RunDirectory, write_atomically
 
 __all__ = [
     "RESUMABLE_KEYS",
@@ -69,6 +76,8 @@ __all__ = [
 
 #: Keys that ``--set`` may change when resuming (prefixes ending in "." cover a section).
 RESUMABLE_KEYS = ("run.", "stop.", "federated.rounds")
+#: ... except these (where the run's files live)
+FIXED_RUN_KEYS = ("run.outputs",)
 
 
 def build_algorithm(config: ExperimentConfig, data: FederatedDataset | None = None) -> Any:
@@ -146,6 +155,9 @@ def _check_resumable(overrides: Iterable[str]) -> list[str]:
     checked = []
     for text in overrides:
         key, _ = parse_override(text)
+        if key in FIXED_RUN_KEYS:
+            raise ConfigError(f"--set {key} is not allowed with --resume: it decides where the "
+                              "run's files live, so it is fixed when the run is created")
         if not any(key == k or (k.endswith(".") and key.startswith(k)) for k in RESUMABLE_KEYS):
             raise ConfigError(
                 f"--set {key} is not allowed with --resume: only run.*, stop.* and "
@@ -154,6 +166,43 @@ def _check_resumable(overrides: Iterable[str]) -> list[str]:
             )
         checked.append(text)
     return checked
+
+
+def _private_root(config: ExperimentConfig, run_dir: str | Path) -> Path | None:
+    """The separate private directory of ``run.outputs: guarantee-only`` (None: the run
+    directory itself); refuses the setting where no guarantee could hold for the outputs."""
+    if config.run.outputs != "guarantee-only":
+        return None
+    if not config.privacy.enabled:
+        raise ConfigError("run.outputs = 'guarantee-only' needs a private run (privacy.enabled"
+                          " = false: there is no guarantee to cover anything)")
+    if not config.privacy.secure:
+        raise ConfigError("run.outputs = 'guarantee-only' needs privacy.secure = true: a seeded "
+                          "run's config.yaml holds the seed that regenerates its noise, so no "
+                          "output would be covered")
+    return private_dir_of(Path(run_dir))
+
+
+#: summary.json's ``private_state`` once a last-iterate run deleted its checkpoints
+STATE_DELETED = "deleted"
+
+
+def _check_private_state_kept(directory: RunDirectory) -> None:
+    """Refuse to resume a run that finished and deleted its private state."""
+    import json
+
+    try:
+        summary = json.loads(directory.summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(summary, dict) and summary.get("private_state") == STATE_DELETED:
+        raise ConfigError(
+            f"resume = {str(directory.path)!r}: this run finished and deleted its private state "
+            "(its checkpoints held intermediate models and the secret schedule, which its "
+            "last-iterate guarantee assumes never published), so it cannot be continued or "
+            "extended; start a new run, with federated.keep_private_state: true if you need to "
+            "extend it later (the headline is then the all-iterates bound)"
+        )
 
 
 class Experiment:
@@ -203,7 +252,7 @@ class Experiment:
         ``data``: your own :class:`~privfl.data.FederatedDataset` (``data.dataset: custom``);
         by default the configuration's dataset is built.
         """
-        directory = RunDirectory(run_dir)
+        directory = RunDirectory(run_dir, _private_root(config, run_dir))
         directory.check_new()
         experiment = cls(config, directory, data)
         experiment.planned_privacy()  # an accountant's refusal comes before any file is written
@@ -212,7 +261,7 @@ class Experiment:
         experiment.store = CheckpointStore(directory, run_id)
         experiment._created = True
         directory.write_text(directory.config, dump_config(config))
-        directory.write_metrics([])
+        experiment._write_metrics([])
         return experiment
 
     @classmethod
@@ -228,6 +277,14 @@ class Experiment:
         removed = directory.remove_temporary_files()
         saved = read_yaml(directory.config)
         config = config_from_dict(apply_overrides(saved, _check_resumable(overrides)))
+        try:
+            directory.private = _private_root(config, run_dir) or directory.path
+            _check_private_state_kept(directory)
+        except BaseException:
+            lock.close()
+            raise
+        removed += [] if not directory.separate_private else directory.remove_temporary_files()
+        directory.checkpoints.mkdir(parents=True, exist_ok=True)
         try:
             experiment = cls(config, directory, data)
         except BaseException:
@@ -306,7 +363,7 @@ class Experiment:
             self.resumed_from = candidate.round
             self.resume_warnings = skipped
             self._note_lost_rounds()
-            self.dir.write_metrics(self.metrics)
+            self._write_metrics(self.metrics)
             return
         logged = self._logged_rounds()
         if skipped or logged:
@@ -319,7 +376,7 @@ class Experiment:
         self.metrics = []  # killed before its first checkpoint: nothing was lost
         self.resumed_from = 0
         self.resume_warnings = []
-        self.dir.write_metrics([])
+        self._write_metrics([])
 
     def _restore(self, payload: dict[str, Any]) -> None:
         metrics = [dict(m) for m in payload["metrics"]][: payload["round"]]
@@ -348,6 +405,45 @@ class Experiment:
             "those rounds were released twice but are counted once (run.checkpoint_every: 1 "
             "avoids this)"
         )
+
+    # ------------------------------------------------------------------ outputs
+    def covered_metrics(self) -> set[str]:
+        """The metrics keys the printed guarantee covers (:mod:`.outputs`)."""
+        table = {**GENERIC_METRICS, **self.algorithm.output_classes()}
+        return {key for key, (covered, _) in table.items() if covered}
+
+    def _write_metrics(self, rows: list[dict[str, Any]], append: bool = False) -> None:
+        """metrics.jsonl (rewritten, or ``append``); with a separate private directory the
+        keys outside the guarantee go to its metrics.jsonl instead."""
+        write = self.dir.append_metrics if append else self.dir.write_metrics
+        if not self.dir.separate_private:
+            if append:
+                for row in rows:
+                    write(row)
+            else:
+                write(rows)
+            return
+        covered = self.covered_metrics()
+        parts = [split_row(row, covered) for row in rows]
+        if append:
+            for public, private in parts:
+                write(private, self.dir.private_metrics)
+                write(public)
+        else:
+            write([private for _, private in parts], self.dir.private_metrics)
+            write([public for public, _ in parts])
+
+    def outputs(self, *, checkpoints: bool) -> list[dict[str, Any]]:
+        """Every metrics key and file of this run, covered by the guarantee or not, with the
+        reason (privacy.json's ``outputs``)."""
+        keys = [key for row in self.metrics for key in row]
+        metrics = classify_metrics(keys, self.algorithm.output_classes())
+        files = file_outputs(
+            metrics=metrics, accuracy_keys=self.algorithm.metric_labels,
+            secure=self.config.privacy.secure, guarantee_only=self.dir.separate_private,
+            private_name=self.dir.private.name, checkpoints=checkpoints,
+            tensorboard=self.config.run.tensorboard, model_file=True)
+        return [o.to_dict() for o in metrics + files]
 
     # ------------------------------------------------------------------ stopping rules
     def _target_reached(self) -> bool:
@@ -420,7 +516,7 @@ class Experiment:
         if self.config.run.tensorboard:
             from privfl.report.tensorboard import TensorBoardLog
 
-            self._tensorboard = TensorBoardLog(self.dir.path / "tensorboard",
+            self._tensorboard = TensorBoardLog(self.dir.private / "tensorboard",
                                                purge_step=self.algorithm.round + 1)
         try:
             return self._rounds(callbacks, started)
@@ -440,7 +536,7 @@ class Experiment:
             metrics = self.algorithm.run_round()
             ran += 1
             self.metrics.append(metrics)
-            self.dir.append_metrics(metrics)
+            self._write_metrics([metrics], append=True)
             if self._tensorboard is not None:
                 self._tensorboard.log(metrics)
             warning = self._divergence(metrics)
@@ -506,7 +602,9 @@ class Experiment:
         return rows
 
     def finish(self, reason: str, detail: str, seconds: float) -> ExperimentResult:
-        """Write privacy.json, summary.json, the plots and report.md; return the result."""
+        """Write privacy.json, summary.json, model.pt, the plots and report.md; return the
+        result. A finished run whose guarantee assumes its intermediate state hidden (a
+        last-iterate release) deletes its checkpoints first."""
         from privfl.report.markdown import run_report_markdown
         from privfl.report.plots import plot_accuracy, plot_privacy
 
@@ -514,10 +612,22 @@ class Experiment:
         rounds = algo.round
         results = algo.privacy(rounds)
         card = self.card(rounds)
-        last = self.metrics[-1] if self.metrics else {}
+        deleted = (bool(getattr(algo.plan, "hidden_state", False)) and reason != "max_rounds"
+                   and rounds > 0)
+        if deleted:
+            self.dir.delete_private_state()
+        outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()))
+        guarantee_only = self.dir.separate_private
+        covered = self.covered_metrics()
+        # what the files show: with run.outputs: guarantee-only, the covered keys only
+        shown = [split_row(m, covered)[0] for m in self.metrics] if guarantee_only \
+            else self.metrics
+        labels = {k: v for k, v in algo.metric_labels.items()
+                  if not guarantee_only or k in covered}
+        last = shown[-1] if shown else {}
         target = config.stop.target_accuracy
         key = f"{config.stop.target_metric}_accuracy"
-        reached = next((m["round"] for m in self.metrics
+        reached = next((m["round"] for m in shown
                         if target is not None and finite(m.get(key)) and m[key] >= target), None)
         summary: dict[str, Any] = {
             "command": "run",
@@ -537,16 +647,20 @@ class Experiment:
             "training_seconds": sum(m.get("seconds", 0.0) for m in self.metrics),
             "final": {
                 "round": last.get("round", 0),
-                **{k: last.get(k, math.nan) for k in algo.metric_labels},
+                **{k: last.get(k, math.nan) for k in labels},
                 **({"epsilon": last["epsilon"], "epsilon_method": last.get("epsilon_method")}
                    if "epsilon" in last else {}),
             },
-            "metric_labels": dict(algo.metric_labels),
+            "metric_labels": labels,
             "target_accuracy": target,
             "target_metric": config.stop.target_metric,
             "rounds_to_target": reached,
             "setting": card,
             "privacy": [r.to_dict() for r in results],
+            "private_state": STATE_DELETED if deleted else (
+                f"kept in {self.dir.private.name}/checkpoints/" if guarantee_only
+                else "kept in checkpoints/"),
+            "outputs": outputs,
         }
         self.dir.write_json(self.dir.privacy, {
             "command": "run",
@@ -554,15 +668,24 @@ class Experiment:
             "rounds": rounds,
             "private": algo.private,
             "results": [r.to_dict() for r in results],
+            "outputs": outputs,
         })
-        self.dir.write_json(self.dir.summary, summary)
+        written = dict(summary)
+        if guarantee_only:  # timings grow with realised counts; warnings read unnoised losses
+            for name in ("warnings", "wall_seconds", "training_seconds"):
+                written.pop(name)
+        self.dir.write_json(self.dir.summary, written)
+        self._write_model()
         title = f"{config.name}: {self.data.name}"
-        plot_accuracy(self.metrics, self.dir.accuracy_plot, algo.metric_labels, title=title,
-                      target=target)
-        plot_privacy(self.metrics, self.dir.privacy_plot,
+        plot_accuracy(shown, self.dir.accuracy_plot, labels, title=title, target=target)
+        plot_privacy(shown, self.dir.privacy_plot,
                      delta=config.privacy.delta if algo.private else None, title=title)
         self.dir.write_text(self.dir.report, run_report_markdown(
-            summary, card, results, self.metrics, setup=self.setup()))
+            written, card, results, shown, setup=self.setup(), outputs=outputs))
         return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
                                 reason)
 
+    def _write_model(self) -> None:
+        """model.pt: the final released model (``name -> tensor``, torch.save)."""
+        params = {k: v.detach().cpu() for k, v in self.algorithm.global_params().items()}
+        write_atomically(self.dir.model, lambda stream: torch.save(params, stream))

@@ -54,6 +54,7 @@ from privfl.fl.algorithms.common import (
     seeded_generators,
 )
 from privfl.fl.algorithms.insdp_plan import InsDpPrivacy
+from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
@@ -183,6 +184,13 @@ class _InsDp(RoundAlgorithm):
     _plan_algorithm: ClassVar[str] = ""
     metric_labels: ClassVar[dict[str, str]] = {
         "global_accuracy": "global model (mean over clients)"}
+    METRIC_OUTPUTS: ClassVar[dict[str, tuple[bool, str]]] = {
+        "global_accuracy": RELEASED_ACCURACY,
+        "cohort_size": (True, "the round's cohort size: record-level guarantee that does not "
+                        "hide participation (a random cohort is charged to every client)"),
+        "train_loss": UNNOISED_TRAINING,
+        "clipped_fraction": UNNOISED_TRAINING,
+    }
 
     def __init__(
         self,

@@ -79,6 +79,7 @@ from privfl.fl.algorithms.common import (
     seeded_generators,
 )
 from privfl.fl.algorithms.helpers import HelperMap, make_helper
+from privfl.fl.algorithms.outputs import UNNOISED_TRAINING
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
@@ -384,6 +385,23 @@ class PriFedSync(RoundAlgorithm):
         "personalised_accuracy": "personalised (mean over clients)",
         "global_accuracy": "global model (mean over clients)",
         "personalised_accuracy_cohort": "personalised, this round's cohort",
+    }
+    _POST = (True, "post-processing of the clients' noised model streams on held-out test data "
+             "(everything a PriFedSync run computes from a record is)")
+    _PARTICIPATION = (True, "client participation is not hidden (record level): the bound "
+                      "counts every round for every client")
+    METRIC_OUTPUTS: ClassVar[dict[str, tuple[bool, str]]] = {
+        "personalised_accuracy": _POST,
+        "personalised_accuracy_cohort": _POST,
+        "global_accuracy": _POST,
+        "attack_success_personalised": _POST,
+        "attack_loss_personalised": _POST,
+        "cohort_size": _PARTICIPATION,
+        "redraws": _PARTICIPATION,
+        "skipped": _PARTICIPATION,
+        "clients_evaluated": _PARTICIPATION,
+        "train_loss": UNNOISED_TRAINING,
+        "clipped_fraction": UNNOISED_TRAINING,
     }
 
     @classmethod

@@ -32,10 +32,23 @@ when ``convex: true`` asserts convex, beta-smooth per-record losses that are
 ``eta_t <= 2 / (beta + l2)``. Settings that void these theorems are refused, and a clipped
 gradient seen during a ``convex`` run stops it (the claim was false).
 
-Monitoring: the released model's accuracy on the pooled test set is computed after the last
-planned round (``evaluate: final``) or every round (``evaluate: every-round``: intermediate
-models, whose accuracies are outside the last-iterate guarantee; publish them only under the
-all-iterates numbers). Nothing else from the training data is reported in ``final`` mode.
+What is released, and so which bound is the headline (the smallest valid one for it):
+
+* ``release: last`` / ``random-stop`` with ``evaluate: final`` and ``keep_private_state:
+  false`` (the default): the released model only. Both scopes bound it (releasing every
+  iterate releases more), so the headline is the tightest bound of either scope. While the run
+  is in progress its checkpoints (W_t, the secret schedule, the generator states, W_tau) are
+  private state; the runner deletes them when the run finishes and writes the released model
+  to ``model.pt`` (:attr:`ProjectedSgdPrivacy.hidden_state`).
+* ``evaluate: every-round`` (each round's model is measured and the measure published) or
+  ``keep_private_state: true`` (the checkpoints stay): intermediate models are released, so
+  the headline is the all-iterates bound (scope ``all-iterates``, primary); an all-iterates
+  accountant (pld or rdp) is then required.
+
+Monitoring: the released model's accuracy on the pooled test set after the last planned round
+(``evaluate: final``), or every round's model (``every-round``, with ``model_norm`` of W_t and
+the unnoised ``train_loss`` / ``clipped_fraction`` of the round's users, which no bound covers:
+``run.outputs: guarantee-only`` keeps those out of the run directory).
 
 A simulated poisoning attack the data carry (Xie et al. 2023; backdoor, label flip, DBA: the
 users only poison data, and the aggregator does not clip a user's gradient, so update scaling
@@ -86,6 +99,7 @@ from privfl.fl.algorithms.common import (
     restore_streams,
     seeded_generators,
 )
+from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer, cross_entropy_loss
@@ -130,7 +144,10 @@ class ProjectedSgdConfig(FederatedConfig):
     diameter 2 rho, ``input_bound`` (each input scaled to L2 norm <= this: part of the loss, so
     a linear model's constants are known: logreg with inputs of norm <= B has per-record
     Lipschitz constant ``sqrt(2 (B^2 + 1))`` and smoothness ``(B^2 + 1)/2``, the 1 from the
-    bias), ``evaluate`` (``final`` | ``every-round``).
+    bias; claims below these are refused, :func:`check_model_constants`), ``evaluate``
+    (``final`` | ``every-round``: publishes intermediate models, so the headline becomes the
+    all-iterates bound), ``keep_private_state`` (keep the checkpoints after the run finishes:
+    they hold every intermediate model, so the headline becomes the all-iterates bound).
     """
 
     algorithm: Literal["projected-sgd"] = "projected-sgd"
@@ -149,6 +166,9 @@ class ProjectedSgdConfig(FederatedConfig):
     input_bound: float | None = Field(None, gt=0, description="scale each input to L2 norm "
                                       "<= this (part of the loss)")
     evaluate: Literal["final", "every-round"] = "final"
+    keep_private_state: bool = Field(False, description="keep the checkpoints (intermediate "
+                                     "models, the secret schedule, generator states) after the "
+                                     "run finishes; the headline becomes the all-iterates bound")
 
     ACCOUNTANTS: ClassVar[tuple[str, ...]] = ACCOUNTANTS
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("contraction", "contraction-sharpened",
@@ -297,6 +317,39 @@ def check_settings(
         )
 
 
+def logreg_constants(input_norm: float) -> tuple[float, float]:
+    """``(smoothness, lipschitz)`` of the multinomial logistic (cross-entropy) loss of one record
+    whose input has L2 norm <= ``input_norm`` = B, in the weights and bias of a linear model.
+
+    With x~ = (x, 1), the gradient is ``(p - e_y) x~^T``, of norm ``||p - e_y|| ||x~|| <=
+    sqrt(2) sqrt(B^2 + 1)``, and the Hessian is ``(diag p - p p^T) (x) x~ x~^T``, whose largest
+    eigenvalue is at most ``(1/2) ||x~||^2`` (the softmax Hessian's is at most 1/2; Boehning
+    1992): smoothness ``(B^2 + 1)/2``, Lipschitz constant ``sqrt(2 (B^2 + 1))``."""
+    b2 = check_nonnegative("input_norm", input_norm) ** 2 + 1.0
+    return b2 / 2.0, math.sqrt(2.0 * b2)
+
+
+def check_model_constants(*, model: str, smoothness: float | None, lipschitz: float | None,
+                          input_norm: float, source: str, prefix: str = "federated.") -> None:
+    """Refuse ``convex: true`` claims the model makes checkable: for ``logreg``, a
+    ``smoothness`` or ``lipschitz`` below :func:`logreg_constants` of the largest input norm
+    (``source`` says where that norm comes from). Other models are refused earlier
+    (:data:`CONVEX_MODELS`)."""
+    if model not in CONVEX_MODELS:
+        raise ValueError(f"{prefix}convex = true is not allowed with model.name = {model!r}: "
+                         f"its constants cannot be checked (convex models: "
+                         f"{', '.join(CONVEX_MODELS)})")
+    beta, lip = logreg_constants(input_norm)
+    for name, claimed, true, formula in (("smoothness", smoothness, beta, "(B^2 + 1)/2"),
+                                         ("lipschitz", lipschitz, lip, "sqrt(2 (B^2 + 1))")):
+        if claimed is not None and claimed < true * (1 - 1e-12):
+            raise ValueError(
+                f"{prefix}{name} = {claimed:g} is out of range: logistic regression on inputs "
+                f"of L2 norm <= B = {input_norm:.6g} ({source}) has {name} up to {formula} = "
+                f"{true:.6g}; must be >= {true:.6g}"
+            )
+
+
 def project_(flat: torch.Tensor, radius: float) -> torch.Tensor:
     """``w <- w min(1, rho/||w||)`` in place (each row of ``[.., d]``): projection onto the L2
     ball of radius ``radius`` around 0; returns ``flat``."""
@@ -319,7 +372,6 @@ class ProjectedSgdPrivacy:
     """
 
     unit = "client"
-    primary_scope = "last-iterate"
 
     def __init__(self, *, users: int, users_per_round: int, rounds: int, radius: float,
                  clip_norm: float | None, noise_multiplier: float, lr: float | None = 0.5,
@@ -328,7 +380,7 @@ class ProjectedSgdPrivacy:
                  lipschitz: float | None = None, delta: float = 1e-5,
                  accountants: Sequence[str] = ("contraction", "contraction-sharpened", "pld"),
                  secure: bool = False, options: AccountingOptions | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, intermediate_released: bool = False) -> None:
         check_settings(users=users, users_per_round=users_per_round, rounds=rounds, lr=lr,
                        lr_schedule=lr_schedule, l2=l2, schedule=schedule, release=release,
                        convex=convex, smoothness=smoothness, lipschitz=lipschitz,
@@ -357,12 +409,42 @@ class ProjectedSgdPrivacy:
         if not any(a in _LAST_ITERATE for a in self.accountants):
             raise ValueError(f"accountants = {list(self.accountants)!r} is not allowed: must "
                              "include contraction and/or contraction-sharpened")
+        if not isinstance(intermediate_released, bool):
+            raise ValueError(f"intermediate_released = {intermediate_released!r} is not a bool")
+        self.intermediate_released = intermediate_released
+        if intermediate_released and all(a in _LAST_ITERATE for a in self.accountants):
+            raise ValueError(
+                f"accountants = {list(self.accountants)!r} has no all-iterates accountant: "
+                "intermediate models are published (federated.evaluate = every-round or "
+                "federated.keep_private_state = true), so the headline must be an all-iterates "
+                "bound; add pld or rdp to privacy.accountants"
+            )
         if not isinstance(secure, bool):
             raise ValueError(f"secure = {secure!r} is not a bool")
         self.secure = secure
         self.options = options
         self.seed = seed
         self._cache: dict[int, list[PrivacyResult]] = {}
+
+    # ------------------------------------------------------------------ what is released
+    @property
+    def primary_scope(self) -> str:
+        """``last-iterate``, or ``all-iterates`` when intermediate models are published."""
+        return "all-iterates" if self.intermediate_released else "last-iterate"
+
+    @property
+    def headline_scopes(self) -> tuple[str, ...]:
+        """Scopes valid for what is released: both for the released model alone (releasing
+        every iterate releases more, so an all-iterates bound also bounds the last iterate),
+        only all-iterates once intermediate models are published."""
+        return (("all-iterates",) if self.intermediate_released
+                else ("last-iterate", "all-iterates"))
+
+    @property
+    def hidden_state(self) -> bool:
+        """The guarantee assumes the intermediate state never published (the runner deletes
+        the checkpoints when the run finishes)."""
+        return self.private and not self.intermediate_released
 
     # ------------------------------------------------------------------ what the training uses
     @property
@@ -445,9 +527,17 @@ class ProjectedSgdPrivacy:
                 if self.convex and self.accountant_smoothness else
                 "2 rho (convex: true, beta + l2 = 0)" if self.convex else
                 "2 (rho + eta_t L) (any loss with clipped gradients)")
-        release = {"last": "the final model W_T only",
-                   "random-stop": "W_tau only, tau ~ Uniform{1..T} secret (reservoir)"}[
-            self.release]
+        model = {"last": "the final model W_T",
+                 "random-stop": "W_tau, tau ~ Uniform{1..T} secret (reservoir)"}[self.release]
+        if self.intermediate_released:
+            release = (f"{model} AND every intermediate model W_1..W_T (published by "
+                       "evaluate: every-round or kept in the checkpoints by keep_private_state:"
+                       " true): the headline is the all-iterates bound")
+        else:
+            release = (f"{model} only (model.pt); the checkpoints (W_t, the secret schedule, "
+                       "the generator states) are private state while the run is in progress "
+                       "and deleted when it finishes; the headline is the tightest bound of "
+                       "either scope (an all-iterates bound also bounds the last iterate)")
         card = {
             "unit": "client (a user: its whole local dataset)",
             "neighbouring": "replace-one user (n public)",
@@ -464,8 +554,8 @@ class ProjectedSgdPrivacy:
                           if self.l2 else ""),
             "steps": f"T = {rounds} rounds",
             "delta": self.delta,
-            "release": release + "; last-iterate rows (scope last-iterate) cover only this; "
-            "all-iterates rows if every W_t were published",
+            "release": release + "; last-iterate rows (scope last-iterate) cover the released "
+            "model alone; all-iterates rows cover every W_t",
             "threat model": "trusted aggregator; the guarantee is against observers of the "
             "released model (users of round t receive W_{t-1} and are not covered); the "
             "batches, the noise and tau stay secret",
@@ -517,6 +607,22 @@ class ProjectedSgd(RoundAlgorithm):
                             "2021)")
     config_class: ClassVar[type[FederatedConfig]] = ProjectedSgdConfig
     metric_labels: ClassVar[dict[str, str]] = {"global_accuracy": "released model (test set)"}
+    METRIC_OUTPUTS: ClassVar[dict[str, tuple[bool, str]]] = {
+        "users": (True, "m, the users per round: a public setting"),
+        "train_loss": UNNOISED_TRAINING,
+        "clipped_fraction": UNNOISED_TRAINING,
+    }
+
+    def output_classes(self) -> dict[str, tuple[bool, str]]:
+        """The released model's accuracy and W_t's norm: covered when the headline covers
+        the models they are computed from (every round's only under all-iterates)."""
+        classes = dict(self.METRIC_OUTPUTS)
+        if self.evaluate_mode == "final" or self.plan.intermediate_released:
+            classes["global_accuracy"] = RELEASED_ACCURACY
+        if self.plan.intermediate_released:
+            classes["model_norm"] = (True, "the norm of W_t, released under the all-iterates "
+                                     "headline")
+        return classes
 
     def __init__(self, model: nn.Module, data: FederatedDataset, plan: ProjectedSgdPrivacy, *,
                  seed: int = 0, input_bound: float | None = None, evaluate: str = "final",
@@ -603,6 +709,15 @@ class ProjectedSgd(RoundAlgorithm):
                      ) -> ProjectedSgdPrivacy:
         """The plan alone (no model): the training and ``privfl check-privacy`` both use it."""
         f, p = config.federated, config.privacy
+        if f.convex:
+            if f.input_bound is not None:
+                norm, source = f.input_bound, "federated.input_bound"
+            else:
+                x = np.asarray(data.train.x, dtype=np.float64).reshape(len(data.train.x), -1)
+                norm = float(np.sqrt((x * x).sum(1)).max()) if x.size else 0.0
+                source = "the largest training input; set federated.input_bound to fix it"
+            check_model_constants(model=config.model.name, smoothness=f.smoothness,
+                                  lipschitz=f.lipschitz, input_norm=norm, source=source)
         return ProjectedSgdPrivacy(
             users=data.num_clients, users_per_round=f.users_per_round, rounds=f.rounds,
             radius=f.radius, clip_norm=p.clip_norm if p.enabled else None,
@@ -610,6 +725,7 @@ class ProjectedSgd(RoundAlgorithm):
             schedule=f.schedule, release=f.release, convex=f.convex, smoothness=f.smoothness,
             lipschitz=f.lipschitz, delta=p.delta, accountants=tuple(p.accountants),
             secure=p.secure, seed=config.seed,
+            intermediate_released=f.evaluate == "every-round" or f.keep_private_state,
         )
 
     @classmethod

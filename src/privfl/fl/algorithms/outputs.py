@@ -1,0 +1,167 @@
+"""What a run writes, and whether the printed guarantee covers it (design principle 6).
+
+Everything a run writes is a release. Each metrics key and each file is an :class:`Output`:
+``covered`` when publishing it keeps the printed guarantee true (it is a function of what the
+guarantee releases and of public settings or held-out test data), else the ``reason`` says what
+it is computed from (unnoised training data, a realised count the guarantee assumes secret,
+private state, ...).
+
+Metrics keys are classified by the algorithm (:meth:`RoundAlgorithm.output_classes
+<privfl.fl.algorithms.base.RoundAlgorithm.output_classes>`) on top of :data:`GENERIC_METRICS`;
+a key nobody classified is treated as outside the guarantee (:data:`UNCLASSIFIED`), and the
+tests require every key the algorithms write to be classified. Files are classified by the
+runner (:func:`file_outputs`). With ``run.outputs: guarantee-only`` the run directory holds only
+covered outputs; the rest goes to a separate private directory beside it (``DIR.private``,
+:func:`private_dir_of`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "COVERED_ACCOUNTING",
+    "GENERIC_METRICS",
+    "OUTPUT_MODES",
+    "PRIVATE_STATE",
+    "RELEASED_ACCURACY",
+    "UNCLASSIFIED",
+    "UNNOISED_TRAINING",
+    "Output",
+    "classify_metrics",
+    "file_outputs",
+    "private_dir_of",
+    "split_row",
+]
+
+#: ``run.outputs``: ``all`` (covered and uncovered outputs in the run directory, each one
+#: classified in privacy.json) or ``guarantee-only`` (the uncovered ones in ``DIR.private``).
+OUTPUT_MODES = ("all", "guarantee-only")
+
+#: (covered, reason) pairs shared by several algorithms
+COVERED_ACCOUNTING = (True, "accounting output: computed from the public settings only")
+UNNOISED_TRAINING = (False, "computed on the round's training data without noise")
+PRIVATE_STATE = (False, "private state: models, optimizer and generator states and the "
+                 "sampling decisions the guarantee assumes secret")
+UNCLASSIFIED = (False, "not classified by the algorithm: treated as outside the guarantee")
+
+#: Keys every algorithm's metrics rows may carry (:func:`privfl.fl.algorithms.base.run_round`).
+GENERIC_METRICS: dict[str, tuple[bool, str]] = {
+    "round": (True, "the round index: public"),
+    "privacy": COVERED_ACCOUNTING,
+    "epsilon": COVERED_ACCOUNTING,
+    "epsilon_method": COVERED_ACCOUNTING,
+    "mu": COVERED_ACCOUNTING,
+    "mu_method": COVERED_ACCOUNTING,
+    "scope": COVERED_ACCOUNTING,
+    "seconds": (False, "wall-clock time of the round: grows with the realised cohort and batch "
+                "sizes, which the guarantee may assume secret"),
+    "attack_success": (True, "the evaluated model on the simulated attack's test set "
+                       "(post-processing of a released model; test data are not protected)"),
+    "attack_loss": (True, "the evaluated model on the simulated attack's test set "
+                    "(post-processing of a released model; test data are not protected)"),
+}
+
+#: accuracy of a released model on held-out test data
+RELEASED_ACCURACY = (True, "a released model on held-out test data (post-processing; the test "
+                     "records are not protected by the guarantee, which covers training data)")
+
+
+@dataclass(frozen=True)
+class Output:
+    """One thing a run writes: a metrics key or a file (a path relative to the run directory;
+    ``../NAME.private/...`` for the private directory)."""
+
+    name: str
+    kind: str  #: "metric" or "file"
+    covered: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "covered": self.covered,
+                "reason": self.reason}
+
+
+def classify_metrics(keys: Iterable[str], classes: Mapping[str, tuple[bool, str]]
+                     ) -> list[Output]:
+    """One :class:`Output` per metrics key (first-seen order), from ``classes`` (the
+    algorithm's table over :data:`GENERIC_METRICS`); unknown keys get :data:`UNCLASSIFIED`."""
+    table = {**GENERIC_METRICS, **classes}
+    return [Output(key, "metric", *table.get(key, UNCLASSIFIED))
+            for key in dict.fromkeys(keys)]
+
+
+def split_row(row: Mapping[str, Any], covered: set[str]) -> tuple[dict[str, Any],
+                                                                   dict[str, Any]]:
+    """``(covered part, private part)`` of a metrics row; both keep ``round``."""
+    public = {k: v for k, v in row.items() if k in covered or k == "round"}
+    private = {k: v for k, v in row.items() if k not in covered or k == "round"}
+    return public, private
+
+
+def private_dir_of(run_dir: Path) -> Path:
+    """Where ``run.outputs: guarantee-only`` keeps what the guarantee does not cover: the
+    sibling directory ``DIR.private`` (never inside the run directory, so publishing the run
+    directory cannot publish it)."""
+    run_dir = Path(run_dir)
+    return run_dir.with_name(run_dir.name + ".private")
+
+
+def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure: bool,
+                 guarantee_only: bool, private_name: str, checkpoints: bool,
+                 tensorboard: bool, model_file: bool) -> list[Output]:
+    """The files a run writes, each classified.
+
+    ``metrics``: the classified metrics keys of the run; ``accuracy_keys``: those plotted in
+    accuracy.png and shown in report.md; ``secure``: noise from ``os.urandom`` (else
+    config.yaml's seed regenerates the noise); ``checkpoints``: the private state is still on
+    disk; ``model_file``: the run writes ``model.pt`` (the released model)."""
+    uncovered = [m.name for m in metrics if not m.covered]
+    accuracy = set(accuracy_keys)
+    hidden_accuracy = [m.name for m in metrics if m.name in accuracy and not m.covered]
+    private = f"../{private_name}"
+
+    timing = [] if guarantee_only else ["wall_seconds", "training_seconds", "warnings"]
+
+    def covered_unless(names: list[str], what: str) -> tuple[bool, str]:
+        if not names:
+            return True, f"{what}: only covered values"
+        if guarantee_only:
+            return True, f"{what}: only covered values (the others are in {private}/)"
+        return False, f"{what}: includes values outside the guarantee ({', '.join(names)})"
+
+    config = ((True, "the resolved settings (public); its seed does not regenerate the noise "
+               "(privacy.secure: noise from os.urandom)") if secure else
+              (False, "holds the seed that regenerates the noise, batches and cohorts (seeded "
+               "mode): the guarantee holds only while it is secret; set privacy.secure: true "
+               "for a release"))
+    files = [
+        Output("config.yaml", "file", *config),
+        Output("run.json", "file", True, "the run's random id and creation time: no data"),
+        Output(".lock", "file", True, "the process id of the running privfl: no data"),
+        Output("metrics.jsonl", "file", *covered_unless(uncovered, "one row per round")),
+        Output("privacy.json", "file", *COVERED_ACCOUNTING),
+        Output("privacy.png", "file", *COVERED_ACCOUNTING),
+        Output("summary.json", "file", *covered_unless(
+            hidden_accuracy + timing, "the settings, the privacy results and the last round's "
+            "accuracies")),
+        Output("accuracy.png", "file", *covered_unless(hidden_accuracy, "accuracy per round")),
+        Output("report.md", "file", *covered_unless(hidden_accuracy, "the card, the privacy "
+                                                    "results and the final accuracies")),
+    ]
+    if model_file:
+        files.append(Output("model.pt", "file", True, "the final released model (for "
+                            "algorithms that release every round: the last global model)"))
+    where = private + "/" if guarantee_only else ""
+    if checkpoints:
+        files.append(Output(f"{where}checkpoints/", "file", *PRIVATE_STATE))
+    if tensorboard:
+        files.append(Output(f"{where}tensorboard/", "file", False,
+                            "every metrics key of every round, covered or not"))
+    if guarantee_only and uncovered:
+        files.append(Output(f"{private}/metrics.jsonl", "file", False,
+                            f"the metrics outside the guarantee ({', '.join(uncovered)})"))
+    return files
