@@ -56,3 +56,25 @@ def test_dirichlet_overlap_is_exposed(disjoint):
 
 def test_dirichlet_default_is_disjoint():
     assert DataConfig().disjoint is True
+
+
+def test_reference_cifar_split_holds_a_record_in_up_to_seven_clients():
+    """Zheng et al. 2021's CIFAR-10 split (100 clients x 500, beta 0.5, overlapping, seed
+    1230, as configs/zheng2021/cifar10-*.yaml): the multiplicity depends only on the 5,000
+    records per class, so tiny stand-in images give the real partition's k (the constant the
+    configs' comments quote)."""
+    import importlib.util
+    from pathlib import Path
+
+    y = np.repeat(np.arange(10), 5000)
+    train = Dataset(np.zeros((y.size, 1, 1, 1), np.float32), y, "cifar-like", 10)
+    test = Dataset(np.zeros((10, 1, 1, 1), np.float32), np.arange(10), "test", 10)
+    fed = federate_dirichlet(train, test, num_clients=100, train_size=500, test_size=1,
+                             beta=0.5, disjoint=False, seed=1230)
+    sharing = fed.record_sharing()
+    assert (sharing.max_multiplicity, sharing.shared_records) == (7, 13150)
+    path = Path(__file__).parents[2] / "configs" / "zheng2021" / "generate.py"
+    spec = importlib.util.spec_from_file_location("zheng2021_generate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.CIFAR_MULTIPLICITY == sharing.max_multiplicity

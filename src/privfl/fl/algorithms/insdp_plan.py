@@ -2,9 +2,10 @@
 
 Every selected client runs DP-SGD on its own records (flat per-example clipping at C, Gaussian
 noise ``sigma C`` on the sum, divided by the batch size B) from the global model; the server
-averages. The unit of privacy is a **record**. A record lives in exactly one client, so the
+averages. The unit of privacy is a **record**. When a record lives in exactly one client, the
 run's record-level guarantee is the worst client's (parallel composition, Xie et al. 2023
-Proposition 3: ``eps_t = max_i eps_t^i``; :func:`privfl.accounting.parallel.worst_client_results`).
+Proposition 3: ``eps_t = max_i eps_t^i``); a record held by several clients composes its
+holders (see below; :func:`privfl.accounting.parallel.worst_record_results`).
 Every client's event is derived from the run's :class:`~privfl.fl.LocalTrainingSpec` (the
 trainer's own object) and the number of rounds the client is charged for.
 

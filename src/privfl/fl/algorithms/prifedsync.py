@@ -20,8 +20,9 @@ redraw or skip of empty cohorts — is post-processing. The plan (:class:`PriFed
 derives every client's event from the **same** :class:`~privfl.fl.LocalTrainingSpec` that
 configures the trainer (:meth:`~privfl.fl.LocalTrainingSpec.privacy_event`: ``K * r`` steps of
 the spec's noise multiplier z and batch sampling; replace-one neighbours for fixed-size batches
-as in Theorem 2, add/remove for Poisson batches) and takes the worst client
-(:func:`privfl.accounting.parallel.worst_client_results`); ``gdp-clt`` is Theorem 2's CLT mu
+as in Theorem 2, add/remove for Poisson batches) and takes the worst client, a record held by
+several clients composing its holders' events
+(:func:`privfl.accounting.parallel.worst_record_results`); ``gdp-clt`` is Theorem 2's CLT mu
 (an estimate). Theorem 2 counts ``K * r`` steps for every client whatever p, so neither the
 client sampling, the redraw policy nor skipped rounds change the number: a skipped round still
 counts (conservative).
