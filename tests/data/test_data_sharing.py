@@ -77,4 +77,4 @@ def test_reference_cifar_split_holds_a_record_in_up_to_seven_clients():
     spec = importlib.util.spec_from_file_location("zheng2021_generate", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.CIFAR_MULTIPLICITY == sharing.max_multiplicity
+    assert sharing.max_multiplicity == module.CIFAR_MULTIPLICITY
