@@ -178,3 +178,23 @@ def test_run_writes_the_multiplicity_and_checks_privacy(tmp_path):
     assert f"k = {k}: " in (tmp_path / "run" / "report.md").read_text()
     assert all(r.extras["holders"] == k for r in result.privacy)
     assert check_run_privacy(tmp_path / "run").ok
+
+
+def test_insdp_cyclic_charges_only_the_holders_that_took_part():
+    """Round 1 of a cyclic schedule (m = 2 of 4) charges clients 0 and 1 only: a shared
+    record's exposure counts just the holders among them (brute force over the records)."""
+    config = _config(disjoint=False, federated={"algorithm": "insdp-fedavg",
+                                                "clients_per_round": 2,
+                                                "client_sampling": "cyclic"})
+    data = build_dataset(config)
+    holders = {}
+    for j in (0, 1):
+        for record in data.train_indices[j].tolist():
+            holders[record] = holders.get(record, 0) + 1
+    h = max(holders.values())
+    assert h == 2  # the two charged clients share a record
+    result = _result(privacy_plan(config).results(1), "client-updates", "rdp")
+    event = dpsgd_event(1.0, 8 / 45, 2 * h)  # V = 2 steps, one charged round, h holders
+    assert result.epsilon == pytest.approx(
+        build_accountant("rdp").epsilon(event, DELTA).epsilon, rel=1e-12)
+    assert result.extras["holders"] == h
