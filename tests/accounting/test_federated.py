@@ -124,3 +124,39 @@ def test_setting_rejects_bad_input():
         FederatedSetting((client, client), rounds=1, client_rate=1.5)
     with pytest.raises(ValueError, match="delta"):
         federated_fdp(FederatedSetting((client, client), rounds=1), 0.0)
+
+
+# ---------------------------------------------------- records held by several clients
+def test_multiplicity_composes_the_holders_of_a_record():
+    """Table 1's first row with a record held by k = 3 clients: mu = sqrt(3) * 2.7110 and the
+    PLD bound of 3 K R steps (independent event)."""
+    from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
+    from privfl.accounting.methods import build_accountant
+
+    shared = FederatedSetting.homogeneous(clients=100, records=600, batch_size=16,
+                                          local_steps=38, sigma=1.0, rounds=93,
+                                          multiplicity=3)
+    assert shared.mu_max() == pytest.approx(math.sqrt(3) * 2.7110, abs=2e-4)
+    assert shared.mu_strong() == pytest.approx(math.sqrt(99 * 3) * 2.7110, abs=2e-3)
+    by = {(r.method, r.extras["scope"]): r for r in federated_fdp(shared, 1e-5)}
+    event = dpsgd_event(2.0, 16 / 600, 3 * 38 * 93, sampling=Sampling.WITHOUT_REPLACEMENT,
+                        neighbouring=Neighbouring.REPLACE_ONE)
+    assert by["pld", "weak"].epsilon == pytest.approx(
+        build_accountant("pld").epsilon(event, 1e-5).epsilon, rel=1e-12)
+    assert by["pld", "weak"].steps == 3 * 38 * 93 and "k = 3" in by["pld", "weak"].note
+    single = {(r.method, r.extras["scope"]): r for r in federated_fdp(
+        FederatedSetting.homogeneous(clients=100, records=600, batch_size=16, local_steps=38,
+                                     sigma=1.0, rounds=93), 1e-5)}
+    assert by["pld", "weak"].epsilon > single["pld", "weak"].epsilon
+    assert "k =" not in single["pld", "weak"].note
+
+
+def test_multiplicity_with_unequal_clients_takes_the_worst_holders():
+    small, large = ClientTraining(250, 16, 10, 1.0), ClientTraining(500, 16, 10, 1.0)
+    setting = FederatedSetting((small, large, large), rounds=20, multiplicity=2)
+    assert setting.mu_max() == pytest.approx(math.hypot(small.mu(20), large.mu(20)), rel=1e-12)
+    assert sorted(c.records for c in setting.worst_holders()) == [250, 500]
+    choices = {tuple(sorted(c.records for c in choice)) for choice in setting.holder_choices()}
+    assert choices == {(250, 500), (500, 500)}  # only one client has 250 records
+    with pytest.raises(ValueError, match=r"multiplicity = 4 is out of range"):
+        FederatedSetting((small, large, large), rounds=20, multiplicity=4)

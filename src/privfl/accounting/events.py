@@ -18,6 +18,7 @@ Conventions
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -167,3 +168,33 @@ def dpsgd_event(
 def noise_multiplier_from_paper_sigma(sigma: float) -> float:
     """Seed 000 sigma (noise std / 2C) to the Opacus noise multiplier z = 2 sigma (spec 3.2)."""
     return 2.0 * check_positive("sigma", sigma)
+
+
+def compose_events(events: Sequence[PrivacyEvent]) -> PrivacyEvent:
+    """The adaptive composition of ``events`` (identical steps merged into one count).
+
+    All events must share the unit, neighbouring relation and release: the composition is
+    what one adversary sees when the same neighbouring change enters every one of them (e.g.
+    one record held by several clients, each releasing its own event).
+    """
+    events = list(events)
+    if not events:
+        raise ValueError("events = [] is out of range: must hold at least one event")
+    first = events[0]
+    counts: dict[NoisyStep, int] = {}
+    for j, event in enumerate(events):
+        if not isinstance(event, PrivacyEvent):
+            raise ValueError(f"events[{j}] = {event!r} is not a PrivacyEvent")
+        if (event.unit, event.neighbouring, event.release) != (
+                first.unit, first.neighbouring, first.release):
+            raise ValueError(
+                f"events[{j}] has unit {event.unit.value}, neighbouring "
+                f"{event.neighbouring.value}, release {event.release!r}: must match events[0] "
+                f"({first.unit.value}, {first.neighbouring.value}, {first.release!r})")
+        for step, count in event.steps:
+            counts[step] = counts.get(step, 0) + count
+    if len(events) == 1:
+        return first
+    return PrivacyEvent(tuple(counts.items()), neighbouring=first.neighbouring,
+                        unit=first.unit, release=first.release,
+                        description=first.description)

@@ -20,6 +20,12 @@ reports its CLT limit, an **estimate**::
 (the main text's sqrt(2 c_j) is a typo; Appendix D and all tables use sqrt(2) c_j). privfl also
 computes a rigorous **bound** for the same composition with a pessimistic PLD.
 
+Theorem 2 assumes every record belongs to one client. With ``multiplicity = k`` (a record held
+by up to k clients, e.g. an overlapping Dirichlet partition) a record's loss is the composition
+of its k holders' mechanisms: the CLT mu is sqrt of the sum of the k largest mu_j^2, and the
+numerical bounds compose the worst k clients' events (every choice of k clients is tried over
+the distinct client settings).
+
 Scopes: *weak* federated f-DP (any one other client i sees its helper-model stream) is
 G_{mu_max}; *strong* (all m - 1 other clients collude) is, as the paper states it,
 G_{sqrt(m-1) mu_max}, i.e. the composition over (m - 1)·K·R steps. The paper's proof of the strong
@@ -31,8 +37,10 @@ already covered by the weak guarantee (spec seed0 A5) — they are simply very l
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import combinations_with_replacement
 
 from privfl._validation import check_delta, check_int, check_positive, check_rate
 from privfl.accounting.events import (
@@ -41,6 +49,7 @@ from privfl.accounting.events import (
     PrivacyEvent,
     Sampling,
     Unit,
+    compose_events,
     noise_multiplier_from_paper_sigma,
 )
 from privfl.accounting.gdp import fdp_clt_mu, gdp_epsilon
@@ -108,6 +117,7 @@ class FederatedSetting:
     clients: tuple[ClientTraining, ...]
     rounds: int
     client_rate: float = 1.0
+    multiplicity: int = 1
 
     def __post_init__(self) -> None:
         if len(self.clients) < 2:
@@ -117,6 +127,7 @@ class FederatedSetting:
         object.__setattr__(self, "clients", tuple(self.clients))
         check_int("rounds", self.rounds, minimum=0)
         check_rate("client_rate", self.client_rate)
+        check_int("multiplicity", self.multiplicity, 1, len(self.clients))
 
     @classmethod
     def homogeneous(
@@ -129,34 +140,61 @@ class FederatedSetting:
         sigma: float,
         rounds: int,
         client_rate: float = 1.0,
+        multiplicity: int = 1,
     ) -> FederatedSetting:
         """``clients`` identical clients (the paper's experiments)."""
         client = ClientTraining(records, batch_size, local_steps, sigma)
         count = check_int("clients", clients, minimum=2)
-        return cls((client,) * count, rounds, client_rate)
+        return cls((client,) * count, rounds, client_rate, multiplicity)
 
     @property
     def distinct_clients(self) -> tuple[ClientTraining, ...]:
         return tuple(dict.fromkeys(self.clients))
 
     def mu_max(self) -> float:
-        """max_j mu_j over clients (Theorem 2, weak scope; estimate)."""
-        return max(client.mu(self.rounds) for client in self.distinct_clients)
+        """max_j mu_j over clients (Theorem 2, weak scope; estimate); with ``multiplicity``
+        k, the composed mu of the worst k holders: sqrt of the sum of the k largest mu_j^2."""
+        squares = [client.mu(self.rounds) ** 2 for client in self.worst_holders()]
+        return math.sqrt(sum(squares))
+
+    def worst_holders(self) -> list[ClientTraining]:
+        """The ``multiplicity`` clients with the largest CLT mu_j (repeats allowed as far as
+        clients share a setting)."""
+        available = Counter(self.clients)
+        ranked = sorted(available, key=lambda c: c.mu(self.rounds), reverse=True)
+        worst: list[ClientTraining] = []
+        for client in ranked:
+            worst += [client] * min(available[client], self.multiplicity - len(worst))
+        return worst
+
+    def holder_choices(self) -> list[tuple[ClientTraining, ...]]:
+        """Every choice of ``multiplicity`` clients, as multisets of distinct client settings
+        (a setting appears at most as often as clients have it)."""
+        available = Counter(self.clients)
+        return [choice for choice in combinations_with_replacement(self.distinct_clients,
+                                                                  self.multiplicity)
+                if all(available[c] >= n for c, n in Counter(choice).items())]
 
     def mu_strong(self) -> float:
         """sqrt(m - 1) mu_max (Theorem 2, strong scope, as the paper states it; estimate)."""
         return math.sqrt(len(self.clients) - 1) * self.mu_max()
 
 
+def _holders_event(holders: Iterable[ClientTraining], rounds: int, colluders: int
+                   ) -> PrivacyEvent:
+    return compose_events([c.event(rounds, colluders=colluders) for c in holders])
+
+
 def _clt_results(setting: FederatedSetting, delta: float) -> list[PrivacyResult]:
-    worst = max(setting.distinct_clients, key=lambda c: c.mu(setting.rounds))
+    worst = setting.worst_holders()
     results = []
     for scope, colluders, mu in (
         ("weak", 1, setting.mu_max()),
         ("strong", len(setting.clients) - 1, setting.mu_strong()),
     ):
-        event = worst.event(setting.rounds, colluders=colluders)
+        event = _holders_event(worst, setting.rounds, colluders)
         note = "CLT limit of C_{B/n}(G_{1/sigma})^{KR} (Zheng et al. 2021, Theorem 2); not a bound"
+        note += _multiplicity_note(setting)
         if math.isinf(mu):
             note += (
                 "; mu exceeds the float range (e^{1/sigma^2} overflows below sigma ~ 0.027): "
@@ -183,12 +221,13 @@ def _numerical_results(
     accountant = build_accountant(method, options)
     results = []
     for scope, colluders in (("weak", 1), ("strong", len(setting.clients) - 1)):
-        events = [c.event(setting.rounds, colluders=colluders) for c in setting.distinct_clients]
+        events = [_holders_event(choice, setting.rounds, colluders)
+                  for choice in setting.holder_choices()]
         worst_event, worst = max(
             ((event, accountant.epsilon(event, delta)) for event in events),
             key=lambda pair: pair[1].epsilon,
         )
-        note = "max over clients of the per-client composition"
+        note = "max over clients of the per-client composition" + _multiplicity_note(setting)
         if scope == "strong":
             note += "; paper's strong composition over (m-1)·K·R steps (valid but very loose)"
         results.append(
@@ -204,6 +243,13 @@ def _numerical_results(
             )
         )
     return results
+
+
+def _multiplicity_note(setting: FederatedSetting) -> str:
+    if setting.multiplicity == 1:
+        return ""
+    return (f"; a record held by up to k = {setting.multiplicity} clients: the composition of "
+            "the worst k holders' mechanisms")
 
 
 def federated_fdp(

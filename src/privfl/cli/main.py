@@ -220,6 +220,10 @@ def account_fedfdp(
         float, typer.Option(help="p: client sampling rate (does not enter Theorem 2).")
     ] = 1.0,
     method: Annotated[FedMethod, typer.Option(help="Accountant(s) to use.")] = FedMethod.all,
+    multiplicity: Annotated[int, typer.Option(
+        help="k: the most clients holding one record (1: every record belongs to one client, "
+        "Theorem 2's assumption; an overlapping partition: a record's k holders compose).",
+    )] = 1,
     orders: OrdersOpt = "default",
     conversion: ConversionOpt = Conversion.improved,
     discretization: DiscretizationOpt = 1e-4,
@@ -238,6 +242,7 @@ def account_fedfdp(
         sigma=sigma,
         rounds=rounds,
         client_rate=client_rate,
+        multiplicity=multiplicity,
     )
     methods = ("gdp-clt", "pld") if method is FedMethod.all else (method.value,)
     results, refused = [], {}
@@ -261,6 +266,7 @@ def account_fedfdp(
         "paper_sigma": sigma,
         "steps": f"K*R = {local_steps}*{rounds} = {local_steps * rounds}",
         "clients": clients,
+        "record multiplicity": multiplicity,
         "release": "helper models sent to clients (weak: one client; strong: all colluding)",
         "delta": delta,
     }

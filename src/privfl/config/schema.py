@@ -96,7 +96,11 @@ class DataConfig(_Section):
     )
     test_replace: bool = Field(True, description="shards: draw test records with replacement")
     beta: float = Field(0.5, gt=0, description="dirichlet: concentration")
-    disjoint: bool = Field(False, description="dirichlet: no record shared between clients")
+    disjoint: bool = Field(
+        True, description="dirichlet: no record shared between clients (the default: what "
+        "record-level guarantees assume); false: clients sample from the whole pool (Zheng et "
+        "al. 2021's reference code), a record held by k clients is accounted as the "
+        "composition of its holders (DP-DSGD refuses it)")
     test_sampling: Literal["proportions", "train-labels"] = "proportions"
 
 

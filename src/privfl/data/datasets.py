@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privfl._validation import check_int, check_range
+from privfl.data.sharing import RecordSharing, record_sharing
 
 __all__ = ["Dataset", "FederatedDataset", "as_rng"]
 
@@ -406,6 +407,12 @@ class FederatedDataset:
         all_idx = np.concatenate(self.train_indices)
         return np.unique(all_idx).size == all_idx.size
 
+    def record_sharing(self) -> RecordSharing:
+        """How many clients hold each training record (by its index in the training pool):
+        the largest multiplicity ``k`` and the sets of clients sharing a record. Record-level
+        privacy plans compose a shared record's holders (:mod:`privfl.data.sharing`)."""
+        return record_sharing(self.train_indices)
+
     def stacked_train_indices(self) -> np.ndarray:
         """``num_clients x n`` index matrix, for vectorised client work with equal ``n_j``."""
         sizes = self.client_sizes
@@ -436,4 +443,5 @@ class FederatedDataset:
             "test_max": int(self.test_sizes.max()),
             "labels_per_client_mean": float(distinct.mean()),
             "disjoint": self.is_disjoint(),
+            "max_multiplicity": self.record_sharing().max_multiplicity,
         }

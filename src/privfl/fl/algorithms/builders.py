@@ -74,9 +74,15 @@ def _clean_dataset(config: ExperimentConfig) -> FederatedDataset:
             test_replace=c.test_replace, seed=seed,
         )
     if c.partition == "dirichlet":
+        size = 500 if c.train_size is None else c.train_size
+        if c.disjoint and size * c.clients > len(train):
+            raise ConfigError(
+                f"data.train_size = {size} is out of range: data.clients = {c.clients} disjoint "
+                f"clients need {size * c.clients} records, only {len(train)} available; lower "
+                "data.train_size or data.clients, or set data.disjoint: false (clients share "
+                "records, which record-level guarantees then compose)")
         return d.federate_dirichlet(
-            train, test, num_clients=c.clients,
-            train_size=500 if c.train_size is None else c.train_size,
+            train, test, num_clients=c.clients, train_size=size,
             test_size=200 if c.test_size is None else c.test_size, beta=c.beta,
             disjoint=c.disjoint, test_sampling=c.test_sampling, seed=seed,
         )

@@ -202,6 +202,22 @@ class DpDsgdConfig(FederatedConfig):
             privacy.noise_multiplier = 1.0  # the default, written to config.yaml
 
 
+def refuse_shared_records(data: FederatedDataset) -> None:
+    """Refuse a partition that gives one record to several clients (a private run).
+
+    The random-participation accountants (Hasircioglu and Gunduz 2022) bound one record of one
+    client inside one noisy aggregate; a record held by k clients enters the aggregate up to k
+    times under the same noise, which none of the schemes describes, so there is no sound
+    number to print.
+    """
+    sharing = data.record_sharing()
+    if not sharing.disjoint:
+        raise ValueError(
+            f"data shares records between clients (up to k = {sharing.max_multiplicity} clients "
+            "hold one record): DP-DSGD's random-participation accounting assumes each record "
+            "belongs to one client; use a disjoint partition (data.disjoint: true)")
+
+
 class DpDsgdPrivacy:
     """DP-DSGD's privacy plan: record-level, add/remove, random participation.
 
@@ -520,6 +536,8 @@ class DpDsgd(RoundAlgorithm):
         if not np.array_equal(plan.client_sizes, data.client_sizes):
             raise ValueError("plan.client_sizes do not match data.client_sizes: build the plan "
                              "from the same data")
+        if plan.private:
+            refuse_shared_records(data)
         self.plan = plan
         self.data = data
         self.num_clients = data.num_clients
@@ -573,6 +591,8 @@ class DpDsgd(RoundAlgorithm):
     def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> DpDsgdPrivacy:
         """The plan alone (no model): the training and ``privfl check-privacy`` both use it."""
         f, p = config.federated, config.privacy
+        if p.enabled:
+            refuse_shared_records(data)
         return DpDsgdPrivacy(
             data.client_sizes, client_rate=f.client_rate, record_rate=f.record_rate,
             noise_multiplier=p.z, clip_norm=p.clip_norm if p.enabled else None,

@@ -220,7 +220,7 @@ class _InsDp(RoundAlgorithm):
             clients_per_round=clients_per_round, client_sampling=client_sampling,
             release=release, delta=None if delta is None else check_delta("delta", delta),
             accountants=resolve_methods(accountants), options=accounting_options,
-            paper_accounting=paper_accounting, seed=self.seed,
+            paper_accounting=paper_accounting, seed=self.seed, sharing=data.record_sharing(),
         )
         self.spec = spec
         self.data = data
@@ -297,7 +297,8 @@ class _InsDp(RoundAlgorithm):
         kwargs = cls._plan_kwargs(config)
         kwargs["options"] = None
         return InsDpPrivacy(build_spec(config), data.client_sizes,
-                            algorithm=cls._plan_algorithm, seed=config.seed, **kwargs)
+                            algorithm=cls._plan_algorithm, seed=config.seed,
+                            sharing=data.record_sharing(), **kwargs)
 
     def setup(self) -> dict[str, str]:
         spec, plan = self.spec, self.plan

@@ -2,9 +2,10 @@
 
 Every selected client runs DP-SGD on its own records (flat per-example clipping at C, Gaussian
 noise ``sigma C`` on the sum, divided by the batch size B) from the global model; the server
-averages. The unit of privacy is a **record**. A record lives in exactly one client, so the
+averages. The unit of privacy is a **record**. When a record lives in exactly one client, the
 run's record-level guarantee is the worst client's (parallel composition, Xie et al. 2023
-Proposition 3: ``eps_t = max_i eps_t^i``; :func:`privfl.accounting.parallel.worst_client_results`).
+Proposition 3: ``eps_t = max_i eps_t^i``); a record held by several clients composes its
+holders (see below; :func:`privfl.accounting.parallel.worst_record_results`).
 Every client's event is derived from the run's :class:`~privfl.fl.LocalTrainingSpec` (the
 trainer's own object) and the number of rounds the client is charged for.
 
@@ -40,6 +41,20 @@ Scopes (``extras["scope"]``)
   is rigorous only for centralised Poisson sampling at rate ``q_j m / N`` and is labelled
   ``reference`` (a lower reference, never a guarantee); with ``m = N`` it is a bound.
 
+Records held by several clients
+-------------------------------
+Propositions 2-3 assume each record belongs to one client. With an overlapping partition
+(``sharing``: a record held by h clients) the record enters every holder's release, so its loss
+is the composition of the holders' events (each holder samples its own copy and adds its own
+noise): ``client-updates`` and InsDP-FedAvg's ``paper`` scope compose the holders' per-client
+events. ``global-model`` (and InsDP-FedSGD's ``paper`` scope) cannot reuse ``sigma sqrt(m)`` once
+per holder (the same m noises would be counted h times); instead the m noises of the mean are
+split into ``min(h, m)`` disjoint groups of at least ``floor(m / min(h, m))``, one per holder in
+the cohort, so the mean is post-processing of ``min(h, m)`` independent sampled Gaussians with
+multiplier ``sigma sqrt(floor(m / min(h, m)))``; the plan composes the h holders at that
+multiplier (every holder every charged round: conservative when fewer are in the cohort).
+h = 1 gives exactly the single-client numbers.
+
 Fixed-size local batches (``sampling = without-replacement``) are accounted under replace-one
 neighbours (never as Poisson); the paper's tables assume Poisson batches, which privfl runs with
 ``training.sampling: poisson``.
@@ -57,8 +72,9 @@ import numpy as np
 from privfl._validation import check_choice, check_delta, check_int
 from privfl.accounting.events import Neighbouring, NoisyStep, PrivacyEvent, Unit
 from privfl.accounting.methods import AccountingOptions, resolve_methods
-from privfl.accounting.parallel import worst_client_results
+from privfl.accounting.parallel import worst_record_results
 from privfl.accounting.results import PrivacyResult
+from privfl.data.sharing import RecordSharing
 from privfl.fl.algorithms.base import zero_rounds
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.report.card import randomness_text
@@ -112,6 +128,9 @@ class InsDpPrivacy:
         Also report the ``paper`` scope.
     seed, secure
         For the card's randomness row (the seed and secure mode of the run).
+    sharing
+        Which clients hold a common record (``FederatedDataset.record_sharing()``; ``None``:
+        disjoint clients).
     """
 
     unit = "record"
@@ -130,6 +149,7 @@ class InsDpPrivacy:
         options: AccountingOptions | None = None,
         paper_accounting: bool = True,
         seed: int = 0,
+        sharing: RecordSharing | None = None,
     ) -> None:
         if not isinstance(spec, LocalTrainingSpec):
             raise ValueError(f"spec = {spec!r} is not allowed: must be a LocalTrainingSpec")
@@ -167,6 +187,10 @@ class InsDpPrivacy:
         self.options = options
         self.paper_accounting = bool(paper_accounting)
         self.seed = check_int("seed", seed, 0)
+        self.sharing = RecordSharing() if sharing is None else sharing
+        if not isinstance(self.sharing, RecordSharing):
+            raise ValueError(f"sharing = {sharing!r} is not allowed: must be a RecordSharing "
+                             "(FederatedDataset.record_sharing())")
         self._cache: dict[int, list[PrivacyResult]] = {}
 
     # ------------------------------------------------------------------ the protocol's fields
@@ -211,39 +235,72 @@ class InsDpPrivacy:
         return np.maximum((seats - clients + self.num_clients - 1) // self.num_clients, 0)
 
     # ------------------------------------------------------------------ events
-    def _step(self, records: int, scope: str) -> NoisyStep:
-        """One local step of a client with ``records`` records as ``scope`` accounts it."""
+    def _step(self, records: int, scope: str, holders: int = 1) -> NoisyStep:
+        """One local step of a client with ``records`` records as ``scope`` accounts it, when
+        the client is one of ``holders`` clients holding the record (see the module
+        docstring: the mean's m noises are split among the holders in the cohort)."""
         step = self.spec.privacy_step(records)
         if scope == "client-updates" or self.algorithm == "fedavg":
             return step
         m = self.clients_per_round
+        share = m // min(holders, m)  # noises of the mean attributed to each holder
         rate = step.sampling_rate * (m / self.num_clients if scope == "paper" else 1.0)
-        return dataclasses.replace(step, noise_multiplier=step.noise_multiplier * math.sqrt(m),
-                                   sampling_rate=rate)
+        return dataclasses.replace(
+            step, noise_multiplier=step.noise_multiplier * math.sqrt(share), sampling_rate=rate)
 
-    def client_events(self, rounds: int, scope: str | None = None) -> list[PrivacyEvent]:
-        """One record-level event per distinct (n_j, charged rounds) after ``rounds`` rounds,
-        for ``scope`` (default: the primary scope); clients charged no round are left out."""
-        scope = self.primary_scope if scope is None else check_choice(
+    def _scope(self, scope: str | None) -> str:
+        return self.primary_scope if scope is None else check_choice(
             "scope", scope, (*RELEASES, "paper"))
-        rounds = check_int("rounds", rounds, 0)
+
+    def _charged(self, rounds: int, scope: str) -> np.ndarray:
         if scope == "paper" and self.algorithm == "fedsgd":
-            charged = np.full(self.num_clients, rounds, dtype=np.int64)  # Prop. 2: T steps
-        else:
-            charged = self.participations(rounds)
+            return np.full(self.num_clients, rounds, dtype=np.int64)  # Prop. 2: T steps
+        return self.participations(rounds)
+
+    def _event(self, records: int, charged: int, scope: str, holders: int = 1) -> PrivacyEvent:
         if scope == "paper":  # Proposition 2 assumes the mean is released, Proposition 3 not
             scope_release = "global-model" if self.algorithm == "fedsgd" else "client-updates"
         else:
             scope_release = scope
-        release = _RELEASE_TEXT[scope_release]
-        relation = self.spec.default_neighbouring()
+        return PrivacyEvent(
+            ((self._step(records, scope, holders), self.spec.local_steps * charged),),
+            neighbouring=Neighbouring(self.spec.default_neighbouring()), unit=Unit.RECORD,
+            release=_RELEASE_TEXT[scope_release])
+
+    def client_events(self, rounds: int, scope: str | None = None) -> list[PrivacyEvent]:
+        """One record-level event per distinct (n_j, charged rounds) after ``rounds`` rounds,
+        for ``scope`` (default: the primary scope); clients charged no round are left out."""
+        scope = self._scope(scope)
+        charged = self._charged(check_int("rounds", rounds, 0), scope)
         pairs = sorted({(int(n), int(c))
                         for n, c in zip(self.client_sizes, charged, strict=True) if c > 0})
-        return [
-            PrivacyEvent(((self._step(n, scope), self.spec.local_steps * c),),
-                         neighbouring=Neighbouring(relation), unit=Unit.RECORD, release=release)
-            for n, c in pairs
-        ]
+        return [self._event(n, c, scope) for n, c in pairs]
+
+    def _worst_record(self, rounds: int, accounted: str, **kwargs: Any) -> list[PrivacyResult]:
+        """:func:`~privfl.accounting.parallel.worst_record_results` in scope ``accounted``:
+        each record composes the events of the clients holding it (one client when
+        disjoint)."""
+        charged = self._charged(rounds, accounted)
+        if not np.any(charged > 0):
+            raise ValueError(f"rounds = {rounds} charges no client: nothing to account")
+        events: dict[tuple[int, int, int], PrivacyEvent] = {}
+
+        def client_event(j: int, holders: int) -> PrivacyEvent:
+            key = (int(self.client_sizes[j]), int(charged[j]), holders)
+            if key not in events:
+                events[key] = self._event(*key[:2], accounted, holders)
+            return events[key]
+
+        # a client charged no round releases nothing: leave it out, and out of holder sets
+        keep = np.flatnonzero(charged > 0)
+        position = {int(j): i for i, j in enumerate(keep)}
+        sets = [tuple(position[j] for j in s if j in position) for s in self.sharing.holder_sets]
+
+        def charged_event(i: int, holders: int) -> PrivacyEvent:
+            return client_event(int(keep[i]), holders)
+
+        return worst_record_results(charged_event, int(keep.size),
+                                    [s for s in sets if len(s) > 1], self.delta, **kwargs)
 
     # ------------------------------------------------------------------ results
     def results(self, rounds: int) -> list[PrivacyResult]:
@@ -255,8 +312,8 @@ class InsDpPrivacy:
             return []
         if rounds not in self._cache:
             counted = max(rounds, 1)
-            results = worst_client_results(
-                self.client_events(counted), self.delta, methods=self.accountants,
+            results = self._worst_record(
+                counted, self.primary_scope, methods=self.accountants,
                 options=self.options, scope=self.primary_scope,
                 note="max over clients of each client's composition (parallel composition)"
                 + ("" if self.full_participation or self.client_sampling == "cyclic" else
@@ -274,9 +331,9 @@ class InsDpPrivacy:
         else:
             note = ("paper's accounting: each client's sampled-Gaussian RDP (rate q, multiplier "
                     "sigma, V steps per round), max over clients (Proposition 3)")
-        results = worst_client_results(
-            self.client_events(rounds, "paper"), self.delta, methods="rdp",
-            options=PAPER_OPTIONS, scope="paper", accounting=PAPER_ACCOUNTING, note=note,
+        results = self._worst_record(
+            rounds, "paper", methods="rdp", options=PAPER_OPTIONS, scope="paper",
+            accounting=PAPER_ACCOUNTING, note=note,
         )
         if self.algorithm == "fedsgd" and not self.full_participation:
             caveat = ("reference, NOT a guarantee: the rate q m/N assumes a client's "
@@ -342,7 +399,10 @@ class InsDpPrivacy:
             "delta": self.delta,
             "release": _RELEASE_TEXT[self.release],
             "accounting": "per-client accountants, epsilon = max over clients (parallel "
-                          "composition, Xie et al. 2023 Proposition 3)",
+                          "composition, Xie et al. 2023 Proposition 3)"
+                          + ("" if self.sharing.disjoint else "; a record held by several "
+                             "clients composes its holders' events"),
+            "record multiplicity": self.sharing.describe(),
             "threat model": "clients follow DP-SGD; the batches and the noise must stay secret "
                             "(see randomness)",
             "randomness": randomness,

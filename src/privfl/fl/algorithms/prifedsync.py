@@ -20,8 +20,9 @@ redraw or skip of empty cohorts — is post-processing. The plan (:class:`PriFed
 derives every client's event from the **same** :class:`~privfl.fl.LocalTrainingSpec` that
 configures the trainer (:meth:`~privfl.fl.LocalTrainingSpec.privacy_event`: ``K * r`` steps of
 the spec's noise multiplier z and batch sampling; replace-one neighbours for fixed-size batches
-as in Theorem 2, add/remove for Poisson batches) and takes the worst client
-(:func:`privfl.accounting.parallel.worst_client_results`); ``gdp-clt`` is Theorem 2's CLT mu
+as in Theorem 2, add/remove for Poisson batches) and takes the worst client, a record held by
+several clients composing its holders' events
+(:func:`privfl.accounting.parallel.worst_record_results`); ``gdp-clt`` is Theorem 2's CLT mu
 (an estimate). Theorem 2 counts ``K * r`` steps for every client whatever p, so neither the
 client sampling, the redraw policy nor skipped rounds change the number: a skipped round still
 counts (conservative).
@@ -60,11 +61,12 @@ from privfl._validation import (
 )
 from privfl.accounting.federated import STRONG_RELEASE, WEAK_RELEASE
 from privfl.accounting.methods import AccountingOptions, resolve_methods
-from privfl.accounting.parallel import worst_client_results
+from privfl.accounting.parallel import worst_record_results
 from privfl.accounting.results import PrivacyResult
 from privfl.backends import train_clients
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
+from privfl.data.sharing import RecordSharing
 from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
 from privfl.fl.algorithms.common import (
     ClientTensors,
@@ -123,7 +125,11 @@ class PriFedSyncPrivacy:
     the clients' record counts. Per client j the event is ``spec.privacy_event(n_j, rounds)``;
     the *weak* scope (one other client sees j's helper-model stream) is the worst client's
     guarantee, the *strong* scope (all m - 1 others collude) the paper's composition over
-    ``(m - 1) K R`` steps (valid, very loose; spec seed0 A5).
+    ``(m - 1) K R`` steps (valid, very loose; spec seed0 A5). Theorem 2 assumes every record
+    belongs to one client; a record held by several clients (``sharing``, an overlapping
+    partition such as the reference code's CIFAR split) composes its holders' events
+    (:func:`~privfl.accounting.parallel.worst_record_results`), so its mu is
+    ``sqrt(sum of the holders' mu_j^2)``.
     """
 
     unit = "record"
@@ -131,10 +137,15 @@ class PriFedSyncPrivacy:
 
     def __init__(self, spec: LocalTrainingSpec, client_sizes: np.ndarray, *, client_rate: float,
                  empty_cohort: str, delta: float | None, accountants: Sequence[str],
-                 options: AccountingOptions | None, seed: int) -> None:
+                 options: AccountingOptions | None, seed: int,
+                 sharing: RecordSharing | None = None) -> None:
         self.spec = spec
         self.client_sizes = np.asarray(client_sizes, dtype=np.int64)
         self.num_clients = int(self.client_sizes.size)
+        self.sharing = RecordSharing() if sharing is None else sharing
+        if not isinstance(self.sharing, RecordSharing):
+            raise ValueError(f"sharing = {sharing!r} is not allowed: must be a RecordSharing "
+                             "(FederatedDataset.record_sharing())")
         self.client_rate = client_rate
         self.empty_cohort = empty_cohort
         self.delta = delta
@@ -160,18 +171,27 @@ class PriFedSyncPrivacy:
 
     def results(self, rounds: int) -> list[PrivacyResult]:
         """Weak and strong guarantees after ``rounds`` rounds (empty when not private or
-        ``delta`` is None; rounds = 0 gives epsilon 0 with the same labels)."""
+        ``delta`` is None; rounds = 0 gives epsilon 0 with the same labels).
+
+        A record held by several clients (``sharing``) composes its holders' K R steps (weak)
+        or their strong events (strong); disjoint clients give the worst client's guarantee.
+        """
         rounds = check_int("rounds", rounds, 0)
         if not self.private or self.delta is None:
             return []
         if rounds not in self._cache:
+            counted = max(rounds, 1)
             results = []
             for method in self.accountants:
                 for scope, colluders in (("weak", 1), ("strong", self.num_clients - 1)):
+                    events = {int(n): e for n, e in zip(
+                        np.unique(self.client_sizes),
+                        self.client_events(counted, colluders=colluders), strict=True)}
                     note = ("paper's strong composition over (m-1)·K·R steps (valid but very "
                             "loose)" if scope == "strong" else "")
-                    results += worst_client_results(
-                        self.client_events(max(rounds, 1), colluders=colluders), self.delta,
+                    results += worst_record_results(
+                        lambda j, _h, events=events: events[int(self.client_sizes[j])],
+                        self.num_clients, self.sharing.holder_sets, self.delta,
                         methods=method, options=self.options, scope=scope,
                         note="; ".join(filter(None, ("max over clients of the per-client "
                                                      "composition", note))),
@@ -233,6 +253,7 @@ def _card(algorithm: PriFedSyncPrivacy, rounds: int) -> dict[str, Any]:
         "the batches, the cohorts and the noise must stay secret (see randomness)",
         "randomness": randomness,
         "clients": f"m = {m}",
+        "record multiplicity": algorithm.sharing.describe(),
     }
 
 
@@ -336,7 +357,7 @@ class PriFedSync(RoundAlgorithm):
         self.plan = PriFedSyncPrivacy(
             spec, self.client_sizes, client_rate=self.client_rate,
             empty_cohort=self.empty_cohort, delta=self.delta, accountants=self.accountants,
-            options=accounting_options, seed=self.seed,
+            options=accounting_options, seed=self.seed, sharing=data.record_sharing(),
         )
 
         self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
@@ -431,7 +452,7 @@ class PriFedSync(RoundAlgorithm):
         return PriFedSyncPrivacy(
             spec, data.client_sizes, client_rate=f.client_rate, empty_cohort=f.empty_cohort,
             delta=p.delta if p.enabled else None, accountants=tuple(p.accountants),
-            options=None, seed=config.seed,
+            options=None, seed=config.seed, sharing=data.record_sharing(),
         )
 
     def setup(self) -> dict[str, str]:
