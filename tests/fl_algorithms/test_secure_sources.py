@@ -248,3 +248,38 @@ def test_a_seeded_round_moves_the_seeded_generator(name):
     before = _state(algorithm.rng)
     algorithm.run_round()
     assert not _same(before, _state(algorithm.rng))
+
+
+def test_secure_client_protection_reads_only_the_secure_source(monkeypatch):
+    """DP-FedAvg with a secure client-side protection (Zhang, Chen and Yang 2022: record
+    sampling, a random mask, Gaussian distortion): the protection's draws leave the seeded
+    generators untouched too."""
+    from privfl.distortion import (
+        ClientProtection,
+        GaussianDistortion,
+        PoissonRecordSampling,
+        RandomMask,
+    )
+    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
+
+    config = _config("dp-fedavg")
+    base = build_algorithm(config)
+    protection = ClientProtection(sampling=PoissonRecordSampling(0.9, secure=True),
+                                  distortions=(RandomMask(0.9, secure=True),
+                                               GaussianDistortion(1e-4, secure=True)))
+    algorithm = DpFedAvg(base.predictor.model, base.spec, base.data, base.plan,
+                         protection=protection, seed=config.seed)
+    spy = SecureSpy(monkeypatch)
+    generators = _generators(algorithm)
+    cohorts = []
+    select = algorithm.select_cohort
+    algorithm.select_cohort = lambda: cohorts.append(select()) or cohorts[-1]
+    before = _states(generators)
+    algorithm.run_round()
+    after = _states(generators)
+    assert [p for p in before if not _same(before[p], after[p])] == []
+    m, d = cohorts[0].size, algorithm.global_model.numel()
+    sizes = np.asarray(algorithm.data.client_sizes)[cohorts[0]]
+    # cohort keys, one key per record (record sampling), one per coordinate of every model (mask)
+    assert sum(spy.uniforms) >= algorithm.num_clients + int(sizes.sum()) + m * d
+    assert spy.normals >= m * d + d  # the distortion of every model and the server's noise
