@@ -7,7 +7,7 @@ LATEST ?= .venv-latest
 # torch stays at 2.13.0 (CPU build) everywhere: any other torch spec pulls GBs of CUDA wheels.
 TORCH := torch==2.13.0
 
-.PHONY: install test test-slow test-ray test-latest lock lint bench
+.PHONY: install test test-slow test-ray test-latest lock lint bench mutants
 
 install:
 	python3 -m venv $(VENV)
@@ -46,6 +46,12 @@ lock:
 
 lint:
 	$(VENV)/bin/ruff check src tests benchmarks configs
+
+# Planted privacy bugs (tests/mutants/mutants.yaml), each in a temporary copy of the sources: every
+# one must make the tests of its area fail (docs/mutants.md). `make mutants MUTANTS=a,b`: a subset.
+MUTANTS ?=
+mutants:
+	$(PY) tests/mutants/run.py $(if $(MUTANTS),--only $(MUTANTS))
 
 bench:
 	$(PY) benchmarks/accounting.py

@@ -418,6 +418,48 @@ def test_rigorous_accountants_hold_on_sampled_compositions_by_monte_carlo(z, q, 
         assert not report.violated, report.summary  # one-sided lower ends below delta
 
 
+def _one_sided_pair():
+    """P = N(0,1), Q = 0.9 N(0,1) + 0.1 N(1,1): at epsilon = 0.1 the claim delta = 1e-3 fails in
+    the Q||P direction only."""
+    return A.gaussian(0.0, 1.0), A.mixture([A.gaussian(0.0, 1.0), A.gaussian(1.0, 1.0)],
+                                           [0.9, 0.1])
+
+
+def test_the_verdict_and_delta_take_the_worse_of_both_directions():
+    P, Q = _one_sided_pair()
+    e = math.exp(0.1)
+    # closed forms: Q > e^0.1 P iff x > x0, P > e^0.1 Q iff x < x1
+    x0, x1 = 0.5 + math.log(10 * (e - 0.9)), 0.5 + math.log(10 * (1 / e - 0.9))
+    sf, cdf = stats.norm.sf, stats.norm.cdf
+    backward = 0.9 * sf(x0) + 0.1 * sf(x0 - 1) - e * sf(x0)
+    forward = cdf(x1) - e * (0.9 * cdf(x1) + 0.1 * cdf(x1 - 1))
+    assert backward == pytest.approx(0.0184719, rel=1e-5) and forward < 1e-3
+    report = A.audit(P, Q, 0.1, 1e-3)
+    assert report.delta_forward == pytest.approx(forward, rel=1e-9)
+    assert report.delta_backward == pytest.approx(backward, rel=1e-9)
+    assert report.delta == report.delta_backward
+    assert report.violated and report.worst_direction == "Q||P"
+    assert report.margin == pytest.approx(backward - 1e-3, rel=1e-9)
+    assert "VIOLATED" in report.summary
+    # the same pair the other way round: violated in the first direction
+    swapped = A.audit(Q, P, 0.1, 1e-3)
+    assert swapped.violated and swapped.worst_direction == "P||Q"
+    assert swapped.delta == pytest.approx(backward, rel=1e-9)
+    # a claim above both directions holds
+    assert not A.audit(P, Q, 0.1, 0.02).violated
+
+
+def test_monte_carlo_verdict_takes_the_worse_of_both_directions():
+    """Two steps of the pair (no exact form): at delta = 0.02 only the Q||P interval lies
+    above the claim."""
+    P, Q = (A.compose(law, 2) for law in _one_sided_pair())
+    report = A.audit(P, Q, 0.1, 0.02, monte_carlo_samples=20_000, seed=1)
+    assert report.basis == "monte-carlo"
+    assert report.monte_carlo["P||Q"].upper < 0.02 < report.monte_carlo["Q||P"].lower
+    assert report.violated and report.worst_direction == "Q||P"
+    assert report.margin == pytest.approx(report.monte_carlo["Q||P"].lower - 0.02)
+
+
 def test_monte_carlo_detects_an_understated_epsilon():
     event = dpsgd_event(1.0, 0.1, 10)
     (result,) = account(event, delta=1e-2, methods="pld").results

@@ -318,6 +318,24 @@ def test_heterogeneous_steps_compose():
     assert ACCOUNTANT.delta(event, 1.0).kind == "estimate"
 
 
+@pytest.mark.parametrize("last_exact", [False, True])
+def test_one_clt_group_makes_the_whole_event_an_estimate_in_either_order(last_exact):
+    """1000 Poisson steps and one unsampled step, in both orders: the CLT part makes the
+    composition an estimate, whichever group comes last; two unsampled groups stay exact."""
+    clt = (NoisyStep(1.0, 0.01, Sampling.POISSON), 1000)
+    exact = (NoisyStep(2.0, 1.0, Sampling.NONE), 1)
+    event = PrivacyEvent((clt, exact) if last_exact else (exact, clt))
+    mu, is_exact = ACCOUNTANT.mu(event)
+    assert not is_exact
+    assert mu == pytest.approx(gdp_compose(poisson_clt_mu(0.01, 1.0, 1000), 0.5), rel=1e-12)
+    for result in (ACCOUNTANT.epsilon(event, 1e-5), ACCOUNTANT.delta(event, 1.0)):
+        assert result.kind == "estimate" and "not a certified bound" in result.note
+    both = PrivacyEvent(((NoisyStep(2.0, 1.0, Sampling.NONE), 1),
+                         (NoisyStep(4.0, 1.0, Sampling.NONE), 4)))
+    assert ACCOUNTANT.mu(both) == (pytest.approx(math.sqrt(0.25 + 4 / 16)), True)
+    assert ACCOUNTANT.epsilon(both, 1e-5).kind == "bound"
+
+
 def test_warning_when_clt_exceeds_the_no_amplification_bound():
     event = dpsgd_event(0.5, 0.5, 100)
     result = ACCOUNTANT.epsilon(event, 1e-5)

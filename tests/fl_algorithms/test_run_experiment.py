@@ -128,6 +128,20 @@ def test_budget_stops_before_the_round_that_would_exceed_it(tmp_path, tiny_confi
     assert spent[0].epsilon <= budget
 
 
+def test_mu_budget_stops_before_the_round_that_would_exceed_it(tmp_path, tiny_config_dict):
+    """stop.mu reads the largest mu of the primary scope (weak): rounds 1-2 fit, round 3 would
+    exceed it by a few per cent, and the run stops after round 2."""
+    probe = build_algorithm(_config(tiny_config_dict, privacy=FAST))
+    mus = [r.extras["mu"] for k in (1, 2, 3) for r in probe.privacy(k)
+           if r.extras["scope"] == "weak"]
+    budget = mus[2] / 1.05
+    assert mus[1] < budget < mus[2]
+    config = _config(tiny_config_dict, privacy=FAST, stop={"mu": budget})
+    result = Experiment.create(config, tmp_path / "run").run()
+    assert result.stop_reason == "budget" and result.summary["rounds_completed"] == 2
+    assert "round 3 would reach mu" in result.summary["stop_detail"]
+
+
 def test_mu_budget_and_target_accuracy(tmp_path, tiny_config_dict):
     config = _config(tiny_config_dict, privacy=FAST, stop={"mu": 1e-3})
     result = Experiment.create(config, tmp_path / "mu").run()

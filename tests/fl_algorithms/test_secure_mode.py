@@ -115,7 +115,7 @@ def test_a_secure_run_resumes(tmp_path, tiny_config_dict):
     assert [m["round"] for m in RunDirectory(tmp_path / "run").read_metrics()] == [1, 2, 3]
     report = (tmp_path / "run" / "report.md").read_text()
     assert "| randomness | secure: the noise, the local batches and the cohorts" in report
-    assert "| seed | 3 (partition, initialisation, dropout; cohorts, batches and noise from " \
+    assert "| seed | 3 (partition, initialisation; cohorts, batches, noise and dropout from " \
            "os.urandom) |" in report
 
 

@@ -97,8 +97,9 @@ SEEDED_TEXT = (
 )
 SECURE_TEXT = (
     "secure: the noise, the local batches and the cohorts (client sampling) are drawn from "
-    "os.urandom (the operating system's CSPRNG), not reproducible; seed = 7 drives only the data "
-    "partition, the model initialisation and dropout, which the guarantee does not rely on"
+    "os.urandom (the operating system's CSPRNG), not reproducible (dropout masks too); seed = 7 "
+    "drives only the data partition and the model initialisation, which the guarantee does not "
+    "rely on"
 )
 
 

@@ -307,7 +307,8 @@ class ShardedBackend(Backend):
                                           name="optimizer_states")
         if isinstance(lr, torch.Tensor) and lr.shape not in ((count,), (count, 1)):
             raise ValueError(f"lr has shape {tuple(lr.shape)}: must be a float or [M={count}]")
-        streams = ClientStreams.draw(generator, count, noise_streams(start.device))
+        streams = ClientStreams.draw(generator, count, noise_streams(start.device),
+                                     secure=trainer.spec.secure)
         return self.run_rows(trainer, data, ids, start, states, streams.seeds, lr,
                              keep_states=keep_states)
 

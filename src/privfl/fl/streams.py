@@ -24,8 +24,9 @@ Two ways to get the seeds:
   client's (or replica's) randomness does not depend on which other clients were sampled or on
   how the cohort is split.
 
-Secure mode (``spec.secure``) takes batches and noise from ``os.urandom`` instead; the streams
-then drive only model-internal randomness (dropout masks).
+Secure mode (``spec.secure``) takes batches and noise from ``os.urandom`` instead, and the seeds
+themselves (``ClientStreams.draw(..., secure=True)``): the streams then drive only
+model-internal randomness (dropout masks), and no seeded generator moves in a secure round.
 """
 
 from __future__ import annotations
@@ -104,15 +105,26 @@ class ClientStreams:
     # ------------------------------------------------------------------ construction
     @classmethod
     def draw(
-        cls, generator: torch.Generator, count: int, noise_streams: int = NOISE_STREAMS
+        cls, generator: torch.Generator, count: int, noise_streams: int = NOISE_STREAMS, *,
+        secure: bool = False,
     ) -> ClientStreams:
         """``count`` rows of seeds drawn from ``generator`` as :meth:`CohortTrainer.train` draws
         them: ``torch.randint(0, 2^62, (count, 2 + noise_streams))`` on the generator's device.
+        ``secure=True`` (secure mode) reads them from ``os.urandom`` instead
+        (:func:`privfl.mechanisms.secure.secure_seeds`) and leaves ``generator`` untouched, so
+        that no seeded generator moves in a secure round.
         """
         if not isinstance(generator, torch.Generator):
             raise ValueError(f"generator = {generator!r} is not allowed: must be a torch.Generator")
         count = check_int("count", count, minimum=0)
         noise_streams = check_int("noise_streams", noise_streams, minimum=1)
+        if not isinstance(secure, bool):
+            raise ValueError(f"secure = {secure!r} is not a bool")
+        if secure:
+            from privfl.mechanisms.secure import secure_seeds
+
+            return cls(torch.from_numpy(secure_seeds(count * (2 + noise_streams)))
+                       .view(count, 2 + noise_streams))
         seeds = torch.randint(0, SEED_HIGH, (count, 2 + noise_streams), generator=generator,
                               device=generator.device)
         return cls(seeds)

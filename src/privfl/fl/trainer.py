@@ -47,9 +47,10 @@ a fixed ``chunk_size``), and layouts agree up to float summation order.
 
 Secure mode (``spec.secure``): the batches come from :data:`privfl.mechanisms.SECURE_RANDOM`
 (fresh ``os.urandom`` uniforms per client and step, the same samplers) and the noise from
-``os.urandom`` (:func:`privfl.mechanisms.secure_standard_normal`); the generator then only
-drives model-internal randomness such as dropout masks, which the guarantee does not rely on
-(it holds for any fixed masks). Nothing of a secure step is reproducible.
+``os.urandom`` (:func:`privfl.mechanisms.secure_standard_normal`), and so do the rows' stream
+seeds, which then drive only model-internal randomness such as dropout masks (the guarantee
+does not rely on them: it holds for any fixed masks); the generator is not used. Nothing of a
+secure step is reproducible.
 """
 
 from __future__ import annotations
@@ -457,9 +458,10 @@ class CohortTrainer:
             The clients' persistent optimizer states (``{"step": [M], ...: [M, d]}`` as from
             :meth:`init_optimizer_state`); ``None`` starts fresh.
         generator
-            Source of all randomness except, with ``spec.secure``, the batches and the noise
-            (``os.urandom``); ``None`` seeds one from :mod:`secrets` (not reproducible).
-            The per-client seeds are ``ClientStreams.draw(generator, M, noise_streams(device))``.
+            Source of all randomness (``None`` seeds one from :mod:`secrets`, not
+            reproducible): the per-client seeds are ``ClientStreams.draw(generator, M,
+            noise_streams(device))``. With ``spec.secure`` it is not used: the seeds, batches
+            and noise come from ``os.urandom``.
         lr
             Learning rate override: a float or a ``[M]`` tensor of per-client rates
             (default ``spec.lr``).
@@ -477,7 +479,8 @@ class CohortTrainer:
         pool, rows = self._check_data(client_data, count, device)
         states = self._check_states(optimizer_states, count, device)
         lr_rows = self._lr(lr, count, device)
-        streams = ClientStreams.draw(generator, count, noise_streams(device))
+        streams = ClientStreams.draw(generator, count, noise_streams(device),
+                                     secure=self.spec.secure)
         return self._train(start_params, pool, rows, streams, states, lr_rows)
 
     def train_pool(
@@ -503,7 +506,8 @@ class CohortTrainer:
         pool, rows = self._check_pool(pool, indices, count, device)
         states = self._check_states(optimizer_states, count, device)
         lr_rows = self._lr(lr, count, device)
-        streams = ClientStreams.draw(generator, count, noise_streams(device))
+        streams = ClientStreams.draw(generator, count, noise_streams(device),
+                                     secure=self.spec.secure)
         return self._train(start_params, pool, rows, streams, states, lr_rows)
 
     def train_streams(

@@ -35,7 +35,7 @@ import torch
 
 from privfl._validation import check_int
 
-__all__ = ["SECURE_RANDOM", "SecureRandom", "secure_uniform"]
+__all__ = ["SECURE_RANDOM", "SecureRandom", "secure_seeds", "secure_uniform"]
 
 _TWO_POW_M53 = 2.0**-53
 
@@ -45,6 +45,14 @@ def secure_uniform(count: int) -> np.ndarray:
     count = check_int("count", count, minimum=0)
     bits = np.frombuffer(os.urandom(8 * count), dtype=np.uint64) >> np.uint64(11)
     return bits.astype(np.float64) * _TWO_POW_M53
+
+
+def secure_seeds(count: int) -> np.ndarray:
+    """``count`` int64 seeds in ``[0, 2^62)`` (the top 62 bits of 8 fresh bytes each) from
+    os.urandom: secure mode's per-row stream seeds, which then drive only dropout masks."""
+    count = check_int("count", count, minimum=0)
+    bits = np.frombuffer(os.urandom(8 * count), dtype=np.uint64) >> np.uint64(2)
+    return bits.astype(np.int64)
 
 
 class SecureRandom:

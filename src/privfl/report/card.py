@@ -58,8 +58,8 @@ def randomness_text(secure: bool, seed: int, *, private: bool = True) -> str:
              else "the local batches and the cohorts (client sampling)")
     if secure:
         return (f"secure: {drawn} are drawn from os.urandom (the operating system's CSPRNG), "
-                f"not reproducible; seed = {seed} drives only the data partition, the model "
-                "initialisation and dropout, which the guarantee does not rely on")
+                f"not reproducible (dropout masks too); seed = {seed} drives only the data "
+                "partition and the model initialisation, which the guarantee does not rely on")
     text = (f"seeded: {drawn} are reproducible from seed = {seed} (the seed in config.yaml) "
             "and therefore known to anyone holding the config")
     if private:

@@ -4,12 +4,16 @@ For every checked round r of ``RUN_DIR/metrics.jsonl`` the algorithm's privacy p
 from ``RUN_DIR/config.yaml`` (the same plan the training derives its noise, clipping, sampling
 and step counts from; no model is built, nothing is trained) and asked for round r. Each logged
 entry ``(method, kind, scope) -> epsilon, delta[, mu]`` must equal the fresh one within ``rtol``
-and the two sets of entries must be the same. Works for every registered algorithm.
+and the two sets of entries must be the same: an entry deleted (or an emptied list), added or
+logged twice is a problem naming it. The logged rounds must be 1, 2, ..., n, each once: a
+deleted or repeated round is a problem too; the first and the last round are always checked.
+Works for every registered algorithm.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,9 +54,12 @@ def _relative(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-300)
 
 
+def _key(entry: Mapping[str, Any]) -> tuple[str, str, str]:
+    return str(entry.get("method")), str(entry.get("kind")), str(entry.get("scope", ""))
+
+
 def _keyed(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping]:
-    return {(str(e.get("method")), str(e.get("kind")), str(e.get("scope", ""))): e
-            for e in entries}
+    return {_key(e): e for e in entries}
 
 
 def _compare(logged: Any, fresh: Sequence[Mapping[str, Any]], rtol: float) -> dict[str, Any]:
@@ -62,13 +69,20 @@ def _compare(logged: Any, fresh: Sequence[Mapping[str, Any]], rtol: float) -> di
         return {"ok": False, "max_rel_diff": math.inf,
                 "problems": ["the logged privacy entries are missing or malformed"]}
     old, new = _keyed(logged), _keyed(fresh)
+    counts = Counter(_key(e) for e in logged)
+    for key, count in sorted(counts.items()):
+        if count > 1:
+            problems.append(f"{'/'.join(part for part in key if part)}: logged {count} times")
+            worst = math.inf
     for key in sorted(set(old) | set(new)):
         name = "/".join(part for part in key if part)
         if key not in old:
             problems.append(f"{name}: not logged")
+            worst = math.inf
             continue
         if key not in new:
             problems.append(f"{name}: logged but not derived from the config")
+            worst = math.inf
             continue
         for name_field in _FIELDS:
             a, b = old[key].get(name_field), new[key].get(name_field)
@@ -107,16 +121,31 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
                          "(metrics.jsonl is empty or missing)")
     plan = privacy_plan(config)
     report = PrivacyCheck(Path(run_dir), config.federated.algorithm, rtol)
-    last = metrics[-1].get("round")
+    valid = [row.get("round") for row in metrics if _round_index(row.get("round"))]
+    last = max(valid, default=None)
+    seen: set[int] = set()
     for row in metrics:
         r = row.get("round")
-        if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+        if not _round_index(r):
             report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
                                 "problems": [f"round = {r!r} is not a round index"]})
             continue
+        if r in seen:
+            report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
+                                "problems": [f"round {r} is logged more than once"]})
+            continue
+        seen.add(r)
         if r % every and r not in (1, last):
             continue
         fresh = privacy_entries(plan.results(r))
         outcome = _compare(row.get("privacy", []), fresh, rtol)
         report.rows.append({"round": r, **outcome})
+    for r in sorted(set(range(1, (last or 0) + 1)) - seen):
+        report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
+                            "problems": [f"round {r} is missing from metrics.jsonl (rounds "
+                                         f"run up to {last})"]})
     return report
+
+
+def _round_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1

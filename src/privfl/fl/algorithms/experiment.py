@@ -597,7 +597,7 @@ class Experiment:
         if attack is not None:
             rows["attack (simulated)"] = attack.text()
         rows["seed"] = f"{c.seed} (" + (
-            "partition, initialisation, dropout; cohorts, batches and noise from os.urandom"
+            "partition, initialisation; cohorts, batches, noise and dropout from os.urandom"
             if c.privacy.secure else "partition, initialisation, cohorts, batches, noise") + ")"
         return rows
 

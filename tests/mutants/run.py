@@ -1,0 +1,216 @@
+"""`make mutants`: plant each privacy bug of mutants.yaml in a copy of privfl and check that the
+tests of its area catch it.
+
+Usage (from the repository root)::
+
+    python tests/mutants/run.py                   # every mutant
+    python tests/mutants/run.py --only a,b        # a subset (make mutants MUTANTS=a,b)
+    python tests/mutants/run.py --jobs 1 --list
+
+The working tree is never edited: src/, tests/, configs/, docs/ and pyproject.toml are copied to
+a temporary directory (one copy per worker), a mutant's text is replaced there, its tests run
+against that copy (``PYTHONPATH`` = the copy's src/, ``pytest -x -q -p no:cacheprovider``), and
+the file is restored. One line per mutant (killed, by which test, or SURVIVED), then
+``N killed, M survived``. Exit status 1 if any mutant survives, 2 if a mutant's text is not
+found exactly once (or the data file is malformed); see docs/mutants.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).with_name("mutants.yaml")
+#: what a copy holds (tests read configs/ and docs/; pytest reads pyproject.toml)
+COPIED = ("src", "tests", "configs", "docs", "pyproject.toml")
+KEYS = {"id", "file", "find", "replace", "tests", "why"}
+TIMEOUT = 900  # seconds per mutant: a mutant that hangs its tests counts as killed
+
+
+class MutantError(Exception):
+    """A malformed data file or a mutant whose text is not found exactly once."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    file: str
+    find: str
+    replace: str
+    tests: tuple[str, ...]
+    why: str
+
+
+def load(path: Path = DATA) -> list[Mutant]:
+    """The mutants of ``path``, checked against the working tree's sources."""
+    entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(entries, list) or not entries:
+        raise MutantError(f"{path}: must be a non-empty list of mutants")
+    mutants, seen, errors = [], set(), []
+    for k, entry in enumerate(entries):
+        where = f"{path.name} entry {k + 1}"
+        if not isinstance(entry, dict) or set(entry) != KEYS:
+            raise MutantError(f"{where}: must have exactly the keys {sorted(KEYS)}, has "
+                              f"{sorted(entry) if isinstance(entry, dict) else entry!r}")
+        if entry["id"] in seen:
+            raise MutantError(f"{where}: id {entry['id']!r} is used twice")
+        seen.add(entry["id"])
+        if not isinstance(entry["tests"], list) or not entry["tests"]:
+            raise MutantError(f"mutant {entry['id']}: tests must be a non-empty list")
+        mutant = Mutant(str(entry["id"]), str(entry["file"]), str(entry["find"]),
+                        str(entry["replace"]), tuple(str(t) for t in entry["tests"]),
+                        str(entry["why"]))
+        if mutant.find == mutant.replace:
+            raise MutantError(f"mutant {mutant.id}: replace equals find")
+        for test in mutant.tests:
+            if not (ROOT / test.split("::")[0]).is_file():
+                errors.append(f"mutant {mutant.id}: test file {test.split('::')[0]} not found")
+        mutants.append(mutant)
+    if errors:
+        raise MutantError("\n".join(errors))
+    return mutants
+
+
+def _text_errors(mutant: Mutant, root: Path) -> list[str]:
+    source = root / mutant.file
+    if not source.is_file():
+        return [f"mutant {mutant.id}: file {mutant.file} not found"]
+    count = source.read_text(encoding="utf-8").count(mutant.find)
+    if count != 1:
+        return [f"mutant {mutant.id}: text found {count} times (must be exactly once) in "
+                f"{mutant.file}: {mutant.find!r}"]
+    return []
+
+
+def _copy(target: Path) -> Path:
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, ignore=shutil.ignore_patterns(
+                "__pycache__", "*.pyc", ".pytest_cache", "*.egg-info"))
+        elif source.is_file():
+            shutil.copy2(source, target / name)
+    return target
+
+
+def _env(copy: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(copy / "src")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _check_import(copy: Path) -> None:
+    """The copy, not an installed privfl, must be the one the tests import."""
+    found = subprocess.run([sys.executable, "-c", "import privfl; print(privfl.__file__)"],
+                           cwd=copy, env=_env(copy), capture_output=True, text=True)
+    path = Path(found.stdout.strip() or "?").resolve()
+    if found.returncode or not path.is_relative_to((copy / "src").resolve()):
+        raise MutantError(f"the copy's privfl is not imported first (got {path}): "
+                          f"{found.stderr.strip()}")
+
+
+_FAILED = re.compile(r"^(FAILED|ERROR) (\S+)", re.MULTILINE)
+
+
+def run_one(mutant: Mutant, copy: Path) -> tuple[bool, str, float]:
+    """``(killed, how, seconds)`` of one mutant in ``copy`` (restored afterwards)."""
+    errors = _text_errors(mutant, copy)
+    if errors:
+        raise MutantError(errors[0])
+    source = copy / mutant.file
+    original = source.read_text(encoding="utf-8")
+    source.write_text(original.replace(mutant.find, mutant.replace), encoding="utf-8")
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+             *mutant.tests], cwd=copy, env=_env(copy), capture_output=True, text=True,
+            timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return True, f"timeout after {TIMEOUT} s", time.perf_counter() - started
+    finally:
+        source.write_text(original, encoding="utf-8")
+    seconds = time.perf_counter() - started
+    if done.returncode == 0:
+        return False, "", seconds
+    if done.returncode in (4, 5):  # usage error / nothing collected: the entry is wrong
+        raise MutantError(f"mutant {mutant.id}: pytest exit {done.returncode} on "
+                          f"{' '.join(mutant.tests)}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    match = _FAILED.search(done.stdout)
+    return True, (f"{match.group(1).lower()} {match.group(2)}" if match
+                  else f"pytest exit {done.returncode}"), seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default=os.environ.get("MUTANTS", ""),
+                        help="comma-separated mutant ids (default: all; env MUTANTS)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="mutants run in parallel (each in its own copy)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    args = parser.parse_args(argv)
+    try:
+        mutants = load()
+        if args.only.strip():
+            wanted = [m.strip() for m in args.only.split(",") if m.strip()]
+            known = {m.id: m for m in mutants}
+            unknown = [m for m in wanted if m not in known]
+            if unknown:
+                raise MutantError(f"MUTANTS = {','.join(unknown)}: no such mutant (known: "
+                                  f"{', '.join(known)})")
+            mutants = [known[m] for m in wanted]
+        errors = [e for m in mutants for e in _text_errors(m, ROOT)]
+        if errors:  # every selected mutant must still apply: none rots silently
+            raise MutantError("\n".join(errors))
+        if args.list:
+            for m in mutants:
+                print(f"{m.id}: {m.file}: {m.why}")
+            return 0
+        jobs = max(1, min(args.jobs, len(mutants)))
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="privfl-mutants-") as tmp:
+            copies = [_copy(Path(tmp) / f"copy{k}") for k in range(jobs)]
+            _check_import(copies[0])
+            free = list(copies)
+
+            def work(mutant: Mutant):
+                copy = free.pop()
+                try:
+                    return run_one(mutant, copy)
+                finally:
+                    free.append(copy)
+
+            killed = survived = 0
+            with ThreadPoolExecutor(jobs) as pool:
+                for mutant, (dead, how, seconds) in zip(mutants, pool.map(work, mutants),
+                                                        strict=True):
+                    if dead:
+                        killed += 1
+                        print(f"killed    {mutant.id} ({seconds:.0f} s): {how}", flush=True)
+                    else:
+                        survived += 1
+                        print(f"SURVIVED  {mutant.id} ({seconds:.0f} s): {mutant.file}: "
+                              f"{mutant.why}; tests {' '.join(mutant.tests)}", flush=True)
+        print(f"{killed} killed, {survived} survived "
+              f"({time.perf_counter() - started:.0f} s, {jobs} jobs)")
+        return 1 if survived else 0
+    except MutantError as error:
+        print(f"mutants: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
