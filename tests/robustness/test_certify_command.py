@@ -4,6 +4,7 @@ against the measured attack, and the files written."""
 from __future__ import annotations
 
 import json
+import zipfile
 
 import pytest
 import yaml
@@ -160,10 +161,14 @@ def test_recompute_certifies_the_saved_models_again_without_training(tiny, tmp_p
     estimate = _certify_json(["certify", "recompute", str(out), "--method", "estimate",
                               "--out", str(tmp_path / "estimate"), "--json"])
     assert estimate["certified_accuracy"]["kind"] == "estimate"
-    # a damaged file: one byte of the clean set's archive changed
+    # a damaged file: one byte of the clean set's test probabilities changed (inside the
+    # member's compressed data, not in a header field that zipfile does not read)
     path = out / "replicas" / "clean" / "replicas.npz"
+    with zipfile.ZipFile(path) as archive:
+        member = archive.getinfo("probabilities-test.npy")
+    start = member.header_offset + 30 + len(member.filename) + len(member.extra)
     raw = bytearray(path.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
+    raw[start + member.compress_size // 2] ^= 0xFF
     path.write_bytes(bytes(raw))
     result = CliRunner().invoke(app, ["certify", "recompute", str(out), "--out",
                                       str(tmp_path / "bad")])

@@ -120,6 +120,19 @@ class MethodChoice(str, Enum):
     estimate = "estimate"
 
 
+class AdversaryChoice(str, Enum):
+    replace = "replace"
+    add_remove = "add-remove"
+
+
+ADVERSARY_HELP = (
+    "What k counts: 'replace' (each attacker replaces one client's or record's data, as "
+    "privfl's attacks do; the tighter of 2k add/remove steps and k replace-one steps) or "
+    "'add-remove' (Xie et al. 2023's reading: each adversary adds or removes one; does not "
+    "certify privfl's replacing attacks).")
+AdversaryOpt = Annotated[AdversaryChoice, typer.Option(help=ADVERSARY_HELP)]
+
+
 @certify_app.command("run")
 @user_errors
 def certify_run_command(
@@ -134,6 +147,7 @@ def certify_run_command(
         help="Calibration of the Monte Carlo estimates: hoeffding (any scores), clopper-pearson "
         "(hard votes), estimate (uncalibrated, not a guarantee).")] = MethodChoice.hoeffding,
     confidence: Annotated[float, typer.Option(help="Confidence of every certificate.")] = 0.99,
+    adversary: AdversaryOpt = AdversaryChoice.replace,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a key of CONFIG (as privfl run).", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
@@ -169,7 +183,7 @@ def certify_run_command(
         result = run_certification(
             resolved, models, attack=None if attack is None else attack.value,
             attackers=attackers, method=method.value, confidence=confidence, progress=progress,
-            replicas=directory / "replicas")
+            replicas=directory / "replicas", adversary=adversary.value)
     write_certification(result, directory)
     _show(result, directory, as_json, extra=", replicas/")
 
@@ -184,17 +198,22 @@ def certify_recompute_command(
         help="Calibration: hoeffding, clopper-pearson (hard votes, binary tasks) or estimate "
         "(uncalibrated, not a guarantee).")] = MethodChoice.hoeffding,
     confidence: Annotated[float, typer.Option(help="Confidence of every certificate.")] = 0.99,
+    adversary: AdversaryOpt = AdversaryChoice.replace,
     out: Annotated[Path | None, typer.Option(
         help="Directory for the new certify.json, plots and report.md (default "
         "runs/certify-NAME-TIME).", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Certify the saved models of a privfl certify run again, with another calibration or
-    confidence, without training (the replicas' digests are checked)."""
+    """Certify the saved models of a privfl certify run again, with another calibration,
+    confidence or adversary, without training. The per-model epsilon, delta, unit and
+    neighbouring relation are re-derived from the stored configuration through the accountant,
+    and any difference from the stored ones is refused; every array and the metadata are
+    checked against their SHA-256 digests. The digests have no secret key: they detect
+    accidental damage, not forgery (whoever can rewrite the files can rewrite the digests)."""
     import json
 
     from privfl.report.certify import write_certification
-    from privfl.robustness.pipeline import recompute_certification
+    from privfl.robustness.recompute import check_about, recompute_certification
 
     source = directory / "certify.json"
     try:
@@ -204,11 +223,10 @@ def certify_recompute_command(
                          "--out directory of a privfl certify run") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{source} is not valid JSON: {error}") from None
-    if not isinstance(about, dict) or not {"name", "algorithm", "attack"} <= set(about):
-        raise ValueError(f"{source} is not a certification (no name, algorithm and attack)")
+    about = check_about(about, str(source))
     target = _new_directory(out, str(about["name"]))
     result = recompute_certification(directory / "replicas", about, method=method.value,
-                                     confidence=confidence)
+                                     confidence=confidence, adversary=adversary.value)
     write_certification(result, target)
     _show(result, target, as_json)
 
@@ -224,22 +242,18 @@ def _new_directory(out: Path | None, name: str) -> Path:
 
 def _show(result, directory: Path, as_json: bool, extra: str = "") -> None:
     """Print a certification (one JSON object with --json); ``extra``: more files written."""
+    from privfl.report.certify import certification_lines
+
     if as_json:
         from privfl.cli.output import print_json
 
         print_json({**result.to_dict(), "out": str(directory)})
         return
-    acc = result.certified_accuracy
     typer.echo(f"privfl certify {result.name}: M = {result.models} {result.algorithm} models, "
                f"unit {result.unit}, {result.method} at confidence {result.confidence:g}")
     for line in result.privacy_lines:
         typer.echo(f"  {line}")
-    typer.echo(f"  clean accuracy (mean of the M models): {100 * result.clean_accuracy:.1f}%")
-    for k, value in zip(acc["k"], acc["certified_accuracy"], strict=True):
-        typer.echo(f"  certified accuracy at k = {k:g}: {100 * value:.1f}%")
-    for row in result.measured:
-        typer.echo(f"  k = {row['k']}: measured attack success {100 * row['success']:.1f}% "
-                   f"(bounds {100 * row['bound_lower']:.1f}..{100 * row['bound_upper']:.1f}%, "
-                   f"{'inside' if row['inside'] else 'OUTSIDE'})")
+    for line in certification_lines(result.to_dict()):
+        typer.echo(f"  {line}")
     typer.echo(f"  written: {directory} (certify.json, certified_accuracy.png, "
                f"attack_inefficacy.png, report.md{extra})")
