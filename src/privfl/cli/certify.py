@@ -131,6 +131,9 @@ ADVERSARY_HELP = (
     "'add-remove' (Xie et al. 2023's reading: each adversary adds or removes one; does not "
     "certify privfl's replacing attacks).")
 AdversaryOpt = Annotated[AdversaryChoice, typer.Option(help=ADVERSARY_HELP)]
+CE_HELP = ("C_bar of the cross-entropy cost of Theorem 6 (Xie et al. 2023's cost): each attack "
+           "test sample's target-label cross-entropy is clipped to [0, C_bar] so that the cost "
+           "is bounded for every model, > 0.")
 
 
 @certify_app.command("run")
@@ -148,6 +151,7 @@ def certify_run_command(
         "(hard votes), estimate (uncalibrated, not a guarantee).")] = MethodChoice.hoeffding,
     confidence: Annotated[float, typer.Option(help="Confidence of every certificate.")] = 0.99,
     adversary: AdversaryOpt = AdversaryChoice.replace,
+    cross_entropy_bound: Annotated[float, typer.Option(help=CE_HELP)] = 5.0,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a key of CONFIG (as privfl run).", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
@@ -183,7 +187,8 @@ def certify_run_command(
         result = run_certification(
             resolved, models, attack=None if attack is None else attack.value,
             attackers=attackers, method=method.value, confidence=confidence, progress=progress,
-            replicas=directory / "replicas", adversary=adversary.value)
+            replicas=directory / "replicas", adversary=adversary.value,
+            cross_entropy_bound=cross_entropy_bound)
     write_certification(result, directory)
     _show(result, directory, as_json, extra=", replicas/")
 
@@ -199,6 +204,8 @@ def certify_recompute_command(
         "(uncalibrated, not a guarantee).")] = MethodChoice.hoeffding,
     confidence: Annotated[float, typer.Option(help="Confidence of every certificate.")] = 0.99,
     adversary: AdversaryOpt = AdversaryChoice.replace,
+    cross_entropy_bound: Annotated[float | None, typer.Option(
+        help=CE_HELP + " Default: the run's own.", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
         help="Directory for the new certify.json, plots and report.md (default "
         "runs/certify-NAME-TIME).", show_default=False)] = None,
@@ -225,8 +232,13 @@ def certify_recompute_command(
         raise ValueError(f"{source} is not valid JSON: {error}") from None
     about = check_about(about, str(source))
     target = _new_directory(out, str(about["name"]))
+    if cross_entropy_bound is None:
+        stored = about.get("inefficacy_cross_entropy")
+        cross_entropy_bound = (stored.get("cost_bound", 5.0) if isinstance(stored, dict)
+                               else 5.0)
     result = recompute_certification(directory / "replicas", about, method=method.value,
-                                     confidence=confidence, adversary=adversary.value)
+                                     confidence=confidence, adversary=adversary.value,
+                                     cross_entropy_bound=cross_entropy_bound)
     write_certification(result, target)
     _show(result, target, as_json)
 

@@ -88,6 +88,15 @@ def certification_lines(data: dict[str, Any]) -> list[str]:
                      f"(bounds {100 * row['bound_lower']:.1f}..{100 * row['bound_upper']:.1f}%"
                      f"{', estimate' if ineff['kind'] == 'estimate' else ''}, "
                      f"{'inside' if row['inside'] else 'OUTSIDE'})")
+    cross = data["inefficacy_cross_entropy"]
+    lines.append(f"attack inefficacy, cross-entropy cost clipped to C_bar = "
+                 f"{cross['cost_bound']:g} (Theorem 6, {cross['kind']}): clean models "
+                 f"{cross['clean_estimate']:.4g}; {_reading(cross)}")
+    for row in data["measured_cross_entropy"]:
+        lines.append(f"k = {row['k']}: measured cross-entropy {row['cross_entropy']:.4g} "
+                     f"(bounds {row['bound_lower']:.4g}..{row['bound_upper']:.4g}"
+                     f"{', estimate' if cross['kind'] == 'estimate' else ''}, "
+                     f"{'inside' if row['inside'] else 'OUTSIDE'})")
     return lines
 
 
@@ -104,7 +113,8 @@ def certification_markdown(data: dict[str, Any]) -> str:
                 "from the uncalibrated Monte Carlo means (--method estimate): ESTIMATES, not "
                 "guarantees."), "", "## Privacy", ""]
     lines += [f"* {line}" for line in data["privacy_lines"]]
-    lines += ["", "## Adversary", "", data["adversary"]["note"] + ".", "",
+    note = data["adversary"]["note"]
+    lines += ["", "## Adversary", "", note[:1].upper() + note[1:] + ".", "",
               "| relation of epsilon | epsilon | steps per adversary | used for |",
               "|---|---|---|---|"]
     for r in data["adversary"]["readings"]:
@@ -139,4 +149,20 @@ def certification_markdown(data: dict[str, Any]) -> str:
         inside = ("yes" if row["inside"] else "NO") if row else "-"
         lines.append(f"| {k:g} | {100 * low:.1f} | {100 * high:.1f} | {seen} | {inside} |")
     lines += ["", f"{ineff['note']}", ""]
+    cross = data["inefficacy_cross_entropy"]
+    lines += ["## Attack inefficacy, cross-entropy cost (Theorem 6)", "",
+              f"Cost: {cross['cost']}. Clean models: {cross['clean_estimate']:.4g} "
+              f"(unclipped mean {cross['clean_unclipped_mean']:.4g}; "
+              f"{100 * cross['clean_clipped_fraction']:.1f} % of the losses clipped). "
+              f"{_reading(cross)}.", "",
+              f"| k ({cross['adversary']}) | lower {bound} | upper {bound} | measured | "
+              "inside |", "|---|---|---|---|---|"]
+    rows = {row["k"]: row for row in data["measured_cross_entropy"]}
+    for k, low, high in zip(cross["k"], cross["lower"], cross["upper"], strict=True):
+        row = rows.get(int(k))
+        seen = (f"{row['cross_entropy']:.4g} ({row['cross_entropy_low']:.4g}.."
+                f"{row['cross_entropy_high']:.4g})" if row else "-")
+        inside = ("yes" if row["inside"] else "NO") if row else "-"
+        lines.append(f"| {k:g} | {low:.4g} | {high:.4g} | {seen} | {inside} |")
+    lines += ["", f"{cross['note']}", ""]
     return "\n".join(lines)

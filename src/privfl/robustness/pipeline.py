@@ -11,7 +11,8 @@
    success with k attackers (:func:`~privfl.robustness.inefficacy.certify_attack_inefficacy`);
 4. with an attack, M models are trained for each k = 1..K attackers and their measured mean
    success (with a two-sided Hoeffding interval at the same confidence) is set against the
-   bounds.
+   bounds; so is their mean target-label cross-entropy (clipped per sample to C_bar), against
+   Theorem 6 for that cost (the cost of Xie et al. 2023's Figures 4-7).
 
 The per-model (epsilon, delta) is the tightest rigorous bound of the algorithm's own privacy plan
 (:mod:`~privfl.robustness.replica_privacy`); the certification itself costs M x epsilon.
@@ -26,13 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from privfl._validation import check_choice, check_int, check_range
+from privfl._validation import check_choice, check_int, check_positive, check_range
 from privfl.robustness.certify import ADVERSARIES
 
 __all__ = ["CertificationRun", "certify_replicas", "check_private", "run_certification"]
 
 ATTACKS = ("backdoor", "label-flip", "dba", "scaling")
 UNITS = {"client": "user", "record": "instance"}
+#: Default C_bar of the cross-entropy cost: per-sample losses above 5 nats (p < 0.0067) clipped.
+CROSS_ENTROPY_BOUND = 5.0
 
 
 class CertificationRun:
@@ -113,15 +116,6 @@ def _check_finite(result: Any, what: str) -> None:
             "lower training.lr and run again")
 
 
-def _hoeffding(values: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """Mean of values in [0, 1] and its two-sided Hoeffding interval at ``confidence``."""
-    from privfl.robustness.calibration import hoeffding_radius
-
-    mean = float(values.mean())
-    radius = hoeffding_radius(values.size, (1.0 - confidence) / 2.0)
-    return mean, max(0.0, mean - radius), min(1.0, mean + radius)
-
-
 def run_certification(
     config: Any,
     models: int,
@@ -134,6 +128,7 @@ def run_certification(
     backend: Any = None,
     replicas: str | Path | None = None,
     adversary: str = "replace",
+    cross_entropy_bound: float = CROSS_ENTROPY_BOUND,
 ) -> CertificationRun:
     """Certify ``config`` from ``models`` replicas (see the module docstring).
 
@@ -161,6 +156,7 @@ def run_certification(
     models = check_int("models", models, 1)
     _check_method(method, confidence)
     adversary = check_choice("adversary", adversary, ADVERSARIES)
+    check_positive("cross_entropy_bound", cross_entropy_bound)
     if attack is not None:
         attack = check_choice("attack", attack, ATTACKS)
         config = _with_attack(config, attack, 0)  # the attack's own settings checked below
@@ -194,37 +190,37 @@ def run_certification(
         return result
 
     clean = train(clean_config, "clean models", "clean")
-    successes = {k: train(_with_attack(config, attack, k), f"{k} attacker(s)",
-                          f"attack-{k}").accuracy("attack")
-                 for k in range(1, attackers + 1)}
+    attacked = {k: train(_with_attack(config, attack, k), f"{k} attacker(s)", f"attack-{k}")
+                for k in range(1, attackers + 1)}
     about = {"command": "certify", "name": config.name,
              "algorithm": config.federated.algorithm,
              "attack": {"kind": attack, "attackers": attackers,
                         "target_label": spec.target_label, "attack_set": attack_set.name,
                         "attack_points": len(attack_set)},
              "backend": clean.info["backend"]}
-    run = certify_replicas(clean, successes, about, method, confidence, adversary)
+    run = certify_replicas(clean, attacked, about, method, confidence, adversary,
+                           cross_entropy_bound)
     run.seconds = time.perf_counter() - started
     if store is not None:
         run.replicas = str(store)
     return run
 
 
-def certify_replicas(clean: Any, successes: dict[int, np.ndarray], about: dict[str, Any],
-                     method: str, confidence: float, adversary: str = "replace"
-                     ) -> CertificationRun:
-    """Certified accuracy and attack-inefficacy bounds from the clean replicas, set against
-    the measured success ``successes[k]`` (each model's, in [0, 1]) of the attacked ones.
-    ``adversary``: ``replace`` (privfl's attacks; the tighter sound reading,
-    :mod:`~privfl.robustness.adversary`) or ``add-remove`` (Xie et al. 2023's reading)."""
-    from privfl.robustness.certified_accuracy import (
-        EnsembleScores,
-        certified_accuracy,
-        certify_ensemble,
-    )
+def certify_replicas(clean: Any, attacked: dict[int, Any], about: dict[str, Any],
+                     method: str, confidence: float, adversary: str = "replace",
+                     cross_entropy_bound: float = CROSS_ENTROPY_BOUND) -> CertificationRun:
+    """Certified accuracy and Theorem 6 bounds from the clean replicas (a
+    :class:`~privfl.robustness.replica_cache.ReplicaResult`), set against the attacked ones
+    (``attacked[k]``: the replicas trained with k attackers). Theorem 6 is applied to two costs:
+    the attack success rate (C_bar = 1) and, as in Xie et al. 2023's Figures 4-7, the target
+    label's cross-entropy on the attack set, each sample's clipped to ``cross_entropy_bound``
+    (so that |C| <= C_bar holds for every model). ``adversary``: ``replace`` (privfl's attacks;
+    the tighter sound reading, :mod:`~privfl.robustness.adversary`) or ``add-remove`` (Xie et
+    al. 2023's reading)."""
     from privfl.robustness.adversary import readings
-    from privfl.robustness.inefficacy import certify_attack_inefficacy
+    from privfl.robustness.certified_accuracy import EnsembleScores, certify_ensemble
 
+    cross_entropy_bound = check_positive("cross_entropy_bound", cross_entropy_bound)
     privacy = clean.privacy
     unit = UNITS.get(privacy.unit, privacy.unit)
     if method == "clopper-pearson":
@@ -233,33 +229,22 @@ def certify_replicas(clean: Any, successes: dict[int, np.ndarray], about: dict[s
     else:
         scores = EnsembleScores.from_probabilities(clean.probabilities["test"])
     sound = readings(privacy, adversary)
-    labels = clean.labels["test"]
     certificates = [certify_ensemble(
         scores, r.epsilon, r.delta, method=method, confidence=confidence, unit=unit,
         adversary=r.adversary, neighbouring=r.neighbouring) for r in sound]
-    areas = [_area(c, labels) for c in certificates]
-    chosen = certificates[int(np.argmax(areas))]  # ties: the first (replace-one)
-    accuracy = certified_accuracy(chosen, labels)
-    if accuracy.k.size < 2:  # always show k = 1, the first adversary
-        accuracy = certified_accuracy(chosen, labels, k=[0.0, 1.0])
-    ks = np.arange(1, max(len(successes), 5) + 1)
-    clean_success = clean.accuracy("attack")
-    bounds = [certify_attack_inefficacy(
-        clean_success, 1.0, r.epsilon, r.delta, ks,
-        method="estimate" if method == "estimate" else "hoeffding", confidence=confidence,
-        unit=unit, adversary=r.adversary, neighbouring=r.neighbouring) for r in sound]
-    widths = [float(np.sum(b.upper - b.lower)) for b in bounds]
-    inefficacy = bounds[int(np.argmin(widths))]
-    measured = []
-    for k, success in sorted(successes.items()):
-        mean, low, high = _hoeffding(success, confidence)
-        index = k - 1
-        measured.append({
-            "k": k, "success": mean, "success_low": low, "success_high": high,
-            "bound_lower": float(inefficacy.lower[index]),
-            "bound_upper": float(inefficacy.upper[index]),
-            "inside": bool(inefficacy.lower[index] <= mean <= inefficacy.upper[index]),
-        })
+    accuracy, areas = _tightest_accuracy(certificates, clean.labels["test"])
+    ks = np.arange(1, max(len(attacked), 5) + 1)
+    theorem6 = {}
+    for cost, bound in (("success", 1.0), ("cross_entropy", cross_entropy_bound)):
+        costs = {k: attack_costs(result, cross_entropy_bound)[cost]
+                 for k, result in sorted(attacked.items())}
+        clean_costs = attack_costs(clean, cross_entropy_bound)[cost]
+        theorem6[cost] = _tightest_inefficacy(clean_costs, bound, sound, ks, method,
+                                              confidence, unit)
+        theorem6[cost] += (_measured(costs, theorem6[cost][0], bound, confidence, cost),)
+    inefficacy, widths, measured = theorem6["success"]
+    cross, _, cross_measured = theorem6["cross_entropy"]
+    clean_ce = attack_costs(clean, cross_entropy_bound)
     return CertificationRun(
         command=about["command"],
         name=about["name"],
@@ -280,12 +265,80 @@ def certify_replicas(clean: Any, successes: dict[int, np.ndarray], about: dict[s
             "inefficacy_neighbouring": inefficacy.privacy.neighbouring,
             "note": _ADVERSARY_NOTE[adversary]},
         attack=about["attack"],
-        clean_attack_success=float(clean_success.mean()),
+        clean_attack_success=float(clean.accuracy("attack").mean()),
         inefficacy=inefficacy.to_dict(),
         measured=measured,
+        inefficacy_cross_entropy={
+            **cross.to_dict(),
+            "cost": f"mean over the attack set of the target label's cross-entropy -ln p, each "
+                    f"sample's clipped to [0, {cross_entropy_bound:g}] (C_bar; the attacker "
+                    "wants it small, so the lower bound is the certificate)",
+            "clean_clipped_fraction": clean_ce["clipped_fraction"],
+            "clean_unclipped_mean": clean_ce["unclipped_mean"]},
+        measured_cross_entropy=cross_measured,
         backend=about.get("backend"),
         seconds=0.0,
     )
+
+
+def attack_costs(result: Any, cross_entropy_bound: float) -> dict[str, Any]:
+    """Each model's costs on the attack set of ``result`` (a ReplicaResult): ``success`` (its
+    attack success rate) and ``cross_entropy`` (mean over the set of min(-ln p_target, C_bar)),
+    with the fraction of clipped losses and the unclipped mean."""
+    probabilities = result.probabilities["attack"].astype(np.float64)
+    target = result.labels["attack"]
+    p = probabilities[:, np.arange(target.size), target]
+    with np.errstate(divide="ignore"):
+        loss = -np.log(p)
+    return {"success": result.accuracy("attack"),
+            "cross_entropy": np.minimum(loss, cross_entropy_bound).mean(axis=1),
+            "clipped_fraction": float(np.mean(loss > cross_entropy_bound)),
+            "unclipped_mean": float(np.mean(loss))}
+
+
+def _tightest_accuracy(certificates: list[Any], labels: np.ndarray) -> tuple[Any, list[float]]:
+    """The certified accuracy of the certificate with the largest sum over k >= 1 (ties: the
+    first), and every certificate's sum."""
+    from privfl.robustness.certified_accuracy import certified_accuracy
+
+    areas = [_area(c, labels) for c in certificates]
+    chosen = certificates[int(np.argmax(areas))]
+    accuracy = certified_accuracy(chosen, labels)
+    if accuracy.k.size < 2:  # always show k = 1, the first adversary
+        accuracy = certified_accuracy(chosen, labels, k=[0.0, 1.0])
+    return accuracy, areas
+
+
+def _tightest_inefficacy(costs: np.ndarray, bound: float, sound: list[Any], ks: np.ndarray,
+                         method: str, confidence: float, unit: str) -> tuple[Any, list[float]]:
+    """Theorem 6 from the clean models' ``costs`` in [0, ``bound``] under every sound reading;
+    the one with the narrowest bounds summed over k (ties: the first), and every width."""
+    from privfl.robustness.inefficacy import certify_attack_inefficacy
+
+    bounds = [certify_attack_inefficacy(
+        costs, bound, r.epsilon, r.delta, ks,
+        method="estimate" if method == "estimate" else "hoeffding", confidence=confidence,
+        unit=unit, adversary=r.adversary, neighbouring=r.neighbouring) for r in sound]
+    widths = [float(np.sum(b.upper - b.lower)) for b in bounds]
+    return bounds[int(np.argmin(widths))], widths
+
+
+def _measured(costs: dict[int, np.ndarray], certificate: Any, bound: float,
+              confidence: float, name: str) -> list[dict[str, Any]]:
+    """Per k: the attacked models' mean cost (``name``), its two-sided Hoeffding interval
+    (``name_low``, ``name_high``; width ``bound``) and whether the mean lies inside the
+    certificate's bounds at k."""
+    from privfl.robustness.calibration import hoeffding_radius
+
+    rows = []
+    for k, values in sorted(costs.items()):
+        mean = float(values.mean())
+        radius = hoeffding_radius(values.size, (1.0 - confidence) / 2.0, width=bound)
+        low, high = float(certificate.lower[k - 1]), float(certificate.upper[k - 1])
+        rows.append({"k": k, name: mean, f"{name}_low": max(0.0, mean - radius),
+                     f"{name}_high": min(bound, mean + radius), "bound_lower": low,
+                     "bound_upper": high, "inside": bool(low <= mean <= high)})
+    return rows
 
 
 _ADVERSARY_NOTE = {

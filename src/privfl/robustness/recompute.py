@@ -62,12 +62,14 @@ def check_about(about: Any, source: str = "certify.json") -> dict[str, Any]:
 
 def recompute_certification(replicas: str | Path, about: dict[str, Any], *,
                             method: str = "hoeffding", confidence: float = 0.99,
-                            adversary: str = "replace") -> CertificationRun:
+                            adversary: str = "replace", cross_entropy_bound: float = 5.0
+                            ) -> CertificationRun:
     """The certification of the replicas saved by
     :func:`~privfl.robustness.pipeline.run_certification` (``replicas``: its directory;
     ``about``: its certify.json, see :func:`check_about`), with another ``method``,
-    ``confidence`` or ``adversary``, without training; refused (one line) when anything stored
-    disagrees with the stored configuration (see the module docstring)."""
+    ``confidence``, ``adversary`` or ``cross_entropy_bound``, without training; refused (one
+    line) when anything stored disagrees with the stored configuration (see the module
+    docstring)."""
     from privfl.robustness.pipeline import _check_method
     from privfl.robustness.replica_cache import load_replicas
 
@@ -87,14 +89,13 @@ def recompute_certification(replicas: str | Path, about: dict[str, Any], *,
     clean.privacy = privacy
     check_private(privacy, config)
     kind, attackers = about["attack"].get("kind"), int(about["attack"].get("attackers") or 0)
-    successes = {}
+    attacked = {}
     for k in range(1, attackers + 1):
         where = store / f"attack-{k}"
-        attacked = load_replicas(where)
-        _check_attacked(attacked, clean, _stored_config(attacked, where), kind, k, where)
-        successes[k] = attacked.accuracy("attack")
-    run = certify_replicas(clean, successes, {**about, "command": "certify"}, method,
-                           confidence, adversary)
+        attacked[k] = load_replicas(where)
+        _check_attacked(attacked[k], clean, _stored_config(attacked[k], where), kind, k, where)
+    run = certify_replicas(clean, attacked, {**about, "command": "certify"}, method,
+                           confidence, adversary, cross_entropy_bound)
     run.seconds = time.perf_counter() - started
     run.replicas = str(store)
     return run
