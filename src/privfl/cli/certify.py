@@ -42,6 +42,16 @@ class UnitChoice(str, Enum):
     instance = "instance"
 
 
+class NeighbouringChoice(str, Enum):
+    add_remove = "add-remove"
+    replace_one = "replace-one"
+
+
+class AdversaryChoice(str, Enum):
+    replace = "replace"
+    add_remove = "add-remove"
+
+
 RADIUS_HELP = (
     "Certified number of adversaries K (Xie et al. 2023, Eq. 6): the prediction A is unchanged "
     "for every k < K adversarial users (or poisoned records) if the whole training is "
@@ -67,11 +77,19 @@ def radius_command(
         help="What the (epsilon, delta) protects and k counts: 'user' (user-level DP, "
         "adversarial clients) or 'instance' (instance-level DP, poisoned records).")
     ] = UnitChoice.user,
+    adversary: Annotated[AdversaryChoice, typer.Option(
+        help="What one adversary does: 'add-remove' (adds or removes one unit; Xie et al. "
+        "2023's reading) or 'replace' (replaces one unit's data: 2 add/remove steps or 1 "
+        "replace-one step).")] = AdversaryChoice.add_remove,
+    neighbouring: Annotated[NeighbouringChoice, typer.Option(
+        help="Neighbouring relation of the (epsilon, delta).")
+    ] = NeighbouringChoice.add_remove,
     as_json: JsonOpt = False,
 ) -> None:
     from privfl.robustness.certify import certify_prediction
 
-    result = certify_prediction(top, runner_up, epsilon, delta, unit=unit.value)
+    result = certify_prediction(top, runner_up, epsilon, delta, unit=unit.value,
+                                adversary=adversary.value, neighbouring=neighbouring.value)
     if as_json:
         from privfl.cli.output import print_json
 
@@ -82,13 +100,18 @@ def radius_command(
             "max_attackers": result.max_attackers,
             "theorem2_holds": result.theorem2_holds,
             "theorem": result.theorem,
+            "adversary": result.adversary,
+            "neighbouring": result.neighbouring,
+            "steps_per_adversary": result.steps_per_adversary,
+            "adversary_note": result.adversary_note,
             "kind": result.kind,
             "note": result.note,
             "inputs": {"top": top, "runner_up": runner_up, "epsilon": epsilon, "delta": delta,
                        "unit": unit.value},
         })
         return
-    who = "adversarial users" if unit is UnitChoice.user else "poisoned records"
+    who = ("adversarial users" if unit is UnitChoice.user else "poisoned records") + (
+        f" ({adversary.value})")
     attackers = (
         "none (K <= 0: not even the unpoisoned prediction)"
         if result.max_attackers is None and result.certified_k <= 0
@@ -100,6 +123,7 @@ def radius_command(
                f"epsilon = {epsilon:g}, delta = {delta:g}")
     typer.echo(f"  certified K = {result.certified_k:.6g}: the prediction holds for every "
                f"k < K {who}")
+    typer.echo(f"  {result.adversary_note}")
     typer.echo(f"  largest integer k certified = {attackers}")
     typer.echo(f"  K_max = {result.k_max:.6g} (the most any prediction can get at this "
                "epsilon, delta)")
@@ -118,11 +142,6 @@ class MethodChoice(str, Enum):
     hoeffding = "hoeffding"
     clopper_pearson = "clopper-pearson"
     estimate = "estimate"
-
-
-class AdversaryChoice(str, Enum):
-    replace = "replace"
-    add_remove = "add-remove"
 
 
 ADVERSARY_HELP = (
