@@ -112,6 +112,9 @@ def test_the_clean_set_in_place_of_the_attacked_one_is_refused(copy, tmp_path):
     (lambda meta: {k: v for k, v in meta.items() if k != "privacy"}, "has no 'privacy'"),
     (lambda meta: {**meta, "privacy": {"epsilon": 1.0}}, "its metadata's privacy is not a"),
     (lambda meta: {**meta, "sets": ["test", "other"]}, "names sets whose arrays"),
+    (lambda meta: {**meta, "info": {**meta["info"], "config": {
+        **meta["info"]["config"], "attack": None}}},
+     "stores an invalid configuration: attack = None is not allowed"),
 ])
 def test_damaged_replica_metadata_is_one_line(copy, tmp_path, change, fragment):
     _rewrite(copy / "replicas" / "clean" / "replicas.npz", change)
