@@ -45,7 +45,7 @@ def test_worked_example_estimate():
     np.testing.assert_array_equal(cert.certified(1.0), [True, True, False, False, True])
     acc = certified_accuracy(cert, LABELS, [0, 0.5, 1, 2, 3, 4])
     np.testing.assert_allclose(acc.accuracy, [0.8, 0.6, 0.6, 0.2, 0.0, 0.0])
-    assert acc.clean_accuracy == 0.8
+    assert acc.ensemble_accuracy == 0.8
     assert acc.largest_certified_k == pytest.approx(2.679395, abs=5e-7)
 
 

@@ -4,6 +4,7 @@ against the measured attack, and the files written."""
 from __future__ import annotations
 
 import json
+import zipfile
 
 import pytest
 import yaml
@@ -160,10 +161,14 @@ def test_recompute_certifies_the_saved_models_again_without_training(tiny, tmp_p
     estimate = _certify_json(["certify", "recompute", str(out), "--method", "estimate",
                               "--out", str(tmp_path / "estimate"), "--json"])
     assert estimate["certified_accuracy"]["kind"] == "estimate"
-    # a damaged file: one byte of the clean set's archive changed
+    # a damaged file: one byte of the clean set's test probabilities changed (inside the
+    # member's compressed data, not in a header field that zipfile does not read)
     path = out / "replicas" / "clean" / "replicas.npz"
+    with zipfile.ZipFile(path) as archive:
+        member = archive.getinfo("probabilities-test.npy")
+    start = member.header_offset + 30 + len(member.filename) + len(member.extra)
     raw = bytearray(path.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
+    raw[start + member.compress_size // 2] ^= 0xFF
     path.write_bytes(bytes(raw))
     result = CliRunner().invoke(app, ["certify", "recompute", str(out), "--out",
                                       str(tmp_path / "bad")])
@@ -171,3 +176,62 @@ def test_recompute_certifies_the_saved_models_again_without_training(tiny, tmp_p
     result = CliRunner().invoke(app, ["certify", "recompute", str(tmp_path), "--out",
                                       str(tmp_path / "none")])
     assert result.exit_code == 2 and "holds no certify.json" in result.stderr, result.output
+
+
+def _no_training(monkeypatch):
+    from privfl.robustness import montecarlo
+
+    def reached(*args, **kwargs):
+        raise ValueError("training reached")
+
+    monkeypatch.setattr(montecarlo, "train_replicas", reached)
+
+
+def test_label_flip_limit_counts_source_class_records_before_training(tmp_path, monkeypatch):
+    """A label flip poisons source-class records only: 20 records per client, but at most
+    `limit` of class 1 in any client. The issue's --attackers 60 failed at k = 46 after 3
+    minutes of training; now it fails before training, naming the limit."""
+    from privfl.config import load_config
+    from privfl.fl.algorithms.builders import build_dataset
+
+    path = _instance_config(tmp_path)
+    data = build_dataset(load_config(path))
+    limit = max(int((data.train.y[idx] == 1).sum()) for idx in data.train_indices)
+    assert limit < 20
+    _no_training(monkeypatch)
+    result = CliRunner().invoke(app, ["certify", str(path), "--attack", "label-flip",
+                                      "--attackers", str(limit + 1), "--out",
+                                      str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "training reached" not in result.stderr
+    assert (f"attackers = {limit + 1} is out of range: must be an integer in [1, {limit}] "
+            "(attack.level = 'instance': k poisoned records in one client, which has at most "
+            f"{limit} records the label-flip attack can poison (source-class records))"
+            in result.stderr), result.stderr
+    result = CliRunner().invoke(app, ["certify", str(path), "--attack", "label-flip",
+                                      "--attackers", str(limit), "--out",
+                                      str(tmp_path / "o2")])
+    assert "training reached" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("clipping", ["flat-median", "per-layer-median"])
+def test_median_clipping_is_refused_before_training(tiny, tmp_path, monkeypatch, clipping):
+    _no_training(monkeypatch)
+    result = CliRunner().invoke(app, ["certify", str(tiny), "--set",
+                                      f"federated.clipping={clipping}", "--out",
+                                      str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "training reached" not in result.stderr and "privacy.enabled" not in result.stderr
+    assert f"federated.clipping = {clipping!r} is not allowed for a certificate" in \
+        result.stderr, result.stderr
+
+
+def test_add_remove_adversary_is_refused_for_fixed_size_cohorts(tiny, tmp_path, monkeypatch):
+    """TINY's fixed-size cohorts are accounted under replace-one neighbours, which do not cover
+    adding or removing a client: refused before training."""
+    _no_training(monkeypatch)
+    result = CliRunner().invoke(app, ["certify", str(tiny), "--adversary", "add-remove",
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "adversary = 'add-remove' is not allowed with neighbouring = 'replace-one'" in \
+        result.stderr, result.stderr

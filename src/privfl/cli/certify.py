@@ -42,6 +42,16 @@ class UnitChoice(str, Enum):
     instance = "instance"
 
 
+class NeighbouringChoice(str, Enum):
+    add_remove = "add-remove"
+    replace_one = "replace-one"
+
+
+class AdversaryChoice(str, Enum):
+    replace = "replace"
+    add_remove = "add-remove"
+
+
 RADIUS_HELP = (
     "Certified number of adversaries K (Xie et al. 2023, Eq. 6): the prediction A is unchanged "
     "for every k < K adversarial users (or poisoned records) if the whole training is "
@@ -67,11 +77,19 @@ def radius_command(
         help="What the (epsilon, delta) protects and k counts: 'user' (user-level DP, "
         "adversarial clients) or 'instance' (instance-level DP, poisoned records).")
     ] = UnitChoice.user,
+    adversary: Annotated[AdversaryChoice, typer.Option(
+        help="What one adversary does: 'add-remove' (adds or removes one unit; Xie et al. "
+        "2023's reading) or 'replace' (replaces one unit's data: 2 add/remove steps or 1 "
+        "replace-one step).")] = AdversaryChoice.add_remove,
+    neighbouring: Annotated[NeighbouringChoice, typer.Option(
+        help="Neighbouring relation of the (epsilon, delta).")
+    ] = NeighbouringChoice.add_remove,
     as_json: JsonOpt = False,
 ) -> None:
     from privfl.robustness.certify import certify_prediction
 
-    result = certify_prediction(top, runner_up, epsilon, delta, unit=unit.value)
+    result = certify_prediction(top, runner_up, epsilon, delta, unit=unit.value,
+                                adversary=adversary.value, neighbouring=neighbouring.value)
     if as_json:
         from privfl.cli.output import print_json
 
@@ -82,13 +100,18 @@ def radius_command(
             "max_attackers": result.max_attackers,
             "theorem2_holds": result.theorem2_holds,
             "theorem": result.theorem,
+            "adversary": result.adversary,
+            "neighbouring": result.neighbouring,
+            "steps_per_adversary": result.steps_per_adversary,
+            "adversary_note": result.adversary_note,
             "kind": result.kind,
             "note": result.note,
             "inputs": {"top": top, "runner_up": runner_up, "epsilon": epsilon, "delta": delta,
                        "unit": unit.value},
         })
         return
-    who = "adversarial users" if unit is UnitChoice.user else "poisoned records"
+    who = ("adversarial users" if unit is UnitChoice.user else "poisoned records") + (
+        f" ({adversary.value})")
     attackers = (
         "none (K <= 0: not even the unpoisoned prediction)"
         if result.max_attackers is None and result.certified_k <= 0
@@ -100,6 +123,7 @@ def radius_command(
                f"epsilon = {epsilon:g}, delta = {delta:g}")
     typer.echo(f"  certified K = {result.certified_k:.6g}: the prediction holds for every "
                f"k < K {who}")
+    typer.echo(f"  {result.adversary_note}")
     typer.echo(f"  largest integer k certified = {attackers}")
     typer.echo(f"  K_max = {result.k_max:.6g} (the most any prediction can get at this "
                "epsilon, delta)")
@@ -120,6 +144,17 @@ class MethodChoice(str, Enum):
     estimate = "estimate"
 
 
+ADVERSARY_HELP = (
+    "What k counts: 'replace' (each attacker replaces one client's or record's data, as "
+    "privfl's attacks do; the tighter of 2k add/remove steps and k replace-one steps) or "
+    "'add-remove' (Xie et al. 2023's reading: each adversary adds or removes one; does not "
+    "certify privfl's replacing attacks).")
+AdversaryOpt = Annotated[AdversaryChoice, typer.Option(help=ADVERSARY_HELP)]
+CE_HELP = ("C_bar of the cross-entropy cost of Theorem 6 (Xie et al. 2023's cost): each attack "
+           "test sample's target-label cross-entropy is clipped to [0, C_bar] so that the cost "
+           "is bounded for every model, > 0.")
+
+
 @certify_app.command("run")
 @user_errors
 def certify_run_command(
@@ -134,6 +169,8 @@ def certify_run_command(
         help="Calibration of the Monte Carlo estimates: hoeffding (any scores), clopper-pearson "
         "(hard votes), estimate (uncalibrated, not a guarantee).")] = MethodChoice.hoeffding,
     confidence: Annotated[float, typer.Option(help="Confidence of every certificate.")] = 0.99,
+    adversary: AdversaryOpt = AdversaryChoice.replace,
+    cross_entropy_bound: Annotated[float, typer.Option(help=CE_HELP)] = 5.0,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a key of CONFIG (as privfl run).", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
@@ -169,7 +206,8 @@ def certify_run_command(
         result = run_certification(
             resolved, models, attack=None if attack is None else attack.value,
             attackers=attackers, method=method.value, confidence=confidence, progress=progress,
-            replicas=directory / "replicas")
+            replicas=directory / "replicas", adversary=adversary.value,
+            cross_entropy_bound=cross_entropy_bound)
     write_certification(result, directory)
     _show(result, directory, as_json, extra=", replicas/")
 
@@ -184,17 +222,24 @@ def certify_recompute_command(
         help="Calibration: hoeffding, clopper-pearson (hard votes, binary tasks) or estimate "
         "(uncalibrated, not a guarantee).")] = MethodChoice.hoeffding,
     confidence: Annotated[float, typer.Option(help="Confidence of every certificate.")] = 0.99,
+    adversary: AdversaryOpt = AdversaryChoice.replace,
+    cross_entropy_bound: Annotated[float | None, typer.Option(
+        help=CE_HELP + " Default: the run's own.", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
         help="Directory for the new certify.json, plots and report.md (default "
         "runs/certify-NAME-TIME).", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Certify the saved models of a privfl certify run again, with another calibration or
-    confidence, without training (the replicas' digests are checked)."""
+    """Certify the saved models of a privfl certify run again, with another calibration,
+    confidence or adversary, without training. The per-model epsilon, delta, unit and
+    neighbouring relation are re-derived from the stored configuration through the accountant,
+    and any difference from the stored ones is refused; every array and the metadata are
+    checked against their SHA-256 digests. The digests have no secret key: they detect
+    accidental damage, not forgery (whoever can rewrite the files can rewrite the digests)."""
     import json
 
     from privfl.report.certify import write_certification
-    from privfl.robustness.pipeline import recompute_certification
+    from privfl.robustness.recompute import check_about, recompute_certification
 
     source = directory / "certify.json"
     try:
@@ -204,11 +249,15 @@ def certify_recompute_command(
                          "--out directory of a privfl certify run") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{source} is not valid JSON: {error}") from None
-    if not isinstance(about, dict) or not {"name", "algorithm", "attack"} <= set(about):
-        raise ValueError(f"{source} is not a certification (no name, algorithm and attack)")
+    about = check_about(about, str(source))
     target = _new_directory(out, str(about["name"]))
+    if cross_entropy_bound is None:
+        stored = about.get("inefficacy_cross_entropy")
+        cross_entropy_bound = (stored.get("cost_bound", 5.0) if isinstance(stored, dict)
+                               else 5.0)
     result = recompute_certification(directory / "replicas", about, method=method.value,
-                                     confidence=confidence)
+                                     confidence=confidence, adversary=adversary.value,
+                                     cross_entropy_bound=cross_entropy_bound)
     write_certification(result, target)
     _show(result, target, as_json)
 
@@ -224,22 +273,18 @@ def _new_directory(out: Path | None, name: str) -> Path:
 
 def _show(result, directory: Path, as_json: bool, extra: str = "") -> None:
     """Print a certification (one JSON object with --json); ``extra``: more files written."""
+    from privfl.report.certify import certification_lines
+
     if as_json:
         from privfl.cli.output import print_json
 
         print_json({**result.to_dict(), "out": str(directory)})
         return
-    acc = result.certified_accuracy
     typer.echo(f"privfl certify {result.name}: M = {result.models} {result.algorithm} models, "
                f"unit {result.unit}, {result.method} at confidence {result.confidence:g}")
     for line in result.privacy_lines:
         typer.echo(f"  {line}")
-    typer.echo(f"  clean accuracy (mean of the M models): {100 * result.clean_accuracy:.1f}%")
-    for k, value in zip(acc["k"], acc["certified_accuracy"], strict=True):
-        typer.echo(f"  certified accuracy at k = {k:g}: {100 * value:.1f}%")
-    for row in result.measured:
-        typer.echo(f"  k = {row['k']}: measured attack success {100 * row['success']:.1f}% "
-                   f"(bounds {100 * row['bound_lower']:.1f}..{100 * row['bound_upper']:.1f}%, "
-                   f"{'inside' if row['inside'] else 'OUTSIDE'})")
+    for line in certification_lines(result.to_dict()):
+        typer.echo(f"  {line}")
     typer.echo(f"  written: {directory} (certify.json, certified_accuracy.png, "
                f"attack_inefficacy.png, report.md{extra})")

@@ -60,6 +60,7 @@ __all__ = [
     "attack_of",
     "attack_test_set",
     "poison",
+    "poisonable_records",
 ]
 
 #: Spawn key of the attack's random stream (``SeedSequence(seed, spawn_key=(ATTACK_STREAM,))``).
@@ -198,6 +199,16 @@ def _candidates(y: np.ndarray, attack: AttackConfig) -> np.ndarray:
     if attack.source_label is not None:
         return np.flatnonzero(y == attack.source_label)
     return np.flatnonzero(y != attack.target_label)
+
+
+def poisonable_records(data: FederatedDataset, attack: AttackConfig) -> int:
+    """The most records an instance-level ``attack`` can poison in one client of ``data``
+    (``attack.clients[0]``'s when given, else the best client's): every record, or for a label
+    flip the source-class ones (what :func:`poison` will require)."""
+    labels = [data.train.y[idx] for idx in data.train_indices]
+    if attack.clients is not None and attack.clients and attack.clients[0] < len(labels):
+        return int(_candidates(labels[attack.clients[0]], attack).size)
+    return max((int(_candidates(y, attack).size) for y in labels), default=0)
 
 
 def _check_labels(attack: AttackConfig, num_classes: int) -> None:

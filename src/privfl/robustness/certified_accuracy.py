@@ -43,9 +43,11 @@ from privfl.robustness.calibration import (
 from privfl.robustness.certify import (
     UNITS,
     CertificationPrivacy,
+    adversary_text,
     certification_privacy,
     certified_k_from_bounds,
     k_max,
+    steps_per_adversary,
     theorem,
 )
 
@@ -168,6 +170,8 @@ class EnsembleCertificate:
     privacy: CertificationPrivacy
     theorem: str
     note: str = field(default="")
+    adversary: str = "add-remove"
+    steps_per_adversary: int = 1
 
     def certified(self, k: float) -> np.ndarray:
         """Which points are certified for k adversaries (K >= k, Xie et al. 2023's convention)."""
@@ -184,6 +188,10 @@ class EnsembleCertificate:
             "points": int(self.predictions.size),
             "classes": self.classes,
             "k_max": self.k_max,
+            "adversary": self.adversary,
+            "steps_per_adversary": self.steps_per_adversary,
+            "adversary_note": adversary_text(self.adversary, self.privacy.neighbouring,
+                                             self.privacy.unit),
             "privacy": self.privacy.to_dict(),
             "theorem": self.theorem,
             "note": self.note,
@@ -230,11 +238,16 @@ def certify_ensemble(
     confidence: float = 0.99,
     adjustment: str = "simultaneous",
     unit: str = "user",
+    adversary: str = "add-remove",
+    neighbouring: str = "add-remove",
 ) -> EnsembleCertificate:
     """Certified number of adversaries K (Eq. 6) of each test point from M models' scores.
 
     ``epsilon``, ``delta``: the DP guarantee of the whole training of ONE model at ``unit``
-    ("user": Xie et al. 2023, Theorem 3; "instance": Theorem 4). ``method``: "hoeffding",
+    ("user": Xie et al. 2023, Theorem 3; "instance": Theorem 4) for ``neighbouring``
+    neighbours; ``adversary``: what one adversary does (``add-remove``, Xie et al. 2023's
+    reading, or ``replace``); K counts adversaries, Eq. 6's steps divided by
+    :func:`~privfl.robustness.certify.steps_per_adversary`. ``method``: "hoeffding",
     "clopper-pearson" (``scores`` must be hard votes) or "estimate" (uncalibrated, labelled an
     estimate). ``confidence`` in (0, 1) and ``adjustment`` ("simultaneous" or Xie et al. 2023's
     "none"): see :mod:`privfl.robustness.calibration`. K can be negative under calibration: the
@@ -248,7 +261,8 @@ def certify_ensemble(
     unit = check_choice("unit", unit, UNITS)
     confidence = check_confidence(confidence)
     adjustment = check_choice("adjustment", adjustment, ADJUSTMENTS)
-    privacy = certification_privacy(epsilon, delta, scores.models, unit)
+    privacy = certification_privacy(epsilon, delta, scores.models, unit, neighbouring)
+    steps = steps_per_adversary(adversary, privacy.neighbouring)
     if method == "clopper-pearson" and not scores.hard:
         raise ValueError(
             "method = 'clopper-pearson' is not allowed for soft scores: it needs hard votes "
@@ -271,7 +285,7 @@ def certify_ensemble(
         upper = np.minimum(1.0 - lower, up_all.max(axis=1))
         shown_conf, shown_adj = confidence, adjustment
         guaranteed = guaranteed_confidence(confidence, scores.classes, adjustment)
-    k = certified_k_from_bounds(lower, upper, privacy.epsilon, privacy.delta)
+    k = certified_k_from_bounds(lower, upper, privacy.epsilon, privacy.delta) / steps
     return EnsembleCertificate(
         predictions=top,
         runner_up=runner,
@@ -281,7 +295,7 @@ def certify_ensemble(
         top_bound=lower,
         runner_up_bound=upper,
         certified_k=k,
-        k_max=k_max(privacy.epsilon, privacy.delta),
+        k_max=k_max(privacy.epsilon, privacy.delta) / steps,
         method=method,
         kind="estimate" if method == "estimate" else "bound",
         confidence=shown_conf,
@@ -290,17 +304,21 @@ def certify_ensemble(
         privacy=privacy,
         theorem=theorem(unit),
         note=_note(method, shown_adj, guaranteed),
+        adversary=adversary,
+        steps_per_adversary=steps,
     )
 
 
 @dataclass(frozen=True)
 class CertifiedAccuracy:
-    """Certified accuracy as a function of k over n test points, and what it is."""
+    """Certified accuracy as a function of k over n test points, and what it is.
+    ``ensemble_accuracy``: the accuracy of the ensemble prediction (the class of largest mean
+    score), not the mean accuracy of the single models."""
 
     k: np.ndarray
     accuracy: np.ndarray
     standard_error: np.ndarray
-    clean_accuracy: float
+    ensemble_accuracy: float
     largest_certified_k: float | None
     points: int
     plain_at_zero: bool
@@ -311,7 +329,7 @@ class CertifiedAccuracy:
             "k": self.k.tolist(),
             "certified_accuracy": self.accuracy.tolist(),
             "standard_error": self.standard_error.tolist(),
-            "clean_accuracy": self.clean_accuracy,
+            "ensemble_accuracy": self.ensemble_accuracy,
             "largest_certified_k": self.largest_certified_k,
             "points": self.points,
             "plain_at_zero": self.plain_at_zero,
@@ -367,7 +385,7 @@ def certified_accuracy(
         k=grid,
         accuracy=accuracy,
         standard_error=np.sqrt(accuracy * (1.0 - accuracy) / n),
-        clean_accuracy=float(correct.mean()),
+        ensemble_accuracy=float(correct.mean()),
         largest_certified_k=largest,
         points=n,
         plain_at_zero=plain_at_zero,

@@ -22,10 +22,13 @@ for k instances): ``H(D', x) = A`` for every D' at most k units from D whenever 
 F_A <= 1 and F_B >= 0 it never exceeds ``K_max = ln(1 + (e^eps - 1)/delta) / (2 eps)``
 (:func:`k_max`). Pure DP (delta = 0): ``K = ln(F_A / F_B) / (2 eps)``.
 
-What "k units apart" means: k steps of the accountant's neighbouring relation. privfl's
-user-level accountants use add/remove-one; an attacker who *replaces* the data of k existing
-users is 2k add/remove steps away (certified for k < K/2), one who adds k malicious users is k
-steps away. Xie et al. 2023 count k replaced users as k apart.
+What "k units apart" means: k steps of the neighbouring relation of the (epsilon, delta).
+Every certificate names its *adversary* (:data:`ADVERSARIES`): ``add-remove`` (each adversary
+adds or removes one unit: Xie et al. 2023's reading of k) or ``replace`` (each adversary
+replaces the data of one existing unit, as privfl's simulated attacks do). Under add/remove-one
+neighbours a replacement is 2 steps, under replace-one 1 (:func:`steps_per_adversary`); K in
+adversaries is K in steps divided by the steps per adversary. An add/remove adversary is not
+covered by a replace-one guarantee (it changes the number of units).
 
 The certificate holds however (epsilon, delta) was obtained (any noise, clipping, sampling or
 accountant), provided it is a valid DP guarantee of what ran. It is rigorous when F_A is the
@@ -50,6 +53,8 @@ from privfl._validation import (
 )
 
 __all__ = [
+    "ADVERSARIES",
+    "NEIGHBOURINGS",
     "UNITS",
     "CertificationPrivacy",
     "PredictionCertificate",
@@ -61,12 +66,49 @@ __all__ = [
     "group_delta",
     "k_max",
     "max_attackers",
+    "adversary_text",
+    "steps_per_adversary",
     "theorem",
     "theorem2_holds",
 ]
 
 #: Units of privacy a certificate counts: adversarial users or poisoned instances (records).
 UNITS = ("user", "instance")
+#: What one adversary does: add or remove one unit (Xie et al. 2023's reading), or replace the
+#: data of one existing unit (privfl's simulated attacks).
+ADVERSARIES = ("add-remove", "replace")
+#: Neighbouring relations of the (epsilon, delta) a certificate uses.
+NEIGHBOURINGS = ("add-remove", "replace-one")
+
+
+def steps_per_adversary(adversary: str, neighbouring: str) -> int:
+    """Neighbouring steps (the group size) per adversary: 2 for a replacement under add/remove
+    neighbours, 1 otherwise. An add/remove adversary under replace-one neighbours is refused (a
+    replace-one guarantee does not cover a change of the number of units)."""
+    adversary = check_choice("adversary", adversary, ADVERSARIES)
+    neighbouring = check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
+    if neighbouring == "replace-one":
+        if adversary == "add-remove":
+            raise ValueError("adversary = 'add-remove' is not allowed with neighbouring = "
+                             "'replace-one': a replace-one guarantee does not cover adding or "
+                             "removing a unit; use adversary = 'replace'")
+        return 1
+    return 2 if adversary == "replace" else 1
+
+
+def adversary_text(adversary: str, neighbouring: str, unit: str = "user") -> str:
+    """One sentence: what k counts under this adversary and neighbouring relation."""
+    steps = steps_per_adversary(adversary, neighbouring)
+    unit = check_choice("unit", unit, UNITS)
+    what = "user" if unit == "user" else "record"
+    if adversary == "add-remove":
+        return (f"adversary add-remove (Xie et al. 2023's reading of k): each adversary adds or "
+                f"removes one {what}, 1 {neighbouring} step; it does not certify attackers who "
+                f"replace existing {what}s' data (privfl's simulated attacks)")
+    return (f"adversary replace: each adversary replaces the data of one existing {what}, "
+            f"{steps} {neighbouring} step{'s' if steps > 1 else ''} (k adversaries are "
+            f"{'k' if steps == 1 else f'{steps}k'} steps apart)")
+
 
 
 def theorem(unit: str, *, inefficacy: bool = False) -> str:
@@ -237,7 +279,7 @@ class CertificationPrivacy:
 
     A Monte Carlo certification re-uses the data ``models`` times; by basic composition it is
     (M eps, M delta)-DP, the cost Xie et al. 2023 charge (M x epsilon). The certificate itself
-    uses the per-model (epsilon, delta).
+    uses the per-model (epsilon, delta), for ``neighbouring`` neighbours.
     """
 
     epsilon: float
@@ -250,26 +292,31 @@ class CertificationPrivacy:
         "basic composition of the M models' (epsilon, delta) (Xie et al. 2023 charge M x "
         "epsilon); composing all M models' steps in one accountant is tighter (not computed)"
     )
+    neighbouring: str = "add-remove"
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
 def certification_privacy(
-    epsilon: float, delta: float, models: int, unit: str = "user"
+    epsilon: float, delta: float, models: int, unit: str = "user",
+    neighbouring: str = "add-remove",
 ) -> CertificationPrivacy:
-    """Per-model (epsilon, delta) and the certification's (M epsilon, M delta); an M delta >= 1
-    is vacuous and shown as it is."""
+    """Per-model (epsilon, delta) for ``neighbouring`` neighbours and the certification's
+    (M epsilon, M delta); an M delta >= 1 is vacuous and shown as it is."""
     epsilon, delta = check_budget(epsilon, delta)
     models = check_int("models", models, 1)
     unit = check_choice("unit", unit, UNITS)
-    return CertificationPrivacy(epsilon, delta, models, unit, models * epsilon, models * delta)
+    neighbouring = check_choice("neighbouring", neighbouring, NEIGHBOURINGS)
+    return CertificationPrivacy(epsilon, delta, models, unit, models * epsilon, models * delta,
+                                neighbouring=neighbouring)
 
 
 @dataclass(frozen=True)
 class PredictionCertificate:
-    """Eq. 6 for one prediction: ``certified_k`` (K, real), ``k_max``, the largest integer
-    number of adversaries certified, and what the number rests on."""
+    """Eq. 6 for one prediction: ``certified_k`` (K in adversaries, real: K in neighbouring
+    steps divided by ``steps_per_adversary``), ``k_max`` (also in adversaries), the largest
+    integer number of adversaries certified, and what the number rests on."""
 
     certified_k: float
     k_max: float
@@ -281,13 +328,16 @@ class PredictionCertificate:
     delta: float
     unit: str
     theorem: str
+    adversary: str = "add-remove"
+    neighbouring: str = "add-remove"
+    steps_per_adversary: int = 1
+    adversary_note: str = ""
     kind: str = "bound"
     note: str = (
         "rigorous if top is the expected top-class score (or a lower bound of it) and runner_up "
         "the expected runner-up score (or an upper bound), and (epsilon, delta) is a DP "
-        "guarantee of the whole training of one model at this unit; k counts steps of the "
-        "accountant's neighbouring relation (replacing a user's data under add/remove-one "
-        "counts 2)"
+        "guarantee of the whole training of one model at this unit for the stated "
+        "neighbouring relation"
     )
 
     def to_dict(self) -> dict[str, object]:
@@ -295,21 +345,31 @@ class PredictionCertificate:
 
 
 def certify_prediction(
-    top: float, runner_up: float, epsilon: float, delta: float, unit: str = "user"
+    top: float, runner_up: float, epsilon: float, delta: float, unit: str = "user", *,
+    adversary: str = "add-remove", neighbouring: str = "add-remove",
 ) -> PredictionCertificate:
     """Certified prediction for given top-class and runner-up scores (Xie et al. 2023,
-    Theorem 3 for ``unit="user"``, Theorem 4 for ``unit="instance"``); see :func:`certified_k`."""
+    Theorem 3 for ``unit="user"``, Theorem 4 for ``unit="instance"``); see :func:`certified_k`.
+    ``adversary`` and ``neighbouring`` (of the (epsilon, delta)): K counts adversaries, each
+    :func:`steps_per_adversary` steps (default: Xie et al. 2023's add/remove reading)."""
     unit = check_choice("unit", unit, UNITS)
-    k = float(certified_k(top, runner_up, epsilon, delta))
+    steps = steps_per_adversary(adversary, neighbouring)
+    k = float(certified_k(top, runner_up, epsilon, delta)) / steps
     return PredictionCertificate(
         certified_k=k,
-        k_max=k_max(epsilon, delta),
+        k_max=k_max(epsilon, delta) / steps,
         max_attackers=max_attackers(k),
-        theorem2_holds=bool(theorem2_holds(top, runner_up, epsilon, delta)),
+        # Eq. 5 is one step; for a replacement of 2 steps, its equivalent K > 1 adversary
+        theorem2_holds=(bool(theorem2_holds(top, runner_up, epsilon, delta)) if steps == 1
+                        else k > 1.0),
         top=float(top),
         runner_up=float(runner_up),
         epsilon=float(epsilon),
         delta=float(delta),
         unit=unit,
         theorem=theorem(unit),
+        adversary=adversary,
+        neighbouring=neighbouring,
+        steps_per_adversary=steps,
+        adversary_note=adversary_text(adversary, neighbouring, unit),
     )

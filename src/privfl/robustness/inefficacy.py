@@ -46,10 +46,12 @@ from privfl.robustness.calibration import check_confidence, hoeffding_radius
 from privfl.robustness.certify import (
     UNITS,
     CertificationPrivacy,
+    adversary_text,
     certification_privacy,
     check_budget,
     expm1,
     group_delta,
+    steps_per_adversary,
     theorem,
 )
 
@@ -157,19 +159,25 @@ class InefficacyCertificate:
     privacy: CertificationPrivacy
     theorem: str
     note: str
+    adversary: str = "add-remove"
+    steps_per_adversary: int = 1
 
     def min_attackers(self, tau: object) -> float | np.ndarray:
         """Corollary 7 at every J(D) in [clean_lower, clean_upper]: the smallest k_min (k_min is
-        monotone in J(D), so the minimum is at an end)."""
+        monotone in J(D), so the minimum is at an end), in adversaries (steps divided by
+        ``steps_per_adversary``)."""
         args = (self.privacy.epsilon, self.privacy.delta, self.cost_bound, tau)
         ends = [min_attackers(j, *args, sign=self.sign) for j in (self.clean_lower,
                                                                    self.clean_upper)]
-        return np.minimum(*ends) if isinstance(ends[0], np.ndarray) else min(ends)
+        low = np.minimum(*ends) if isinstance(ends[0], np.ndarray) else min(ends)
+        return low / self.steps_per_adversary
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.update(k=self.k.tolist(), lower=self.lower.tolist(), upper=self.upper.tolist(),
-                    privacy=self.privacy.to_dict())
+                    privacy=self.privacy.to_dict(),
+                    adversary_note=adversary_text(self.adversary, self.privacy.neighbouring,
+                                                  self.privacy.unit))
         return data
 
 
@@ -184,9 +192,15 @@ def certify_attack_inefficacy(
     method: str = "hoeffding",
     confidence: float = 0.99,
     unit: str = "user",
+    adversary: str = "add-remove",
+    neighbouring: str = "add-remove",
 ) -> InefficacyCertificate:
     """Theorem 6 (Theorem 4 at ``unit="instance"``) from ``costs``, C(theta_o) of M models
     trained on the clean data, each in [0, C_bar] (or [-C_bar, 0]).
+
+    ``k`` counts adversaries (``adversary``: ``add-remove``, Xie et al. 2023's reading, or
+    ``replace``), each :func:`~privfl.robustness.certify.steps_per_adversary` steps of the
+    ``neighbouring`` relation of (epsilon, delta): the bounds are Theorem 6's at k times that.
 
     ``method="hoeffding"``: J(D) in ``mean +- C_bar sqrt(ln(2/(1 - confidence)) / (2M))``
     (two-sided); the lower bound of J(D') uses the interval's lower end, the upper bound its upper
@@ -203,7 +217,8 @@ def certify_attack_inefficacy(
     values = np.atleast_1d(values)
     if values.ndim != 1 or values.size == 0:
         raise ValueError(f"costs has shape {values.shape}: must be one cost per model (M,)")
-    privacy = certification_privacy(epsilon, delta, values.size, unit)
+    privacy = certification_privacy(epsilon, delta, values.size, unit, neighbouring)
+    steps = steps_per_adversary(adversary, privacy.neighbouring)
     mean = float(values.mean())
     if method == "hoeffding":
         radius = hoeffding_radius(values.size, (1.0 - confidence) / 2.0, width=cost_bound)
@@ -214,7 +229,7 @@ def certify_attack_inefficacy(
         j_low = j_high = mean
         note = "estimate: Theorem 6 at the Monte Carlo mean of J(D), not a guarantee"
     ks = np.atleast_1d(check_range_array("k", k, 0.0, math.inf, high_open=True)[0])
-    args = (privacy.epsilon, privacy.delta, cost_bound, ks)
+    args = (privacy.epsilon, privacy.delta, cost_bound, ks * steps)
     lower = attack_inefficacy_bounds(j_low, *args, sign=sign)[0]
     upper = attack_inefficacy_bounds(j_high, *args, sign=sign)[1]
     return InefficacyCertificate(
@@ -232,4 +247,6 @@ def certify_attack_inefficacy(
         privacy=privacy,
         theorem=theorem(unit, inefficacy=True),
         note=note + "; assumes |C(theta)| <= C_bar for every model theta",
+        adversary=adversary,
+        steps_per_adversary=steps,
     )

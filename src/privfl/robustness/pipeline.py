@@ -11,7 +11,8 @@
    success with k attackers (:func:`~privfl.robustness.inefficacy.certify_attack_inefficacy`);
 4. with an attack, M models are trained for each k = 1..K attackers and their measured mean
    success (with a two-sided Hoeffding interval at the same confidence) is set against the
-   bounds.
+   bounds; so is their mean target-label cross-entropy (clipped per sample to C_bar), against
+   Theorem 6 for that cost (the cost of Xie et al. 2023's Figures 4-7).
 
 The per-model (epsilon, delta) is the tightest rigorous bound of the algorithm's own privacy plan
 (:mod:`~privfl.robustness.replica_privacy`); the certification itself costs M x epsilon.
@@ -26,13 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from privfl._validation import check_choice, check_int, check_range
+from privfl._validation import check_choice, check_int, check_positive, check_range
+from privfl.robustness.certify import ADVERSARIES
 
-__all__ = ["CertificationRun", "certify_replicas", "recompute_certification",
-           "run_certification"]
+__all__ = ["CertificationRun", "certify_replicas", "check_private", "run_certification"]
 
 ATTACKS = ("backdoor", "label-flip", "dba", "scaling")
 UNITS = {"client": "user", "record": "instance"}
+#: Default C_bar of the cross-entropy cost: per-sample losses above 5 nats (p < 0.0067) clipped.
+CROSS_ENTROPY_BOUND = 5.0
 
 
 class CertificationRun:
@@ -55,19 +58,51 @@ def _with_attack(config: Any, kind: str | None, attackers: int) -> Any:
     return config_from_dict(raw)
 
 
-def _check_attackers(config: Any, attackers: Any) -> int:
+def _check_attackers(config: Any, attackers: Any, data: Any = None) -> int:
     """``attackers`` K in [1, the most the configuration's attack level allows]: clients at user
-    level, one client's records at instance level (``AttackConfig.max_attackers``)."""
+    level, one client's records at instance level (``AttackConfig.max_attackers``); with
+    ``data``, one client's poisonable records (a label flip poisons source-class records only,
+    :func:`~privfl.robustness.attacks.poisonable_records`)."""
+    from privfl.robustness.attack_config import AttackConfig
+    from privfl.robustness.attacks import poisonable_records
+
     level = config.attack.level
     limit = config.attack.max_attackers(config.data)
+    what = None if limit is None else (
+        f"k malicious clients of data.clients = {limit}" if level == "user" else
+        f"k poisoned records in one client, which has {limit} records")
+    if data is not None and level == "instance":
+        spec = AttackConfig(**{**config.attack.model_dump(exclude_unset=True), "attackers": 0})
+        limit = poisonable_records(data, spec)
+        what = (f"k poisoned records in one client, which has at most {limit} records the "
+                f"{spec.kind} attack can poison"
+                + (" (source-class records)" if spec.kind == "label-flip" else ""))
     try:
         return check_int("attackers", attackers, 1, limit)
     except ValueError as error:
         if limit is None:
             raise
-        what = (f"k malicious clients of data.clients = {limit}" if level == "user" else
-                f"k poisoned records in one client, which has {limit} records")
         raise ValueError(f"{error} (attack.level = {level!r}: {what})") from None
+
+
+def check_private(privacy: Any, config: Any) -> None:
+    """ValueError (one line, saying why) when the models of ``config`` have no rigorous
+    per-model (epsilon, delta) bound (:class:`~privfl.robustness.replica_privacy.ReplicaPrivacy`
+    ``privacy``), so no certificate can be made."""
+    if privacy.private:
+        return
+    if not config.privacy.enabled:
+        raise ValueError("privacy.enabled = false: a certificate needs a private training (a "
+                         "rigorous (epsilon, delta) bound per model)")
+    clipping = getattr(config.federated, "clipping", None)
+    if clipping in ("flat-median", "per-layer-median"):
+        raise ValueError(f"federated.clipping = {clipping!r} is not allowed for a certificate: "
+                         "its threshold is the cohort's median update norm, which no accountant "
+                         "charges, so one model has no rigorous (epsilon, delta) bound; use "
+                         "'flat' or 'per-layer'")
+    raise ValueError(f"privacy.accountants = {list(config.privacy.accountants)}: none gives a "
+                     "rigorous (epsilon, delta) bound of one model (estimates only), which a "
+                     "certificate needs; add rdp or pld")
 
 
 def _check_finite(result: Any, what: str) -> None:
@@ -81,15 +116,6 @@ def _check_finite(result: Any, what: str) -> None:
             "lower training.lr and run again")
 
 
-def _hoeffding(values: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """Mean of values in [0, 1] and its two-sided Hoeffding interval at ``confidence``."""
-    from privfl.robustness.calibration import hoeffding_radius
-
-    mean = float(values.mean())
-    radius = hoeffding_radius(values.size, (1.0 - confidence) / 2.0)
-    return mean, max(0.0, mean - radius), min(1.0, mean + radius)
-
-
 def run_certification(
     config: Any,
     models: int,
@@ -101,6 +127,8 @@ def run_certification(
     progress: Callable[[str, int, int], None] | None = None,
     backend: Any = None,
     replicas: str | Path | None = None,
+    adversary: str = "replace",
+    cross_entropy_bound: float = CROSS_ENTROPY_BOUND,
 ) -> CertificationRun:
     """Certify ``config`` from ``models`` replicas (see the module docstring).
 
@@ -112,17 +140,26 @@ def run_certification(
     :func:`~privfl.robustness.montecarlo.train_replicas`); the result does not depend on it.
     ``replicas``: a directory to save every trained set's predictions in
     (``clean/replicas.npz``, ``attack-k/replicas.npz``), from which
-    :func:`recompute_certification` certifies again without training.
+    :func:`~privfl.robustness.recompute.recompute_certification` certifies again without
+    training. ``adversary``: what k counts (``replace``, privfl's attacks, or ``add-remove``,
+    Xie et al. 2023's reading; :mod:`~privfl.robustness.adversary`). Every error that the
+    configuration, the data or the privacy plan reveal is raised before any training.
     """
     from privfl.fl.algorithms.builders import build_dataset
+    from privfl.fl.algorithms.experiment import privacy_plan
+    from privfl.robustness.adversary import readings
     from privfl.robustness.attack_config import AttackConfig
     from privfl.robustness.attacks import attack_test_set
     from privfl.robustness.montecarlo import train_replicas
+    from privfl.robustness.replica_privacy import replica_privacy
 
     models = check_int("models", models, 1)
     _check_method(method, confidence)
+    adversary = check_choice("adversary", adversary, ADVERSARIES)
+    check_positive("cross_entropy_bound", cross_entropy_bound)
     if attack is not None:
         attack = check_choice("attack", attack, ATTACKS)
+        config = _with_attack(config, attack, 0)  # the attack's own settings checked below
         attackers = _check_attackers(config, attackers)
     elif attackers:
         raise ValueError(f"attackers = {attackers} is not allowed without --attack")
@@ -130,6 +167,12 @@ def run_certification(
     store = None if replicas is None else Path(replicas)
     clean_config = _with_attack(config, None, 0)
     data = build_dataset(clean_config)
+    if attack is not None:
+        _check_attackers(config, attackers, data)
+    plan = privacy_plan(clean_config, data)
+    privacy = replica_privacy(plan, clean_config.federated.rounds, models)
+    check_private(privacy, clean_config)
+    readings(privacy, adversary)  # refuses an adversary the guarantee does not cover
     spec = AttackConfig(**{**config.attack.model_dump(exclude_unset=True),
                            "kind": attack or "backdoor", "attackers": 0})
     attack_set, _ = attack_test_set(data.test, spec)
@@ -147,67 +190,37 @@ def run_certification(
         return result
 
     clean = train(clean_config, "clean models", "clean")
-    _check_private(clean)
-    successes = {k: train(_with_attack(config, attack, k), f"{k} attacker(s)",
-                          f"attack-{k}").accuracy("attack")
-                 for k in range(1, attackers + 1)}
+    attacked = {k: train(_with_attack(config, attack, k), f"{k} attacker(s)", f"attack-{k}")
+                for k in range(1, attackers + 1)}
     about = {"command": "certify", "name": config.name,
              "algorithm": config.federated.algorithm,
              "attack": {"kind": attack, "attackers": attackers,
                         "target_label": spec.target_label, "attack_set": attack_set.name,
                         "attack_points": len(attack_set)},
              "backend": clean.info["backend"]}
-    run = certify_replicas(clean, successes, about, method, confidence)
+    run = certify_replicas(clean, attacked, about, method, confidence, adversary,
+                           cross_entropy_bound)
     run.seconds = time.perf_counter() - started
     if store is not None:
         run.replicas = str(store)
     return run
 
 
-def recompute_certification(replicas: str | Path, about: dict[str, Any], *,
-                            method: str = "hoeffding", confidence: float = 0.99
-                            ) -> CertificationRun:
-    """The certification of the replicas saved by :func:`run_certification` (``replicas``:
-    its directory; ``about``: the ``name``, ``algorithm`` and ``attack`` entries of its
-    certify.json), with another ``method`` or ``confidence``, without training. Every
-    file's digests are checked (:func:`~privfl.robustness.replica_cache.load_replicas`), and
-    the attacked sets must be the clean set's configuration with the attack added."""
-    from privfl.robustness.replica_cache import load_replicas
+def certify_replicas(clean: Any, attacked: dict[int, Any], about: dict[str, Any],
+                     method: str, confidence: float, adversary: str = "replace",
+                     cross_entropy_bound: float = CROSS_ENTROPY_BOUND) -> CertificationRun:
+    """Certified accuracy and Theorem 6 bounds from the clean replicas (a
+    :class:`~privfl.robustness.replica_cache.ReplicaResult`), set against the attacked ones
+    (``attacked[k]``: the replicas trained with k attackers). Theorem 6 is applied to two costs:
+    the attack success rate (C_bar = 1) and, as in Xie et al. 2023's Figures 4-7, the target
+    label's cross-entropy on the attack set, each sample's clipped to ``cross_entropy_bound``
+    (so that |C| <= C_bar holds for every model). ``adversary``: ``replace`` (privfl's attacks;
+    the tighter sound reading, :mod:`~privfl.robustness.adversary`) or ``add-remove`` (Xie et
+    al. 2023's reading)."""
+    from privfl.robustness.adversary import readings
+    from privfl.robustness.certified_accuracy import EnsembleScores, certify_ensemble
 
-    _check_method(method, confidence)
-    started = time.perf_counter()
-    store = Path(replicas)
-    if not (store / "clean").is_dir():
-        raise ValueError(f"replicas = {str(store)!r} holds no clean/ replica set: give the "
-                         "replicas/ directory of a privfl certify run (made since it saves them)")
-    clean = load_replicas(store / "clean")
-    _check_private(clean)
-    attackers = int(about.get("attack", {}).get("attackers") or 0)
-    successes = {}
-    for k in range(1, attackers + 1):
-        attacked = load_replicas(store / f"attack-{k}")
-        if attacked.models != clean.models or _trained(attacked) != _trained(clean):
-            raise ValueError(f"{store / f'attack-{k}'} was not trained with the clean set "
-                             f"{store / 'clean'}: another configuration or number of models")
-        successes[k] = attacked.accuracy("attack")
-    run = certify_replicas(clean, successes, {**about, "command": "certify"}, method,
-                           confidence)
-    run.seconds = time.perf_counter() - started
-    run.replicas = str(store)
-    return run
-
-
-def certify_replicas(clean: Any, successes: dict[int, np.ndarray], about: dict[str, Any],
-                     method: str, confidence: float) -> CertificationRun:
-    """Certified accuracy and attack-inefficacy bounds from the clean replicas, set against
-    the measured success ``successes[k]`` (each model's, in [0, 1]) of the attacked ones."""
-    from privfl.robustness.certified_accuracy import (
-        EnsembleScores,
-        certified_accuracy,
-        certify_ensemble,
-    )
-    from privfl.robustness.inefficacy import certify_attack_inefficacy
-
+    cross_entropy_bound = check_positive("cross_entropy_bound", cross_entropy_bound)
     privacy = clean.privacy
     unit = UNITS.get(privacy.unit, privacy.unit)
     if method == "clopper-pearson":
@@ -215,25 +228,23 @@ def certify_replicas(clean: Any, successes: dict[int, np.ndarray], about: dict[s
                                                  clean.probabilities["test"].shape[2])
     else:
         scores = EnsembleScores.from_probabilities(clean.probabilities["test"])
-    certificate = certify_ensemble(scores, privacy.epsilon, privacy.delta, method=method,
-                                   confidence=confidence, unit=unit)
-    accuracy = certified_accuracy(certificate, clean.labels["test"])
-    ks = np.arange(1, max(len(successes), 5) + 1)
-    clean_success = clean.accuracy("attack")
-    inefficacy = certify_attack_inefficacy(
-        clean_success, 1.0, privacy.epsilon, privacy.delta, ks,
-        method="estimate" if method == "estimate" else "hoeffding", confidence=confidence,
-        unit=unit)
-    measured = []
-    for k, success in sorted(successes.items()):
-        mean, low, high = _hoeffding(success, confidence)
-        index = k - 1
-        measured.append({
-            "k": k, "success": mean, "success_low": low, "success_high": high,
-            "bound_lower": float(inefficacy.lower[index]),
-            "bound_upper": float(inefficacy.upper[index]),
-            "inside": bool(inefficacy.lower[index] <= mean <= inefficacy.upper[index]),
-        })
+    sound = readings(privacy, adversary)
+    certificates = [certify_ensemble(
+        scores, r.epsilon, r.delta, method=method, confidence=confidence, unit=unit,
+        adversary=r.adversary, neighbouring=r.neighbouring) for r in sound]
+    accuracy, areas = _tightest_accuracy(certificates, clean.labels["test"])
+    ks = np.arange(1, max(len(attacked), 5) + 1)
+    theorem6 = {}
+    for cost, bound in (("success", 1.0), ("cross_entropy", cross_entropy_bound)):
+        costs = {k: attack_costs(result, cross_entropy_bound)[cost]
+                 for k, result in sorted(attacked.items())}
+        clean_costs = attack_costs(clean, cross_entropy_bound)[cost]
+        theorem6[cost] = _tightest_inefficacy(clean_costs, bound, sound, ks, method,
+                                              confidence, unit)
+        theorem6[cost] += (_measured(costs, theorem6[cost][0], bound, confidence, cost),)
+    inefficacy, widths, measured = theorem6["success"]
+    cross, _, cross_measured = theorem6["cross_entropy"]
+    clean_ce = attack_costs(clean, cross_entropy_bound)
     return CertificationRun(
         command=about["command"],
         name=about["name"],
@@ -246,30 +257,109 @@ def certify_replicas(clean: Any, successes: dict[int, np.ndarray], about: dict[s
         privacy_lines=privacy.lines(),
         clean_accuracy=float(clean.accuracy("test").mean()),
         certified_accuracy=accuracy.to_dict(),
-        certificate=certificate.summary(),
+        certificate=accuracy.certificate,
+        adversary={"adversary": adversary, "readings": [
+            {**r.to_dict(), "certified_accuracy_sum": area, "inefficacy_width": width}
+            for r, area, width in zip(sound, areas, widths, strict=True)],
+            "certificate_neighbouring": accuracy.certificate["privacy"]["neighbouring"],
+            "inefficacy_neighbouring": inefficacy.privacy.neighbouring,
+            "note": _ADVERSARY_NOTE[adversary]},
         attack=about["attack"],
-        clean_attack_success=float(clean_success.mean()),
+        clean_attack_success=float(clean.accuracy("attack").mean()),
         inefficacy=inefficacy.to_dict(),
         measured=measured,
+        inefficacy_cross_entropy={
+            **cross.to_dict(),
+            "cost": f"mean over the attack set of the target label's cross-entropy -ln p, each "
+                    f"sample's clipped to [0, {cross_entropy_bound:g}] (C_bar; the attacker "
+                    "wants it small, so the lower bound is the certificate)",
+            "clean_clipped_fraction": clean_ce["clipped_fraction"],
+            "clean_unclipped_mean": clean_ce["unclipped_mean"]},
+        measured_cross_entropy=cross_measured,
         backend=about.get("backend"),
         seconds=0.0,
     )
 
 
+def attack_costs(result: Any, cross_entropy_bound: float) -> dict[str, Any]:
+    """Each model's costs on the attack set of ``result`` (a ReplicaResult): ``success`` (its
+    attack success rate) and ``cross_entropy`` (mean over the set of min(-ln p_target, C_bar)),
+    with the fraction of clipped losses and the unclipped mean."""
+    probabilities = result.probabilities["attack"].astype(np.float64)
+    target = result.labels["attack"]
+    p = probabilities[:, np.arange(target.size), target]
+    with np.errstate(divide="ignore"):
+        loss = -np.log(p)
+    return {"success": result.accuracy("attack"),
+            "cross_entropy": np.minimum(loss, cross_entropy_bound).mean(axis=1),
+            "clipped_fraction": float(np.mean(loss > cross_entropy_bound)),
+            "unclipped_mean": float(np.mean(loss))}
+
+
+def _tightest_accuracy(certificates: list[Any], labels: np.ndarray) -> tuple[Any, list[float]]:
+    """The certified accuracy of the certificate with the largest sum over k >= 1 (ties: the
+    first), and every certificate's sum."""
+    from privfl.robustness.certified_accuracy import certified_accuracy
+
+    areas = [_area(c, labels) for c in certificates]
+    chosen = certificates[int(np.argmax(areas))]
+    accuracy = certified_accuracy(chosen, labels)
+    if accuracy.k.size < 2:  # always show k = 1, the first adversary
+        accuracy = certified_accuracy(chosen, labels, k=[0.0, 1.0])
+    return accuracy, areas
+
+
+def _tightest_inefficacy(costs: np.ndarray, bound: float, sound: list[Any], ks: np.ndarray,
+                         method: str, confidence: float, unit: str) -> tuple[Any, list[float]]:
+    """Theorem 6 from the clean models' ``costs`` in [0, ``bound``] under every sound reading;
+    the one with the narrowest bounds summed over k (ties: the first), and every width."""
+    from privfl.robustness.inefficacy import certify_attack_inefficacy
+
+    bounds = [certify_attack_inefficacy(
+        costs, bound, r.epsilon, r.delta, ks,
+        method="estimate" if method == "estimate" else "hoeffding", confidence=confidence,
+        unit=unit, adversary=r.adversary, neighbouring=r.neighbouring) for r in sound]
+    widths = [float(np.sum(b.upper - b.lower)) for b in bounds]
+    return bounds[int(np.argmin(widths))], widths
+
+
+def _measured(costs: dict[int, np.ndarray], certificate: Any, bound: float,
+              confidence: float, name: str) -> list[dict[str, Any]]:
+    """Per k: the attacked models' mean cost (``name``), its two-sided Hoeffding interval
+    (``name_low``, ``name_high``; width ``bound``) and whether the mean lies inside the
+    certificate's bounds at k."""
+    from privfl.robustness.calibration import hoeffding_radius
+
+    rows = []
+    for k, values in sorted(costs.items()):
+        mean = float(values.mean())
+        radius = hoeffding_radius(values.size, (1.0 - confidence) / 2.0, width=bound)
+        low, high = float(certificate.lower[k - 1]), float(certificate.upper[k - 1])
+        rows.append({"k": k, name: mean, f"{name}_low": max(0.0, mean - radius),
+                     f"{name}_high": min(bound, mean + radius), "bound_lower": low,
+                     "bound_upper": high, "inside": bool(low <= mean <= high)})
+    return rows
+
+
+_ADVERSARY_NOTE = {
+    "replace": "the attackers replace k clients' (or k records') data, as privfl's attacks do: "
+               "each certificate uses the tighter of its sound readings (2k add/remove steps, "
+               "or k replace-one steps with the replace-one epsilon of the same training)",
+    "add-remove": "Xie et al. 2023's reading: k adversaries are k add/remove steps, sound for "
+                  "adversaries who add or remove clients (records); NOT a certificate for "
+                  "privfl's simulated attacks, which replace data (measured rows are shown "
+                  "against this reading for comparison with the paper only)",
+}
+
+
+def _area(certificate: Any, labels: np.ndarray) -> float:
+    """Sum of the certified accuracy over k = 1, 2, ...: the mean over correctly predicted
+    points of the number of whole k >= 1 certified (an infinite K counted as 1e18)."""
+    kk = certificate.certified_k
+    whole = np.where(np.isfinite(kk), np.floor(np.maximum(kk, 0.0)), 1e18)
+    return float(np.mean(np.where(certificate.predictions == labels, whole, 0.0)))
+
+
 def _check_method(method: str, confidence: float) -> None:
     check_range("confidence", confidence, 0.0, 1.0, low_open=True, high_open=True)
     check_choice("method", method, ("hoeffding", "clopper-pearson", "estimate"))
-
-
-def _trained(replicas: Any) -> dict[str, Any]:
-    """The configuration a replica set was trained with, but its attack and free text."""
-    config = dict(replicas.info.get("config", {}))
-    for key in ("attack", "run", "name", "description"):
-        config.pop(key, None)
-    return config
-
-
-def _check_private(clean: Any) -> None:
-    if not clean.privacy.private:
-        raise ValueError("privacy.enabled = false: a certificate needs a private training (a "
-                         "rigorous (epsilon, delta) bound per model)")

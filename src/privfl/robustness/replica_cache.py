@@ -8,9 +8,12 @@ replica seeds, the privacy statement and the digests that identify what was trai
 
 :func:`save_replicas` writes them to ``DIR/replicas.npz`` (numpy's zip format, written to a
 temporary file and renamed); :func:`load_replicas` reads them back, checks the SHA-256 of every
-array against the digests stored with them, and, when given the configuration (or the data),
-refuses a file trained for another one. A certification can then be recomputed without
-retraining.
+array and of the metadata (privacy statement, configuration, digests) against the digests
+stored with them, and, when given the configuration (or the data), refuses a file trained for
+another one. A certification can then be recomputed without retraining.
+
+The digests carry no secret key: they detect accidents (a damaged or truncated copy, a file of
+another run), not forgery; whoever can write the file can recompute them.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from privfl.robustness.replica_privacy import ReplicaPrivacy
 __all__ = ["FILE_NAME", "FORMAT", "ReplicaResult", "check_set_name", "config_digest",
            "data_digest", "load_replicas", "save_replicas"]
 
-FORMAT = "privfl-replicas/1"
+FORMAT = "privfl-replicas/2"
+#: Formats before metadata digests (refused with a note).
+_OLD_FORMATS = ("privfl-replicas/1",)
 FILE_NAME = "replicas.npz"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.]*")
 _KINDS = ("labels", "predictions", "probabilities")
@@ -130,6 +135,42 @@ def _sha(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
 
 
+def _meta_digest(meta: dict[str, Any]) -> str:
+    """SHA-256 of the metadata, its own digest left out (as JSON with sorted keys)."""
+    return digest_json({k: v for k, v in meta.items() if k != "meta_sha256"})
+
+
+#: Metadata entries every replica file holds, and their JSON types.
+_META_TYPES = {"format": str, "models": int, "config_digest": str, "data_digest": str,
+               "seconds": (int, float), "privacy": dict, "info": dict, "sets": list,
+               "sha256": dict, "meta_sha256": str}
+
+
+def _check_meta(meta: Any, path: Path) -> dict[str, Any]:
+    """The metadata of a replica file, or a one-line ValueError saying what is damaged."""
+    where = f"path = {str(path)!r}"
+    if not isinstance(meta, dict):
+        raise ValueError(f"{where} is damaged: its metadata is a JSON {type(meta).__name__}, "
+                         "not an object")
+    if meta.get("format") in _OLD_FORMATS:
+        raise ValueError(f"{where} has format {meta['format']!r}, written before the metadata "
+                         f"carried a digest: certify again to write {FORMAT!r}")
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{where} has format {meta.get('format')!r}: expected {FORMAT!r}")
+    for key, kind in _META_TYPES.items():
+        if key not in meta:
+            raise ValueError(f"{where} is damaged: its metadata has no {key!r}")
+        if not isinstance(meta[key], kind) or isinstance(meta[key], bool):
+            raise ValueError(f"{where} is damaged: its metadata's {key!r} is a "
+                             f"{type(meta[key]).__name__}")
+    if _meta_digest(meta) != meta["meta_sha256"]:
+        raise ValueError(f"{where} is damaged: the SHA-256 of its metadata differs from the "
+                         "digest written with it")
+    if not all(isinstance(name, str) for name in meta["sets"]):
+        raise ValueError(f"{where} is damaged: its metadata's 'sets' are not names")
+    return meta
+
+
 def save_replicas(result: ReplicaResult, directory: str | Path) -> Path:
     """Write ``result`` to ``directory/replicas.npz`` (the directory is created; an existing
     file is refused). Returns the file's path and sets ``result.path``."""
@@ -153,7 +194,9 @@ def save_replicas(result: ReplicaResult, directory: str | Path) -> Path:
         "sets": sorted(result.predictions), "sha256": {k: _sha(v) for k, v in arrays.items()},
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    arrays["meta"] = np.array(json.dumps(meta, sort_keys=True, default=str))
+    meta = json.loads(json.dumps(meta, sort_keys=True, default=str))  # as it will be read
+    meta["meta_sha256"] = _meta_digest(meta)
+    arrays["meta"] = np.array(json.dumps(meta, sort_keys=True))
     tmp = directory / f".{FILE_NAME}.tmp"
     with open(tmp, "wb") as stream:
         np.savez_compressed(stream, **arrays)
@@ -182,9 +225,7 @@ def load_replicas(path: str | Path, *, config: Any = None, data: Any = None) -> 
         meta = json.loads(str(arrays.pop("meta")))
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
         raise ValueError(f"path = {str(path)!r} is not a readable replica file: {error}") from None
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"path = {str(path)!r} has format {meta.get('format')!r}: expected "
-                         f"{FORMAT!r}")
+    meta = _check_meta(meta, path)
     expected = meta["sha256"]
     if set(expected) != set(arrays):
         raise ValueError(f"path = {str(path)!r} is damaged: it holds arrays "
@@ -202,11 +243,20 @@ def load_replicas(path: str | Path, *, config: Any = None, data: Any = None) -> 
                          f"data digest {meta['data_digest'][:12]}..., these data are "
                          f"{data_digest(data)[:12]}...")
     sets = meta["sets"]
+    missing = sorted(({f"{kind}-{s}" for s in sets for kind in _KINDS} | {"seeds"}) - set(arrays))
+    if missing:
+        raise ValueError(f"path = {str(path)!r} is damaged: its metadata names sets whose "
+                         f"arrays {missing[:3]} are missing")
+    try:
+        privacy = ReplicaPrivacy.from_dict(meta["privacy"])
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"path = {str(path)!r} is damaged: its metadata's privacy is not a "
+                         f"privacy statement ({error})") from None
     return ReplicaResult(
         models=int(meta["models"]), seeds=arrays["seeds"].astype(np.uint64),
         labels={s: arrays[f"labels-{s}"].astype(np.int64) for s in sets},
         predictions={s: arrays[f"predictions-{s}"].astype(np.int64) for s in sets},
         probabilities={s: arrays[f"probabilities-{s}"] for s in sets},
-        privacy=ReplicaPrivacy.from_dict(meta["privacy"]),
+        privacy=privacy,
         config_digest=meta["config_digest"], data_digest=meta["data_digest"],
         seconds=float(meta["seconds"]), info=meta["info"], path=path)

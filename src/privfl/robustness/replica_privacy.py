@@ -11,14 +11,22 @@ composition::
 
 (a valid bound for M mechanisms run independently on the same data; a tighter composition of
 the M x R rounds, e.g. in RDP, is possible and not computed here).
+
+Under add/remove neighbours the statement also carries the replace-one epsilon of the same
+mechanism (the plan's own events with the relation changed, through the plan's accountants at
+the same delta): an attacker who replaces one unit's data is one replace-one step away, which
+can certify more than two add/remove steps (:mod:`privfl.robustness.adversary`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from privfl._validation import check_int
+from privfl.accounting.events import AccountingLimitError, Neighbouring, UnsupportedEventError
+from privfl.accounting.parallel import worst_client_results
 from privfl.fl.algorithms.base import budget_results, privacy_entries, tightest_bound
 
 __all__ = ["ReplicaPrivacy", "replica_privacy"]
@@ -35,7 +43,10 @@ class ReplicaPrivacy:
     ``method`` are the tightest rigorous bound in the plan's primary scope (None when the
     training is not private or no bound was computed); ``paper_epsilon`` the number of Xie et
     al. 2023's own accounting (scope ``paper``) when the plan reports it, ``paper_kind`` what
-    that number is (bound, estimate or reference).
+    that number is (bound, estimate or reference). ``replace_epsilon`` / ``replace_method``:
+    under add/remove neighbours, the tightest rigorous replace-one bound of the same mechanism at
+    the same delta (None when the relation already is replace-one or no accountant of the plan
+    bounds it; ``replace_note`` says why).
     """
 
     models: int
@@ -49,6 +60,9 @@ class ReplicaPrivacy:
     paper_epsilon: float | None = None
     paper_kind: str = ""
     secure: bool = False
+    replace_epsilon: float | None = None
+    replace_method: str | None = None
+    replace_note: str = ""
 
     @property
     def private(self) -> bool:
@@ -77,6 +91,12 @@ class ReplicaPrivacy:
             f"certification from M = {m} models: M x epsilon = {self.certification_epsilon:.6g},"
             f" M x delta = {self.certification_delta:.3g} ({_COMPOSITION}; a bound)",
         ]
+        if self.replace_epsilon is not None:
+            lines.append(f"per model, replace-one: epsilon = {self.replace_epsilon:.6g} at delta "
+                         f"= {self.delta:.3g} ({self.replace_method} bound of the same "
+                         "mechanism; for adversaries who replace a unit's data)")
+        elif self.replace_note:
+            lines.append(f"per model, replace-one: not computed ({self.replace_note})")
         if self.certification_delta >= 1:
             lines.append("M x delta >= 1: the composed guarantee is vacuous")
         if self.paper_epsilon is not None:
@@ -113,6 +133,8 @@ def replica_privacy(plan: Any, rounds: int, models: int) -> ReplicaPrivacy:
     paper = min((r for r in results if str(r.extras.get("scope", "")) == "paper"),
                 key=lambda r: r.epsilon, default=None)
     neighbouring = best.neighbouring if best is not None else ""
+    replace = (_replace_one(plan, max(rounds, 1)) if neighbouring == "add-remove"
+               else (None, None, ""))
     return ReplicaPrivacy(
         models=models, unit=str(plan.unit), neighbouring=str(neighbouring),
         per_model=privacy_entries(results),
@@ -120,4 +142,24 @@ def replica_privacy(plan: Any, rounds: int, models: int) -> ReplicaPrivacy:
         delta=None if best is None else float(best.delta),
         method=None if best is None else best.method, scope=str(plan.primary_scope),
         paper_epsilon=None if paper is None else float(paper.epsilon),
-        paper_kind="" if paper is None else paper.kind, secure=bool(plan.secure))
+        paper_kind="" if paper is None else paper.kind, secure=bool(plan.secure),
+        replace_epsilon=replace[0], replace_method=replace[1], replace_note=replace[2])
+
+
+def _replace_one(plan: Any, rounds: int) -> tuple[float | None, str | None, str]:
+    """The tightest rigorous replace-one (epsilon, method) of the plan's own events (its primary
+    scope) through its accountants at its delta, or (None, None, why not)."""
+    events = (plan.client_events(rounds) if hasattr(plan, "client_events")
+              else [plan.event(rounds)])
+    events = [dataclasses.replace(e, neighbouring=Neighbouring.REPLACE_ONE) for e in events]
+    results, reasons = [], []
+    for method in plan.accountants:
+        try:
+            results += worst_client_results(events, plan.delta, methods=method,
+                                            options=plan.options)
+        except (UnsupportedEventError, AccountingLimitError) as error:
+            reasons.append(str(error))
+    best = tightest_bound(results)
+    if best is None:
+        return None, None, "; ".join(reasons) or "no accountant of the plan gives a bound"
+    return float(best.epsilon), best.method, ""
