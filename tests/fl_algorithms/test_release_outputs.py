@@ -272,3 +272,28 @@ def test_guarantee_only_refuses_seeded_runs_and_a_change_on_resume(tmp_path):
     Experiment.create(_secure_fedavg(max_rounds=1), tmp_path / "run").run()
     with pytest.raises(ConfigError, match="run.outputs is not allowed with --resume"):
         Experiment.resume(tmp_path / "run", ["run.outputs=all"])
+
+
+def test_dp_fedavg_offers_an_accounted_private_clipped_fraction():
+    """Adaptive clipping with eta_C = 0: the clip norm stays fixed, the noised unclipped
+    fraction is reported (covered) and accounted like adaptive clipping's."""
+    raw = _demo("demo-dp-fedavg.yaml")
+    raw["federated"].update(rounds=2, adaptive_clipping=True, clip_learning_rate=0.0)
+    algo = build_algorithm(config_from_dict(raw))
+    rows = [algo.run_round() for _ in range(2)]
+    assert [r["clip_norm"] for r in rows] == [rows[0]["clip_norm"]] * 2
+    assert all(math.isfinite(r["unclipped_estimate"]) for r in rows)
+    assert algo.output_classes()["unclipped_estimate"][0]
+    moving = copy.deepcopy(raw)
+    moving["federated"]["clip_learning_rate"] = 0.2
+    fixed = copy.deepcopy(raw)
+    fixed["federated"]["adaptive_clipping"] = False
+    eps = {name: {r.method: r.epsilon for r in build_algorithm(config_from_dict(c)).privacy(2)}
+           for name, c in (("zero", raw), ("moving", moving), ("none", fixed))}
+    # z is the effective multiplier of update and count (Andrew et al. 2021 Theorem 1): the
+    # same epsilon, paid for with more noise on the update (z_u = 1.73205 > z = 1.5)
+    assert eps["zero"] == eps["moving"] == eps["none"]
+    z = raw["privacy"]["noise_multiplier"]
+    assert rows[0]["noise_std"] / rows[0]["clip_norm"] == pytest.approx(
+        (z ** -2 - (2 * algo.plan.adaptive.count_noise) ** -2) ** -0.5)
+    assert rows[0]["noise_std"] / rows[0]["clip_norm"] > z

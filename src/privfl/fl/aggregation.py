@@ -62,6 +62,7 @@ import torch
 from privfl._validation import (
     check_choice,
     check_int,
+    check_nonnegative,
     check_positive,
     check_probability,
     check_range,
@@ -335,8 +336,10 @@ class AdaptiveClipping:
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_quantile",
                            check_probability("target_quantile", self.target_quantile))
+        # 0: the clip norm stays fixed and the noised count is only reported (a private,
+        # accounted clipped fraction)
         object.__setattr__(self, "learning_rate",
-                           check_positive("learning_rate", self.learning_rate))
+                           check_nonnegative("learning_rate", self.learning_rate))
         object.__setattr__(self, "count_noise", check_positive("count_noise", self.count_noise))
 
     def next_clip_norm(self, clip_norm: float, unclipped_fraction: float) -> float:

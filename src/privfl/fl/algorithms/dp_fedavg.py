@@ -140,7 +140,9 @@ class DpFedAvgConfig(FederatedConfig):
     clipping: Literal["flat", "per-layer", "flat-median", "per-layer-median"] = "flat"
     adaptive_clipping: bool = Field(False, description="Andrew et al. 2021 quantile tracking")
     target_quantile: float = Field(0.5, ge=0, le=1, description="gamma: unclipped fraction")
-    clip_learning_rate: float = Field(0.2, gt=0, description="eta_C: geometric clip step")
+    clip_learning_rate: float = Field(0.2, ge=0, description="eta_C: geometric clip step (0: "
+                                      "S stays fixed; the noised unclipped fraction is still "
+                                      "reported as unclipped_estimate and accounted)")
     count_noise: float | None = Field(
         None, gt=0, description="sigma_b: noise std on the unclipped count (default E[m]/20)")
     paper_accounting: bool = Field(

@@ -442,7 +442,8 @@ class Experiment:
             metrics=metrics, accuracy_keys=self.algorithm.metric_labels,
             secure=self.config.privacy.secure, guarantee_only=self.dir.separate_private,
             private_name=self.dir.private.name, checkpoints=checkpoints,
-            tensorboard=self.config.run.tensorboard, model_file=True)
+            tensorboard=self.config.run.tensorboard,
+            model_file=callable(getattr(self.algorithm, "global_params", None)))
         return [o.to_dict() for o in metrics + files]
 
     # ------------------------------------------------------------------ stopping rules
@@ -686,6 +687,9 @@ class Experiment:
                                 reason)
 
     def _write_model(self) -> None:
-        """model.pt: the final released model (``name -> tensor``, torch.save)."""
+        """model.pt: the final released model (``name -> tensor``, torch.save), for algorithms
+        that offer ``global_params()``."""
+        if not callable(getattr(self.algorithm, "global_params", None)):
+            return
         params = {k: v.detach().cpu() for k, v in self.algorithm.global_params().items()}
         write_atomically(self.dir.model, lambda stream: torch.save(params, stream))
