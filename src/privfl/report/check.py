@@ -5,10 +5,17 @@ from ``RUN_DIR/config.yaml`` (the same plan the training derives its noise, clip
 and step counts from; no model is built, nothing is trained) and asked for round r. Each logged
 entry ``(method, kind, scope) -> epsilon, delta[, mu]`` must equal the fresh one within ``rtol``
 and the two sets of entries must be the same. Works for every registered algorithm.
+
+A resumed secure run may have released rounds twice (``redrawn.jsonl``,
+:mod:`privfl.fl.algorithms.experiment`): a row's ``released_rounds`` is then what its
+accountant composed, and it must agree with that file (offsets never shrink, never exceed its
+rows); ``privacy.json``'s ``rounds_released`` must be its ``rounds`` plus all of them, and its
+results must equal a fresh computation for that many rounds (:attr:`PrivacyCheck.released`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,15 +38,18 @@ class PrivacyCheck:
     algorithm: str
     rtol: float
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: privacy.json against a fresh computation over every released round (re-drawn included)
+    released: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
 
     @property
     def ok(self) -> bool:
-        return all(row["ok"] for row in self.rows)
+        return all(row["ok"] for row in self.rows) and self.released["ok"]
 
     def to_dict(self) -> dict[str, Any]:
         return {"command": "check-privacy", "run_dir": str(self.run_dir),
                 "algorithm": self.algorithm, "rtol": self.rtol, "ok": self.ok,
-                "rounds_checked": len(self.rows), "rows": self.rows}
+                "rounds_checked": len(self.rows), "rows": self.rows,
+                "released": self.released}
 
 
 def _relative(a: float, b: float) -> float:
@@ -107,16 +117,48 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
                          "(metrics.jsonl is empty or missing)")
     plan = privacy_plan(config)
     report = PrivacyCheck(Path(run_dir), config.federated.algorithm, rtol)
+    redrawn = len(directory.read_metrics(directory.redrawn))
     last = metrics[-1].get("round")
+    offset = 0
     for row in metrics:
         r = row.get("round")
         if not isinstance(r, int) or isinstance(r, bool) or r < 1:
             report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
                                 "problems": [f"round = {r!r} is not a round index"]})
             continue
+        released = row.get("released_rounds", r)
+        if (not isinstance(released, int) or isinstance(released, bool)
+                or not offset <= released - r <= redrawn):
+            report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf, "problems": [
+                f"released_rounds = {released!r} is out of range: must be the round plus "
+                f"{offset}..{redrawn} re-drawn rounds (redrawn.jsonl)"]})
+            continue
+        offset = released - r
         if r % every and r not in (1, last):
             continue
-        fresh = privacy_entries(plan.results(r))
+        fresh = privacy_entries(plan.results(released))
         outcome = _compare(row.get("privacy", []), fresh, rtol)
         report.rows.append({"round": r, **outcome})
+    if directory.privacy.is_file():
+        report.released = _check_released(directory, plan, redrawn, rtol)
     return report
+
+
+def _check_released(directory: Any, plan: Any, redrawn: int, rtol: float) -> dict[str, Any]:
+    """privacy.json: ``rounds_released`` = ``rounds`` + the re-drawn rounds, and its results
+    equal to a fresh computation for that many rounds."""
+    from privfl.fl.algorithms.base import privacy_entries
+
+    try:
+        saved = json.loads(directory.privacy.read_text(encoding="utf-8"))
+        rounds = saved["rounds"]
+        logged = saved.get("rounds_released", rounds)
+        results = saved["results"]
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        return {"ok": False, "max_rel_diff": math.inf,
+                "problems": [f"privacy.json is unreadable ({error})"]}
+    if not isinstance(rounds, int) or logged != rounds + redrawn:
+        return {"ok": False, "max_rel_diff": math.inf, "problems": [
+            f"privacy.json: rounds_released = {logged!r}, but {rounds!r} rounds ran and "
+            f"redrawn.jsonl holds {redrawn} re-drawn round(s)"]}
+    return _compare(results, privacy_entries(plan.results(rounds + redrawn)), rtol)

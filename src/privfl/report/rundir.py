@@ -10,6 +10,8 @@
     DIR/privacy.png          epsilon (each accountant, bound/estimate) and mu_max per round
     DIR/report.md            a short human-readable report
     DIR/run.json             the run's identity: {"format", "run_id", "created"}
+    DIR/redrawn.jsonl        rows of rounds that were logged, lost with their checkpoint and run
+                             again with fresh randomness (a resumed secure run): still released
     DIR/.lock                held (flock) by the process running the run
     DIR/checkpoints/round-000012.pt     the last few checkpoints (model/optimizer/RNG states)
     DIR/checkpoints/round-000012.json   their digests (:mod:`privfl.report.checkpoints`)
@@ -44,7 +46,7 @@ _CHECKPOINT = re.compile(r"^round-(\d{6,})\.pt$")
 RUN_FORMAT = "privfl-run/1"
 #: files a run writes; a directory holding any of them (but no config.yaml) is another run's
 _RUN_FILES = ("run.json", "metrics.jsonl", "privacy.json", "summary.json", "report.md",
-              "checkpoints")
+              "checkpoints", "redrawn.jsonl")
 
 
 #: how :func:`json_safe` spells non-finite floats
@@ -106,6 +108,10 @@ class RunDirectory:
     @property
     def privacy(self) -> Path:
         return self.path / "privacy.json"
+
+    @property
+    def redrawn(self) -> Path:
+        return self.path / "redrawn.jsonl"
 
     @property
     def summary(self) -> Path:
@@ -239,28 +245,31 @@ class RunDirectory:
     def write_json(self, path: Path, payload: Any) -> None:
         _atomic_write(path, json.dumps(json_safe(payload), indent=2) + "\n")
 
-    def write_metrics(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Rewrite metrics.jsonl with ``rows`` (used when resuming from a checkpoint)."""
-        _atomic_write(self.metrics, "".join(json.dumps(json_safe(r)) + "\n" for r in rows))
+    def write_metrics(self, rows: Iterable[Mapping[str, Any]], path: Path | None = None,
+                      ) -> None:
+        """Rewrite metrics.jsonl (or ``path``, e.g. :attr:`redrawn`) with ``rows``."""
+        _atomic_write(self.metrics if path is None else path,
+                      "".join(json.dumps(json_safe(r)) + "\n" for r in rows))
 
     def append_metrics(self, row: Mapping[str, Any]) -> None:
         with open(self.metrics, "a", encoding="utf-8") as stream:
             stream.write(json.dumps(json_safe(row)) + "\n")
             stream.flush()
 
-    def read_metrics(self) -> list[dict[str, Any]]:
-        """The rows of metrics.jsonl; a ValueError naming the file and line if one is not
-        JSON (a damaged file)."""
-        if not self.metrics.is_file():
+    def read_metrics(self, path: Path | None = None) -> list[dict[str, Any]]:
+        """The rows of metrics.jsonl (or ``path``, e.g. :attr:`redrawn`); a ValueError naming
+        the file and line if one is not JSON (a damaged file)."""
+        path = self.metrics if path is None else path
+        if not path.is_file():
             return []
         rows = []
-        text = self.metrics.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
         for number, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     rows.append(json.loads(line))
                 except ValueError as error:
-                    raise ValueError(f"{self.metrics}: line {number} is not valid JSON ({error}):"
+                    raise ValueError(f"{path}: line {number} is not valid JSON ({error}):"
                                      " the file is damaged") from None
         return rows
 
