@@ -128,3 +128,21 @@ def test_a_redrawn_round_lost_again_counts_each_draw(tmp_path, tiny_config_dict)
     assert len(again.redrawn) == 2 and again.algorithm.redrawn == 2
     assert again.run().summary["rounds_released"] == 5
     assert check_run_privacy(tmp_path / "run").ok
+
+
+def test_a_digest_record_left_by_a_kill_while_pruning_is_removed(tmp_path, tiny_config_dict):
+    Experiment.create(_config(tiny_config_dict, max_rounds=2), tmp_path / "run").run()
+    directory = RunDirectory(tmp_path / "run")
+    assert [r for r, _ in directory.list_checkpoints()] == [1, 2]
+    directory.checkpoint(1).unlink()  # killed between the checkpoint and its record
+    resumed = Experiment.resume(tmp_path / "run", ["run.max_rounds=null"])
+    assert not directory.checkpoint_record(1).exists()
+    assert resumed.resume_notes == ["removed 1 file(s) left by an interrupted write: "
+                                    "round-000001.json"]
+    resumed.run()
+    names = sorted(p.name for p in directory.checkpoints.iterdir())
+    assert names == ["round-000002.json", "round-000002.pt", "round-000003.json",
+                     "round-000003.pt"]
+    (directory.checkpoints / "round-000001.json").write_text("{}")  # also when pruning
+    directory.prune_checkpoints(2)
+    assert not (directory.checkpoints / "round-000001.json").exists()

@@ -48,6 +48,7 @@ from typing import IO, Any, BinaryIO
 __all__ = ["RUN_FORMAT", "DiskFullError", "RunDirectory", "json_safe", "write_atomically"]
 
 _CHECKPOINT = re.compile(r"^round-(\d{6,})\.pt$")
+_RECORD = re.compile(r"^round-(\d{6,})\.json$")
 RUN_FORMAT = "privfl-run/1"
 #: files a run writes; a directory holding any of them (but no config.yaml) is another run's
 _RUN_FILES = ("run.json", "metrics.jsonl", "privacy.json", "summary.json", "report.md",
@@ -367,7 +368,22 @@ class RunDirectory:
         return sorted(found)
 
     def prune_checkpoints(self, keep: int) -> None:
-        """Delete all but the newest ``keep`` checkpoints (and their digest records)."""
+        """Delete all but the newest ``keep`` checkpoints (and their digest records), and any
+        digest record whose checkpoint is gone (:meth:`remove_orphan_records`)."""
         for round_index, path in self.list_checkpoints()[:-keep]:
             path.unlink(missing_ok=True)
             self.checkpoint_record(round_index).unlink(missing_ok=True)
+        self.remove_orphan_records()
+
+    def remove_orphan_records(self) -> list[str]:
+        """Delete digest records ``round-R.json`` without their checkpoint ``round-R.pt`` (a
+        kill while pruning); returns their names."""
+        if not self.checkpoints.is_dir():
+            return []
+        removed = []
+        for entry in self.checkpoints.glob("round-*.json"):
+            match = _RECORD.match(entry.name)
+            if match and not self.checkpoint(int(match.group(1))).exists():
+                entry.unlink(missing_ok=True)
+                removed.append(entry.name)
+        return removed

@@ -235,7 +235,7 @@ class Experiment:
         directory.require_existing()
         run_id = directory.run_id()
         lock = directory.acquire_lock()
-        removed = directory.remove_temporary_files()
+        removed = directory.remove_temporary_files() + directory.remove_orphan_records()
         saved = read_yaml(directory.config)
         config = config_from_dict(apply_overrides(saved, _check_resumable(overrides)))
         try:
@@ -247,7 +247,8 @@ class Experiment:
         experiment.store = CheckpointStore(directory, run_id)
         if removed:
             experiment.resume_notes.append(
-                f"removed {len(removed)} temporary file(s) left by an interrupted write")
+                f"removed {len(removed)} file(s) left by an interrupted write: "
+                f"{', '.join(sorted(removed))}")
         try:
             experiment._load_latest_checkpoint()
             done = experiment.algorithm.round
