@@ -221,11 +221,12 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
 
 
 def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
-    """What the user does next after a fault that left the run directory resumable (a full
-    disk)."""
+    """What the user does next after a fault that left the run directory resumable: a full
+    disk, or a Ray system process that died (:mod:`privfl.backends.ray_backend`)."""
+    from privfl.backends.ray_backend import RayClusterError
     from privfl.report.rundir import DiskFullError
 
-    if not isinstance(error, DiskFullError) or experiment is None:
+    if not isinstance(error, (DiskFullError, RayClusterError)) or experiment is None:
         return error
     if discarded:
         return type(error)(f"{error}; no round had completed, so nothing was kept: run again")
