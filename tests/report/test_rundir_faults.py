@@ -172,3 +172,23 @@ def test_a_full_disk_while_logging_a_row_cuts_the_torn_row(tmp_path, monkeypatch
         directory.append_metrics({"round": 2})
     monkeypatch.undo()
     assert directory.read_metrics() == [{"round": 1}]
+
+
+def test_a_full_disk_before_the_first_round_leaves_nothing_behind(tmp_path, capsys, config,
+                                                                  monkeypatch):
+    import privfl.report.rundir as rundir
+
+    real = rundir.RunDirectory.write_text
+
+    def full(self, path, text):
+        if path.name == "config.yaml":
+            raise DiskFullError(f"disk full: cannot write {path}")
+        return real(self, path, text)
+
+    monkeypatch.setattr(rundir.RunDirectory, "write_text", full)
+    out = tmp_path / "early"
+    code, err = _cli(capsys, "run", config, "--out", out, "--no-progress")
+    assert code == 2 and "disk full: cannot write" in _error_line(err)
+    assert not out.exists()  # a new run with the same --out is not refused
+    monkeypatch.undo()
+    assert _cli(capsys, "run", config, "--out", out, "--no-progress")[0] == 0

@@ -240,10 +240,14 @@ class RunDirectory:
         self.checkpoints.mkdir(exist_ok=True)
         self.remove_temporary_files()
         run_id = secrets.token_hex(8)
-        self.write_json(self.run_file, {
-            "format": RUN_FORMAT, "run_id": run_id,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        })
+        try:
+            self.write_json(self.run_file, {
+                "format": RUN_FORMAT, "run_id": run_id,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            })
+        except BaseException:  # e.g. a full disk: leave nothing a new run would refuse
+            self.discard()
+            raise
         return run_id
 
     def require_existing(self) -> None:

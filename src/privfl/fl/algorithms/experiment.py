@@ -218,11 +218,15 @@ class Experiment:
         experiment = cls(config, directory, data)
         experiment.planned_privacy()  # an accountant's refusal comes before any file is written
         run_id = directory.create()
-        experiment._lock = directory.acquire_lock()
-        experiment.store = CheckpointStore(directory, run_id)
         experiment._created = True
-        directory.write_text(directory.config, dump_config(config))
-        directory.write_metrics([])
+        try:
+            experiment._lock = directory.acquire_lock()
+            experiment.store = CheckpointStore(directory, run_id)
+            directory.write_text(directory.config, dump_config(config))
+            directory.write_metrics([])
+        except BaseException:  # e.g. a full disk: remove what was written
+            experiment.discard_if_unstarted()
+            raise
         return experiment
 
     @classmethod
