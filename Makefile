@@ -7,13 +7,27 @@ LATEST ?= .venv-latest
 # torch stays at 2.13.0 (CPU build) everywhere: any other torch spec pulls GBs of CUDA wheels.
 TORCH := torch==2.13.0
 
-.PHONY: install test test-slow test-ray test-latest lock lint bench mutants
+.PHONY: install data test test-slow test-ray test-latest lock lint bench mutants
 
 install:
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(PIP_CONSTRAINTS) $(TORCH)
 	$(PY) -m pip install --quiet $(PIP_CONSTRAINTS) -e '.[dev]'
+	$(MAKE) --no-print-directory data
+
+# The offline data the tests and demos use (Debian's dataset-fashion-mnist), where this machine
+# can install it (root with apt-get); elsewhere the tests that need it skip and say why.
+data:
+	@if [ -d /usr/share/datasets/fashion-mnist ]; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			dataset-fashion-mnist; } \
+		|| echo "make: could not install dataset-fashion-mnist: its tests will skip" >&2; \
+	else \
+		echo "make: dataset-fashion-mnist is not installed (as root: apt-get install" \
+			"dataset-fashion-mnist): its tests will skip" >&2; \
+	fi
 
 test:
 	$(PY) -m pytest

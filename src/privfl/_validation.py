@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Iterable
 
 import numpy as np
@@ -97,8 +98,13 @@ def check_delta(name: str, value: object) -> float:
 
 
 def check_rate(name: str, value: object) -> float:
-    """A sampling rate or probability in (0, 1]."""
-    return check_range(name, value, 0.0, 1.0, low_open=True)
+    """A sampling rate or probability in (0, 1], at least the smallest normal float (a
+    subnormal rate has lost its precision: accountants would be slow or meaningless)."""
+    rate = check_range(name, value, 0.0, 1.0, low_open=True)
+    if rate < sys.float_info.min:
+        raise ValueError(f"{name} = {_show(value)} is out of range: must be >= "
+                         f"{sys.float_info.min!r} (the smallest normal float) and <= 1")
+    return rate
 
 
 def check_probability(name: str, value: object) -> float:

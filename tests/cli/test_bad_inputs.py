@@ -135,6 +135,15 @@ RUN_CASES = [
                                "--set", "model.name=zheng2021-cifar-cnn"], "cifar"),
     ("bad-model-kwarg", None, ["--set", "model.kwargs.depth=5"], "depth = 5 is not allowed"),
     ("classes-out-of-range", None, ["--set", "data.classes=[0, 99]"], "classes"),
+    ("rounds-boolean", None, ["--set", "federated.rounds=true"],
+     "federated.rounds = True is not allowed: must be a number, not a boolean"),
+    ("checkpoint-every-boolean", None, ["--set", "run.checkpoint_every=false"],
+     "run.checkpoint_every = False is not allowed"),
+    ("huge-model", None, ["--set", "model.name=mlp", "--set", "model.kwargs.hidden=[1000000000]"],
+     "model.kwargs = {'hidden': [1000000000]} gives model 'mlp' 795,000,000,010 parameters"),
+    ("sigma-underflow", None, ["--set", "privacy.noise_multiplier=null", "--set",
+                               "privacy.sigma=1e-300"], "privacy.sigma = '1e-300' is not "
+     "allowed: out of range: must be >= 5e-101"),
 ]
 
 
@@ -216,6 +225,15 @@ def test_other_commands(tmp_path, capsys):
         (["account", "dpsgd", "--noise-multiplier", "1", "--sampling-rate", "1.5",
           "--steps", "100", "--delta", "1e-5"], "sampling"),
         (["account", "dpsgd", "--sampling-rate", "0.01", "--steps", "100"], "noise"),
+        (["account", "dpsgd", "--noise-multiplier", "1", "--sampling-rate", "5e-324",
+          "--steps", "1000", "--delta", "1e-5"], "sampling_rate = 5e-324 is out of range: "
+         "must be >= 2.2250738585072014e-308"),
+        (["audit", "gaussian", "--sensitivity", "1", "--std", "1", "--epsilon", "1", "--delta",
+          "1e-5", "--monte-carlo", "100000000000000"], "--monte-carlo = 100000000000000 is out "
+         "of range: must be <= 1,000,000,000 with 1 step(s)"),
+        (["audit", "gaussian", "--sensitivity", "1", "--std", "1", "--epsilon", "1", "--delta",
+          "1e-5", "--steps", "1000", "--monte-carlo", "10000000"], "must be <= 1,000,000 with "
+         "1000 step(s) (20,000,000,000 draws"),
         (["init", "--algorithm", "fedprox"], "fedprox"),
         (["init", "--out", tmp_path / "run" / "config.yaml"], "already exists"),
         (["list", "widgets"], "widgets"),
@@ -260,7 +278,17 @@ def test_a_kill_mid_run_leaves_a_resumable_run(tmp_path):
 
 
 def test_there_are_at_least_forty_cases():
-    assert len(RUN_CASES) + 4 + 4 + 7 + 13 >= 40  # run, IDX, --out, resume, others
+    assert len(RUN_CASES) + 4 + 4 + 7 + 16 >= 40  # run, IDX, --out, resume, others
+
+
+def test_calibrate_over_budget_exits_1(capsys):
+    """All three parameters given and over the target: the report, then exit status 1."""
+    args = ["calibrate", "dpsgd", "--epsilon", "1", "--delta", "1e-5", "--sampling-rate",
+            "0.01", "--noise-multiplier", "0.8", "--steps", "1000", "--method", "rdp"]
+    code, _ = _invoke(capsys, args)
+    assert code == 1
+    code, _ = _invoke(capsys, [*args[:3], "100", *args[4:]])  # within budget
+    assert code in (0, None)
 
 
 def test_a_download_without_network_is_one_line_and_leaves_no_cache(tmp_path, capsys,

@@ -120,3 +120,39 @@ def test_existing_out_is_refused(tmp_path, tiny_yaml, capsys):
     code, _, err = _invoke(capsys, ["sweep", tiny_yaml, "--grid", "training.lr=0.1",
                                     "--out", tmp_path])
     assert code == 2 and "already exists" in err
+
+
+def test_a_killed_sweep_keeps_sweep_json_and_resume_finishes_it(tmp_path, capsys, tiny_yaml,
+                                                               monkeypatch):
+    """Before: a kill left no sweep.json at all, and nothing could finish the sweep."""
+    import privfl.cli.sweep as sweep_module
+
+    args = ["sweep", tiny_yaml, "--grid", "training.lr=0.05,0.1,0.2"]
+    code, _, _ = _invoke(capsys, [*args, "--out", tmp_path / "whole"])
+    assert code in (0, None)
+    whole = json.loads((tmp_path / "whole" / "sweep.json").read_text())
+
+    real, calls = sweep_module.run_point, []
+
+    def killed_at_the_second(raw, run_dir, label, say=print):
+        calls.append(label)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(raw, run_dir, label, say)
+
+    monkeypatch.setattr(sweep_module, "run_point", killed_at_the_second)
+    code, _, err = _invoke(capsys, [*args, "--out", tmp_path / "cut"])
+    assert code == 130 and f"privfl sweep --resume {tmp_path / 'cut'}" in err
+    cut = json.loads((tmp_path / "cut" / "sweep.json").read_text())
+    assert cut["complete"] is False and [r["run"] for r in cut["runs"]] == ["000-lr=0.05"]
+    assert [p["run"] for p in cut["pending"]] == ["001-lr=0.1", "002-lr=0.2"]
+
+    monkeypatch.undo()
+    code, _, _ = _invoke(capsys, ["sweep", "--resume", tmp_path / "cut"])
+    assert code in (0, None)
+    done = json.loads((tmp_path / "cut" / "sweep.json").read_text())
+    assert done["complete"] is True and done["pending"] == []
+    assert [r["final"] for r in done["runs"]] == [r["final"] for r in whole["runs"]]
+    assert [r["privacy"] for r in done["runs"]] == [r["privacy"] for r in whole["runs"]]
+    code, _, err = _invoke(capsys, ["sweep", "--resume", tmp_path / "nowhere"])
+    assert code == 2 and "has no sweep.json" in err

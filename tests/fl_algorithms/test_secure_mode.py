@@ -131,8 +131,9 @@ def test_rounds_run_again_after_a_lost_checkpoint_are_noted_in_secure_mode(
     assert resumed.resumed_from == 2
     if secure:
         assert len(resumed.resume_notes) == 1
-        assert resumed.resume_notes[0].startswith("rounds 3..3 ran after the last checkpoint")
-        assert "released twice but are counted once" in resumed.resume_notes[0]
+        assert resumed.resume_notes[0].startswith("rounds 3..3 were logged after the last "
+                                                  "checkpoint")
+        assert "released twice and is counted twice" in resumed.resume_notes[0]
     else:  # a seeded run recomputes the same round bit for bit: nothing is released twice
         assert resumed.resume_notes == []
     assert resumed.run().summary["rounds_completed"] == 3

@@ -52,6 +52,7 @@ measured numbers.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -567,6 +568,10 @@ def _log_geometric(x: float, start: int, stop: int) -> float:
     return -x * start + math.log(-math.expm1(-x * n)) - math.log(-math.expm1(-x))
 
 
+#: log of the largest float: math.exp above it overflows
+_LOG_FLOAT_MAX = math.log(sys.float_info.max)
+
+
 def _slack(c: ComposedUpper, epsilon: float, delta: float) -> float:
     """What the error allowances add to delta at ``epsilon`` (an estimate to decide whether to
     recompose, not part of the bound): ``eta (1 + rho) sum_{l > eps} w_l (1 - e^{eps - l}) +
@@ -577,7 +582,12 @@ def _slack(c: ComposedUpper, epsilon: float, delta: float) -> float:
         plain = c.log_w0 + _log_geometric(c.tilt, first, end)
         shifted = c.log_w0 + epsilon - c.lower * c.interval
         shifted += _log_geometric(c.tilt + c.interval, first, end)
-        gain = math.exp(plain) - math.exp(shifted) if math.isfinite(plain) else 0.0
+        if not math.isfinite(plain):
+            gain = 0.0
+        elif plain > _LOG_FLOAT_MAX:  # beyond floats (e.g. a rate near 0): recompose
+            gain = math.inf
+        else:
+            gain = math.exp(plain) - math.exp(min(shifted, plain))
     return c.eta * (1.0 + c.rho) * max(gain, 0.0) + c.rho * delta + c.slack
 
 

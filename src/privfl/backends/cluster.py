@@ -19,6 +19,10 @@ from privfl._validation import check_int
 __all__ = ["INSTALL_HINT", "RayConnection", "connect", "require_ray"]
 
 INSTALL_HINT = "pip install 'privfl[ray]' (or pip install ray)"
+#: seconds to wait for a TCP connection to ``--address`` before giving up (Ray itself retries
+#: "Failed to connect to GCS" for minutes)
+CONNECT_TIMEOUT = 10.0
+
 #: object store of a local instance (shared memory, used only as far as needed): the training
 #: data plus one round's traffic without spilling to disk (a round of 16 PriFedSync clients of
 #: the MNIST CNN moves 220 MiB each way; with 256 MiB it spilled and took 10x longer)
@@ -32,6 +36,27 @@ def require_ray(option: str = "--backend ray") -> ModuleType:
     except ImportError:
         raise ValueError(f"{option} needs Ray, which is not installed: {INSTALL_HINT}") from None
     return ray
+
+
+def _probe(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """A one-line ValueError naming ``--address`` unless something accepts a TCP connection at
+    its ``HOST:PORT`` within ``timeout`` seconds (``auto`` and addresses without a port are left
+    to Ray)."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if address == "auto" or not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except (OSError, ValueError, OverflowError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else (
+            str(error) or type(error).__name__)
+        raise ValueError(
+            f"--address = {address!r}: cannot connect to a Ray cluster there within "
+            f"{timeout:g} s ({reason}): check that the head node runs (ray start --head) and "
+            "that the address and port are right") from None
 
 
 def _loopback_environment() -> None:
@@ -97,6 +122,8 @@ def connect(address: str | None = None, *, cpus: int | None = None,
     ray = require_ray("--backend ray" if address is None else "--address")
     if ray.is_initialized():
         return RayConnection(ray, address, started=False, owned=False)
+    if address is not None:
+        _probe(address.strip())
     import logging
 
     if address is None:

@@ -26,6 +26,10 @@ one-line error; the run directory keeps every completed round, and ``privfl run 
 continues from the last checkpoint. (The replacement is done here rather than by Ray's own
 actor restarts, which warn on every run when constructor arguments live in the object store.)
 
+When a Ray system process dies instead (the raylet of the local instance: its node is marked
+dead), no worker can be replaced: the call fails with :class:`RayClusterError`, one line that
+``privfl run`` completes with the resume hint.
+
 Identical results need the same torch build and CPU kind on the workers as on the driver (float
 rounding of the BLAS kernels otherwise differs in the last bits).
 """
@@ -44,7 +48,12 @@ from privfl._validation import check_int, check_positive
 from privfl.backends.base import ShardedBackend, ShardWorker, shard_call, trainer_settings
 from privfl.backends.cluster import RayConnection, connect
 
-__all__ = ["RayBackend", "ShardActor"]
+__all__ = ["RayBackend", "RayClusterError", "ShardActor"]
+
+
+class RayClusterError(OSError):
+    """The Ray cluster (or local instance) lost its node: a Ray system process such as the
+    raylet died. The run directory keeps every completed round (``privfl run --resume DIR``)."""
 
 
 class ShardActor:
@@ -248,7 +257,28 @@ class RayBackend(ShardedBackend):
 
     def run_shards(self, trainer, data, start_row, shards, keep_states, count):
         """Each shard on its worker; a shard whose worker died runs again, with the same
-        arguments, on a replacement (at most ``max_restarts`` times per shard and call)."""
+        arguments, on a replacement (at most ``max_restarts`` times per shard and call). A
+        cluster without a live node (a dead raylet) is a :class:`RayClusterError`."""
+        ray = self.connection.ray
+        try:
+            return self._run_shards(trainer, data, start_row, shards, keep_states, count)
+        except Exception as error:
+            if isinstance(error, ray.exceptions.RayError) and not self._node_alive():
+                cause = " ".join(str(error).split())[:160]
+                raise RayClusterError(
+                    f"the {self.connection.describe()} lost its node: a Ray system process "
+                    f"(the raylet) died ({type(error).__name__}: {cause}); the run directory "
+                    "keeps every completed round") from None
+            raise
+
+    def _node_alive(self) -> bool:
+        """Whether the cluster still has a live node (False when the GCS cannot say)."""
+        try:
+            return any(node.get("Alive") for node in self.connection.ray.nodes())
+        except Exception:  # noqa: BLE001 - an unreachable GCS: no live node either
+            return False
+
+    def _run_shards(self, trainer, data, start_row, shards, keep_states, count):
         ray = self.connection.ray
         self._start_workers(trainer, data)
         start_ref = ray.put(_arrays(start_row)) if start_row is not None else None

@@ -56,9 +56,54 @@ IntervalOpt = Annotated[
 ]
 
 
+#: the most Monte Carlo draws (samples x steps x 2 directions) one audit may take (about a
+#: quarter of an hour on one core at the few million draws per second numpy manages)
+MAX_MONTE_CARLO_DRAWS = 2 * 10**9
+
+
+def _draw_rate() -> float:
+    """Monte Carlo draws per second on this machine: one Gaussian draw and its privacy loss,
+    timed on 2^18 draws (the kernel of :func:`privfl.accounting.audit.monte_carlo_hockey_stick`)."""
+    import time
+
+    import numpy as np
+
+    rng, n = np.random.default_rng(0), 1 << 18
+    started = time.perf_counter()
+    x = rng.standard_normal(n)
+    loss = 0.5 * ((x - 1.0) ** 2 - x * x)
+    np.where(loss > 1.0, -np.expm1(1.0 - loss), 0.0).mean()
+    return n / max(time.perf_counter() - started, 1e-9)
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600),
+                       ("minutes", 60)):
+        if seconds >= size:
+            return f"{seconds / size:,.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def _check_monte_carlo(samples: int | None, steps: int) -> None:
+    """Refuse (naming --monte-carlo, with a cost estimate) more than
+    :data:`MAX_MONTE_CARLO_DRAWS` draws."""
+    if samples is None or samples < 2 or steps < 1:
+        return  # the audit's own validation names these
+    draws = 2 * samples * steps
+    if draws <= MAX_MONTE_CARLO_DRAWS:
+        return
+    rate = _draw_rate()
+    raise ValueError(
+        f"--monte-carlo = {samples} is out of range: must be <= "
+        f"{MAX_MONTE_CARLO_DRAWS // (2 * steps):,} with {steps} step(s) ({draws:,} draws, "
+        f"2 directions x samples x steps, would take at least {_duration(draws / rate)} at the "
+        f"{rate:.3g} draws/s measured here)")
+
+
 def _mc_options(
-    monte_carlo: int | None, seed: int, confidence: float, interval: Interval
+    monte_carlo: int | None, seed: int, confidence: float, interval: Interval, steps: int = 1,
 ) -> dict[str, Any]:
+    _check_monte_carlo(monte_carlo, steps)
     return {
         "monte_carlo_samples": monte_carlo,
         "seed": seed,
@@ -125,7 +170,7 @@ def audit_gaussian(
     """Gaussian mechanism: N(sensitivity, std^2) vs N(0, std^2) (its worst case)."""
     from privfl.accounting.audit import gaussian_pair
 
-    options = _mc_options(monte_carlo, seed, confidence, interval)
+    options = _mc_options(monte_carlo, seed, confidence, interval, steps)
     _run(gaussian_pair(sensitivity, std), steps, epsilon, delta, options, as_json)
 
 
@@ -145,7 +190,7 @@ def audit_laplace(
     """Laplace mechanism: Lap(sensitivity, b) vs Lap(0, b)."""
     from privfl.accounting.audit import laplace_pair
 
-    options = _mc_options(monte_carlo, seed, confidence, interval)
+    options = _mc_options(monte_carlo, seed, confidence, interval, steps)
     _run(laplace_pair(sensitivity, scale), steps, epsilon, delta, options, as_json)
 
 
@@ -167,7 +212,7 @@ def audit_subsampled_gaussian(
     from privfl.accounting.audit import subsampled_gaussian_pair
 
     pair = subsampled_gaussian_pair(sampling_rate, noise_multiplier, neighbouring=neighbouring)
-    options = _mc_options(monte_carlo, seed, confidence, interval)
+    options = _mc_options(monte_carlo, seed, confidence, interval, steps)
     _run(pair, steps, epsilon, delta, options, as_json)
 
 
@@ -238,7 +283,7 @@ def audit_dpsgd(
     )
     reports = audit_accountants(
         event, delta, methods=[m.strip() for m in methods.split(",") if m.strip()],
-        **_mc_options(monte_carlo, seed, confidence, interval),
+        **_mc_options(monte_carlo, seed, confidence, interval, steps),
     )
     if as_json:
         from privfl.cli.output import print_json

@@ -41,6 +41,11 @@ def check_privacy_command(
                        f"{row['max_rel_diff']:.3g})")
             for problem in row["problems"]:
                 typer.echo(f"    {problem}")
+        released = report.released
+        if not released["ok"]:
+            typer.echo("  privacy.json (every released round): MISMATCH")
+            for problem in released["problems"]:
+                typer.echo(f"    {problem}")
         typer.echo("all rounds agree" if report.ok else "logged privacy DIFFERS from the "
                    "configuration")
     if not report.ok:

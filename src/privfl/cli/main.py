@@ -608,7 +608,8 @@ def calibrate_dpsgd(
 ) -> None:
     """Solve for the one of --noise-multiplier, --steps, --sampling-rate that is omitted.
 
-    With all three given, reports the epsilon they spend and the budget left. An answer that is
+    With all three given, reports the epsilon they spend and the budget left (exit status 1
+    when they spend more than --epsilon, as `privfl audit` for VIOLATED). An answer that is
     a search cap rather than a solution (e.g. --steps at its limit of 1e9, or where the
     accountant cannot evaluate further) is flagged: a 'privfl: warning:' line on stderr and a
     'warning' field in --json.
@@ -676,6 +677,8 @@ def calibrate_dpsgd(
         extra={"calibration": {k: v for k, v in calibration.to_dict().items() if k != "result"}},
         warning=calibration.warning,
     )
+    if calibration.parameter == "epsilon" and spent > epsilon:
+        raise typer.Exit(code=1)  # over budget, as audit exits 1 for VIOLATED
 
 
 @calibrate_app.command("fedfdp")

@@ -232,6 +232,20 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     console.print("dry run: nothing was trained or written")
 
 
+def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
+    """What the user does next after a fault that left the run directory resumable: a full
+    disk, or a Ray system process that died (:mod:`privfl.backends.ray_backend`)."""
+    from privfl.backends.ray_backend import RayClusterError
+    from privfl.report.rundir import DiskFullError
+
+    if not isinstance(error, (DiskFullError, RayClusterError)) or experiment is None:
+        return error
+    if discarded:
+        return type(error)(f"{error}; no round had completed, so nothing was kept: run again")
+    return type(error)(f"{error}; then continue with: privfl run --resume "
+                       f"{experiment.dir.path}")
+
+
 def _json_safe(value: Any) -> Any:
     from privfl.report.rundir import json_safe
 
@@ -326,9 +340,8 @@ def run_command(
         raise typer.Exit(code=130) from None
     except Exception as error:  # noqa: BLE001 - one line, never a traceback (cli.common)
         display.close()
-        if experiment is not None:
-            experiment.discard_if_unstarted()
-        raise fail(error) from None
+        discarded = experiment is not None and experiment.discard_if_unstarted()
+        raise fail(_with_hint(error, experiment, discarded)) from None
     finally:
         stack.close()  # the backend's workers (and a local Ray instance) stop here
     if as_json:

@@ -4,7 +4,11 @@
 the 4 configurations (``--set`` overrides apply to all of them) as ordinary runs, each in its own
 run directory under ``--out DIR`` (``NNN-key=value_...``), and writes ``DIR/sweep.json``: the
 grid, and per run its overrides, run directory, stop reason, final metrics and privacy
-guarantee. Every configuration is validated before the first run starts.
+guarantee. Every configuration is validated before the first run starts. sweep.json is written
+at the start and again as each run finishes (``"complete": false`` and the ``pending`` runs
+until the last one is done): ``privfl sweep --resume DIR`` finishes an interrupted sweep,
+continuing each unfinished run from its checkpoint (``privfl run --resume``) and starting the
+runs that never started.
 
 ``--backend local`` (default) runs them one after another in this process, with the per-round
 progress of ``privfl run``. ``--backend ray`` runs each as a Ray task (at most ``--workers`` at
@@ -141,12 +145,16 @@ class _RoundLines:
 
 def run_point(raw: dict[str, Any], run_dir: str, label: str, say=print) -> dict[str, Any]:
     """One run of the sweep (locally or inside a Ray task): its summary; progress lines go
-    to ``say`` (``print`` in a Ray task: Ray forwards them to the driver)."""
+    to ``say`` (``print`` in a Ray task: Ray forwards them to the driver). A run directory that
+    already holds the run (an interrupted sweep) is continued from its checkpoint."""
     from privfl.config import config_from_dict
     from privfl.fl.algorithms.experiment import Experiment
     from privfl.report.rundir import json_safe
 
-    experiment = Experiment.create(config_from_dict(raw), run_dir)
+    if (Path(run_dir) / "config.yaml").is_file():
+        experiment = Experiment.resume(run_dir)
+    else:
+        experiment = Experiment.create(config_from_dict(raw), run_dir)
     return json_safe(experiment.run(_RoundLines(label, say)).summary)
 
 
@@ -156,7 +164,8 @@ def _row(name: str, point: list[str], summary: dict[str, Any]) -> dict[str, Any]
             "privacy": summary["privacy"], "status": _status(summary)}
 
 
-def _run_on_ray(jobs, address: str | None, workers: int | None, console: Console) -> list:
+def _run_on_ray(jobs, address: str | None, workers: int | None, console: Console,
+                done=lambda index, summary: None) -> list:
     from privfl.backends import connect
     from privfl.fl.workers import available_cores
 
@@ -184,14 +193,69 @@ def _run_on_ray(jobs, address: str | None, workers: int | None, console: Console
                     " ".join(str(error).split())[:300])) from None
             console.print(f"{escape(jobs[index][0])}: done ({escape(_status(results[index]))})",
                           highlight=False, soft_wrap=True)
+            done(index, results[index])
         return [results[i] for i in range(len(jobs))]
     finally:
         connection.close()
 
 
+class _SweepFile:
+    """``DIR/sweep.json``, rewritten (atomically) at the start and as each run finishes."""
+
+    def __init__(self, root: Path, head: dict[str, Any], jobs: list) -> None:
+        self.path, self.head, self.jobs = root / "sweep.json", head, jobs
+        self.rows: dict[int, dict[str, Any]] = {}
+
+    def done(self, index: int, summary: dict[str, Any]) -> None:
+        name, point = self.jobs[index][:2]
+        self.rows[index] = _row(name, point, summary)
+        self.write()
+
+    def report(self) -> dict[str, Any]:
+        from privfl.report.rundir import json_safe
+
+        pending = [{"run": name, "overrides": point, "run_dir": run_dir, "config": raw}
+                   for i, (name, point, raw, run_dir) in enumerate(self.jobs)
+                   if i not in self.rows]
+        return json_safe({**self.head, "complete": not pending,
+                          "runs": [self.rows[i] for i in sorted(self.rows)],
+                          "pending": pending})
+
+    def write(self) -> None:
+        from privfl.report.rundir import write_atomically
+
+        text = json.dumps(self.report(), indent=2) + "\n"
+        write_atomically(self.path, lambda stream: stream.write(text.encode("utf-8")))
+
+
+def _resumed(root: Path) -> tuple[_SweepFile, list[int]]:
+    """The sweep in ``root`` (its sweep.json) and the indices of the runs still to do."""
+    path = root / "sweep.json"
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        runs, pending = saved["runs"], saved["pending"]
+        head = {k: saved[k] for k in ("command", "config", "backend", "grid", "set")}
+        jobs = [(r["run"], r["overrides"], None, r["run_dir"]) for r in runs]
+        jobs += [(p["run"], p["overrides"], p["config"], p["run_dir"]) for p in pending]
+    except FileNotFoundError:
+        raise ValueError(f"resume = {str(root)!r} is not a sweep directory: it has no "
+                         "sweep.json") from None
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        raise ValueError(f"resume = {str(root)!r}: sweep.json is damaged ({error}): run the "
+                         "sweep again with --out NEW_DIR") from None
+    jobs.sort(key=lambda job: job[0])
+    sweep = _SweepFile(root, head, jobs)
+    finished = {r["run"]: r for r in runs}
+    for index, job in enumerate(jobs):
+        if job[0] in finished:
+            sweep.rows[index] = finished[job[0]]
+    return sweep, [i for i in range(len(jobs)) if i not in sweep.rows]
+
+
 def sweep_command(
-    config: Annotated[Path, typer.Argument(help="YAML configuration the grid varies.",
-                                           show_default=False)],
+    config: Annotated[Path | None, typer.Argument(
+        help="YAML configuration the grid varies (not with --resume).", show_default=False)
+    ] = None,
     grid: Annotated[
         list[str] | None,
         typer.Option("--grid", help="key=v1,v2,... (dotted key, YAML values; repeatable: "
@@ -206,6 +270,12 @@ def sweep_command(
         Path | None,
         typer.Option("--out", help="Directory of the sweep (default runs/sweep-NAME-TIME); "
                      "must not exist yet.", show_default=False),
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option("--resume", help="Finish the interrupted sweep in this directory (its "
+                     "sweep.json): unfinished runs continue, the others start.",
+                     show_default=False),
     ] = None,
     backend: Annotated[
         str, typer.Option("--backend", help="local (one run after another here) or ray (runs "
@@ -228,40 +298,56 @@ def sweep_command(
     from privfl.backends import check_options
     from privfl.cli.common import fail
     from privfl.config import load_config
-    from privfl.report.rundir import json_safe
 
     console = Console(stderr=as_json)
     try:
         check_options(backend, address, workers)
-        points = grid_points(parse_grid(grid or []))
-        configs = [load_config(config, list(set_ or []) + point) for point in points]
-        name = configs[0].name
-        root = Path(out) if out is not None else Path("runs") / (
-            f"sweep-{name}-{time.strftime('%Y%m%d-%H%M%S')}")
-        if root.exists():
-            raise ValueError(f"out = {str(root)!r} already exists: a sweep writes a new "
-                             "directory")
-        root.mkdir(parents=True)
-        jobs = [(_run_name(i, p), p, c.model_dump(mode="json"), str(root / _run_name(i, p)))
-                for i, (p, c) in enumerate(zip(points, configs, strict=True))]
-        console.print(f"[bold]privfl sweep[/bold] {escape(name)}: {len(jobs)} run(s) -> "
-                      f"{escape(str(root))}")
+        if resume is not None:
+            if config is not None or grid or set_ or out is not None:
+                raise ValueError("--resume takes no CONFIG, --grid, --set or --out: the sweep "
+                                 "continues as its sweep.json says")
+            root = Path(resume)
+            sweep, todo = _resumed(root)
+            name = root.name
+        else:
+            if config is None:
+                raise ValueError("CONFIG is missing: privfl sweep CONFIG --grid KEY=V1,V2 (or "
+                                 "--resume DIR)")
+            points = grid_points(parse_grid(grid or []))
+            configs = [load_config(config, list(set_ or []) + point) for point in points]
+            name = configs[0].name
+            root = Path(out) if out is not None else Path("runs") / (
+                f"sweep-{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+            if root.exists():
+                raise ValueError(f"out = {str(root)!r} already exists: a sweep writes a new "
+                                 "directory (an interrupted one: privfl sweep --resume DIR)")
+            root.mkdir(parents=True)
+            jobs = [(_run_name(i, p), p, c.model_dump(mode="json"), str(root / _run_name(i, p)))
+                    for i, (p, c) in enumerate(zip(points, configs, strict=True))]
+            head = {"command": "sweep", "config": str(config), "backend": backend,
+                    "grid": [{"key": k, "values": v} for k, v in parse_grid(grid)],
+                    "set": list(set_ or [])}
+            sweep, todo = _SweepFile(root, head, jobs), list(range(len(jobs)))
+        sweep.write()
+        jobs = sweep.jobs
+        console.print(f"[bold]privfl sweep[/bold] {escape(name)}: {len(todo)} of {len(jobs)} "
+                      f"run(s) to do -> {escape(str(root))}")
         if backend == "ray":
-            summaries = _run_on_ray(jobs, address, workers, console)
+            todo_jobs = [jobs[i] for i in todo]
+            _run_on_ray(todo_jobs, address, workers, console,
+                        lambda index, summary: sweep.done(todo[index], summary))
         else:
             def say(text: str, flush: bool = True) -> None:
                 console.print(escape(text), highlight=False, soft_wrap=True)
 
-            summaries = [run_point(raw, run_dir, job_name, say)
-                         for job_name, _, raw, run_dir in jobs]
-        rows = [_row(job[0], job[1], s) for job, s in zip(jobs, summaries, strict=True)]
-        report = json_safe({"command": "sweep", "config": str(config), "backend": backend,
-                            "grid": [{"key": k, "values": v} for k, v in parse_grid(grid)],
-                            "set": list(set_ or []), "runs": rows})
-        (root / "sweep.json").write_text(json.dumps(report, indent=2) + "\n")
+            for index in todo:
+                job_name, _, raw, run_dir = jobs[index]
+                sweep.done(index, run_point(raw, run_dir, job_name, say))
+        report = sweep.report()
+        rows = report["runs"]
     except KeyboardInterrupt:
-        typer.echo("privfl: sweep interrupted; finished runs are in their directories (each "
-                   "can be continued with privfl run --resume DIR)", err=True)
+        typer.echo("privfl: sweep interrupted; finished runs are in sweep.json: finish it with "
+                   f"privfl sweep --resume {root if 'root' in locals() else 'DIR'}", err=True)
         raise typer.Exit(code=130) from None
     except Exception as error:  # noqa: BLE001 - one line, never a traceback (cli.common)
         raise fail(error) from None

@@ -21,6 +21,8 @@ appear exactly once here; the algorithm builds ONE privacy plan from them
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any, ClassVar, Literal
 
 from pydantic import (
@@ -52,8 +54,31 @@ DATASET_NAMES = ("mnist-5k", "fashion-mnist", "mnist", "cifar10", "digits", "syn
 SINGLE_SPLIT = ("mnist-5k", "digits", "synthetic")
 
 
+def _takes_numbers(annotation: Any) -> bool:
+    """True for ``int``, ``float``, ``int | None``, ``list[int]`` (and unions of those, unless
+    they take ``bool`` too): counts, sizes, rates, where a YAML ``true`` would otherwise pass as
+    1."""
+    if annotation in (int, float):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, list):
+        args = typing.get_args(annotation)
+        return bool not in args and any(_takes_numbers(arg) for arg in args)
+    return False
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """Strict numbers: ``rounds: true`` is refused, not run as 1 round."""
+        items = value if isinstance(value, list) else [value]
+        if any(isinstance(v, bool) for v in items) and _takes_numbers(
+                cls.model_fields[info.field_name].annotation):
+            raise ValueError("must be a number, not a boolean")
+        return value
 
 
 class DataConfig(_Section):
@@ -150,18 +175,33 @@ class TrainingConfig(_Section):
         return value
 
 
+#: the smallest noise multiplier z (sigma: half of it): below it the privacy loss (of order
+#: 1/z^2 per step) overflows the accountants' floating point; a run without noise sets
+#: privacy.enabled: false
+MIN_NOISE_MULTIPLIER = 1e-100
+
+
 class PrivacyConfig(_Section):
     """Clipping, noise, delta and accountants; what they protect (a record or a client) and which
     accountants apply is the algorithm's (``federated.algorithm``)."""
 
+    @field_validator("sigma", "noise_multiplier")
+    @classmethod
+    def _noise_in_range(cls, value: float | None, info: ValidationInfo) -> float | None:
+        floor = MIN_NOISE_MULTIPLIER / (2 if info.field_name == "sigma" else 1)
+        if value is not None and not value >= floor:
+            raise ValueError(
+                f"out of range: must be >= {floor:g} (below it the privacy loss overflows "
+                "every accountant; for a run without noise set privacy.enabled: false)")
+        return value
+
     enabled: bool = Field(True, description="false: no clipping, no noise (baseline)")
     sigma: float | None = Field(
-        None, gt=0,
-        description="PriFedSync only (Zheng et al. 2021's convention): noise std / (2C) on the "
-        "sum (z = 2 sigma); default 1",
+        None, description="PriFedSync only (Zheng et al. 2021's convention): noise std / (2C) "
+        "on the sum (z = 2 sigma); default 1",
     )
     noise_multiplier: float | None = Field(
-        None, gt=0, description="z: noise std / C on the sum (Opacus convention)"
+        None, description="z: noise std / C on the sum (Opacus convention)"
     )
     clip_norm: float = Field(1.0, gt=0, description="C: L2 clip norm (per example or per "
                              "client update, as the algorithm says)")

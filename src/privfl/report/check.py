@@ -8,10 +8,17 @@ and the two sets of entries must be the same: an entry deleted (or an emptied li
 logged twice is a problem naming it. The logged rounds must be 1, 2, ..., n, each once: a
 deleted or repeated round is a problem too; the first and the last round are always checked.
 Works for every registered algorithm.
+
+A resumed secure run may have released rounds twice (``redrawn.jsonl``,
+:mod:`privfl.fl.algorithms.experiment`): a row's ``released_rounds`` is then what its
+accountant composed, and it must agree with that file (offsets never shrink, never exceed its
+rows); ``privacy.json``'s ``rounds_released`` must be its ``rounds`` plus all of them, and its
+results must equal a fresh computation for that many rounds (:attr:`PrivacyCheck.released`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -35,15 +42,18 @@ class PrivacyCheck:
     algorithm: str
     rtol: float
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: privacy.json against a fresh computation over every released round (re-drawn included)
+    released: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
 
     @property
     def ok(self) -> bool:
-        return all(row["ok"] for row in self.rows)
+        return all(row["ok"] for row in self.rows) and self.released["ok"]
 
     def to_dict(self) -> dict[str, Any]:
         return {"command": "check-privacy", "run_dir": str(self.run_dir),
                 "algorithm": self.algorithm, "rtol": self.rtol, "ok": self.ok,
-                "rounds_checked": len(self.rows), "rows": self.rows}
+                "rounds_checked": len(self.rows), "rows": self.rows,
+                "released": self.released}
 
 
 def _relative(a: float, b: float) -> float:
@@ -124,6 +134,8 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     valid = [row.get("round") for row in metrics if _round_index(row.get("round"))]
     last = max(valid, default=None)
     seen: set[int] = set()
+    redrawn = len(directory.read_metrics(directory.redrawn))
+    offset = 0
     for row in metrics:
         r = row.get("round")
         if not _round_index(r):
@@ -135,17 +147,47 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
                                 "problems": [f"round {r} is logged more than once"]})
             continue
         seen.add(r)
+        released = row.get("released_rounds", r)
+        if (not isinstance(released, int) or isinstance(released, bool)
+                or not offset <= released - r <= redrawn):
+            report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf, "problems": [
+                f"released_rounds = {released!r} is out of range: must be the round plus "
+                f"{offset}..{redrawn} re-drawn rounds (redrawn.jsonl)"]})
+            continue
+        offset = released - r
         if r % every and r not in (1, last):
             continue
-        fresh = privacy_entries(plan.results(r))
+        fresh = privacy_entries(plan.results(released))
         outcome = _compare(row.get("privacy", []), fresh, rtol)
         report.rows.append({"round": r, **outcome})
     for r in sorted(set(range(1, (last or 0) + 1)) - seen):
         report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
                             "problems": [f"round {r} is missing from metrics.jsonl (rounds "
                                          f"run up to {last})"]})
+    if directory.privacy.is_file():
+        report.released = _check_released(directory, plan, redrawn, rtol)
     return report
 
 
 def _round_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_released(directory: Any, plan: Any, redrawn: int, rtol: float) -> dict[str, Any]:
+    """privacy.json: ``rounds_released`` = ``rounds`` + the re-drawn rounds, and its results
+    equal to a fresh computation for that many rounds."""
+    from privfl.fl.algorithms.base import privacy_entries
+
+    try:
+        saved = json.loads(directory.privacy.read_text(encoding="utf-8"))
+        rounds = saved["rounds"]
+        logged = saved.get("rounds_released", rounds)
+        results = saved["results"]
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        return {"ok": False, "max_rel_diff": math.inf,
+                "problems": [f"privacy.json is unreadable ({error})"]}
+    if not isinstance(rounds, int) or logged != rounds + redrawn:
+        return {"ok": False, "max_rel_diff": math.inf, "problems": [
+            f"privacy.json: rounds_released = {logged!r}, but {rounds!r} rounds ran and "
+            f"redrawn.jsonl holds {redrawn} re-drawn round(s)"]}
+    return _compare(results, privacy_entries(plan.results(rounds + redrawn)), rtol)

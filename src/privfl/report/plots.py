@@ -86,7 +86,7 @@ def plot_accuracy(
         ax.text(0.5, 0.5, "no rounds ran", ha="center", va="center", transform=ax.transAxes)
     ax.set_title(title or "accuracy per round", fontsize=10)
     path = Path(path)
-    fig.savefig(path)
+    _save(fig, path)
     return path
 
 
@@ -125,5 +125,12 @@ def plot_privacy(
     right.grid(alpha=0.3)
     fig.suptitle(title or "privacy spent per round", fontsize=10)
     path = Path(path)
-    fig.savefig(path)
+    _save(fig, path)
     return path
+
+
+def _save(fig: Any, path: Path) -> None:
+    """Save ``fig`` to ``path`` through a temporary file (never through a link at ``path``)."""
+    from privfl.report.rundir import write_atomically
+
+    write_atomically(path, lambda stream: fig.savefig(stream, format=path.suffix[1:] or "png"))

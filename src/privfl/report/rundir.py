@@ -10,6 +10,8 @@
     DIR/privacy.png          epsilon (each accountant, bound/estimate) and mu_max per round
     DIR/report.md            a short human-readable report
     DIR/run.json             the run's identity: {"format", "run_id", "created"}
+    DIR/redrawn.jsonl        rows of rounds that were logged, lost with their checkpoint and run
+                             again with fresh randomness (a resumed secure run): still released
     DIR/.lock                held (flock) by the process running the run
     DIR/model.pt             the final released model (``name -> tensor``)
     DIR/checkpoints/round-000012.pt     the last few checkpoints (model/optimizer/RNG states)
@@ -28,12 +30,17 @@ once (:meth:`RunDirectory.acquire_lock`).
 
 JSON has no infinity or NaN: such floats are written as the strings ``"inf"``/``"nan"``.
 Writes of whole files go through a temporary file (``.NAME.tmp``, removed at the next start if
-a kill left it) and an atomic rename.
+a kill left it) and an atomic rename. No write follows a symbolic link: files are opened with
+``O_NOFOLLOW`` (temporary ones also with ``O_EXCL``), and a run directory whose own files are
+links is refused (:meth:`RunDirectory.check_links`). A write that fails because the disk is
+full removes its temporary file and raises :class:`DiskFullError` (one line naming the file and
+the free space); the run resumes from its last checkpoint once space is freed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import math
@@ -45,13 +52,55 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-__all__ = ["RUN_FORMAT", "RunDirectory", "json_safe", "write_atomically"]
+__all__ = ["RUN_FORMAT", "DiskFullError", "RunDirectory", "json_safe", "write_atomically"]
 
 _CHECKPOINT = re.compile(r"^round-(\d{6,})\.pt$")
+_RECORD = re.compile(r"^round-(\d{6,})\.json$")
 RUN_FORMAT = "privfl-run/1"
 #: files a run writes; a directory holding any of them (but no config.yaml) is another run's
 _RUN_FILES = ("run.json", "metrics.jsonl", "privacy.json", "summary.json", "report.md",
-              "checkpoints")
+              "checkpoints", "redrawn.jsonl")
+#: every name a run writes in its directory (none may be a symbolic link)
+_OWN_FILES = ("config.yaml", ".lock", "accuracy.png", "privacy.png", "tensorboard", *_RUN_FILES)
+#: a filesystem with less free space than this after a failed write is full
+_FULL_BYTES = 1 << 20
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+class DiskFullError(OSError):
+    """A write failed because its filesystem is full; its temporary file was removed."""
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def _disk_full(error: BaseException, path: Path) -> DiskFullError | None:
+    """The one-line error for a write of ``path`` that failed on a full disk (ENOSPC, EDQUOT,
+    or any failure, such as torch's "unexpected pos", that left the filesystem full), else
+    None. Call it before removing the partial file: that frees the space again."""
+    free = _free_bytes(path.parent)
+    if not (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)) and (
+            free is None or free >= _FULL_BYTES):
+        return None
+    where = f"{free} bytes free" if free is not None else "free space unknown"
+    return DiskFullError(f"disk full: cannot write {path} (its filesystem has {where}; the "
+                         "partial file was removed): free some space there")
+
+
+def open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that never follows a symbolic link at ``path`` (a ValueError naming it)."""
+    try:
+        return os.open(path, flags | _NOFOLLOW, mode)
+    except OSError as error:
+        if error.errno == errno.ELOOP or path.is_symlink():
+            raise ValueError(f"{path} is a symbolic link: privfl does not write through links "
+                             "in a run directory; remove it") from None
+        raise
 
 
 #: how :func:`json_safe` spells non-finite floats
@@ -82,13 +131,25 @@ def json_safe(value: Any) -> Any:
 
 def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """``write(stream)`` into ``.NAME.tmp`` beside ``path``, fsync, then rename over ``path``
-    (a reader sees the old file or the whole new one, never a torn one)."""
+    (a reader sees the old file or the whole new one, never a torn one). A stale temporary
+    file (or a link planted in its place) is removed first and the new one created with
+    ``O_EXCL | O_NOFOLLOW``; on any failure it is removed (:class:`DiskFullError` on a full
+    disk)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as stream:
-        write(stream)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(tmp, path)
+    tmp.unlink(missing_ok=True)  # removes a link itself, never its target
+    descriptor = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        with os.fdopen(descriptor, "wb") as stream:
+            write(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)  # replaces a link at ``path`` itself, never its target
+    except BaseException as error:
+        full = _disk_full(error, path) if isinstance(error, Exception) else None
+        tmp.unlink(missing_ok=True)
+        if full is not None:
+            raise full from None
+        raise
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -132,6 +193,10 @@ class RunDirectory:
         return self.path / "privacy.json"
 
     @property
+    def redrawn(self) -> Path:
+        return self.path / "redrawn.jsonl"
+
+    @property
     def summary(self) -> Path:
         return self.path / "summary.json"
 
@@ -163,8 +228,19 @@ class RunDirectory:
         return self.checkpoints / f"round-{round_index:06d}.json"
 
     # ------------------------------------------------------------------ set-up
+    def check_links(self) -> None:
+        """Refuse a run directory whose own files are symbolic links: a write there would land
+        wherever the link points (the directory itself may be a link)."""
+        for path in (self.path / name for name in _OWN_FILES):
+            if path.is_symlink():
+                raise ValueError(
+                    f"{path} is a symbolic link (to {os.readlink(path)!r}): privfl does not "
+                    "write through links in a run directory; remove it or choose another --out")
+
     def check_new(self) -> None:
-        """Refuse a directory that already holds a run or another run's files, or a file."""
+        """Refuse a directory that already holds a run or another run's files, or a file, or
+        one with links in place of its files (:meth:`check_links`)."""
+        self.check_links()
         if self.config.exists():
             raise ValueError(
                 f"out = {str(self.path)!r} already holds a run (config.yaml): continue it with "
@@ -191,14 +267,20 @@ class RunDirectory:
         self.check_new()
         self.path.mkdir(parents=True, exist_ok=True)
         self.checkpoints.mkdir(parents=True, exist_ok=True)
+        self.remove_temporary_files()
         run_id = secrets.token_hex(8)
-        self.write_json(self.run_file, {
-            "format": RUN_FORMAT, "run_id": run_id,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        })
+        try:
+            self.write_json(self.run_file, {
+                "format": RUN_FORMAT, "run_id": run_id,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            })
+        except BaseException:  # e.g. a full disk: leave nothing a new run would refuse
+            self.discard()
+            raise
         return run_id
 
     def require_existing(self) -> None:
+        self.check_links()
         if not self.config.is_file():
             raise ValueError(
                 f"resume = {str(self.path)!r} is not a run directory: it has no config.yaml"
@@ -223,7 +305,8 @@ class RunDirectory:
         """Lock ``DIR/.lock`` for this process (released when the returned file is closed or
         the process ends); a ValueError if another process holds it."""
         self.path.mkdir(parents=True, exist_ok=True)
-        stream = open(self.path / ".lock", "a+", encoding="utf-8")  # noqa: SIM115
+        descriptor = open_nofollow(self.path / ".lock", os.O_RDWR | os.O_CREAT)
+        stream = os.fdopen(descriptor, "r+", encoding="utf-8")
         try:
             fcntl.flock(stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -257,7 +340,7 @@ class RunDirectory:
         for folder in dict.fromkeys((self.path, self.private, self.checkpoints)):
             if folder.is_dir():
                 for entry in folder.glob(".*.tmp"):
-                    if entry.is_file():
+                    if entry.is_symlink() or entry.is_file():
                         entry.unlink(missing_ok=True)
                         removed.append(entry.name)
         return removed
@@ -269,31 +352,42 @@ class RunDirectory:
     def write_json(self, path: Path, payload: Any) -> None:
         _atomic_write(path, json.dumps(json_safe(payload), indent=2) + "\n")
 
-    def write_metrics(self, rows: Iterable[Mapping[str, Any]], path: Path | None = None
+    def write_metrics(self, rows: Iterable[Mapping[str, Any]], path: Path | None = None,
                       ) -> None:
-        """Rewrite metrics.jsonl (or ``path``) with ``rows`` (used when resuming from a
-        checkpoint)."""
+        """Rewrite metrics.jsonl (or ``path``, e.g. :attr:`redrawn`) with ``rows``."""
         _atomic_write(self.metrics if path is None else path,
                       "".join(json.dumps(json_safe(r)) + "\n" for r in rows))
 
     def append_metrics(self, row: Mapping[str, Any], path: Path | None = None) -> None:
-        with open(self.metrics if path is None else path, "a", encoding="utf-8") as stream:
-            stream.write(json.dumps(json_safe(row)) + "\n")
-            stream.flush()
+        """Append one row to metrics.jsonl (or ``path``); on a failure (a full disk) the file
+        is cut back to its rows."""
+        path = self.metrics if path is None else path
+        descriptor = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        with os.fdopen(descriptor, "ab") as stream:
+            size = stream.tell()
+            try:
+                stream.write((json.dumps(json_safe(row)) + "\n").encode("utf-8"))
+                stream.flush()
+            except OSError as error:
+                full = _disk_full(error, path)
+                with contextlib.suppress(OSError):
+                    os.ftruncate(stream.fileno(), size)
+                raise (full or error) from None
 
-    def read_metrics(self) -> list[dict[str, Any]]:
-        """The rows of metrics.jsonl; a ValueError naming the file and line if one is not
-        JSON (a damaged file)."""
-        if not self.metrics.is_file():
+    def read_metrics(self, path: Path | None = None) -> list[dict[str, Any]]:
+        """The rows of metrics.jsonl (or ``path``, e.g. :attr:`redrawn`); a ValueError naming
+        the file and line if one is not JSON (a damaged file)."""
+        path = self.metrics if path is None else path
+        if not path.is_file():
             return []
         rows = []
-        text = self.metrics.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
         for number, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     rows.append(json.loads(line))
                 except ValueError as error:
-                    raise ValueError(f"{self.metrics}: line {number} is not valid JSON ({error}):"
+                    raise ValueError(f"{path}: line {number} is not valid JSON ({error}):"
                                      " the file is damaged") from None
         return rows
 
@@ -326,7 +420,22 @@ class RunDirectory:
         return len(found)
 
     def prune_checkpoints(self, keep: int) -> None:
-        """Delete all but the newest ``keep`` checkpoints (and their digest records)."""
+        """Delete all but the newest ``keep`` checkpoints (and their digest records), and any
+        digest record whose checkpoint is gone (:meth:`remove_orphan_records`)."""
         for round_index, path in self.list_checkpoints()[:-keep]:
             path.unlink(missing_ok=True)
             self.checkpoint_record(round_index).unlink(missing_ok=True)
+        self.remove_orphan_records()
+
+    def remove_orphan_records(self) -> list[str]:
+        """Delete digest records ``round-R.json`` without their checkpoint ``round-R.pt`` (a
+        kill while pruning); returns their names."""
+        if not self.checkpoints.is_dir():
+            return []
+        removed = []
+        for entry in self.checkpoints.glob("round-*.json"):
+            match = _RECORD.match(entry.name)
+            if match and not self.checkpoint(int(match.group(1))).exists():
+                entry.unlink(missing_ok=True)
+                removed.append(entry.name)
+        return removed

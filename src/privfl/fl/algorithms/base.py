@@ -134,6 +134,9 @@ class RoundAlgorithm:
     metric_labels: ClassVar[Mapping[str, str]] = {"global_accuracy": "global model"}
     plan: PrivacyPlan
     round: int = 0
+    #: rounds that produced output, were lost with their checkpoint and ran again with fresh
+    #: randomness (a resumed secure run): each is one more release, composed by :meth:`privacy`
+    redrawn: int = 0
 
     # the four stages ---------------------------------------------------------------------
     def select_cohort(self) -> Any:
@@ -181,9 +184,15 @@ class RoundAlgorithm:
     def secure(self) -> bool:
         return self.plan.secure
 
+    def rounds_released(self, rounds: int | None = None) -> int:
+        """The noisy rounds released once ``rounds`` rounds (default: those completed) have run:
+        ``rounds`` plus the re-drawn ones (:attr:`redrawn`)."""
+        return (self.round if rounds is None else rounds) + self.redrawn
+
     def privacy(self, rounds: int | None = None) -> list[PrivacyResult]:
-        """The plan's labelled guarantees after ``rounds`` rounds (default: those completed)."""
-        return self.plan.results(self.round if rounds is None else rounds)
+        """The plan's labelled guarantees after ``rounds`` rounds (default: those completed),
+        composed over every released round (:meth:`released`)."""
+        return self.plan.results(self.rounds_released(rounds))
 
     def run_round(self) -> dict[str, Any]:
         """Run round ``self.round + 1``: select, local work, aggregate, evaluate, account."""
@@ -195,7 +204,9 @@ class RoundAlgorithm:
         self.aggregate(cohort, updates)
         self.round = r
         metrics.update(self.evaluate(cohort, updates))
-        metrics.update(privacy_metrics(self.plan, self.plan.results(r)))
+        metrics.update(privacy_metrics(self.plan, self.privacy(r)))
+        if self.redrawn:
+            metrics["released_rounds"] = self.rounds_released(r)
         metrics["seconds"] = time.perf_counter() - started
         return metrics
 

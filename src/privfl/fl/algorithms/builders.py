@@ -9,6 +9,8 @@ clients train locally: the trainer and the accountant both read it) and
 from __future__ import annotations
 
 import inspect
+import os
+from typing import Any
 
 import torch
 from torch import nn
@@ -104,6 +106,7 @@ def build_model(config: ExperimentConfig, data: FederatedDataset) -> nn.Module:
     if "input_shape" in accepted:
         kwargs.setdefault("input_shape", data.input_shape)
     with torch.random.fork_rng(devices=[]):
+        _check_model_memory(config, _build, kwargs)
         torch.manual_seed(config.seed)
         try:
             model = _build(config.model.name, **kwargs)
@@ -119,6 +122,30 @@ def build_model(config: ExperimentConfig, data: FederatedDataset) -> nn.Module:
             f"data.dataset = {config.data.dataset!r} has {tuple(data.input_shape)}"
         )
     return model
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _check_model_memory(config: ExperimentConfig, build: Any, kwargs: dict[str, Any]) -> None:
+    """Refuse, naming ``model.kwargs``, a model whose parameters alone (float32) exceed this
+    machine's memory: counted on torch's ``meta`` device, which allocates nothing."""
+    try:
+        with torch.device("meta"):
+            params = sum(p.numel() for p in build(config.model.name, **kwargs).parameters())
+    except Exception:  # noqa: BLE001 - a model that cannot be built on meta: the real build says
+        return
+    memory = _physical_memory()
+    if memory is not None and 4 * params > memory:
+        raise ConfigError(
+            f"model.kwargs = {dict(config.model.kwargs)!r} gives model {config.model.name!r} "
+            f"{params:,} parameters ({4 * params / 2**30:,.1f} GiB as float32, before any "
+            f"client copy, gradient or optimizer state), more than this machine's "
+            f"{memory / 2**30:,.1f} GiB of memory: make the model smaller")
 
 
 def build_spec(config: ExperimentConfig) -> LocalTrainingSpec:

@@ -18,17 +18,20 @@ execution keys (``run.*``), stops (``stop.*``) and ``federated.rounds`` (to exte
 below the rounds already completed) may be changed. A run directory belongs to one run
 (``run.json``'s run id, carried by its checkpoints) and to one process at a time (a lock).
 
-Secure mode (``privacy.secure``) draws cohorts, batches and noise from ``os.urandom``: a resumed
-secure run continues from the checkpoint's models, optimizer states and round index with fresh
-randomness, so it is not bit-identical to anything (no secure run is). The accounting still
-counts rounds by index; but a round that completed after the last checkpoint and is run again
-is a second, independent draw: if its models were seen, it was released twice and counted once.
-:attr:`Experiment.resume_notes` says so when that happens (keep ``run.checkpoint_every: 1``,
-the default, for secure runs).
+A round logged after the last checkpoint (a kill between its metrics row and its checkpoint,
+or ``run.checkpoint_every`` > 1) runs again from that checkpoint, or from round 0 when the run
+was killed before its first checkpoint. A seeded run recomputes the same round bit for bit: the
+new row is compared with the logged one and a difference is a warning. Secure mode
+(``privacy.secure``) draws cohorts, batches and noise from ``os.urandom``, so the round run
+again is a second, independent release: its logged row is kept in ``redrawn.jsonl`` and every
+such round is composed once more by the accountant (:meth:`RoundAlgorithm.released
+<privfl.fl.algorithms.base.RoundAlgorithm.released>`), in the per-round metrics, privacy.json,
+summary.json, report.md and ``privfl check-privacy``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterable
@@ -60,7 +63,7 @@ from privfl.fl.algorithms.outputs import (
 )
 from privfl.fl.algorithms.registry import algorithm_class
 from privfl.report.checkpoints import CheckpointStore, digest_json
-from privfl.report.rundir import RunDirectory, write_atomically
+from privfl.report.rundir import RunDirectory, json_safe, write_atomically
 
 __all__ = [
     "RESUMABLE_KEYS",
@@ -205,6 +208,11 @@ def _check_private_state_kept(directory: RunDirectory) -> None:
         )
 
 
+def _rounds_text(rows: list[dict[str, Any]]) -> str:
+    """``"4, 5"``: the round indices of metrics rows."""
+    return ", ".join(str(row.get("round")) for row in rows)
+
+
 class Experiment:
     """One run of any registered algorithm, backed by a run directory.
 
@@ -242,6 +250,8 @@ class Experiment:
         self.resumed_from: int | None = None
         self.resume_warnings: list[str] = []  # unreadable checkpoints that were skipped
         self.resume_notes: list[str] = []  # what else the user should know about the resume
+        self.redrawn: list[dict[str, Any]] = []  # rows released, lost and run again (secure)
+        self._expected: dict[int, dict[str, Any]] = {}  # logged rows a seeded resume reproduces
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -257,11 +267,15 @@ class Experiment:
         experiment = cls(config, directory, data)
         experiment.planned_privacy()  # an accountant's refusal comes before any file is written
         run_id = directory.create()
-        experiment._lock = directory.acquire_lock()
-        experiment.store = CheckpointStore(directory, run_id)
         experiment._created = True
-        directory.write_text(directory.config, dump_config(config))
-        experiment._write_metrics([])
+        try:
+            experiment._lock = directory.acquire_lock()
+            experiment.store = CheckpointStore(directory, run_id)
+            directory.write_text(directory.config, dump_config(config))
+            experiment._write_metrics([])
+        except BaseException:  # e.g. a full disk: remove what was written
+            experiment.discard_if_unstarted()
+            raise
         return experiment
 
     @classmethod
@@ -274,7 +288,7 @@ class Experiment:
         directory.require_existing()
         run_id = directory.run_id()
         lock = directory.acquire_lock()
-        removed = directory.remove_temporary_files()
+        removed = directory.remove_temporary_files() + directory.remove_orphan_records()
         saved = read_yaml(directory.config)
         config = config_from_dict(apply_overrides(saved, _check_resumable(overrides)))
         try:
@@ -294,7 +308,8 @@ class Experiment:
         experiment.store = CheckpointStore(directory, run_id)
         if removed:
             experiment.resume_notes.append(
-                f"removed {len(removed)} temporary file(s) left by an interrupted write")
+                f"removed {len(removed)} file(s) left by an interrupted write: "
+                f"{', '.join(sorted(removed))}")
         try:
             experiment._load_latest_checkpoint()
             done = experiment.algorithm.round
@@ -335,6 +350,7 @@ class Experiment:
             "metrics": self.metrics,
             "torch_rng": torch.get_rng_state(),
             "fixed_config": _fixed_part(self.config),
+            "redrawn": self.redrawn,
         }
         path = self.store.write(self.algorithm.round, payload,
                                 config_digest=digest_json(_fixed_part(self.config)),
@@ -345,8 +361,9 @@ class Experiment:
     def _load_latest_checkpoint(self) -> None:
         """Load the newest checkpoint whose digests verify (see
         :mod:`privfl.report.checkpoints`); each one skipped is reported in
-        :attr:`resume_warnings`. With none usable: round 0 if the run never completed a round,
-        else a ConfigError that says how to start again."""
+        :attr:`resume_warnings`. With none written: round 0 as built (the run was killed before
+        its first checkpoint). With none usable: a ConfigError that says how to start again.
+        Rounds logged after the loaded state run again (:meth:`_rounds_after_checkpoint`)."""
         skipped = []
         config_digest = digest_json(_fixed_part(self.config))
         for candidate in self.store.candidates(config_digest):
@@ -362,49 +379,89 @@ class Experiment:
                 continue
             self.resumed_from = candidate.round
             self.resume_warnings = skipped
-            self._note_lost_rounds()
-            self._write_metrics(self.metrics)
+            self._rounds_after_checkpoint(candidate.payload.get("redrawn", []))
             return
-        logged = self._logged_rounds()
-        if skipped or logged:
-            reasons = "; ".join(skipped) if skipped else "none was written"
+        if skipped:
             raise ConfigError(
-                f"resume = {str(self.dir.path)!r}: no usable checkpoint ({reasons}), although "
-                f"{logged} round(s) were logged: the run cannot continue where it stopped; start "
-                f"it again with privfl run {self.dir.config} --out NEW_DIR"
+                f"resume = {str(self.dir.path)!r}: no usable checkpoint ({'; '.join(skipped)}), "
+                f"although {self._logged_rounds()} round(s) were logged: the run cannot continue "
+                f"where it stopped; start it again with privfl run {self.dir.config} --out NEW_DIR"
             )
-        self.metrics = []  # killed before its first checkpoint: nothing was lost
+        self.metrics = []  # killed before its first checkpoint: continue from round 0
         self.resumed_from = 0
         self.resume_warnings = []
-        self._write_metrics([])
+        self._rounds_after_checkpoint([])
 
     def _restore(self, payload: dict[str, Any]) -> None:
         metrics = [dict(m) for m in payload["metrics"]][: payload["round"]]
         if [m.get("round") for m in metrics] != list(range(1, payload["round"] + 1)):
             raise ValueError("its metrics rows are not rounds 1..R")
+        redrawn = payload.get("redrawn", [])
+        if not isinstance(redrawn, list) or not all(isinstance(r, dict) for r in redrawn):
+            raise ValueError("its re-drawn rounds are not a list of metrics rows")
         self.algorithm.load_state_dict(payload["algorithm"])
         if self.algorithm.round != payload["round"]:
             raise ValueError(f"the algorithm's state is at round {self.algorithm.round}")
         torch.set_rng_state(payload["torch_rng"])
         self.metrics = metrics
 
-    def _logged_rounds(self) -> int:
-        try:
-            return max((int(m.get("round", 0)) for m in self.dir.read_metrics()), default=0)
-        except (ValueError, TypeError, AttributeError):  # a torn metrics.jsonl
-            return 0
+    def _logged_rows(self) -> list[dict[str, Any]]:
+        """The rows of metrics.jsonl up to the first damaged line (a kill mid-append)."""
+        rows = []
+        text = (self.dir.metrics.read_text(encoding="utf-8", errors="replace")
+                if self.dir.metrics.is_file() else "")
+        for line in text.splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                break
+            if not isinstance(row, dict) or not isinstance(row.get("round"), int):
+                break
+            rows.append(row)
+        return rows
 
-    def _note_lost_rounds(self) -> None:
-        """Secure mode: say when rounds after the checkpoint ran before and will run again."""
-        logged = self._logged_rounds()
-        if not self.config.privacy.secure or logged <= self.resumed_from:
-            return
-        self.resume_notes.append(
-            f"rounds {self.resumed_from + 1}..{logged} ran after the last checkpoint and run "
-            "again with fresh os.urandom randomness (secure mode): if their models were seen, "
-            "those rounds were released twice but are counted once (run.checkpoint_every: 1 "
-            "avoids this)"
-        )
+    def _logged_rounds(self) -> int:
+        return max((row["round"] for row in self._logged_rows()), default=0)
+
+    def _rounds_after_checkpoint(self, saved_redrawn: list[dict[str, Any]]) -> None:
+        """Rounds logged after the loaded state run again. Seeded: they are reproduced and
+        compared (:meth:`_check_reproduced`). Secure: they were released and are drawn again,
+        so their rows join ``redrawn.jsonl`` (written before metrics.jsonl is cut back) and
+        each is composed once more. ``saved_redrawn``: those the checkpoint knew of."""
+        redrawn = self.dir.read_metrics(self.dir.redrawn) if self.dir.redrawn.is_file() else []
+        redrawn += [row for row in saved_redrawn if row not in redrawn]
+        after = [row for row in self._logged_rows() if row["round"] > self.resumed_from]
+        if after and self.config.privacy.secure:
+            redrawn += [row for row in after if row not in redrawn]
+            self.dir.write_metrics(redrawn, self.dir.redrawn)
+            self.resume_notes.append(
+                f"rounds {after[0]['round']}..{after[-1]['round']} were logged after the last "
+                "checkpoint and run again with fresh os.urandom randomness (secure mode): each "
+                f"was released twice and is counted twice ({len(redrawn)} re-drawn round(s) "
+                "composed in all; their first rows are in redrawn.jsonl)")
+        elif after:
+            self._expected = {row["round"]: row for row in after}
+        self.redrawn = redrawn
+        self.algorithm.redrawn = len(redrawn)
+        self._write_metrics(self.metrics)
+
+    def _check_reproduced(self, metrics: dict[str, Any]) -> str | None:
+        """A warning if a seeded round that ran again differs from the row logged before the
+        kill (timing aside)."""
+        logged = self._expected.pop(metrics["round"], None)
+        if logged is None:
+            return None
+        fresh = json.loads(json.dumps(json_safe(metrics)))
+        keys = sorted((set(logged) | set(fresh)) - {"seconds"})
+        differ = [k for k in keys if logged.get(k) != fresh.get(k)]
+        if not differ:
+            return None
+        key = differ[0]
+        return (f"round {metrics['round']} ran again after the resume with the same seed but "
+                f"differs from the row logged before the interruption in {', '.join(differ)} "
+                f"({key}: logged {logged.get(key)!r}, now {fresh.get(key)!r}): both rows were "
+                "released; a seeded round repeats its noise draws only on the same machine and "
+                "privfl version")
 
     # ------------------------------------------------------------------ outputs
     def covered_metrics(self) -> set[str]:
@@ -443,7 +500,8 @@ class Experiment:
             secure=self.config.privacy.secure, guarantee_only=self.dir.separate_private,
             private_name=self.dir.private.name, checkpoints=checkpoints,
             tensorboard=self.config.run.tensorboard,
-            model_file=callable(getattr(self.algorithm, "global_params", None)))
+            model_file=callable(getattr(self.algorithm, "global_params", None)),
+            redrawn=bool(self.redrawn))
         return [o.to_dict() for o in metrics + files]
 
     # ------------------------------------------------------------------ stopping rules
@@ -540,10 +598,10 @@ class Experiment:
             self._write_metrics([metrics], append=True)
             if self._tensorboard is not None:
                 self._tensorboard.log(metrics)
-            warning = self._divergence(metrics)
-            if warning is not None:
-                self.warnings.append(warning)
-                callbacks.on_warning(self, warning)
+            for warning in (self._divergence(metrics), self._check_reproduced(metrics)):
+                if warning is not None:
+                    self.warnings.append(warning)
+                    callbacks.on_warning(self, warning)
             if self.algorithm.round % every == 0:
                 self.save_checkpoint()
             callbacks.on_round(self, metrics)
@@ -574,7 +632,15 @@ class Experiment:
         attack's (:func:`privfl.robustness.attacks.attack_card_rows`)."""
         from privfl.robustness.attacks import attack_card_rows, attack_of
 
-        return {**self.algorithm.plan.card(rounds), **attack_card_rows(attack_of(self.data))}
+        algo = self.algorithm
+        released = algo.rounds_released(rounds)
+        rows = {**algo.plan.card(released), **attack_card_rows(attack_of(self.data))}
+        if self.redrawn:
+            rows["released rounds"] = (
+                f"{released}: {rounds} rounds + {len(self.redrawn)} released twice "
+                f"(rounds {_rounds_text(self.redrawn)} were logged, lost with their checkpoint "
+                "and drawn again in secure mode); the accountant composes every release")
+        return rows
 
     def planned_privacy(self) -> list[PrivacyResult]:
         """The guarantee if all configured rounds run (what the start card shows)."""
@@ -612,6 +678,8 @@ class Experiment:
         algo, config = self.algorithm, self.config
         rounds = algo.round
         results = algo.privacy(rounds)
+        released = {"rounds_released": algo.rounds_released(rounds),
+                    "redrawn_rounds": [row.get("round") for row in self.redrawn]}
         card = self.card(rounds)
         deleted = (bool(getattr(algo.plan, "hidden_state", False)) and reason != "max_rounds"
                    and rounds > 0)
@@ -639,6 +707,7 @@ class Experiment:
             "private": algo.private,
             "rounds_planned": config.federated.rounds,
             "rounds_completed": rounds,
+            **released,
             "stop_reason": reason,
             "stop_detail": detail,
             "finished": reason not in ("max_rounds",),
@@ -667,6 +736,7 @@ class Experiment:
             "command": "run",
             "setting": card,
             "rounds": rounds,
+            **released,
             "private": algo.private,
             "results": [r.to_dict() for r in results],
             "outputs": outputs,

@@ -57,6 +57,7 @@ GENERIC_METRICS: dict[str, tuple[bool, str]] = {
     "mu": COVERED_ACCOUNTING,
     "mu_method": COVERED_ACCOUNTING,
     "scope": COVERED_ACCOUNTING,
+    "released_rounds": COVERED_ACCOUNTING,
     "seconds": (False, "wall-clock time of the round: grows with the realised cohort and batch "
                 "sizes, which the guarantee may assume secret"),
     "attack_success": (True, "the evaluated model on the simulated attack's test set "
@@ -112,13 +113,14 @@ def private_dir_of(run_dir: Path) -> Path:
 
 def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure: bool,
                  guarantee_only: bool, private_name: str, checkpoints: bool,
-                 tensorboard: bool, model_file: bool) -> list[Output]:
+                 tensorboard: bool, model_file: bool, redrawn: bool = False) -> list[Output]:
     """The files a run writes, each classified.
 
     ``metrics``: the classified metrics keys of the run; ``accuracy_keys``: those plotted in
     accuracy.png and shown in report.md; ``secure``: noise from ``os.urandom`` (else
     config.yaml's seed regenerates the noise); ``checkpoints``: the private state is still on
-    disk; ``model_file``: the run writes ``model.pt`` (the released model)."""
+    disk; ``model_file``: the run writes ``model.pt`` (the released model); ``redrawn``: a
+    secure resume kept the rows of rounds released twice in ``redrawn.jsonl``."""
     uncovered = [m.name for m in metrics if not m.covered]
     accuracy = set(accuracy_keys)
     hidden_accuracy = [m.name for m in metrics if m.name in accuracy and not m.covered]
@@ -152,6 +154,10 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
         Output("report.md", "file", *covered_unless(hidden_accuracy, "the card, the privacy "
                                                     "results and the final accuracies")),
     ]
+    if redrawn:
+        files.append(Output("redrawn.jsonl", "file", *covered_unless(
+            uncovered if not guarantee_only else [], "the first rows of rounds released twice "
+            "(a secure run resumed after they were logged; composed by the accountant)")))
     if model_file:
         files.append(Output("model.pt", "file", True, "the final released model (for "
                             "algorithms that release every round: the last global model)"))
