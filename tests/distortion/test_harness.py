@@ -57,8 +57,8 @@ def test_writes_json_plot_and_report(tiny):
     assert "### Which bounds held on this model" in report
     assert "Zhang, Chen and Yang 2022" in report
     names = [p["mechanism"] for p in result["points"]]
-    assert names == ["gaussian", "gaussian", "gaussian-paper", "gaussian-exact", "mask",
-                     "sampling"]
+    assert names == ["gaussian", "gaussian", "gaussian-paper", "gaussian-isotropic",
+                     "gaussian-diagonal", "mask", "sampling"]
 
 
 def test_measurements_match_closed_forms(tiny):
@@ -79,8 +79,24 @@ def test_measurements_match_closed_forms(tiny):
     assert sampling["tv"] == pytest.approx(tv_record_sampling(40, 0.9, 0.5))
     big = points(result, "gaussian")[1]
     assert big["eps_p"] < un["c1"] / 2  # heavy noise: the matched attacker learns little
-    exact = points(result, "gaussian-exact")[0]
+    exact = points(result, "gaussian-isotropic")[0]
     assert exact["noise_variance"] < points(result, "gaussian-paper")[0]["noise_variance"]
+
+
+def test_gaussian_tv_uses_per_coordinate_variances(tiny):
+    """Issue 21: the TV of Gaussian noise is taken under each coordinate's own variance; the
+    isotropic calibration (warned about) overshoots its target, the diagonal one reaches it
+    on the client that needs the most noise and exceeds it on the others."""
+    result, _ = tiny
+    (isotropic,) = points(result, "gaussian-isotropic")
+    (diagonal,) = points(result, "gaussian-diagonal")
+    assert "per-coordinate variances span" in isotropic["warning"] and not diagonal["warning"]
+    assert isotropic["tv_isotropic"] == pytest.approx(0.005, rel=0.2)  # its own model (per client)
+    assert isotropic["tv"] > 3 * 0.005  # under the per-coordinate variances
+    assert diagonal["tv"] >= 0.005 and diagonal["noise_variance"] < isotropic["noise_variance"]
+    assert "diagonal Gaussian" in diagonal["tv_method"]
+    for p in points(result, "gaussian") + [isotropic, diagonal]:
+        assert p["tv_lower"] <= p["tv"] <= p["tv_upper"]
 
 
 def test_proven_bounds_are_never_clearly_violated(tiny):

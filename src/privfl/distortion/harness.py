@@ -10,8 +10,9 @@
    per-example gradients plus the weight decay) and draws ``R`` unprotected parameters
    ``W = W_{t-1} - eta mean_{i in S} g_i`` with ``S`` Poisson at rate ``p0`` (Algorithm 2);
 3. applies each mechanism of the grid (Gaussian distortion at Lemma 6.7's ``x``, the noise of
-   Lemma 6.8 and of the exact calibration for each TV target, the random mask, record sampling
-   at rate ``p``) and measures, per client (:mod:`privfl.distortion.measure`): the leakage
+   Lemma 6.8, of the exact isotropic calibration and of the calibration for per-coordinate
+   variances for each TV target, the random mask, record sampling at rate ``p``) and measures,
+   per client (:mod:`privfl.distortion.measure`): the leakage
    ``eps_p`` of a Bayesian attacker, the TV distance, the utility loss (literal and the
    Appendix L proxy) and the variance; averages over clients (their eqs. 4 and 6);
 4. compares the measurements with the paper's bounds (which held, on how many clients), the
@@ -38,7 +39,12 @@ import torch
 from torch.func import functional_call
 
 from privfl.config import ExperimentConfig
-from privfl.distortion.calibrate import noise_variance_exact, noise_variance_paper
+from privfl.distortion.calibrate import (
+    anisotropy_message,
+    noise_variance_exact,
+    noise_variance_paper,
+)
+from privfl.distortion.diagonal import noise_variance_diagonal
 from privfl.distortion.harness_config import TradeoffSettings
 from privfl.distortion.measure import ClientModel, Measurement, measure_point, prepare_client
 from privfl.distortion.mechanisms import (
@@ -57,35 +63,46 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One mechanism at one parameter value."""
+    """One mechanism at one parameter value (``warning``: an isotropic rule applied to
+    anisotropic parameters)."""
 
-    mechanism: str  # gaussian | gaussian-paper | gaussian-exact | mask | sampling
+    mechanism: str  # gaussian | gaussian-paper | gaussian-isotropic | gaussian-diagonal | ...
     parameter: str  # x | gap | keep_rate | rate
     value: float
     protection: ClientProtection
     noise_variance: float | None = None
+    warning: str = ""
 
     @property
     def label(self) -> str:
         return f"{self.mechanism} {self.parameter}={self.value:g}"
 
 
-def grid_points(settings: TradeoffSettings, sigma2: float, dimension: int) -> list[GridPoint]:
-    """The grid: Gaussian at each ``x`` (``sigma_eps^2 = x sigma^2 / sqrt(d)``), Lemma 6.8's
-    and the exact noise for each TV target (Lemma 6.8 refuses targets >= 0.01: no point), the
-    mask at each keep rate, record sampling at each rate."""
+def grid_points(settings: TradeoffSettings, variances: list[np.ndarray]) -> list[GridPoint]:
+    """The grid, from each client's per-coordinate variances: Gaussian at each ``x``
+    (``sigma_eps^2 = x sigma^2 / sqrt(d)``, ``sigma^2`` the mean variance); for each TV target,
+    Lemma 6.8's noise (refused for targets >= 0.01: no point) and the exact isotropic
+    calibration (both with ``sigma^2`` the mean variance, warned when the variances differ), and
+    the smallest noise with ``TV >= gap`` on every client under its per-coordinate variances;
+    the mask at each keep rate; record sampling at each rate."""
+    pooled = np.concatenate(variances)
+    sigma2, dimension = float(pooled.mean()), int(variances[0].size)
     points = []
     for x in settings.gaussian:
         noise = x * sigma2 / math.sqrt(dimension)
         points.append(GridPoint("gaussian", "x", x, ClientProtection(
             distortions=(GaussianDistortion(noise),)), noise))
     for gap in settings.gaps:
-        rules = [("gaussian-exact", noise_variance_exact(sigma2, gap, dimension))]
+        rules = [("gaussian-isotropic", noise_variance_exact(sigma2, gap, dimension))]
         if gap < 0.01:
             rules.insert(0, ("gaussian-paper", noise_variance_paper(sigma2, gap, dimension)))
         for name, noise in rules:
+            warning = anisotropy_message(pooled, f"{name} (sigma^2 = mean variance)")
             points.append(GridPoint(name, "gap", gap, ClientProtection(
-                distortions=(GaussianDistortion(noise),)), noise))
+                distortions=(GaussianDistortion(noise),)), noise, warning))
+        noise = max(noise_variance_diagonal(v, gap) for v in variances)
+        points.append(GridPoint("gaussian-diagonal", "gap", gap, ClientProtection(
+            distortions=(GaussianDistortion(noise),)), noise))
     for rho in settings.mask:
         points.append(GridPoint("mask", "keep_rate", rho, ClientProtection(
             distortions=(RandomMask(rho),))))
@@ -208,8 +225,11 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
         for k in range(base.data.num_clients)]
     sizes = np.array([c.size for c in clients])
     c1 = float(np.mean([c.c1 for c in clients]))
-    points = grid_points(settings, float(np.mean([c.sigma2 for c in clients])),
-                         int(base.w_prev.numel()))
+    say("calibrating the noise for the TV targets under per-coordinate variances")
+    points = grid_points(settings, [c.variances for c in clients])
+    for point in points:
+        if point.warning:
+            say(f"  warning: {point.warning}")
     say(f"measuring {len(points)} grid points x {len(clients)} clients x {settings.replicas} "
         "replicas")
     results = []
@@ -289,9 +309,10 @@ def _summarise(point: GridPoint, measured: list[Measurement], c1: float) -> dict
     entry: dict[str, Any] = {
         "mechanism": point.mechanism, "parameter": point.parameter, "value": point.value,
         "noise_variance": point.noise_variance, "protection": repr(point.protection),
-        "tv_method": measured[0].tv_method,
+        "tv_method": measured[0].tv_method, "warning": point.warning,
     }
-    for key in ("eps_p", "eps_p_se", "c1", "c1_se", "shift", "tv", "tv_two_sample", "eps_u",
+    for key in ("eps_p", "eps_p_se", "c1", "c1_se", "shift", "tv", "tv_lower", "tv_upper",
+                "tv_isotropic", "tv_two_sample", "eps_u",
                 "eps_u_se", "eps_u_proxy", "expected_variance", "xi", "c2", "c6", "cd"):
         entry[key] = mean(key)
     entry["tau"] = c1 - point.value if point.parameter == "gap" else None

@@ -21,12 +21,14 @@ __all__ = ["MECHANISM_LABELS", "plot_frontier", "report_markdown", "write_output
 MECHANISM_LABELS = {
     "gaussian": "Gaussian distortion (Algorithm 3), grid of x",
     "gaussian-paper": "Gaussian, Lemma 6.8's noise for a TV target",
-    "gaussian-exact": "Gaussian, exact calibration for a TV target",
+    "gaussian-isotropic": "Gaussian, exact isotropic calibration for a TV target",
+    "gaussian-diagonal": "Gaussian, calibration under per-coordinate variances",
     "mask": "random mask (extension), grid of keep rates",
     "sampling": "record sampling (Algorithm 2), grid of rates",
 }
 _STYLE = {"gaussian": ("C0", "o"), "gaussian-paper": ("C3", "s"),
-          "gaussian-exact": ("C2", "D"), "mask": ("C1", "^"), "sampling": ("C4", "v")}
+          "gaussian-isotropic": ("C5", "P"), "gaussian-diagonal": ("C2", "D"),
+          "mask": ("C1", "^"), "sampling": ("C4", "v")}
 
 
 def _finite(value: Any) -> bool:

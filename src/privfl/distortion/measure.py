@@ -26,8 +26,12 @@ The measurement tools of ``privfl tradeoff``, on one client k and one round:
   dimension) and ``C2`` is finite. With ``t = 0``, or dependent centres, ``xi`` is the largest
   ``|log posterior / prior|`` over the drawn parameters: an empirical value below the true one;
 * **TV**: exact where the mechanism allows it (random mask ``1 - rho^d``; record sampling, a
-  binomial TV), else the exact TV of the isotropic Gaussian fitted to ``W`` (Lemma 6.7's model:
-  an estimate); beside it a two-sample lower estimate (Kolmogorov-Smirnov distance of
+  binomial TV), else the TV of the diagonal Gaussian fitted to ``W`` (one variance per
+  coordinate, the delta method's; :func:`~privfl.distortion.diagonal.tv_gaussian_diagonal`,
+  with its certified bracket): an estimate, since ``W`` itself takes finitely many values
+  (one per subset of records) and so has TV 1 to any continuous distortion. The isotropic
+  model's TV (Lemma 6.7's, one variance for all coordinates) is kept beside it for comparison;
+  beside both a two-sample lower estimate (Kolmogorov-Smirnov distance of
   ``||W - mean||^2`` and of the count of zero coordinates, which lower-bounds the TV up to
   Monte Carlo error);
 * **utility meter**: ``eps_u = E ||W~ - W*||^2 - E ||W - W*||^2`` (the loss-increase
@@ -63,6 +67,7 @@ from privfl.distortion.bounds import (
     tradeoff_upper_bound,
     utility_loss_upper_bound,
 )
+from privfl.distortion.diagonal import tv_gaussian_diagonal
 from privfl.distortion.divergence import (
     sqrt_js,
     tv_gaussian_isotropic,
@@ -134,6 +139,8 @@ class ClientModel:
     gradient_sq_sum: float  # G = sum_i ||g_i||^2
     gap: float  # E ||W - W*||^2
     gaps: torch.Tensor = field(repr=False)  # ||W_r - W*||^2
+    #: per-coordinate variances of W (delta method, Algorithm 2 at rate p0): the diagonal model
+    variances: np.ndarray = field(default_factory=lambda: np.ones(1), repr=False)
 
     def posterior(self, w: torch.Tensor, kernel: Kernel | None = None) -> np.ndarray:
         """The attacker's (tempered) log posteriors ``[R, J]`` of parameters ``w``."""
@@ -144,9 +151,13 @@ class ClientModel:
 
     def sampling_kernel(self, rate: float) -> Kernel:
         """The kernel of an Algorithm 2 step at ``rate`` (delta method, floored)."""
-        v = torch.from_numpy(parameter_variance(self.grads.numpy(), rate, "normalized",
-                                                lr=self.lr, per_coordinate=True))
+        v = torch.from_numpy(self.step_variances(rate))
         return Kernel(v.clamp_min(_VARIANCE_FLOOR * float(v.mean()) or 1e-300))
+
+    def step_variances(self, rate: float) -> np.ndarray:
+        """Per-coordinate variances of an Algorithm 2 step at ``rate`` (delta method)."""
+        return np.asarray(parameter_variance(self.grads.numpy(), rate, "normalized", lr=self.lr,
+                                             per_coordinate=True))
 
 
 def _leakage(log_post: np.ndarray, prior: np.ndarray, rng: np.random.Generator
@@ -207,6 +218,7 @@ def prepare_client(k: int, trainer: Any, tensors: Any, w_prev: torch.Tensor, wei
         tempered_xi(prior, settings.tempering) if exact else 0.0, exact,
         float(samples.var(0, unbiased=True).mean()), float(samples.var(0, unbiased=False).sum()),
         float((grads * grads).sum()), float(gaps.mean()), gaps)
+    client.variances = client.step_variances(settings.sampling_rate)
     client.kernel = client.sampling_kernel(settings.sampling_rate)
     log_post = client.posterior(samples)
     client.belief, client.c1, client.c1_se = _leakage(log_post, prior, rng)
@@ -226,6 +238,9 @@ class Measurement:
     shift: float  # sqrt(JS(F~ || F))
     tv: float
     tv_method: str
+    tv_lower: float
+    tv_upper: float
+    tv_isotropic: float  # Lemma 6.7's model (one variance for all coordinates), for comparison
     tv_two_sample: float
     eps_u: float
     eps_u_se: float
@@ -263,18 +278,28 @@ def _matched(client: ClientModel, mechanism: Any) -> Kernel:
     return client.sampling_kernel(mechanism.rate)
 
 
-def _tv(client: ClientModel, mechanism: Any) -> tuple[float, str]:
+def _tv(client: ClientModel, mechanism: Any) -> tuple[float, str, float, float, float]:
+    """``(TV, how, certified lower, certified upper, the isotropic model's TV)``."""
     d = client.w_prev.numel()
     if isinstance(mechanism, PoissonRecordSampling):
-        return (tv_record_sampling(client.size, mechanism.rate, client.base_rate),
-                "exact: binomial TV of the subsets")
+        tv = tv_record_sampling(client.size, mechanism.rate, client.base_rate)
+        return tv, "exact: binomial TV of the subsets", tv, tv, math.nan
     if isinstance(mechanism, RandomMask):
+        tv = tv_random_mask(mechanism.keep_rate, d)
         if bool((client.samples == 0).any()):
-            return tv_random_mask(mechanism.keep_rate, d), "upper: 1 - rho^d (W has zeros)"
-        return tv_random_mask(mechanism.keep_rate, d), "exact: 1 - rho^d"
+            return tv, "upper: 1 - rho^d (W has zeros)", 0.0, tv, math.nan
+        return tv, "exact: 1 - rho^d", tv, tv, math.nan
     noise = mechanism.noise_variance
-    tv = tv_gaussian_isotropic(client.sigma2, client.sigma2 + noise, d) if noise else 0.0
-    return tv, "estimate: exact TV of the fitted isotropic Gaussian (Lemma 6.7's model)"
+    if not noise:
+        return 0.0, "exact: no noise", 0.0, 0.0, 0.0
+    isotropic = tv_gaussian_isotropic(client.sigma2, client.sigma2 + noise, d)
+    v = client.variances
+    if not bool((v > 0).all()):
+        return (1.0, "exact under the diagonal model: a coordinate with zero variance is a point "
+                "mass", 1.0, 1.0, isotropic)
+    result = tv_gaussian_diagonal(v, v + noise)
+    return (result.tv, "estimate: TV of the fitted diagonal Gaussian (per-coordinate delta-method "
+            f"variances; {result.method})", result.tv_lower, result.tv_upper, isotropic)
 
 
 def _two_sample(client: ClientModel, protected: torch.Tensor) -> float:
@@ -364,7 +389,7 @@ def measure_point(client: ClientModel, point: Any, w_star: torch.Tensor, setting
         xi = max(max_log_ratio(log_post, client.prior), client.xi if log_base is None
                  else max_log_ratio(log_base, client.prior))
     c2 = c2_from_xi(xi)
-    tv, tv_method = _tv(client, mechanism)
+    tv, tv_method, tv_lower, tv_upper, tv_isotropic = _tv(client, mechanism)
     eps_u, se, proxy, proxy_se, variance = _utility(
         client, protected, w_star, not isinstance(mechanism, PoissonRecordSampling), rng)
     c6, discrepancy = _discrepancy(client, protected, w_star, tv, settings.c6)
@@ -376,8 +401,8 @@ def measure_point(client: ClientModel, point: Any, w_star: torch.Tensor, setting
               "se_p": math.hypot(eps_p_se, c1_se), "se_u": se, "se_proxy": proxy_se}
     checks = _checks(point, mechanism, values)
     return Measurement(eps_p, eps_p_se, c1, c1_se, sqrt_js(belief, reference), tv, tv_method,
-                       _two_sample(client, protected), eps_u, se, proxy, variance, xi, c2, c6,
-                       cd, checks), protected
+                       tv_lower, tv_upper, tv_isotropic, _two_sample(client, protected),
+                       eps_u, se, proxy, variance, xi, c2, c6, cd, checks), protected
 
 
 def _checks(point: Any, mechanism: Any, v: dict[str, float]) -> list[dict[str, Any]]:
