@@ -116,3 +116,43 @@ def test_infinite_values_are_json_strings():
                    "--expected-variance", "0.1")
     assert out["constants"]["c2"] == "inf"
     assert math.isinf(float(out["constants"]["c2"]))
+
+
+def test_tv_per_coordinate_variances_from_npy(tmp_path):
+    """Issue 21: `distortion tv --variances A.npy --distorted-variances B.npy`."""
+    import numpy as np
+
+    from privfl.distortion.diagonal import tv_gaussian_diagonal
+    from privfl.distortion.divergence import tv_gaussian_isotropic
+
+    a = np.exp(np.random.default_rng(0).uniform(-20, -11, 300))
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", a + 1e-8)
+    np.save(tmp_path / "same.npy", 1.05 * a)
+    out = run_json("tv", "--variances", str(tmp_path / "a.npy"), "--distorted-variances",
+                   str(tmp_path / "b.npy"), "--draws", "4000")
+    expected = tv_gaussian_diagonal(a, a + 1e-8)
+    assert out["tv"] == pytest.approx(expected.tv, rel=1e-12) and out["setting"]["dimension"] == 300
+    assert out["tv_lower"] <= out["tv"] <= out["tv_upper"] and out["bracket"]["certified"]
+    assert out["kind"].startswith("numerical") and out["tv_error"] < 1e-8
+    assert abs(out["monte_carlo"]["tv"] - out["tv"]) <= 4 * out["monte_carlo"]["se"]
+    equal = run_json("tv", "--variances", str(tmp_path / "a.npy"), "--distorted-variances",
+                     str(tmp_path / "same.npy"), "--dimension", "300")
+    assert equal["kind"].startswith("exact")
+    assert equal["tv"] == pytest.approx(tv_gaussian_isotropic(1, 1.05, 300), rel=1e-12)
+    np.save(tmp_path / "short.npy", a[:10])
+    np.save(tmp_path / "matrix.npy", np.ones((2, 2)))
+    for args, fragment in [
+        (("--variances", str(tmp_path / "a.npy"), "--distorted-variances",
+          str(tmp_path / "short.npy")), "variances has 300 entries and --distorted-variances 10"),
+        (("--variances", str(tmp_path / "matrix.npy"), "--distorted-variances",
+          str(tmp_path / "a.npy")), "must be a 1-D numeric array"),
+        (("--variances", str(tmp_path / "missing.npy"), "--distorted-variances",
+          str(tmp_path / "a.npy")), "is not a readable .npy array"),
+        (("--variances", str(tmp_path / "a.npy")), "give both --variances"),
+        (("--variances", str(tmp_path / "a.npy"), "--distorted-variances",
+          str(tmp_path / "b.npy"), "--dimension", "7"), "dimension = 7 does not match"),
+        (("--variance", "1", "--dimension", "3"), "is missing"),
+    ]:
+        message = fails("tv", *args)
+        assert fragment in message and message.count("\n") == 1, message
