@@ -112,10 +112,12 @@ def test_bad_input_one_line_exit_2(args, message):
 
 
 def test_infinite_values_are_json_strings():
-    out = run_json("tradeoff", "--c1", "0.3", "--xi", "400", "--c6", "2",
-                   "--expected-variance", "0.1")
-    assert out["constants"]["c2"] == "inf"
-    assert math.isinf(float(out["constants"]["c2"]))
+    # xi = 0: C2 = 0, so the no-free-lunch range is unbounded on both sides
+    out = run_json("tradeoff", "--c1", "0.3", "--xi", "0", "--c6", "2",
+                   "--expected-variance", "0.1", "--leakage", "0.1")
+    assert out["utility_loss_range"]["min_nfl"] == "-inf"
+    assert out["utility_loss_range"]["max_theorem_6_12"] == "inf"
+    assert math.isinf(float(out["utility_loss_range"]["max_theorem_6_12"]))
 
 
 def test_tv_per_coordinate_variances_from_npy(tmp_path):
@@ -156,3 +158,33 @@ def test_tv_per_coordinate_variances_from_npy(tmp_path):
     ]:
         message = fails("tv", *args)
         assert fragment in message and message.count("\n") == 1, message
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    # issue 21: C2 = (e^(2 xi) - 1) / 2 overflows: the bound was printed as -inf
+    (("tradeoff", "--c1", "0.3", "--xi", "400", "--c6", "1", "--expected-variance", "0.3"),
+     "xi = 400.0 is out of range: C2 = (e^(2 xi) - 1) / 2 is infinite"),
+    (("tradeoff", "--c1", "0.3", "--xi", "inf", "--c6", "1", "--expected-variance", "0.3"),
+     "xi = inf is out of range"),
+    # sqrt-JS leakages live in [0, sqrt(ln 2)]
+    (("tradeoff", "--c1", "0.9", "--xi", "0.5", "--c6", "1", "--expected-variance", "0.3"),
+     "c1 = 0.9 is out of range: a sqrt-JS leakage"),
+    (("tradeoff", "--c1", "0.3", "--xi", "0.5", "--c6", "1", "--expected-variance", "0.3",
+      "--leakage", "0.9"), "leakage = 0.9 is out of range: a sqrt-JS leakage"),
+    (("sampling", "--c6", "1", "--c1", "0.85", "--tau", "0.1", "--gradient-sq-sum", "1"),
+     "c1 = 0.85 is out of range"),
+    # --tau 5 was reported as "gap = -4.5"
+    (("noise", "--variance", "1", "--dimension", "10", "--c1", "0.5", "--tau", "5"),
+     "tau = 5.0 is out of range: a sqrt-JS leakage"),
+])
+def test_out_of_range_leakage_and_xi_are_refused(args, fragment):
+    message = fails(*args)
+    assert fragment in message and message.count("\n") == 1, message
+
+
+def test_sampling_with_c6_zero_gives_the_right_reason():
+    out = run_json("sampling", "--c6", "0", "--c1", "0.5", "--tau", "0.4",
+                   "--gradient-sq-sum", "1")
+    for rule in out["results"]:
+        assert rule["p_min"] == 0.0 and rule["note"].startswith("C6 = 0")
+        assert "C1 <= tau" not in rule["note"]  # C1 = 0.5 > tau = 0.4

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -200,13 +201,13 @@ def noise_command(
     eps_p <= tau a guarantee: Lemma 6.6 (TV >= C1 - tau implies eps_p <= tau) is not proven
     and fails on counterexamples.
     """
-    from privfl._validation import check_nonnegative, check_range
     from privfl.distortion.calibrate import noise_calibrations
+    from privfl.distortion.divergence import check_leakage
 
     if gap is None:
         if c1 is None or tau is None:
             raise ValueError("gap is missing: give --gap G, or --c1 and --tau (G = C1 - tau)")
-        gap = check_range("c1", c1, 0.0, 1.0) - check_nonnegative("tau", tau)
+        gap = check_leakage("c1", c1) - check_leakage("tau", tau)
     elif c1 is not None or tau is not None:
         raise ValueError(f"gap = {gap!r} and --c1/--tau both given: give one of them")
     rows = noise_calibrations(variance, gap, dimension)
@@ -286,6 +287,10 @@ def tradeoff_bounds_command(
     )
 
     c2 = c2_from_xi(xi)
+    if not math.isfinite(c2):
+        raise ValueError(f"xi = {xi!r} is out of range: C2 = (e^(2 xi) - 1) / 2 is infinite in "
+                         "double precision, and Theorems 6.12-6.14 need a finite C2; must be "
+                         f"< {0.5 * (math.log(2.0) + math.log(sys.float_info.max)):.1f}")
     upper = tradeoff_upper_bound(c1, c2, c6, expected_variance, tv)
     lower = nfl_lower_bound(c1)
     if (gamma is None) != (nfl_delta is None):
@@ -299,9 +304,9 @@ def tradeoff_bounds_command(
                 "proven": b.proven, "note": b.note} for b in (upper, lower)]
     payload: dict[str, Any] = {"constants": constants, "results": results}
     if leakage is not None:
-        from privfl._validation import check_range
+        from privfl.distortion.divergence import check_leakage
 
-        eps_p = check_range("leakage", leakage, 0.0, 1.0)
+        eps_p = check_leakage("leakage", leakage)
         payload["utility_loss_range"] = {
             "leakage": eps_p,
             "min_nfl": (c1 - eps_p) / cd if cd > 0 else -math.inf,

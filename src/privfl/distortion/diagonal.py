@@ -156,32 +156,34 @@ def tv_diagonal_bracket(variances: object, distorted_variances: object
 
 
 # ----------------------------------------------------------------------- Imhof inversion
-def _tail_bound(lam: np.ndarray, u: float) -> float:
+def _tail_bound(lam: np.ndarray, u: float, k: np.ndarray) -> float:
     """A bound on ``int_u^inf du' / (u' rho(u'))``. ``log(1 + lam^2 e^{2s})`` is convex in
     ``s = log u``, so ``log rho(u') >= log rho(u) + m log(u'/u)`` with ``m = (1/2) sum lam^2
-    u^2 / (1 + lam^2 u^2)``, and the tail is at most ``1 / (m rho(u))``."""
+    u^2 / (1 + lam^2 u^2)``, and the tail is at most ``1 / (m rho(u))`` (``k``: how many
+    coordinates share each ``lam``)."""
     x2 = (lam * u) ** 2
-    m = 0.5 * float(np.sum(x2 / (1.0 + x2)))
+    m = 0.5 * float(k @ (x2 / (1.0 + x2)))
     if m <= 0.0:
         return math.inf
-    return math.exp(-0.25 * float(np.sum(np.log1p(x2)))) / m
+    return math.exp(-0.25 * float(k @ np.log1p(x2))) / m
 
 
-def _imhof_terms(lam: np.ndarray, shift: float, u: np.ndarray) -> np.ndarray:
-    """``sin(theta(u)) / (u rho(u))`` at the nodes ``u > 0`` (rows of ``lam u`` in chunks)."""
+def _imhof_terms(lam: np.ndarray, shift: float, u: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """``sin(theta(u)) / (u rho(u))`` at the nodes ``u > 0`` (rows of ``lam u`` in chunks;
+    ``k``: multiplicities of the ``lam``)."""
     out = np.empty(u.size)
     chunk = max(1, 4_000_000 // lam.size)
     for start in range(0, u.size, chunk):
         uu = u[start:start + chunk, None]
         x = lam[None, :] * uu
-        theta = 0.5 * (np.arctan(x) - x).sum(1) + 0.5 * uu[:, 0] * shift
-        log_rho = 0.25 * np.log1p(x * x).sum(1)
+        theta = 0.5 * ((np.arctan(x) - x) @ k) + 0.5 * uu[:, 0] * shift
+        log_rho = 0.25 * (np.log1p(x * x) @ k)
         out[start:start + chunk] = np.sin(theta) * np.exp(-log_rho) / uu[:, 0]
     return out
 
 
 def _imhof_pass(lam_p: np.ndarray, lam_q: np.ndarray, shift_p: float, shift_q: float,
-                cut: float, width: float) -> tuple[float, float]:
+                cut: float, width: float, k: np.ndarray) -> tuple[float, float]:
     """One Gauss-Legendre pass over ``[0, cut]`` (pieces of ``width`` up to ``8 width``, then
     growing by 1.5): the 16-node value and its difference from the 8-node one."""
     edges = [0.0]
@@ -195,50 +197,55 @@ def _imhof_pass(lam_p: np.ndarray, lam_q: np.ndarray, shift_p: float, shift_q: f
     estimates = []
     for nodes, weights in (_GL_COARSE, _GL_FINE):
         u = (mid[:, None] + half[:, None] * nodes[None, :]).ravel()
-        f = _imhof_terms(lam_q, shift_q, u) - _imhof_terms(lam_p, shift_p, u)
+        f = _imhof_terms(lam_q, shift_q, u, k) - _imhof_terms(lam_p, shift_p, u, k)
         estimates.append(float(np.sum(half * (f.reshape(lo.size, -1) @ weights))))
     return estimates[1], abs(estimates[1] - estimates[0])
 
 
-def _imhof_difference(c: np.ndarray, r: np.ndarray, shift_p: float, shift_q: float,
-                      t_star: float) -> tuple[float, float]:
+def _imhof_difference(r: np.ndarray, k: np.ndarray) -> tuple[float, float]:
     """``Q(T > t*) - P(T > t*)`` by Imhof 1961 and its error: Gauss-Legendre on pieces of
     ``[0, cut]`` (the difference of two rules estimates the quadrature error; pieces are halved
-    until it is below 1e-10) plus the certified bound on the tail beyond ``cut``. ``shift_*``
-    is ``sum lam_i - t*`` under each law, computed without cancellation."""
-    lam_p, lam_q = c, c * r
-    scale = math.sqrt(float(np.sum(lam_q * lam_q)) + float(np.sum(lam_p * lam_p)))
+    until it is below 1e-10) plus the certified bound on the tail beyond ``cut``. ``r``: the
+    ratios, ``k``: how many coordinates have each."""
+    e = r - 1.0
+    lam_p = 0.5 * e / r
+    lam_q = 0.5 * e
+    # sum lam - t* under each law without cancellation: under P (1/2) sum (e / r - log r)
+    # = -(1/2) sum (f - log1p(f)) with f = 1/r - 1; under Q (1/2) sum (e - log1p(e))
+    shift_p = -0.5 * float(k @ _x_minus_log1p(1.0 / r - 1.0))
+    shift_q = 0.5 * float(k @ _x_minus_log1p(e))
+    scale = math.sqrt(float(k @ (lam_q * lam_q)) + float(k @ (lam_p * lam_p)))
     cut = 1.0 / scale
-    while _tail_bound(lam_p, cut) + _tail_bound(lam_q, cut) > _TAIL * math.pi:
+    while _tail_bound(lam_p, cut, k) + _tail_bound(lam_q, cut, k) > _TAIL * math.pi:
         cut *= 1.5
     width = 1.0 / scale
     if cut > _MAX_PIECES * width:  # slow decay (few coordinates): oscillatory quadrature
-        return _imhof_fourier(lam_p, lam_q, 0.5 * t_star, 8.0 * width)
+        return _imhof_fourier(lam_p, lam_q, 0.25 * float(k @ np.log(r)), 8.0 * width, k)
     for _ in range(5):
-        value, error = _imhof_pass(lam_p, lam_q, shift_p, shift_q, cut, width)
+        value, error = _imhof_pass(lam_p, lam_q, shift_p, shift_q, cut, width, k)
         if error <= 1e-10 * math.pi:
             break
         width /= 2.0
     return value / math.pi, error / math.pi + 2.0 * _TAIL
 
 
-def _imhof_fourier(lam_p: np.ndarray, lam_q: np.ndarray, omega: float, split: float
-                   ) -> tuple[float, float]:
+def _imhof_fourier(lam_p: np.ndarray, lam_q: np.ndarray, omega: float, split: float,
+                   k: np.ndarray) -> tuple[float, float]:
     """Imhof's integral with ``theta = g(u) - omega u`` split into ``cos(omega u)`` and
     ``sin(omega u)`` parts: adaptive quadrature on ``[0, split]``, QUADPACK's QAWF (Fourier
     integrals) beyond; the error is QUADPACK's estimate."""
     def parts(u: float) -> tuple[float, float]:
         out = []
         for lam in (lam_q, lam_p):
-            g = 0.5 * float(np.sum(np.arctan(lam * u)))
-            out.append((math.sin(g), math.cos(g), math.exp(-0.25 * float(np.sum(
-                np.log1p((lam * u) ** 2))))))
+            g = 0.5 * float(k @ np.arctan(lam * u))
+            out.append((math.sin(g), math.cos(g), math.exp(-0.25 * float(
+                k @ np.log1p((lam * u) ** 2)))))
         (sq, cq, iq), (sp, cp, ip) = out
         return (sq * iq - sp * ip) / u, -(cq * iq - cp * ip) / u
 
     def near(u: float) -> float:
         if u == 0.0:
-            return 0.5 * float(np.sum(lam_q) - np.sum(lam_p))
+            return 0.5 * float(k @ lam_q - k @ lam_p)
         a, b = parts(u)
         return a * math.cos(omega * u) + b * math.sin(omega * u)
 
@@ -303,12 +310,7 @@ def tv_gaussian_diagonal(variances: object, distorted_variances: object) -> Diag
         return DiagonalTV(upper / 2, upper / 2, "bracket: TV below 1e-12", **common)
     if lower >= 1.0 - 1e-12:
         return DiagonalTV(1.0, 1.0 - lower, "bracket: TV above 1 - 1e-12", **common)
-    e = r - 1.0
-    c = 0.5 * e / r
-    # sum lam - t* under P: (1/2) sum (e / r - log r) = -(1/2) sum (f - log1p(f)), f = 1/r - 1
-    shift_p = -0.5 * float(np.sum(_x_minus_log1p(1.0 / r - 1.0)))
-    shift_q = 0.5 * float(np.sum(_x_minus_log1p(e)))  # sum (r - 1)/2 - t*
-    tv, error = _imhof_difference(c, r, shift_p, shift_q, 0.5 * float(np.sum(np.log(r))))
+    tv, error = _imhof_difference(r, np.ones(r.size))
     if not math.isfinite(tv) or error >= 0.5 * (upper - lower):
         return DiagonalTV(0.5 * (lower + upper), 0.5 * (upper - lower),
                           "bracket: midpoint (the numerical inversion did not converge)",
@@ -337,10 +339,26 @@ def tv_diagonal_monte_carlo(variances: object, distorted_variances: object, draw
 
 
 # ----------------------------------------------------------------------- calibration
+def _compressed(variances: np.ndarray, bins: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """``(representative variances, counts)``: the variances grouped into ``bins`` bins of
+    equal width in ``log`` (each represented by its mean): an approximation for root finding."""
+    logs = np.log(variances)
+    edges = np.linspace(logs.min(), logs.max(), bins + 1)
+    index = np.clip(np.searchsorted(edges, logs, side="right") - 1, 0, bins - 1)
+    counts = np.bincount(index, minlength=bins).astype(float)
+    sums = np.bincount(index, weights=variances, minlength=bins)
+    keep = counts > 0
+    return sums[keep] / counts[keep], counts[keep]
+
+
 def noise_variance_diagonal(variances: object, target_tv: float) -> float:
     """The isotropic noise ``sigma_eps^2`` with ``TV(N(mu, diag(a)), N(mu, diag(a +
-    sigma_eps^2))) = target_tv`` (Brent's method on ``log sigma_eps^2``; the TV by
-    :func:`tv_gaussian_diagonal`). ``target_tv <= 0`` gives 0; ``>= 1`` is infeasible."""
+    sigma_eps^2))) = target_tv`` (to 1e-9 relative in the TV, by :func:`tv_gaussian_diagonal`).
+
+    Brent's method on ``log sigma_eps^2`` with the variances grouped into 512 log-spaced bins
+    (Imhof's inversion with multiplicities: cheap), then secant steps on the exact TV.
+    ``target_tv <= 0`` gives 0; ``>= 1`` is infeasible (ValueError).
+    """
     a = check_variances("variances", variances)
     target = check_range("target_tv", target_tv, -1.0, 1.0)
     if target <= 0:
@@ -348,17 +366,38 @@ def noise_variance_diagonal(variances: object, target_tv: float) -> float:
     if target >= 1.0:
         raise ValueError(f"target_tv = {target!r} is infeasible: TV < 1 for every finite noise "
                          "variance; ask for a target in (0, 1)")
+    grouped, counts = _compressed(a) if a.size > 2048 else (a, np.ones(a.size))
 
-    def excess(log_noise: float) -> float:
-        return tv_gaussian_diagonal(a, a + math.exp(log_noise)).tv - target
+    def approximate(log_noise: float) -> float:
+        r = 1.0 + math.exp(log_noise) / grouped
+        if float(r.max()) / float(r.min()) - 1.0 <= _EQUAL_RATIOS:
+            return tv_gaussian_isotropic(1.0, float(r[0]), a.size) - target
+        tv = _imhof_difference(r, counts)[0]
+        return (tv if math.isfinite(tv) else tv_gaussian_diagonal(
+            a, a + math.exp(log_noise)).tv) - target
 
     # for small x the TV is about x / (2 sqrt(pi)), x = sigma_eps^2 sqrt(d) / sigma^2
     low = math.log(target * float(a.min()) / math.sqrt(a.size))
     high = low + 2.0
-    while excess(low) > 0:
+    while approximate(low) > 0:
         low -= 2.0
-    while excess(high) < 0:
+    while approximate(high) < 0:
         high += 2.0
         if high > 700.0:
             raise ValueError(f"target_tv = {target!r} is infeasible in floating point")
-    return math.exp(optimize.brentq(excess, low, high, xtol=1e-10, rtol=1e-10, maxiter=200))
+    x = optimize.brentq(approximate, low, high, xtol=1e-12, rtol=1e-12, maxiter=200)
+
+    def exact(log_noise: float) -> float:
+        return math.log(tv_gaussian_diagonal(a, a + math.exp(log_noise)).tv / target)
+
+    if grouped.size == a.size:
+        return math.exp(x)
+    x0, f0 = x, exact(x)
+    x1 = x0 - f0  # d log TV / d log noise is about 1 for small TV
+    for _ in range(20):
+        f1 = exact(x1)
+        if abs(f1) <= 1e-9:
+            return math.exp(x1)
+        step = f1 * (x1 - x0) / (f1 - f0) if f1 != f0 else f1
+        x0, f0, x1 = x1, f1, x1 - step
+    return math.exp(optimize.brentq(exact, x1 - 1.0, x1 + 1.0, xtol=1e-12))

@@ -127,9 +127,24 @@ def load_tradeoff(path: str | Path | None = None, overrides: tuple[str, ...] = (
         settings = TradeoffSettings.model_validate(section)
     except ValidationError as error:
         raise ConfigError(_settings_error(error)) from None
+    federated = raw.get("federated")
+    # before the algorithm's own section is validated (its keys differ from dp-fedavg's)
+    algorithm = (federated.get("algorithm", "prifedsync") if isinstance(federated, Mapping)
+                 else "dp-fedavg")
+    if algorithm != "dp-fedavg":
+        raise ConfigError(f"federated.algorithm = {algorithm!r} is not allowed: privfl tradeoff "
+                          "trains its base model with dp-fedavg (FedAvg with privacy.enabled: "
+                          "false)")
     config = config_from_dict(raw)
-    if config.federated.algorithm != "dp-fedavg":
-        raise ConfigError(f"federated.algorithm = {config.federated.algorithm!r} is not "
-                          "allowed: privfl tradeoff trains its base model with dp-fedavg "
-                          "(FedAvg with privacy.enabled: false)")
+    _check_sampling_rate(config, settings)
     return config, settings
+
+
+def _check_sampling_rate(config: ExperimentConfig, settings: TradeoffSettings) -> None:
+    """The unprotected step must be able to sample a record: ``p0 n_k >= 1`` in expectation for
+    the smallest client (else most draws are empty steps and the variances vanish)."""
+    records = config.data.train_size
+    if isinstance(records, int) and settings.sampling_rate * records < 1.0:
+        raise ConfigError(f"tradeoff.sampling_rate = {settings.sampling_rate!r} is out of range "
+                          f"for {records} records per client: must be >= 1 / {records} = "
+                          f"{1.0 / records:.4g} (at least one sampled record expected)")
