@@ -207,3 +207,19 @@ def test_configuration_errors_come_before_training(override, fragment):
     with pytest.raises(ConfigError) as info:
         load_tradeoff(None, (override,))
     assert fragment in str(info.value)
+
+
+def test_checks_with_fitted_constants_are_labelled_and_the_leakage_bias_reported(tiny):
+    """Issue 21: Theorem 6.1's C6 is fitted on the draws it is checked on and 6.13 uses an
+    assumed C_d: those checks are consistency checks, not tests; the leakage's Monte Carlo bias
+    is reported."""
+    result, out = tiny
+    kinds = {row["name"]: row["kind"] for row in result["bounds"]}
+    for name in ("Theorem 6.1 (Appendix L proxy)", "Theorem 6.12"):
+        assert kinds[name].startswith("consistency: C6 fitted from the same draws")
+    assert "C_d assumed = C2 / C6" in kinds["Theorem 6.13 (no free lunch)"]
+    assert kinds["Lemma B.1 (corrected)"] == "test"
+    un = result["unprotected"]
+    assert 0 < un["c1_bias"] < 3 * un["c1_se"]  # upward, of the order of the standard error
+    assert all(math.isfinite(p["eps_p_bias"]) for p in result["points"])
+    assert "| consistency |" in (out / "report.md").read_text()

@@ -252,6 +252,7 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
         "setting": _setting(config, settings, base, sizes, eta),
         "unprotected": {
             "c1": c1, "c1_se": float(np.mean([c.c1_se for c in clients])),
+            "c1_bias": float(np.mean([c.c1_bias for c in clients])),
             "xi": float(np.mean([c.xi for c in clients])),
             "xi_exact": all(c.xi_exact for c in clients),
             "sigma2": float(np.mean([c.sigma2 for c in clients])),
@@ -311,7 +312,8 @@ def _summarise(point: GridPoint, measured: list[Measurement], c1: float) -> dict
         "noise_variance": point.noise_variance, "protection": repr(point.protection),
         "tv_method": measured[0].tv_method, "warning": point.warning,
     }
-    for key in ("eps_p", "eps_p_se", "c1", "c1_se", "shift", "tv", "tv_lower", "tv_upper",
+    for key in ("eps_p", "eps_p_se", "eps_p_bias", "c1", "c1_se", "c1_bias", "shift", "tv",
+                "tv_lower", "tv_upper",
                 "tv_isotropic", "tv_two_sample", "eps_u",
                 "eps_u_se", "eps_u_proxy", "expected_variance", "xi", "c2", "c6", "cd"):
         entry[key] = mean(key)
@@ -320,7 +322,8 @@ def _summarise(point: GridPoint, measured: list[Measurement], c1: float) -> dict
     for m in measured:
         for check in m.checks:
             row = bounds.setdefault(check["name"], {
-                "statement": check["statement"], "quantity": check["quantity"],
+                "kind": check["kind"], "statement": check["statement"],
+                "quantity": check["quantity"],
                 "side": check["side"], "held": 0, "clients": 0, "hypothesis": 0, "proven": 0,
                 "held_under_hypothesis": 0, "clear_violations": 0, "bound": [],
                 "measured": []})
@@ -346,7 +349,8 @@ def bound_summary(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     table: dict[str, dict[str, Any]] = {}
     for point in points:
         for name, row in point["bounds"].items():
-            out = table.setdefault(name, {"name": name, "statement": row["statement"],
+            out = table.setdefault(name, {"name": name, "kind": row["kind"],
+                                          "statement": row["statement"],
                                           "quantity": row["quantity"], "side": row["side"],
                                           "cases": 0, "held": 0, "hypothesis": 0,
                                           "held_under_hypothesis": 0, "proven": 0,
