@@ -117,6 +117,9 @@ def test_same_seed_same_numbers():
         "tradeoff.mask=[]", "tradeoff.sampling=[]", "tradeoff.gaps=[]",
         "tradeoff.protected_rounds=0"))
     first, second = run_tradeoff(config, settings), run_tradeoff(config, settings)
+    for result in (first, second):  # wall-clock time is the one number the seed does not fix
+        for p in result["points"]:
+            assert p["efficiency"].pop("measure_seconds") > 0
     assert first["points"] == second["points"]
 
 
@@ -223,3 +226,16 @@ def test_checks_with_fitted_constants_are_labelled_and_the_leakage_bias_reported
     assert 0 < un["c1_bias"] < 3 * un["c1_se"]  # upward, of the order of the standard error
     assert all(math.isfinite(p["eps_p_bias"]) for p in result["points"])
     assert "| consistency |" in (out / "report.md").read_text()
+
+
+def test_efficiency_is_measured_per_point(tiny):
+    """Issue 21: efficiency, the paper's third axis, is measured and shown."""
+    result, out = tiny
+    d = result["setting"]["dimension"]
+    for p in result["points"]:
+        cost = p["efficiency"]
+        assert cost["dense_upload_bytes"] == 4 * d and cost["measure_seconds"] > 0
+    (sampling,) = points(result, "sampling")
+    assert sampling["efficiency"]["gradients"] == pytest.approx(0.9 * 40)
+    assert points(result, "gaussian")[0]["efficiency"]["gradients"] == pytest.approx(0.5 * 40)
+    assert "| upload bytes |" in (out / "report.md").read_text()

@@ -45,6 +45,7 @@ from privfl.distortion.calibrate import (
     noise_variance_paper,
 )
 from privfl.distortion.diagonal import noise_variance_diagonal
+from privfl.distortion.efficiency import efficiency
 from privfl.distortion.harness_config import TradeoffSettings
 from privfl.distortion.measure import ClientModel, Measurement, measure_point, prepare_client
 from privfl.distortion.mechanisms import (
@@ -233,11 +234,17 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
     say(f"measuring {len(points)} grid points x {len(clients)} clients x {settings.replicas} "
         "replicas")
     results = []
+    bytes_per_value = torch.finfo(base.algorithm.trainer.dtype).bits // 8
     for j, point in enumerate(points):
         generator = torch.Generator().manual_seed(int(seeds[2].generate_state(1)[0]) + j)
+        point_started = time.perf_counter()
         pairs = [measure_point(client, point, base.w_star, settings, generator)
                  for client in clients]
         entry = _summarise(point, [m for m, _ in pairs], c1)
+        costs = [efficiency(_mechanism(point), int(base.w_prev.numel()), c.size,
+                            settings.sampling_rate, bytes_per_value) for c in clients]
+        entry["efficiency"] = {key: float(np.mean([c[key] for c in costs])) for key in costs[0]}
+        entry["efficiency"]["measure_seconds"] = time.perf_counter() - point_started
         entry["accuracy"] = _aggregate_accuracy(base, [rows for _, rows in pairs], sizes,
                                                 settings.aggregation)
         if settings.protected_rounds:
@@ -269,6 +276,11 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
         "bounds": bound_summary(results),
         "seconds": {"training": trained_at - started, "total": time.perf_counter() - started},
     }
+
+
+def _mechanism(point: GridPoint) -> Any:
+    protection = point.protection
+    return protection.sampling or protection.distortions[0]
 
 
 def _setting(config: ExperimentConfig, settings: TradeoffSettings, base: _Base,

@@ -63,12 +63,19 @@ def _violated(point: Mapping[str, Any]) -> bool:
                if name in point["bounds"])
 
 
+def _se(point: Mapping[str, Any], key: str) -> float:
+    value = point.get(key)
+    return float(value) if _finite(value) else 0.0
+
+
 def plot_frontier(result: Mapping[str, Any], path: str | Path) -> Path:
     """Left: measured (eps_p, eps_u) per point with the per-point bounds on eps_u implied by
     the no-free-lunch lower bound (Theorem 6.13) and the paper's upper bound (Theorem 6.12,
     on the Appendix L proxy); points where one of these two was violated by > 2 standard errors
-    are ringed in red. Right: eps_p against TV with eq. (32) (Lemma 6.6), Lemma 6.5 as printed and
-    privfl's triangle bound, drawn with the unprotected C1 and the attacker's C2."""
+    are ringed in red; error bars are one standard error. Right: eps_p against TV with eq. (32)
+    (Lemma 6.6), Lemma 6.5 as printed and privfl's triangle bound, drawn as curves with the
+    unprotected C1 and the attacker's C2, and per point (short ticks) with the point's own C1,
+    the one its checks use."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -79,11 +86,13 @@ def plot_frontier(result: Mapping[str, Any], path: str | Path) -> Path:
     for mechanism, pts in _series(result["points"]).items():
         color, marker = _STYLE.get(mechanism, ("C7", "o"))
         xs = [p["eps_p"] for p in pts]
-        left.plot(xs, [p["eps_u"] for p in pts], marker=marker, color=color, ls="-" if len(
-            pts) > 2 and "-" not in mechanism else "none",
-            label=MECHANISM_LABELS.get(mechanism, mechanism))
-        right.plot([max(p["tv"], 1e-6) for p in pts], xs, marker=marker, color=color, ls="none",
-                   label=mechanism)
+        left.errorbar(xs, [p["eps_u"] for p in pts], xerr=[_se(p, "eps_p_se") for p in pts],
+                      yerr=[_se(p, "eps_u_se") for p in pts], marker=marker, color=color,
+                      ls="-" if len(pts) > 2 and "-" not in mechanism else "none", capsize=2,
+                      elinewidth=0.8, label=MECHANISM_LABELS.get(mechanism, mechanism))
+        right.errorbar([max(p["tv"], 1e-6) for p in pts], xs,
+                       yerr=[_se(p, "eps_p_se") for p in pts], marker=marker, color=color,
+                       ls="none", capsize=2, elinewidth=0.8, label=mechanism)
         for p in pts:
             if _violated(p):
                 left.plot([p["eps_p"]], [p["eps_u"]], marker="o", ms=13, mfc="none", mec="red")
@@ -118,6 +127,13 @@ def plot_frontier(result: Mapping[str, Any], path: str | Path) -> Path:
         factor = 0.5 * (math.exp(1.5 * xi) - math.exp(-0.5 * xi))
         right.plot(grid, [min(c1 + factor * t, math.sqrt(math.log(2))) for t in grid],
                    color="k", ls="-", lw=0.8, label="triangle bound C1 + C2 e^(-xi/2) TV")
+    if _finite(xi):
+        factor = 0.5 * (math.exp(1.5 * xi) - math.exp(-0.5 * xi)) if xi < 470 else math.inf
+        for p in result["points"]:  # the triangle bound with the point's own C1 (as checked)
+            if _finite(p.get("c1")) and _finite(p.get("tv")):
+                right.plot([max(p["tv"], 1e-6)], [min(p["c1"] + factor * p["tv"],
+                                                       math.sqrt(math.log(2)))],
+                           marker="_", ms=9, color="k")
     right.axhline(c1, color="grey", lw=0.6)
     right.set_xscale("log")
     right.set_ylim(0, math.sqrt(math.log(2)) * 1.02)
@@ -193,8 +209,8 @@ def report_markdown(result: Mapping[str, Any]) -> str:
         "",
         "| mechanism | parameter | noise var | eps_p (s.e.; bias) | C1 | TV [certified "
         "bracket] | TV isotropic model | TV 2-sample | eps_u (s.e.) | proxy | accuracy, 1 round "
-        "| accuracy, trained |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| accuracy, trained | upload bytes | gradients | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in result["points"]:
         lines.append(
@@ -204,7 +220,10 @@ def report_markdown(result: Mapping[str, Any]) -> str:
             f"[{_fmt(p.get('tv_lower'))}, {_fmt(p.get('tv_upper'))}] | "
             f"{_fmt(p.get('tv_isotropic'))} | {_fmt(p['tv_two_sample'])} | "
             f"{_fmt(p['eps_u'])} ({_fmt(p['eps_u_se'], 2)}) | {_fmt(p['eps_u_proxy'])} | "
-            f"{_fmt(p['accuracy'], 4)} | {_fmt(p.get('trained_accuracy'), 4)} |")
+            f"{_fmt(p['accuracy'], 4)} | {_fmt(p.get('trained_accuracy'), 4)} | "
+            f"{_fmt(p.get('efficiency', {}).get('upload_bytes'), 4)} | "
+            f"{_fmt(p.get('efficiency', {}).get('gradients'), 3)} | "
+            f"{_fmt(p.get('efficiency', {}).get('measure_seconds'), 2)} |")
     lines += ["", "### Theorem 6.11: sampling probability for each TV target", "",
               "C6 is the configured one or the median over the points; G at the base model, "
               "mean over clients.", "",
