@@ -112,7 +112,79 @@ def test_bad_input_one_line_exit_2(args, message):
 
 
 def test_infinite_values_are_json_strings():
-    out = run_json("tradeoff", "--c1", "0.3", "--xi", "400", "--c6", "2",
-                   "--expected-variance", "0.1")
-    assert out["constants"]["c2"] == "inf"
-    assert math.isinf(float(out["constants"]["c2"]))
+    # xi = 0: C2 = 0, so the no-free-lunch range is unbounded on both sides
+    out = run_json("tradeoff", "--c1", "0.3", "--xi", "0", "--c6", "2",
+                   "--expected-variance", "0.1", "--leakage", "0.1")
+    assert out["utility_loss_range"]["min_nfl"] == "-inf"
+    assert out["utility_loss_range"]["max_theorem_6_12"] == "inf"
+    assert math.isinf(float(out["utility_loss_range"]["max_theorem_6_12"]))
+
+
+def test_tv_per_coordinate_variances_from_npy(tmp_path):
+    """Issue 21: `distortion tv --variances A.npy --distorted-variances B.npy`."""
+    import numpy as np
+
+    from privfl.distortion.diagonal import tv_gaussian_diagonal
+    from privfl.distortion.divergence import tv_gaussian_isotropic
+
+    a = np.exp(np.random.default_rng(0).uniform(-20, -11, 300))
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", a + 1e-8)
+    np.save(tmp_path / "same.npy", 1.05 * a)
+    out = run_json("tv", "--variances", str(tmp_path / "a.npy"), "--distorted-variances",
+                   str(tmp_path / "b.npy"), "--draws", "4000")
+    expected = tv_gaussian_diagonal(a, a + 1e-8)
+    assert out["tv"] == pytest.approx(expected.tv, rel=1e-12) and out["setting"]["dimension"] == 300
+    assert out["tv_lower"] <= out["tv"] <= out["tv_upper"] and out["bracket"]["certified"]
+    assert out["kind"].startswith("numerical") and out["tv_error"] < 1e-8
+    assert abs(out["monte_carlo"]["tv"] - out["tv"]) <= 4 * out["monte_carlo"]["se"]
+    equal = run_json("tv", "--variances", str(tmp_path / "a.npy"), "--distorted-variances",
+                     str(tmp_path / "same.npy"), "--dimension", "300")
+    assert equal["kind"].startswith("exact")
+    assert equal["tv"] == pytest.approx(tv_gaussian_isotropic(1, 1.05, 300), rel=1e-12)
+    np.save(tmp_path / "short.npy", a[:10])
+    np.save(tmp_path / "matrix.npy", np.ones((2, 2)))
+    for args, fragment in [
+        (("--variances", str(tmp_path / "a.npy"), "--distorted-variances",
+          str(tmp_path / "short.npy")), "variances has 300 entries and --distorted-variances 10"),
+        (("--variances", str(tmp_path / "matrix.npy"), "--distorted-variances",
+          str(tmp_path / "a.npy")), "must be a 1-D numeric array"),
+        (("--variances", str(tmp_path / "missing.npy"), "--distorted-variances",
+          str(tmp_path / "a.npy")), "is not a readable .npy array"),
+        (("--variances", str(tmp_path / "a.npy")), "give both --variances"),
+        (("--variances", str(tmp_path / "a.npy"), "--distorted-variances",
+          str(tmp_path / "b.npy"), "--dimension", "7"), "dimension = 7 does not match"),
+        (("--variance", "1", "--dimension", "3"), "is missing"),
+    ]:
+        message = fails("tv", *args)
+        assert fragment in message and message.count("\n") == 1, message
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    # issue 21: C2 = (e^(2 xi) - 1) / 2 overflows: the bound was printed as -inf
+    (("tradeoff", "--c1", "0.3", "--xi", "400", "--c6", "1", "--expected-variance", "0.3"),
+     "xi = 400.0 is out of range: C2 = (e^(2 xi) - 1) / 2 is infinite"),
+    (("tradeoff", "--c1", "0.3", "--xi", "inf", "--c6", "1", "--expected-variance", "0.3"),
+     "xi = inf is out of range"),
+    # sqrt-JS leakages live in [0, sqrt(ln 2)]
+    (("tradeoff", "--c1", "0.9", "--xi", "0.5", "--c6", "1", "--expected-variance", "0.3"),
+     "c1 = 0.9 is out of range: a sqrt-JS leakage"),
+    (("tradeoff", "--c1", "0.3", "--xi", "0.5", "--c6", "1", "--expected-variance", "0.3",
+      "--leakage", "0.9"), "leakage = 0.9 is out of range: a sqrt-JS leakage"),
+    (("sampling", "--c6", "1", "--c1", "0.85", "--tau", "0.1", "--gradient-sq-sum", "1"),
+     "c1 = 0.85 is out of range"),
+    # --tau 5 was reported as "gap = -4.5"
+    (("noise", "--variance", "1", "--dimension", "10", "--c1", "0.5", "--tau", "5"),
+     "tau = 5.0 is out of range: a sqrt-JS leakage"),
+])
+def test_out_of_range_leakage_and_xi_are_refused(args, fragment):
+    message = fails(*args)
+    assert fragment in message and message.count("\n") == 1, message
+
+
+def test_sampling_with_c6_zero_gives_the_right_reason():
+    out = run_json("sampling", "--c6", "0", "--c1", "0.5", "--tau", "0.4",
+                   "--gradient-sq-sum", "1")
+    for rule in out["results"]:
+        assert rule["p_min"] == 0.0 and rule["note"].startswith("C6 = 0")
+        assert "C1 <= tau" not in rule["note"]  # C1 = 0.5 > tau = 0.4

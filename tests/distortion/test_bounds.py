@@ -203,3 +203,27 @@ def test_lemma_6_7_sandwich_t3():
 def test_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_small_r_keeps_its_precision():
+    """Issue 21: (1 - sqrt(1 - 4 r)) / 2 loses all precision for small r."""
+    from privfl.distortion.bounds import smaller_root
+    from privfl.distortion.sampling import sampling_probability
+
+    for r in (1e-18, 1e-12, 1e-6, 0.1, 0.25):
+        p = smaller_root(r)
+        assert p * (1 - p) == pytest.approx(r, rel=1e-14)
+    assert optimal_tradeoff(1e-12, 1.0, 1.0, 1.0).sampling_probability == pytest.approx(
+        1e-12 * (1 + 1e-12), rel=1e-14)
+    rule = sampling_probability(1e-3, 0.5, 0.5 - 1e-9, 1.0)
+    ratio = rule.ratio
+    assert rule.p_min * (1 - rule.p_min) == pytest.approx(ratio, rel=1e-14)
+
+
+def test_leakages_above_sqrt_ln2_and_infinite_c2_are_refused():
+    with pytest.raises(ValueError, match=r"c1 = 0.9 is out of range: a sqrt-JS leakage"):
+        privacy_leakage_upper_bound(0.9, 1.0, 0.01)
+    with pytest.raises(ValueError, match=r"tau = 0.85 is out of range"):
+        min_tv_for_budget(0.5, 0.85)
+    with pytest.raises(ValueError, match=r"c2 = inf is out of range for Theorem 6.12"):
+        tradeoff_upper_bound(0.3, math.inf, 1.0, 0.3)

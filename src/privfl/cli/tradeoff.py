@@ -61,9 +61,10 @@ def tradeoff_command(
     typer.echo(f"\nwhich bounds held ({settings.replicas} draws per client and point; "
                "cases = points x clients):")
     for row in result["bounds"]:
+        kind = row.get("kind", "test").split(":")[0]
         typer.echo(f"  {row['name']:<36} held {row['held']:>4}/{row['cases']:<4} clear "
                    f"violations {row['clear_violations']:>4}  hypothesis held "
-                   f"{row['hypothesis']:>4}")
+                   f"{row['hypothesis']:>4}  ({kind})")
     typer.echo(f"\nwrote {files['json']}, {files['plot']}, {files['report']} "
                f"({result['seconds']['total']:.1f} s)")
 

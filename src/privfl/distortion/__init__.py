@@ -5,6 +5,9 @@ is proven about them, corrected forms, and calibration.
 
 * :mod:`~privfl.distortion.divergence` — sqrt-JS, total variation (discrete; exact for
   isotropic Gaussians; Devroye et al. 2018 bounds; random mask).
+* :mod:`~privfl.distortion.diagonal` — TV between Gaussians with per-coordinate variances
+  (exact, numerical with its error, a certified bracket, Monte Carlo) and the noise for a TV
+  target under them.
 * :mod:`~privfl.distortion.bayesian` — the finite Bayesian attacker: beliefs, leakage
   ``eps_p``, ``C1``, ``xi``, ``C2``.
 * :mod:`~privfl.distortion.utility` — gap, utility loss (both sign conventions), the
@@ -38,11 +41,19 @@ from privfl.distortion.bounds import (
     utility_loss_upper_bound,
 )
 from privfl.distortion.calibrate import (
+    AnisotropyWarning,
     NoiseCalibration,
     mask_keep_rate,
     noise_calibrations,
     noise_variance_exact,
     noise_variance_paper,
+)
+from privfl.distortion.diagonal import (
+    DiagonalTV,
+    noise_variance_diagonal,
+    tv_diagonal_bracket,
+    tv_diagonal_monte_carlo,
+    tv_gaussian_diagonal,
 )
 from privfl.distortion.divergence import (
     js_divergence,
@@ -76,9 +87,11 @@ from privfl.distortion.utility import (
 )
 
 __all__ = [
+    "AnisotropyWarning",
     "BayesianAttacker",
     "Bound",
     "ClientProtection",
+    "DiagonalTV",
     "GaussianDistortion",
     "NoiseCalibration",
     "PoissonRecordSampling",
@@ -101,6 +114,7 @@ __all__ = [
     "nfl_holds",
     "nfl_lower_bound",
     "noise_calibrations",
+    "noise_variance_diagonal",
     "noise_variance_exact",
     "noise_variance_paper",
     "optimal_tradeoff",
@@ -112,8 +126,11 @@ __all__ = [
     "sampling_variance",
     "sqrt_js",
     "tradeoff_upper_bound",
+    "tv_diagonal_bracket",
+    "tv_diagonal_monte_carlo",
     "tv_discrete",
     "tv_gaussian_devroye",
+    "tv_gaussian_diagonal",
     "tv_gaussian_isotropic",
     "tv_random_mask",
     "utility_loss",

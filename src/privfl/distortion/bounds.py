@@ -33,6 +33,7 @@ from privfl._validation import (
     check_range,
 )
 from privfl.distortion.bayesian import c2_from_xi
+from privfl.distortion.divergence import check_leakage
 
 __all__ = [
     "Bound",
@@ -47,6 +48,7 @@ __all__ = [
     "nfl_lower_bound",
     "optimal_tradeoff",
     "privacy_leakage_upper_bound",
+    "smaller_root",
     "tradeoff_upper_bound",
     "utility_loss_upper_bound",
     "variance_gap_bound",
@@ -191,7 +193,7 @@ def privacy_leakage_upper_bound(c1: float, c2: float, tv: float) -> Bound:
     condition alone it is false (a two-point Bayesian model with C1 = 0.0379, C2 = 1.5,
     TV = 0.025 has eps_p = 0.0443 > 2 C1 - C2 TV = 0.0384).
     """
-    c1 = check_range("c1", c1, 0.0, 1.0)
+    c1 = check_leakage("c1", c1)
     c2 = _c2(c2)
     tv = check_probability("tv", tv)
     shift = c2 * tv if tv > 0 else 0.0
@@ -218,7 +220,7 @@ def leakage_triangle_bounds(c1: float, c2: float, tv: float, xi: float | None = 
     bound on ``sqrt(JS(F~ || F))``: ``C2 TV`` (their Lemma B.3) or, given ``xi``, privfl's
     tighter ``C2 e^{-xi/2} TV``. Both follow from the triangle inequality of sqrt(JS).
     """
-    c1 = check_range("c1", c1, 0.0, 1.0)
+    c1 = check_leakage("c1", c1)
     c2 = _c2(c2)
     tv = check_probability("tv", tv)
     shift = c2 * tv if tv > 0 else 0.0
@@ -247,8 +249,8 @@ def min_tv_for_budget(c1: float, tau: float, variant: str = "paper",
     ``lemma65`` (needs ``c2``): ``TV >= (2 C1 - tau) / C2`` from Lemma 6.5; only meaningful
     together with ``2 C2 TV <= C1``, i.e. for ``tau >= 1.5 C1``.
     """
-    c1 = check_range("c1", c1, 0.0, 1.0)
-    tau = check_nonnegative("tau", tau)
+    c1 = check_leakage("c1", c1)
+    tau = check_leakage("tau", tau)
     if variant == "paper":
         return Bound("Lemma 6.6", "paper", "TV", "lower", c1 - tau, True, False,
                      "sufficiency rests on the unproven eq. (32); NOT a guarantee")
@@ -285,6 +287,13 @@ def gaussian_tv_sandwich(variance: float, noise_variance: float, dimension: int
             Bound("Lemma 6.7", "paper", "TV", "upper", hi, True, True, note))
 
 
+def smaller_root(r: float) -> float:
+    """The smaller root of ``p (1 - p) = r`` for ``0 <= r <= 1/4``: ``2 r / (1 + sqrt(1 - 4 r))``
+    (the same as ``(1 - sqrt(1 - 4 r)) / 2`` without its cancellation for small ``r``)."""
+    r = check_range("r", r, 0.0, 0.25)
+    return 2.0 * r / (1.0 + math.sqrt(1.0 - 4.0 * r))
+
+
 # ------------------------------------------------------------------------------- trade-off
 def tradeoff_upper_bound(c1: float, c2: float, c6: float, expected_variance: float,
                          tv: float | None = None) -> Bound:
@@ -294,11 +303,14 @@ def tradeoff_upper_bound(c1: float, c2: float, c6: float, expected_variance: flo
     Theorem 6.1 with Lemma 6.5, so it is proven only where Lemma 6.5 is (``2 C2 TV <= C1``;
     unknown without ``tv``) and only for the Appendix L proxy of ``eps_u``.
     """
-    c1 = check_range("c1", c1, 0.0, 1.0)
+    c1 = check_leakage("c1", c1)
     c2 = _c2(c2)
     c6 = check_positive("c6", c6)
     var = check_nonnegative("expected_variance", expected_variance)
     weight = c2 / c6
+    if not math.isfinite(weight):
+        raise ValueError(f"c2 = {c2!r} is out of range for Theorem 6.12: C2 / C6 = {weight!r} "
+                         "makes the bound vacuous; must give a finite C2 / C6")
     value = 2.0 * c1 - weight * var if var else 2.0 * c1
     if tv is None:
         return Bound("Theorem 6.12", "paper", "eps_p + (C2/C6) eps_u", "upper", value, True,
@@ -312,15 +324,15 @@ def nfl_lower_bound(c1: float) -> Bound:
     """Theorem 6.13 (Zhang et al. 2022a, "No free lunch", as restated by the paper):
     ``eps_p + C_d eps_u >= C1`` with ``C_d`` from :func:`c_d`. Its proof (in the cited paper)
     was not checked by privfl, and ``C_d`` needs the unobservable gamma and Delta."""
-    c1 = check_range("c1", c1, 0.0, 1.0)
+    c1 = check_leakage("c1", c1)
     return Bound("Theorem 6.13", "paper", "eps_p + C_d eps_u", "lower", c1, True, False,
                  "restated from Zhang et al. 2022a; proof not checked; gamma, Delta are inputs")
 
 
 def nfl_holds(eps_p: float, eps_u: float, c1: float, cd: float) -> bool:
     """Whether ``eps_p + C_d eps_u >= C1`` (Theorem 6.13) for measured ``eps_p``, ``eps_u``."""
-    return (check_nonnegative("eps_p", eps_p) + check_nonnegative("cd", cd)
-            * check_range("eps_u", eps_u) >= check_range("c1", c1, 0.0, 1.0))
+    return (check_leakage("eps_p", eps_p) + check_nonnegative("cd", cd)
+            * check_range("eps_u", eps_u) >= check_leakage("c1", c1))
 
 
 @dataclass(frozen=True)
@@ -343,7 +355,7 @@ def optimal_tradeoff(c1: float, c2: float, c6: float, gradient_sq_sum: float | N
     ``p (1 - p) G = E(Var)`` (Theorem 6.10; None without ``G`` or if no p reaches it) and, given
     gamma and Delta, whether ``C_d = C2/C6`` holds (to 1e-9 relative).
     """
-    c1 = check_range("c1", c1, 0.0, 1.0)
+    c1 = check_leakage("c1", c1)
     c2 = check_positive("c2", c2)
     c6 = check_positive("c6", c6)
     variance = c1 * c6 / c2
@@ -353,7 +365,7 @@ def optimal_tradeoff(c1: float, c2: float, c6: float, gradient_sq_sum: float | N
         g = check_positive("gradient_sq_sum", gradient_sq_sum)
         r = variance / g
         if r <= 0.25:
-            p = 0.5 * (1.0 - math.sqrt(1.0 - 4.0 * r)) if r > 0 else 0.0
+            p = smaller_root(r)
             note += "; p solves p(1 - p) G = E(Var) (Theorem 6.10, one sampling round)"
         else:
             note += f"; no p reaches it: p(1 - p) G <= G/4 = {g / 4:.6g}"

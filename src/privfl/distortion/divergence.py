@@ -30,6 +30,7 @@ from privfl._validation import check_int, check_positive, check_range
 __all__ = [
     "SQRT_LN2",
     "check_distribution",
+    "check_leakage",
     "js_divergence",
     "sqrt_js",
     "tv_discrete",
@@ -45,6 +46,16 @@ SQRT_LN2 = math.sqrt(math.log(2.0))
 _SUM_TOLERANCE = 1e-9
 #: Gauss-Legendre nodes for the chi-square density over a short interval (see below).
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(12)
+
+
+def check_leakage(name: str, value: object) -> float:
+    """A square-root JS leakage (``C1``, ``eps_p``, ``tau``): a real number in
+    ``[0, sqrt(ln 2)]`` (= [0, 0.8326])."""
+    x = check_range(name, value)
+    if not 0.0 <= x <= SQRT_LN2:
+        raise ValueError(f"{name} = {x!r} is out of range: a sqrt-JS leakage (natural log) must "
+                         f"be in [0, sqrt(ln 2)] = [0, {SQRT_LN2:.6f}]")
+    return x
 
 
 def check_distribution(name: str, value: object) -> np.ndarray:

@@ -10,8 +10,9 @@
    per-example gradients plus the weight decay) and draws ``R`` unprotected parameters
    ``W = W_{t-1} - eta mean_{i in S} g_i`` with ``S`` Poisson at rate ``p0`` (Algorithm 2);
 3. applies each mechanism of the grid (Gaussian distortion at Lemma 6.7's ``x``, the noise of
-   Lemma 6.8 and of the exact calibration for each TV target, the random mask, record sampling
-   at rate ``p``) and measures, per client (:mod:`privfl.distortion.measure`): the leakage
+   Lemma 6.8, of the exact isotropic calibration and of the calibration for per-coordinate
+   variances for each TV target, the random mask, record sampling at rate ``p``) and measures,
+   per client (:mod:`privfl.distortion.measure`): the leakage
    ``eps_p`` of a Bayesian attacker, the TV distance, the utility loss (literal and the
    Appendix L proxy) and the variance; averages over clients (their eqs. 4 and 6);
 4. compares the measurements with the paper's bounds (which held, on how many clients), the
@@ -38,7 +39,13 @@ import torch
 from torch.func import functional_call
 
 from privfl.config import ExperimentConfig
-from privfl.distortion.calibrate import noise_variance_exact, noise_variance_paper
+from privfl.distortion.calibrate import (
+    anisotropy_message,
+    noise_variance_exact,
+    noise_variance_paper,
+)
+from privfl.distortion.diagonal import noise_variance_diagonal
+from privfl.distortion.efficiency import efficiency
 from privfl.distortion.harness_config import TradeoffSettings
 from privfl.distortion.measure import ClientModel, Measurement, measure_point, prepare_client
 from privfl.distortion.mechanisms import (
@@ -57,35 +64,46 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One mechanism at one parameter value."""
+    """One mechanism at one parameter value (``warning``: an isotropic rule applied to
+    anisotropic parameters)."""
 
-    mechanism: str  # gaussian | gaussian-paper | gaussian-exact | mask | sampling
+    mechanism: str  # gaussian | gaussian-paper | gaussian-isotropic | gaussian-diagonal | ...
     parameter: str  # x | gap | keep_rate | rate
     value: float
     protection: ClientProtection
     noise_variance: float | None = None
+    warning: str = ""
 
     @property
     def label(self) -> str:
         return f"{self.mechanism} {self.parameter}={self.value:g}"
 
 
-def grid_points(settings: TradeoffSettings, sigma2: float, dimension: int) -> list[GridPoint]:
-    """The grid: Gaussian at each ``x`` (``sigma_eps^2 = x sigma^2 / sqrt(d)``), Lemma 6.8's
-    and the exact noise for each TV target (Lemma 6.8 refuses targets >= 0.01: no point), the
-    mask at each keep rate, record sampling at each rate."""
+def grid_points(settings: TradeoffSettings, variances: list[np.ndarray]) -> list[GridPoint]:
+    """The grid, from each client's per-coordinate variances: Gaussian at each ``x``
+    (``sigma_eps^2 = x sigma^2 / sqrt(d)``, ``sigma^2`` the mean variance); for each TV target,
+    Lemma 6.8's noise (refused for targets >= 0.01: no point) and the exact isotropic
+    calibration (both with ``sigma^2`` the mean variance, warned when the variances differ), and
+    the smallest noise with ``TV >= gap`` on every client under its per-coordinate variances;
+    the mask at each keep rate; record sampling at each rate."""
+    pooled = np.concatenate(variances)
+    sigma2, dimension = float(pooled.mean()), int(variances[0].size)
     points = []
     for x in settings.gaussian:
         noise = x * sigma2 / math.sqrt(dimension)
         points.append(GridPoint("gaussian", "x", x, ClientProtection(
             distortions=(GaussianDistortion(noise),)), noise))
     for gap in settings.gaps:
-        rules = [("gaussian-exact", noise_variance_exact(sigma2, gap, dimension))]
+        rules = [("gaussian-isotropic", noise_variance_exact(sigma2, gap, dimension))]
         if gap < 0.01:
             rules.insert(0, ("gaussian-paper", noise_variance_paper(sigma2, gap, dimension)))
         for name, noise in rules:
+            warning = anisotropy_message(pooled, f"{name} (sigma^2 = mean variance)")
             points.append(GridPoint(name, "gap", gap, ClientProtection(
-                distortions=(GaussianDistortion(noise),)), noise))
+                distortions=(GaussianDistortion(noise),)), noise, warning))
+        noise = max(noise_variance_diagonal(v, gap) for v in variances)
+        points.append(GridPoint("gaussian-diagonal", "gap", gap, ClientProtection(
+            distortions=(GaussianDistortion(noise),)), noise))
     for rho in settings.mask:
         points.append(GridPoint("mask", "keep_rate", rho, ClientProtection(
             distortions=(RandomMask(rho),))))
@@ -208,16 +226,25 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
         for k in range(base.data.num_clients)]
     sizes = np.array([c.size for c in clients])
     c1 = float(np.mean([c.c1 for c in clients]))
-    points = grid_points(settings, float(np.mean([c.sigma2 for c in clients])),
-                         int(base.w_prev.numel()))
+    say("calibrating the noise for the TV targets under per-coordinate variances")
+    points = grid_points(settings, [c.variances for c in clients])
+    for point in points:
+        if point.warning:
+            say(f"  warning: {point.warning}")
     say(f"measuring {len(points)} grid points x {len(clients)} clients x {settings.replicas} "
         "replicas")
     results = []
+    bytes_per_value = torch.finfo(base.algorithm.trainer.dtype).bits // 8
     for j, point in enumerate(points):
         generator = torch.Generator().manual_seed(int(seeds[2].generate_state(1)[0]) + j)
+        point_started = time.perf_counter()
         pairs = [measure_point(client, point, base.w_star, settings, generator)
                  for client in clients]
         entry = _summarise(point, [m for m, _ in pairs], c1)
+        costs = [efficiency(_mechanism(point), int(base.w_prev.numel()), c.size,
+                            settings.sampling_rate, bytes_per_value) for c in clients]
+        entry["efficiency"] = {key: float(np.mean([c[key] for c in costs])) for key in costs[0]}
+        entry["efficiency"]["measure_seconds"] = time.perf_counter() - point_started
         entry["accuracy"] = _aggregate_accuracy(base, [rows for _, rows in pairs], sizes,
                                                 settings.aggregation)
         if settings.protected_rounds:
@@ -232,6 +259,7 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
         "setting": _setting(config, settings, base, sizes, eta),
         "unprotected": {
             "c1": c1, "c1_se": float(np.mean([c.c1_se for c in clients])),
+            "c1_bias": float(np.mean([c.c1_bias for c in clients])),
             "xi": float(np.mean([c.xi for c in clients])),
             "xi_exact": all(c.xi_exact for c in clients),
             "sigma2": float(np.mean([c.sigma2 for c in clients])),
@@ -248,6 +276,11 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
         "bounds": bound_summary(results),
         "seconds": {"training": trained_at - started, "total": time.perf_counter() - started},
     }
+
+
+def _mechanism(point: GridPoint) -> Any:
+    protection = point.protection
+    return protection.sampling or protection.distortions[0]
 
 
 def _setting(config: ExperimentConfig, settings: TradeoffSettings, base: _Base,
@@ -289,9 +322,11 @@ def _summarise(point: GridPoint, measured: list[Measurement], c1: float) -> dict
     entry: dict[str, Any] = {
         "mechanism": point.mechanism, "parameter": point.parameter, "value": point.value,
         "noise_variance": point.noise_variance, "protection": repr(point.protection),
-        "tv_method": measured[0].tv_method,
+        "tv_method": measured[0].tv_method, "warning": point.warning,
     }
-    for key in ("eps_p", "eps_p_se", "c1", "c1_se", "shift", "tv", "tv_two_sample", "eps_u",
+    for key in ("eps_p", "eps_p_se", "eps_p_bias", "c1", "c1_se", "c1_bias", "shift", "tv",
+                "tv_lower", "tv_upper",
+                "tv_isotropic", "tv_two_sample", "eps_u",
                 "eps_u_se", "eps_u_proxy", "expected_variance", "xi", "c2", "c6", "cd"):
         entry[key] = mean(key)
     entry["tau"] = c1 - point.value if point.parameter == "gap" else None
@@ -299,7 +334,8 @@ def _summarise(point: GridPoint, measured: list[Measurement], c1: float) -> dict
     for m in measured:
         for check in m.checks:
             row = bounds.setdefault(check["name"], {
-                "statement": check["statement"], "quantity": check["quantity"],
+                "kind": check["kind"], "statement": check["statement"],
+                "quantity": check["quantity"],
                 "side": check["side"], "held": 0, "clients": 0, "hypothesis": 0, "proven": 0,
                 "held_under_hypothesis": 0, "clear_violations": 0, "bound": [],
                 "measured": []})
@@ -325,7 +361,8 @@ def bound_summary(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     table: dict[str, dict[str, Any]] = {}
     for point in points:
         for name, row in point["bounds"].items():
-            out = table.setdefault(name, {"name": name, "statement": row["statement"],
+            out = table.setdefault(name, {"name": name, "kind": row["kind"],
+                                          "statement": row["statement"],
                                           "quantity": row["quantity"], "side": row["side"],
                                           "cases": 0, "held": 0, "hypothesis": 0,
                                           "held_under_hypothesis": 0, "proven": 0,

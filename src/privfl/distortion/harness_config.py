@@ -84,9 +84,11 @@ class TradeoffSettings(BaseModel):
         DEFAULT_TRADEOFF["tradeoff"]["sampling"]), description="record rates p")
     gaps: list[Gap] = Field(default_factory=lambda: list(
         DEFAULT_TRADEOFF["tradeoff"]["gaps"]), description="TV targets C1 - tau for Lemma "
-        "6.8's noise and the exact calibration")
+        "6.8's noise, the exact isotropic calibration and the calibration under per-coordinate "
+        "variances")
     c6: float | None = Field(None, gt=0, description="C6 of Theorem 6.1 (null: from the "
-                             "measured C3, C4, C5 of each point)")
+                             "measured C3, C4, C5 of each point, which makes the checks of "
+                             "Theorems 6.1 and 6.12 consistency checks)")
     gamma: float = Field(1.0, gt=0, description="gamma of Theorem 6.13")
     nfl_delta: float | None = Field(None, gt=0, description="Delta of Theorem 6.13 (null: "
                                     "Theorem 6.14's C_d = C2 / C6)")
@@ -127,9 +129,24 @@ def load_tradeoff(path: str | Path | None = None, overrides: tuple[str, ...] = (
         settings = TradeoffSettings.model_validate(section)
     except ValidationError as error:
         raise ConfigError(_settings_error(error)) from None
+    federated = raw.get("federated")
+    # before the algorithm's own section is validated (its keys differ from dp-fedavg's)
+    algorithm = (federated.get("algorithm", "prifedsync") if isinstance(federated, Mapping)
+                 else "dp-fedavg")
+    if algorithm != "dp-fedavg":
+        raise ConfigError(f"federated.algorithm = {algorithm!r} is not allowed: privfl tradeoff "
+                          "trains its base model with dp-fedavg (FedAvg with privacy.enabled: "
+                          "false)")
     config = config_from_dict(raw)
-    if config.federated.algorithm != "dp-fedavg":
-        raise ConfigError(f"federated.algorithm = {config.federated.algorithm!r} is not "
-                          "allowed: privfl tradeoff trains its base model with dp-fedavg "
-                          "(FedAvg with privacy.enabled: false)")
+    _check_sampling_rate(config, settings)
     return config, settings
+
+
+def _check_sampling_rate(config: ExperimentConfig, settings: TradeoffSettings) -> None:
+    """The unprotected step must be able to sample a record: ``p0 n_k >= 1`` in expectation for
+    the smallest client (else most draws are empty steps and the variances vanish)."""
+    records = config.data.train_size
+    if isinstance(records, int) and settings.sampling_rate * records < 1.0:
+        raise ConfigError(f"tradeoff.sampling_rate = {settings.sampling_rate!r} is out of range "
+                          f"for {records} records per client: must be >= 1 / {records} = "
+                          f"{1.0 / records:.4g} (at least one sampled record expected)")

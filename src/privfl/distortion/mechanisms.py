@@ -98,9 +98,18 @@ class GaussianDistortion:
                                secure=self.secure, dtype=rows.dtype, device=rows.device)
         return rows + noise
 
-    def tv(self, parameter_variance: float, dimension: int) -> float:
-        """Exact TV if the unprotected parameter is ``N(mu, sigma^2 I_d)`` (Lemma 6.7's
-        model): ``TV(N(0, sigma^2 I), N(0, (sigma^2 + sigma_eps^2) I))``."""
+    def tv(self, parameter_variance: float | np.ndarray, dimension: int) -> float:
+        """The TV if the unprotected parameter is ``N(mu, sigma^2 I_d)`` (Lemma 6.7's model,
+        exact), or, given one variance per coordinate, ``N(mu, diag(sigma_i^2))``
+        (:func:`~privfl.distortion.diagonal.tv_gaussian_diagonal`)."""
+        if np.ndim(parameter_variance) > 0:
+            from privfl.distortion.diagonal import tv_gaussian_diagonal
+
+            v = np.asarray(parameter_variance, dtype=float)
+            if v.size != dimension:
+                raise ValueError(f"dimension = {dimension!r} does not match the {v.size} "
+                                 "per-coordinate variances given")
+            return tv_gaussian_diagonal(v, v + self.noise_variance).tv
         return tv_gaussian_isotropic(parameter_variance,
                                      parameter_variance + self.noise_variance, dimension)
 

@@ -21,7 +21,6 @@ on TV, and with Lemma 6.8's noise TV <= 150 (C1 - tau) by Lemma 6.7).
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -33,6 +32,8 @@ from privfl._validation import (
     check_nonnegative,
     check_range,
 )
+from privfl.distortion.bounds import smaller_root
+from privfl.distortion.divergence import check_leakage
 from privfl.distortion.utility import as_samples
 
 __all__ = [
@@ -115,20 +116,21 @@ def sampling_probability(c6: float, c1: float, tau: float, gradient_sq_sum: floa
     """
     method = check_choice("method", method, tuple(SAMPLING_RULES))
     c6 = check_nonnegative("c6", c6)
-    c1 = check_range("c1", c1, 0.0, 1.0)
-    tau = check_nonnegative("tau", tau)
+    c1 = check_leakage("c1", c1)
+    tau = check_leakage("tau", tau)
     g = check_range("gradient_sq_sum", gradient_sq_sum, 0.0, low_open=True)
     factor = SAMPLING_RULES[method]
     ratio = factor * c6 * (c1 - tau) / g
     what = ("the printed condition (not sufficient for Theorem 6.1's bound <= 0)"
             if method == "paper" else "sufficient with Lemma 6.8's noise (TV <= 150 (C1 - tau))")
     if ratio <= 0:
-        return SamplingRule(method, factor, ratio, True, False, 0.0, 1.0,
-                            "C1 <= tau: the budget is not binding, any p works")
+        why = ("C1 <= tau: the budget is not binding" if c1 <= tau else
+               "C6 = 0: the condition p (1 - p) G >= 0 holds")
+        return SamplingRule(method, factor, ratio, True, False, 0.0, 1.0, why + ", any p works")
     if ratio > 0.25:
         return SamplingRule(method, factor, ratio, False, True, None, None,
                             f"infeasible: r = {ratio:.6g} > 1/4 = max p(1 - p); " + what)
-    p_min = 0.5 * (1.0 - math.sqrt(1.0 - 4.0 * ratio))
+    p_min = smaller_root(ratio)
     return SamplingRule(method, factor, ratio, True, True, p_min, 1.0 - p_min, what)
 
 
