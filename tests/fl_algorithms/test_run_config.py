@@ -253,6 +253,11 @@ def test_table3_cifar_configs(p, sigma, paper_r, paper_mu):
     client = build_spec(config).client_training(500)
     mu = FederatedSetting((client,) * 100, paper_r, p).mu_max()
     assert math.isclose(mu, paper_mu, abs_tol=0.005)
+    # the reference code's overlapping split is kept: a record held by up to 7 clients
+    # composes its holders (tests/data/test_data_sharing.py pins k = 7)
+    assert config.data.disjoint is False
+    shared = FederatedSetting((client,) * 100, paper_r, p, multiplicity=7).mu_max()
+    assert math.isclose(shared, math.sqrt(7) * mu, rel_tol=1e-12)
 
 
 def test_poisson_local_batches_are_accounted_as_poisson_add_remove(tmp_path):
