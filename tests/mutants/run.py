@@ -146,6 +146,9 @@ def run_one(mutant: Mutant, copy: Path) -> tuple[bool, str, float]:
     seconds = time.perf_counter() - started
     if done.returncode == 0:
         return False, "", seconds
+    if done.returncode < 0:  # stopped from outside: no verdict either way
+        raise MutantError(f"mutant {mutant.id}: pytest was stopped by signal "
+                          f"{-done.returncode} before a verdict; run it again")
     if done.returncode in (4, 5):  # usage error / nothing collected: the entry is wrong
         raise MutantError(f"mutant {mutant.id}: pytest exit {done.returncode} on "
                           f"{' '.join(mutant.tests)}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
