@@ -44,8 +44,9 @@ def _rewrite(path, change, *, redigest=True):
     with np.load(path) as archive:
         arrays = {key: archive[key] for key in archive.files}
     meta = change(json.loads(str(arrays.pop("meta"))))
-    if redigest and isinstance(meta, dict):
-        meta["meta_sha256"] = replica_cache._meta_digest(meta)
+    digest = getattr(replica_cache, "_meta_digest", None)  # None before metadata digests
+    if redigest and isinstance(meta, dict) and digest is not None:
+        meta["meta_sha256"] = digest(meta)
     arrays["meta"] = np.array(json.dumps(meta))
     with open(path, "wb") as stream:
         np.savez_compressed(stream, **arrays)

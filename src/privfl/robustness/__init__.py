@@ -10,6 +10,10 @@ federated learning against poisoning attacks").
   test set; certified accuracy as a function of k.
 * :mod:`~privfl.robustness.inefficacy` — certified attack inefficacy (lower and upper bounds)
   and the minimum number of attackers for a target effect.
+* :mod:`~privfl.robustness.adversary` — which (epsilon, delta) and how many neighbouring steps
+  a certificate uses for an adversary who adds/removes or replaces a unit.
+* :mod:`~privfl.robustness.pipeline` and :mod:`~privfl.robustness.recompute` — ``privfl certify``
+  and ``privfl certify recompute``.
 * :mod:`~privfl.robustness.attacks` — poisoning attacks on a federated dataset (backdoor, label
   flip, distributed backdoor, model replacement; user and instance level) and their test sets;
   :mod:`~privfl.robustness.attack_config` the ``attack`` section of a run configuration,
@@ -28,9 +32,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_SUBMODULES = ("certify", "calibration", "certified_accuracy", "inefficacy", "attacks",
-               "attack_config", "attack_metrics", "triggers", "montecarlo", "replica_cache",
-               "replica_privacy", "replica_runner")
+_SUBMODULES = ("certify", "calibration", "certified_accuracy", "inefficacy", "adversary",
+               "attacks", "attack_config", "attack_metrics", "triggers", "montecarlo",
+               "replica_cache", "replica_privacy", "replica_runner", "pipeline", "recompute")
 
 
 def __getattr__(name: str) -> Any:
