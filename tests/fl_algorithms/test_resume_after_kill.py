@@ -137,8 +137,9 @@ def test_a_digest_record_left_by_a_kill_while_pruning_is_removed(tmp_path, tiny_
     directory.checkpoint(1).unlink()  # killed between the checkpoint and its record
     resumed = Experiment.resume(tmp_path / "run", ["run.max_rounds=null"])
     assert not directory.checkpoint_record(1).exists()
-    assert resumed.resume_notes == ["removed 1 file(s) left by an interrupted write: "
-                                    "round-000001.json"]
+    assert resumed.resume_notes == [
+        "removed 1 file(s) left by an interrupted write (temporary files, digest records "
+        "without their checkpoint): round-000001.json"]
     resumed.run()
     names = sorted(p.name for p in directory.checkpoints.iterdir())
     assert names == ["round-000002.json", "round-000002.pt", "round-000003.json",

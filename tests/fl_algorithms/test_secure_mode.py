@@ -127,6 +127,7 @@ def test_rounds_run_again_after_a_lost_checkpoint_are_noted_in_secure_mode(
     directory = RunDirectory(tmp_path / "run")
     assert [r for r, _ in directory.list_checkpoints()] == [2, 3]
     directory.checkpoint(3).unlink()  # the process died after round 3, before its checkpoint
+    directory.checkpoint_record(3).unlink()
     resumed = Experiment.resume(tmp_path / "run")
     assert resumed.resumed_from == 2
     if secure:

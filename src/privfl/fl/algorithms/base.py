@@ -184,15 +184,15 @@ class RoundAlgorithm:
     def secure(self) -> bool:
         return self.plan.secure
 
-    def rounds_released(self, rounds: int | None = None) -> int:
+    def released_rounds(self, rounds: int | None = None) -> int:
         """The noisy rounds released once ``rounds`` rounds (default: those completed) have run:
         ``rounds`` plus the re-drawn ones (:attr:`redrawn`)."""
         return (self.round if rounds is None else rounds) + self.redrawn
 
     def privacy(self, rounds: int | None = None) -> list[PrivacyResult]:
         """The plan's labelled guarantees after ``rounds`` rounds (default: those completed),
-        composed over every released round (:meth:`released`)."""
-        return self.plan.results(self.rounds_released(rounds))
+        composed over every released round (:meth:`released_rounds`)."""
+        return self.plan.results(self.released_rounds(rounds))
 
     def run_round(self) -> dict[str, Any]:
         """Run round ``self.round + 1``: select, local work, aggregate, evaluate, account."""
@@ -206,7 +206,7 @@ class RoundAlgorithm:
         metrics.update(self.evaluate(cohort, updates))
         metrics.update(privacy_metrics(self.plan, self.privacy(r)))
         if self.redrawn:
-            metrics["released_rounds"] = self.rounds_released(r)
+            metrics["released_rounds"] = self.released_rounds(r)
         metrics["seconds"] = time.perf_counter() - started
         return metrics
 

@@ -24,9 +24,9 @@ was killed before its first checkpoint. A seeded run recomputes the same round b
 new row is compared with the logged one and a difference is a warning. Secure mode
 (``privacy.secure``) draws cohorts, batches and noise from ``os.urandom``, so the round run
 again is a second, independent release: its logged row is kept in ``redrawn.jsonl`` and every
-such round is composed once more by the accountant (:meth:`RoundAlgorithm.released
-<privfl.fl.algorithms.base.RoundAlgorithm.released>`), in the per-round metrics, privacy.json,
-summary.json, report.md and ``privfl check-privacy``.
+such round is composed once more by the accountant
+(:meth:`~privfl.fl.algorithms.base.RoundAlgorithm.released_rounds`), in the per-round metrics,
+privacy.json, summary.json, report.md and ``privfl check-privacy``.
 """
 
 from __future__ import annotations
@@ -308,8 +308,8 @@ class Experiment:
         experiment.store = CheckpointStore(directory, run_id)
         if removed:
             experiment.resume_notes.append(
-                f"removed {len(removed)} file(s) left by an interrupted write: "
-                f"{', '.join(sorted(removed))}")
+                f"removed {len(removed)} file(s) left by an interrupted write (temporary files, "
+                f"digest records without their checkpoint): {', '.join(sorted(removed))}")
         try:
             experiment._load_latest_checkpoint()
             done = experiment.algorithm.round
@@ -633,7 +633,7 @@ class Experiment:
         from privfl.robustness.attacks import attack_card_rows, attack_of
 
         algo = self.algorithm
-        released = algo.rounds_released(rounds)
+        released = algo.released_rounds(rounds)
         rows = {**algo.plan.card(released), **attack_card_rows(attack_of(self.data))}
         if self.redrawn:
             rows["released rounds"] = (
@@ -678,7 +678,7 @@ class Experiment:
         algo, config = self.algorithm, self.config
         rounds = algo.round
         results = algo.privacy(rounds)
-        released = {"rounds_released": algo.rounds_released(rounds),
+        released = {"rounds_released": algo.released_rounds(rounds),
                     "redrawn_rounds": [row.get("round") for row in self.redrawn]}
         card = self.card(rounds)
         deleted = (bool(getattr(algo.plan, "hidden_state", False)) and reason != "max_rounds"
