@@ -222,7 +222,10 @@ def test_run_lists_every_output_in_privacy_json_and_report(tmp_path):
     assert outputs["cohort_size"]["covered"] is False
     assert outputs["metrics.jsonl"]["covered"] is False  # it holds cohort_size, train_loss ...
     assert "cohort_size" in outputs["metrics.jsonl"]["reason"]
-    assert outputs["config.yaml"]["covered"] is False  # seeded: the seed regenerates the noise
+    # seeded: every file that names the seed (the card's randomness row does) is uncovered
+    for name in ("config.yaml", "privacy.json", "summary.json", "report.md"):
+        assert outputs[name]["covered"] is False and "seed" in outputs[name]["reason"]
+    assert outputs["privacy.png"]["covered"] is True
     assert result.summary["outputs"] == list(outputs.values())
     report = (run_dir / "report.md").read_text()
     assert "## What the guarantee covers" in report

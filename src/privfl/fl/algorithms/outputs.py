@@ -135,24 +135,30 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
             return True, f"{what}: only covered values (the others are in {private}/)"
         return False, f"{what}: includes values outside the guarantee ({', '.join(names)})"
 
-    config = ((True, "the resolved settings (public); its seed does not regenerate the noise "
-               "(privacy.secure: noise from os.urandom)") if secure else
-              (False, "holds the seed that regenerates the noise, batches and cohorts (seeded "
-               "mode): the guarantee holds only while it is secret; set privacy.secure: true "
-               "for a release"))
+    seeded = (False, "names the seed that regenerates the noise, batches and cohorts (seeded "
+              "mode): the guarantee holds only while it is secret; set privacy.secure: true "
+              "for a release")
+
+    def unless_seeded(value: tuple[bool, str]) -> tuple[bool, str]:
+        if secure:
+            return value
+        return seeded if value[0] else (False, f"{seeded[1]}; and {value[1]}")
+
     files = [
-        Output("config.yaml", "file", *config),
+        Output("config.yaml", "file", *unless_seeded(
+            (True, "the resolved settings (public); its seed does not regenerate the noise "
+             "(privacy.secure: noise from os.urandom)"))),
         Output("run.json", "file", True, "the run's random id and creation time: no data"),
         Output(".lock", "file", True, "the process id of the running privfl: no data"),
         Output("metrics.jsonl", "file", *covered_unless(uncovered, "one row per round")),
-        Output("privacy.json", "file", *COVERED_ACCOUNTING),
+        Output("privacy.json", "file", *unless_seeded(COVERED_ACCOUNTING)),
         Output("privacy.png", "file", *COVERED_ACCOUNTING),
-        Output("summary.json", "file", *covered_unless(
+        Output("summary.json", "file", *unless_seeded(covered_unless(
             hidden_accuracy + timing, "the settings, the privacy results and the last round's "
-            "accuracies")),
+            "accuracies"))),
         Output("accuracy.png", "file", *covered_unless(hidden_accuracy, "accuracy per round")),
-        Output("report.md", "file", *covered_unless(hidden_accuracy, "the card, the privacy "
-                                                    "results and the final accuracies")),
+        Output("report.md", "file", *unless_seeded(covered_unless(
+            hidden_accuracy, "the card, the privacy results and the final accuracies"))),
     ]
     if redrawn:
         files.append(Output("redrawn.jsonl", "file", *covered_unless(
