@@ -149,8 +149,13 @@ def replica_privacy(plan: Any, rounds: int, models: int) -> ReplicaPrivacy:
 def _replace_one(plan: Any, rounds: int) -> tuple[float | None, str | None, str]:
     """The tightest rigorous replace-one (epsilon, method) of the plan's own events (its primary
     scope) through its accountants at its delta, or (None, None, why not)."""
-    events = (plan.client_events(rounds) if hasattr(plan, "client_events")
-              else [plan.event(rounds)])
+    if hasattr(plan, "client_events"):
+        events = plan.client_events(rounds)
+    elif hasattr(plan, "event"):
+        events = [plan.event(rounds)]
+    else:  # e.g. DP-DSGD's random-participation analysis: no event to re-read
+        return None, None, (f"{type(plan).__name__} has no privacy event to re-read under "
+                            "replace-one neighbours: only the 2k add/remove reading applies")
     events = [dataclasses.replace(e, neighbouring=Neighbouring.REPLACE_ONE) for e in events]
     results, reasons = [], []
     for method in plan.accountants:
