@@ -469,26 +469,29 @@ class Experiment:
         table = {**GENERIC_METRICS, **self.algorithm.output_classes()}
         return {key for key, (covered, _) in table.items() if covered}
 
-    def _write_metrics(self, rows: list[dict[str, Any]], append: bool = False) -> None:
-        """metrics.jsonl (rewritten, or ``append``); with a separate private directory the
-        keys outside the guarantee go to its metrics.jsonl instead."""
-        write = self.dir.append_metrics if append else self.dir.write_metrics
+    def _split_rows(self, rows: list[dict[str, Any]]
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        """``(what the run directory shows, what the private directory keeps)``: the rows
+        themselves and None unless ``run.outputs: guarantee-only`` separates them."""
         if not self.dir.separate_private:
-            if append:
-                for row in rows:
-                    write(row)
-            else:
-                write(rows)
-            return
+            return rows, None
         covered = self.covered_metrics()
         parts = [split_row(row, covered) for row in rows]
-        if append:
-            for public, private in parts:
-                write(private, self.dir.private_metrics)
-                write(public)
-        else:
-            write([private for _, private in parts], self.dir.private_metrics)
-            write([public for public, _ in parts])
+        return [public for public, _ in parts], [private for _, private in parts]
+
+    def _write_metrics(self, rows: list[dict[str, Any]]) -> None:
+        """Rewrite metrics.jsonl (and the private one, see :meth:`_split_rows`)."""
+        public, private = self._split_rows(rows)
+        if private is not None:
+            self.dir.write_metrics(private, self.dir.private_metrics)
+        self.dir.write_metrics(public)
+
+    def _append_metrics(self, row: dict[str, Any]) -> None:
+        """Append one round's row to metrics.jsonl (and the private one)."""
+        public, private = self._split_rows([row])
+        if private is not None:
+            self.dir.append_metrics(private[0], self.dir.private_metrics)
+        self.dir.append_metrics(public[0])
 
     def outputs(self, *, checkpoints: bool) -> list[dict[str, Any]]:
         """Every metrics key and file of this run, covered by the guarantee or not, with the
@@ -595,7 +598,7 @@ class Experiment:
             metrics = self.algorithm.run_round()
             ran += 1
             self.metrics.append(metrics)
-            self._write_metrics([metrics], append=True)
+            self._append_metrics(metrics)
             if self._tensorboard is not None:
                 self._tensorboard.log(metrics)
             for warning in (self._divergence(metrics), self._check_reproduced(metrics)):
@@ -688,9 +691,7 @@ class Experiment:
         outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()))
         guarantee_only = self.dir.separate_private
         covered = self.covered_metrics()
-        # what the files show: with run.outputs: guarantee-only, the covered keys only
-        shown = [split_row(m, covered)[0] for m in self.metrics] if guarantee_only \
-            else self.metrics
+        shown = self._split_rows(self.metrics)[0]  # guarantee-only: the covered keys only
         labels = {k: v for k, v in algo.metric_labels.items()
                   if not guarantee_only or k in covered}
         last = shown[-1] if shown else {}
