@@ -151,7 +151,8 @@ def test_pld_bound_never_below_the_reference(q, z, steps, delta):
 
 
 @pytest.mark.parametrize(
-    ("q", "z", "steps", "delta"), [(0.2, 1.0, 1000, 1e-12), (0.05, 2.0, 10**5, 1e-9)]
+    ("q", "z", "steps", "delta"),
+    [pytest.param(0.2, 1.0, 1000, 1e-12, marks=pytest.mark.slow), (0.05, 2.0, 10**5, 1e-9)]
 )
 def test_replace_one_and_fixed_size_never_below_the_reference(q, z, steps, delta):
     _check_against_reference(dpsgd_event(z, q, steps, neighbouring="replace-one"), steps, delta)

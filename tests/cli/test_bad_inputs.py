@@ -247,6 +247,7 @@ def test_other_commands(tmp_path, capsys):
         _assert_one_line(*_invoke(capsys, args), fragment)
 
 
+@pytest.mark.slow  # tens of seconds on 2 cores: `make test-slow`
 def test_a_kill_mid_run_leaves_a_resumable_run(tmp_path):
     """SIGKILL while rounds are running: the resumed run completes and equals an undisturbed
     one (checkpoints are written atomically with their digests)."""

@@ -155,6 +155,7 @@ def test_tiny_noise_all_methods_answer_what_they_can():
 
 
 # ------------------------------------------------------------------ calibrate --epsilon 1e9
+@pytest.mark.slow  # tens of seconds on 2 cores: `make test-slow`
 def test_calibrating_noise_for_a_huge_epsilon_gives_a_certified_answer_or_refuses():
     calibrate = "calibrate dpsgd --epsilon 1e9 --delta 1e-5 --sampling-rate 0.01 --steps 1000"
     result = runner.invoke(app, [*calibrate.split(), "--method", "pld", "--json"])

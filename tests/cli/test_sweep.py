@@ -122,6 +122,7 @@ def test_existing_out_is_refused(tmp_path, tiny_yaml, capsys):
     assert code == 2 and "already exists" in err
 
 
+@pytest.mark.slow  # tens of seconds on 2 cores: `make test-slow`
 def test_a_killed_sweep_keeps_sweep_json_and_resume_finishes_it(tmp_path, capsys, tiny_yaml,
                                                                monkeypatch):
     """Before: a kill left no sweep.json at all, and nothing could finish the sweep."""

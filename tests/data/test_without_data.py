@@ -30,6 +30,7 @@ def _pytest(*args: str, require: bool = False) -> subprocess.CompletedProcess:
                           text=True, timeout=1200)
 
 
+@pytest.mark.slow  # tens of seconds on 2 cores: `make test-slow`
 def test_data_dependent_tests_skip_with_their_reason_when_the_data_are_absent():
     done = _pytest(*NEEDS_DATA, "-k", "fashion or debian")
     assert done.returncode == 0, done.stdout[-3000:]
@@ -38,6 +39,7 @@ def test_data_dependent_tests_skip_with_their_reason_when_the_data_are_absent():
            "Fashion-MNIST not found in" in done.stdout
 
 
+@pytest.mark.slow  # tens of seconds on 2 cores: `make test-slow`
 def test_ci_fails_instead_of_skipping():
     done = _pytest(NEEDS_DATA[0], "-k", "fashion", require=True)
     assert done.returncode == 1 and "DatasetNotFoundError" in done.stdout, done.stdout[-3000:]
