@@ -19,7 +19,7 @@ import yaml
 from _backend_helpers import DP_FEDAVG, PRIFEDSYNC, assert_same, config, outcome, run
 
 from privfl.backends import use_backend
-from privfl.fl.algorithms.experiment import Experiment
+from privfl.report.experiment import Experiment
 from privfl.report.rundir import RunDirectory
 
 pytestmark = pytest.mark.ray
@@ -47,15 +47,17 @@ CASES = [PRIFEDSYNC, DP_FEDAVG, INSDP, INSDP_SGD]
 
 
 def test_every_sharded_algorithm_is_compared():
-    from privfl.backends import SHARDED_ALGORITHMS
+    from privfl.fl.algorithms.registry import ALGORITHM_NAMES, algorithm_class
 
+    sharded = [name for name in ALGORITHM_NAMES if algorithm_class(name).local_only is None]
     algorithms = [raw["federated"].get("algorithm", "prifedsync") for raw in CASES]
-    assert sorted(algorithms) == sorted(SHARDED_ALGORITHMS)
+    assert sorted(algorithms) == sorted(sharded) == sorted(
+        ["prifedsync", "dp-fedavg", "insdp-fedsgd", "insdp-fedavg"])
 
 
 @pytest.mark.parametrize("raw", CASES, ids=lambda r: r["name"])
 def test_ray_runs_equal_local_runs(tmp_path, backend, raw):
-    """Every algorithm whose rounds run on Ray (privfl.backends.SHARDED_ALGORITHMS):
+    """Every algorithm whose rounds run on Ray (``local_only`` is None):
     PriFedSync (record level, noise in the clients), client-level DP-FedAvg (noise once at the
     server), InsDP-FedAvg and InsDP-FedSGD: bit-identical models, optimizer and generator
     states, metrics and privacy reports with 2 Ray workers and locally."""

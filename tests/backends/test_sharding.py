@@ -22,6 +22,7 @@ from privfl.backends import (
     use_backend,
 )
 from privfl.fl import CohortTrainer, LocalTrainingSpec, replicate_params
+from privfl.fl.algorithms.registry import algorithm_class
 from privfl.models import build_model
 
 SIZES = [9, 7, 12, 8, 10]
@@ -172,7 +173,7 @@ def test_bad_inputs_name_the_argument():
         (lambda: InProcessShards(0), "shards = 0 is out of range"),
         (lambda: make_backend("spark"), "backend = 'spark' is not allowed: must be one of"),
         (lambda: make_backend("local", workers=2), "workers = 2 is not allowed with backend"),
-        (lambda: check_algorithm(InProcessShards(2), "dp-dsgd"),
+        (lambda: check_algorithm(InProcessShards(2), algorithm_class("dp-dsgd")),
          "federated.algorithm = 'dp-dsgd' is not allowed with --backend in-process shards"),
         (lambda: use_backend("ray").__enter__(), "backend = str is not allowed"),
     ]
@@ -180,7 +181,7 @@ def test_bad_inputs_name_the_argument():
         with pytest.raises(ValueError, match=None) as info:
             call()
         assert fragment in str(info.value), (fragment, str(info.value))
-    check_algorithm(LocalBackend(), "dp-dsgd")  # every algorithm runs locally
+    check_algorithm(LocalBackend(), algorithm_class("dp-dsgd"))  # every algorithm runs locally
 
 
 @pytest.mark.parametrize(("algorithm", "why"), [
@@ -189,13 +190,13 @@ def test_bad_inputs_name_the_argument():
 ])
 def test_algorithms_without_local_steps_are_refused_on_ray_with_the_reason(algorithm, why):
     with pytest.raises(ValueError) as info:
-        check_algorithm("ray", algorithm)
+        check_algorithm("ray", algorithm_class(algorithm))
     message = str(info.value)
     assert message.startswith(f"federated.algorithm = {algorithm!r} is not allowed with "
                               f"--backend ray: {why}")
     assert "privfl sweep --backend ray" in message and "\n" not in message
     for name in ("prifedsync", "dp-fedavg", "insdp-fedsgd", "insdp-fedavg"):
-        check_algorithm("ray", name)
+        check_algorithm("ray", algorithm_class(name))
 
 
 def test_batched_layout_needs_a_fixed_chunk_on_shards():
@@ -225,7 +226,7 @@ def test_python_api_refuses_an_algorithm_that_would_run_locally_on_a_sharded_bac
     from pathlib import Path
 
     from privfl.config import load_config
-    from privfl.fl.algorithms.experiment import Experiment
+    from privfl.report.experiment import Experiment
 
     demo = Path(__file__).resolve().parents[2] / "configs" / "demo-dp-dsgd.yaml"
     cfg = load_config(demo, ["federated.rounds=1"])

@@ -20,8 +20,8 @@ from privfl.cli.main import app
 from privfl.config import ConfigError, config_from_dict
 from privfl.config.schema import FederatedConfig
 from privfl.fl.algorithms.base import FederatedAlgorithm, PrivacyPlan, RoundAlgorithm, zero_rounds
-from privfl.fl.algorithms.experiment import Experiment, RunCallbacks
 from privfl.fl.algorithms.registry import algorithm_class, available, register, unregister
+from privfl.report.experiment import Experiment, RunCallbacks
 
 
 class ToyConfig(FederatedConfig):

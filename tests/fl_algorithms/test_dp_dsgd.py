@@ -25,9 +25,9 @@ from privfl.fl.algorithms.dp_dsgd import (
     DpDsgdPrivacy,
     GradientSum,
 )
-from privfl.fl.algorithms.experiment import Experiment, build_algorithm
 from privfl.models import build_model
 from privfl.report.check import check_run_privacy
+from privfl.report.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory
 
 #: A complete run configuration that trains in about a second (4,700-parameter MLP).

@@ -17,8 +17,8 @@ from privfl.cli.main import app
 from privfl.config import ConfigError, config_from_dict
 from privfl.fl.aggregation import update_noise_multiplier
 from privfl.fl.algorithms.dp_fedavg import DpFedAvg, DpFedAvgConfig, DpFedAvgPrivacy
-from privfl.fl.algorithms.experiment import Experiment, build_algorithm
 from privfl.fl.algorithms.registry import algorithm_class
+from privfl.report.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory
 
 #: 12 IID synthetic clients of 30 records, logistic regression: a round takes milliseconds.

@@ -22,11 +22,11 @@ from privfl.data import Dataset, FederatedDataset
 from privfl.fl import LocalTrainingSpec
 from privfl.fl.algorithms import builders
 from privfl.fl.algorithms.builders import build_dataset
-from privfl.fl.algorithms.experiment import Experiment, build_algorithm
 from privfl.fl.algorithms.insdp import InsDpFedAvg, InsDpFedSgd
 from privfl.fl.algorithms.insdp_plan import PAPER_ACCOUNTING, PAPER_OPTIONS, InsDpPrivacy
 from privfl.models import build_model
 from privfl.report.check import check_run_privacy
+from privfl.report.experiment import Experiment, build_algorithm
 
 #: A run configuration that trains in well under a second per round.
 TINY = {

@@ -21,7 +21,6 @@ from privfl.accounting.contraction import (
 )
 from privfl.config import ConfigError, config_from_dict, read_yaml
 from privfl.data import Dataset, FederatedDataset
-from privfl.fl.algorithms.experiment import Experiment, build_algorithm
 from privfl.fl.algorithms.projected_sgd import (
     ProjectedSgd,
     ProjectedSgdPrivacy,
@@ -29,6 +28,7 @@ from privfl.fl.algorithms.projected_sgd import (
 )
 from privfl.models import build_model
 from privfl.report.check import check_run_privacy
+from privfl.report.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory
 
 #: A complete configuration that trains in well under a second (logreg on 40 digits users).

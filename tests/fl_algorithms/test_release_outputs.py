@@ -17,10 +17,10 @@ import torch
 
 from privfl.config import ConfigError, config_from_dict
 from privfl.fl.algorithms.base import privacy_metrics
-from privfl.fl.algorithms.experiment import Experiment, build_algorithm
 from privfl.fl.algorithms.outputs import GENERIC_METRICS, UNCLASSIFIED
 from privfl.fl.algorithms.projected_sgd import logreg_constants
 from privfl.report.check import check_run_privacy
+from privfl.report.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

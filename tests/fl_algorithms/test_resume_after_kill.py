@@ -15,8 +15,8 @@ import json
 import pytest
 
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.experiment import Experiment, privacy_plan
 from privfl.report.check import check_run_privacy
+from privfl.report.experiment import Experiment, privacy_plan
 from privfl.report.rundir import RunDirectory
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from privfl.accounting.federated import FederatedSetting
+from privfl.accounting.federated import ClientTraining, FederatedSetting
 from privfl.config import (
     DEMO_CONFIG,
     ConfigError,
@@ -22,7 +22,7 @@ from privfl.config import (
     load_config,
     parse_override,
 )
-from privfl.fl.algorithms.experiment import build_spec
+from privfl.report.experiment import build_spec
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -194,6 +194,15 @@ def test_deprecated_model_name_is_stored_as_its_current_name():
         config = load_config(None, ["model.name=seed0-mnist-cnn"])
     assert config.model.name == "zheng2021-mnist-cnn"
 
+
+def _paper_client(spec, records):
+    """Zheng et al. 2021's ClientTraining (paper sigma = z / 2) of a run's spec: its step must be
+    the step the trainer runs (the spec's privacy_step), so the paper's mu is about this run."""
+    client = ClientTraining(records, spec.batch_size, spec.local_steps, spec.noise_multiplier / 2)
+    assert client.step() == spec.privacy_step(records)
+    return client
+
+
 @pytest.mark.parametrize(
     ("p", "sigma", "rounds", "paper_r", "paper_mu"),
     [
@@ -210,8 +219,7 @@ def test_table1_configs(p, sigma, rounds, paper_r, paper_mu):
     assert config.training.optimizer == "adam" and config.training.lr == 0.001
     assert config.federated.client_rate == p and config.federated.rounds == rounds
     assert config.federated.alpha == 0.1 and config.federated.helper == "interpolation"
-    spec = build_spec(config)
-    client = spec.client_training(600)
+    client = _paper_client(build_spec(config), 600)
     assert client.sigma == sigma
     mu = FederatedSetting((client,) * 100, paper_r, p).mu_max()
     assert mu == pytest.approx(paper_mu, abs=0.005)  # the paper's Table 1 mu at its R
@@ -222,7 +230,7 @@ def test_table1_configs(p, sigma, rounds, paper_r, paper_mu):
 def test_table2_configs(sigma, paper_r, paper_mu):
     config = load_config(CONFIGS / "zheng2021" / f"fmnist-p0.5-sigma{sigma:g}-b8.yaml")
     assert (config.training.batch_size, config.training.local_steps) == (8, 76)
-    client = build_spec(config).client_training(600)
+    client = _paper_client(build_spec(config), 600)
     assert FederatedSetting((client,) * 100, paper_r, 0.5).mu_max() == pytest.approx(
         paper_mu, abs=0.005)
 
@@ -250,7 +258,7 @@ def test_table3_cifar_configs(p, sigma, paper_r, paper_mu):
     assert (config.data.train_size, config.data.test_size) == (500, 200)
     assert (config.training.batch_size, config.training.local_steps) == (16, 32)
     assert (config.training.lr, config.training.weight_decay) == (0.005, 0.0005)
-    client = build_spec(config).client_training(500)
+    client = _paper_client(build_spec(config), 500)
     mu = FederatedSetting((client,) * 100, paper_r, p).mu_max()
     assert math.isclose(mu, paper_mu, abs_tol=0.005)
     # the reference code's overlapping split is kept: a record held by up to 7 clients
@@ -263,7 +271,7 @@ def test_table3_cifar_configs(p, sigma, paper_r, paper_mu):
 def test_poisson_local_batches_are_accounted_as_poisson_add_remove(tmp_path):
     """PriFedSync with Poisson local batches (no paper-convention detour): the plan gives every
     accountant Poisson steps at q = B / n_j under add/remove neighbours, and the card says so."""
-    from privfl.fl.algorithms.experiment import privacy_plan
+    from privfl.report.experiment import privacy_plan
 
     config = load_config(None, ["training.sampling=poisson", "federated.rounds=4",
                                 "privacy.accountants=[gdp-clt, pld, rdp]"])

@@ -10,7 +10,7 @@ import torch
 import yaml
 
 from privfl.config import ConfigError, config_from_dict
-from privfl.fl.algorithms.experiment import Experiment, build_algorithm
+from privfl.report.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory
 
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from privfl.config import ConfigError, config_from_dict
-from privfl.fl.algorithms.experiment import Experiment
 from privfl.report.checkpoints import digest_json
+from privfl.report.experiment import Experiment
 from privfl.report.rundir import RunDirectory
 
 FAST = {"accountants": ["gdp-clt"]}

@@ -18,7 +18,7 @@ import yaml
 
 import privfl.fl.trainer as trainer_module
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.experiment import Experiment, build_algorithm
+from privfl.report.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory
 
 

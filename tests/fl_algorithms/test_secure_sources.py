@@ -21,8 +21,8 @@ import privfl.mechanisms.noise as noise_module
 import privfl.mechanisms.secure as secure_module
 from privfl.config import config_from_dict
 from privfl.fl.algorithms.common import seeded_generators
-from privfl.fl.algorithms.experiment import build_algorithm
 from privfl.fl.streams import noise_streams
+from privfl.report.experiment import build_algorithm
 
 _RUN = {"threads": 1}
 _SYNTHETIC = {"dataset": "synthetic", "synthetic_examples": 240, "test_fraction": 0.25,

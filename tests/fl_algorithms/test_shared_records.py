@@ -15,10 +15,10 @@ from privfl.accounting.gdp import fdp_clt_mu
 from privfl.accounting.methods import build_accountant
 from privfl.config import ConfigError, config_from_dict
 from privfl.fl.algorithms.builders import build_dataset
-from privfl.fl.algorithms.experiment import Experiment, privacy_plan
 from privfl.fl.algorithms.insdp_plan import PAPER_OPTIONS, InsDpPrivacy
 from privfl.fl.algorithms.prifedsync import PriFedSyncPrivacy
 from privfl.report.check import check_run_privacy
+from privfl.report.experiment import Experiment, privacy_plan
 
 DELTA = 1e-5
 #: 180 training records, 4 clients of 45 (disjoint: all of them; overlapping: shared).

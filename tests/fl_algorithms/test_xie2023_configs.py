@@ -20,8 +20,8 @@ from privfl.accounting.methods import build_accountant
 from privfl.cli.main import app
 from privfl.config.loader import load_config
 from privfl.fl.algorithms.builders import build_dataset
-from privfl.fl.algorithms.experiment import privacy_plan
 from privfl.fl.algorithms.insdp_plan import PAPER_OPTIONS
+from privfl.report.experiment import privacy_plan
 
 FOLDER = Path(__file__).resolve().parents[2] / "configs" / "xie2023"
 SHIPPED = sorted(FOLDER.glob("*.yaml"))

@@ -19,8 +19,8 @@ from privfl.cli.check_privacy import check_privacy_command
 from privfl.cli.main import app
 from privfl.config import config_from_dict
 from privfl.fl.algorithms.base import privacy_entries
-from privfl.fl.algorithms.experiment import privacy_plan
 from privfl.report.check import check_run_privacy
+from privfl.report.experiment import privacy_plan
 
 RAW = {
     "name": "check",

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from privfl.attacks.config import AttackConfig
+from privfl.attacks.poisoning import attack_card_rows, attack_of, attack_test_set, poison
+from privfl.attacks.triggers import Trigger
 from privfl.config import ConfigError, config_from_dict
 from privfl.data import federate_iid, synthetic_dataset
-from privfl.robustness.attack_config import AttackConfig
-from privfl.robustness.attacks import attack_card_rows, attack_of, attack_test_set, poison
-from privfl.robustness.triggers import Trigger
 
 CLIENTS, SIZE = 6, 30
 

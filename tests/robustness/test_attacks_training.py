@@ -16,17 +16,17 @@ from torch import nn
 from typer.testing import CliRunner
 
 import privfl.fl.trainer as trainer_module
+from privfl.attacks.metrics import AttackMonitor, attack_monitor, attack_outcomes
+from privfl.attacks.poisoning import poison
+from privfl.attacks.triggers import Trigger
 from privfl.cli.main import app
 from privfl.config import config_from_dict
 from privfl.data import Dataset, FederatedDataset
 from privfl.fl import CohortTrainer, LocalTrainingSpec
 from privfl.fl.algorithms.builders import build_dataset
-from privfl.fl.algorithms.experiment import build_algorithm
 from privfl.fl.algorithms.insdp import InsDpFedAvg
 from privfl.models import build_model
-from privfl.robustness.attack_metrics import AttackMonitor, attack_monitor, attack_outcomes
-from privfl.robustness.attacks import poison
-from privfl.robustness.triggers import Trigger
+from privfl.report.experiment import build_algorithm
 
 #: 8 IID synthetic clients (10 classes, 1 x 28 x 28) of 24 records, logistic regression.
 RUN = {

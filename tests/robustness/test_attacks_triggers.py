@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privfl.robustness.triggers import (
+from privfl.attacks.triggers import (
     CORRECTED_PATTERN,
     PAPER_PATTERN,
     Trigger,

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.experiment import build_dataset, privacy_plan
+from privfl.report.experiment import build_dataset, privacy_plan
 from privfl.robustness import montecarlo
 from privfl.robustness.montecarlo import (
     initial_parameters,
@@ -101,7 +101,7 @@ def test_a_replica_does_not_depend_on_how_many_run_or_with_whom():
     assert np.array_equal(replica_seeds(3, 3), five.seeds[:3])
     assert replica_seeds(3, 2, first=1).tolist() == five.seeds[1:3].tolist()
     # replica r is exactly the run of the configuration with seed s_r (privfl run's algorithm)
-    from privfl.fl.algorithms.experiment import build_algorithm
+    from privfl.report.experiment import build_algorithm
     from privfl.robustness.replica_runner import run_rounds
 
     alone = build_algorithm(replica_config(cfg, int(five.seeds[4])), build_dataset(cfg))
@@ -254,7 +254,7 @@ def test_a_failing_replica_stops_the_run_and_every_paused_replica_is_unwound(mon
 def test_replica_chunk_fits_the_budget_and_shrinks_with_bigger_rows():
     """The default chunk of the batched layout is a power of two in [8, 1024] whose rows'
     working set fits CHUNK_BUDGET, smaller for a bigger batch (more activations a row)."""
-    from privfl.fl.algorithms.experiment import build_algorithm
+    from privfl.report.experiment import build_algorithm
     from privfl.robustness.montecarlo import CHUNK_BUDGET, replica_chunk
 
     chunks = []

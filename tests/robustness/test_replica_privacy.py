@@ -10,8 +10,8 @@ import pytest
 
 from privfl.config.loader import load_config
 from privfl.fl.algorithms.base import privacy_metrics
-from privfl.fl.algorithms.experiment import privacy_plan
 from privfl.fl.algorithms.registry import ALGORITHM_NAMES
+from privfl.report.experiment import privacy_plan
 from privfl.robustness.replica_privacy import ReplicaPrivacy, replica_privacy
 
 CONFIGS = Path(__file__).parents[2] / "configs"

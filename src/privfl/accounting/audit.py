@@ -103,6 +103,7 @@ from privfl.accounting.events import (
     Sampling,
     UnsupportedEventError,
 )
+from privfl.accounting.logspace import log1mexp
 
 __all__ = [
     "AdversarialPair",
@@ -536,19 +537,19 @@ def _log_masses(law: MixtureLaw, a: float, b: float) -> np.ndarray:
             if law.kinds[index] == _GAUSSIAN:
                 if ui >= 0.0:  # right of the centre: survival functions
                     la, lb = special.log_ndtr(-ui), special.log_ndtr(-vi)
-                    out[index] = la + _log1mexp(lb - la)
+                    out[index] = la + log1mexp(lb - la)
                 elif vi <= 0.0:  # left of the centre: CDFs
                     la, lb = special.log_ndtr(ui), special.log_ndtr(vi)
-                    out[index] = lb + _log1mexp(la - lb)
+                    out[index] = lb + log1mexp(la - lb)
                 else:  # straddles the centre: two positive erf terms
                     out[index] = math.log(
                         0.5 * (special.erf(vi / _SQRT2) + special.erf(-ui / _SQRT2))
                     )
             else:
                 if ui >= 0.0:
-                    out[index] = math.log(0.5) - ui + _log1mexp(-(vi - ui))
+                    out[index] = math.log(0.5) - ui + log1mexp(-(vi - ui))
                 elif vi <= 0.0:
-                    out[index] = math.log(0.5) + vi + _log1mexp(ui - vi)
+                    out[index] = math.log(0.5) + vi + log1mexp(ui - vi)
                 else:
                     out[index] = math.log(-0.5 * math.expm1(ui) - 0.5 * math.expm1(-vi))
     return out
@@ -572,15 +573,6 @@ def _mass_condition(law: MixtureLaw, a: float, b: float) -> np.ndarray:
         size = np.where(gauss, 0.5 * u * u + u + 1.0, u + 1.0)
         total += 4.0 * _MACHINE_EPS * (slope * arg + size)
     return total
-
-
-def _log1mexp(x: float) -> float:
-    """log(1 - e^x) for x <= 0 (``-inf`` at x = 0)."""
-    if x == 0.0:
-        return -math.inf
-    if x > -math.log(2.0):
-        return math.log(-math.expm1(x))
-    return math.log1p(-math.exp(x))
 
 
 class _LogRatio:

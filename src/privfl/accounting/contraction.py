@@ -60,7 +60,6 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import erf, erfc, log_ndtr
 
 from privfl._validation import (
@@ -80,6 +79,7 @@ from privfl.accounting.events import (
     Sampling,
     Unit,
 )
+from privfl.accounting.logspace import log1mexp, log_expm1, logsumexp
 from privfl.accounting.methods import (
     AccountingOptions,
     account,
@@ -87,6 +87,7 @@ from privfl.accounting.methods import (
     resolve_methods,
 )
 from privfl.accounting.results import PrivacyResult, sampling_label
+from privfl.accounting.safe_epsilon import smallest_safe_epsilon
 
 __all__ = [
     "RELEASES",
@@ -112,7 +113,6 @@ _RELEASE_LABEL = {
     "random-stop": "randomly stopped iterate only (W_tau, tau ~ Uniform{1..T}, secret)",
 }
 _ULP = 2.0**-52
-_EPS_SEARCH_MAX = 1e12
 #: Terms of the constant-parameter multi-round sum computed exactly (plain / sharpened chain);
 #: the rest is replaced by an upper bound.
 _CONSTANT_TERMS = 2_000_000
@@ -122,12 +122,6 @@ _SHARPENED_TERMS = 100_000
 # --------------------------------------------------------------------------------------------
 # theta_eps(r): hockey-stick divergence E_{e^eps}(N(r, 1) || N(0, 1)), in log space
 # --------------------------------------------------------------------------------------------
-
-
-def _log1mexp(x: np.ndarray) -> np.ndarray:
-    """log(1 - exp(x)) for x < 0, accurate at both ends."""
-    with np.errstate(divide="ignore"):
-        return np.where(x > -math.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
 
 
 def log_theta(epsilon: Any, r: Any) -> Any:
@@ -154,7 +148,7 @@ def log_theta(epsilon: Any, r: Any) -> Any:
             lqb = e + log_ndtr(-b)
             err = 8.0 * _ULP * (np.abs(lqa) + np.abs(lqb) + np.abs(e))
             diff = np.minimum(lqb - lqa - err, -np.finfo(float).tiny)
-            val = np.where(np.isfinite(lqa), lqa + _log1mexp(diff), -np.inf)
+            val = np.where(np.isfinite(lqa), lqa + log1mexp(diff), -np.inf)
             zero = e == 0
             if np.any(zero):
                 x = rr[zero] / (2.0 * math.sqrt(2.0))
@@ -180,9 +174,7 @@ def _log_theta_scalar(epsilon: float, r: float) -> float:
     lqb = epsilon + float(log_ndtr(-(a + r)))
     err = 8.0 * _ULP * (abs(lqa) + abs(lqb) + epsilon)
     diff = min(lqb - lqa - err, -np.finfo(float).tiny)
-    if diff > -math.log(2.0):
-        return lqa + math.log(-math.expm1(diff))
-    return lqa + math.log1p(-math.exp(diff))
+    return lqa + log1mexp(diff)
 
 
 def theta(epsilon: Any, r: Any) -> Any:
@@ -202,15 +194,6 @@ def theta(epsilon: Any, r: Any) -> Any:
         return np.exp(log_theta(eps_arr, r_arr))
 
 
-def _log_expm1(epsilon: float) -> float:
-    """log(e^eps - 1) for eps >= 0 (-inf at 0)."""
-    if epsilon == 0.0:
-        return -math.inf
-    if epsilon < 1.0:
-        return math.log(math.expm1(epsilon))
-    return epsilon + math.log1p(-math.exp(-epsilon))
-
-
 def _sharpened_eps(log_em1: float, log_d: np.ndarray) -> np.ndarray:
     """eps~ = log(1 + (e^eps - 1)/d) (spec 9.1), overflow-safe; inf where d = 0."""
     with np.errstate(invalid="ignore"):
@@ -227,7 +210,7 @@ def _log_geometric(k: Any, log_a: float) -> Any:
         return np.log(k)
     if np.isneginf(log_a):
         return np.zeros_like(k)
-    return _log1mexp(k * log_a) - float(_log1mexp(np.asarray(log_a)))
+    return log1mexp(k * log_a) - log1mexp(float(log_a))
 
 
 def closed_form_delta(epsilon: float, entry_r: float, contraction_r: float, rounds: float) -> float:
@@ -244,41 +227,6 @@ def closed_form_delta(epsilon: float, entry_r: float, contraction_r: float, roun
     log_a = log_theta(epsilon, contraction_r)
     value = log_theta(epsilon, entry_r) - math.log(rounds) + _log_geometric(rounds, log_a)
     return math.exp(float(value))
-
-
-def _logsumexp(x: np.ndarray) -> float:
-    top = float(np.max(x))
-    if not np.isfinite(top):
-        return top
-    return top + math.log(float(np.sum(np.exp(x - top))))
-
-
-def _solve_epsilon(log_delta: Any, delta: float) -> float:
-    """Smallest epsilon (to ~1e-10) with delta(epsilon) <= ``delta``; delta(.) non-increasing.
-
-    Brent's method on log delta(eps) - log delta over a doubling bracket; the answer is moved up
-    until it is verified on the safe side. Returns inf if no eps <= 1e12 suffices.
-    """
-    target = math.log(delta)
-    if math.exp(log_delta(0.0)) <= delta:
-        return 0.0
-    low, high = 0.0, 1.0
-    while log_delta(high) > target:
-        low, high = high, 2.0 * high
-        if high > _EPS_SEARCH_MAX:
-            return math.inf
-
-    def gap(eps: float) -> float:
-        value = log_delta(eps)
-        return max(value, -1e300) - target
-
-    root = brentq(gap, low, high, xtol=1e-12, rtol=1e-13, maxiter=500)
-    step = max(1e-12, 1e-13 * root)
-    # verified on the scale the caller sees: delta(root) as a float <= delta
-    while root < high and math.exp(log_delta(root)) > delta:
-        root = min(high, root + step)
-        step *= 2.0
-    return float(root)
 
 
 # --------------------------------------------------------------------------------------------
@@ -597,7 +545,7 @@ class ProjectedNoisySGD:
             for t in range(T - 2, -1, -1):
                 v[t] = 1.0 + a[t + 1] * v[t + 1]
             return start + np.log(v) - math.log(T)
-        log_em1 = _log_expm1(epsilon)
+        log_em1 = log_expm1(epsilon)
         if self.is_constant:
             # every chain follows the same recursion: x_{k+1} = x_k + log theta_{eps~(x_k)}(rc)
             values = _sharpened_steps(log_em1, float(start[0]), float(rc[-1]), T - 1)
@@ -622,7 +570,7 @@ class ProjectedNoisySGD:
         t..T (Corollary 3's stopped chains). O(T^2) work, vectorised over t.
         """
         rc, T = self.contraction_r, self.rounds
-        log_em1 = _log_expm1(epsilon)
+        log_em1 = log_expm1(epsilon)
         log_d = np.array(start, float)
         acc = log_d.copy()
         for j in range(1, T):
@@ -649,7 +597,7 @@ class ProjectedNoisySGD:
         per_round = self._chain(epsilon, sharpened, release)
         if not secret_assignment:
             return float(np.max(per_round))
-        return _logsumexp(per_round) - math.log(self.partition_rounds)
+        return logsumexp(per_round) - math.log(self.partition_rounds)
 
     # ---- the multi-round extension (spec seed4 section 9.3) -----------------------------------
 
@@ -673,8 +621,8 @@ class ProjectedNoisySGD:
         if not secret:  # the worst inclusion pattern: last in round t (re-entering if t > 1)
             return float(np.max(np.where(t > 1, np.maximum(first, again), first)))
         before = _times_log(t - 1, log_c)  # log (1-q)^(t-1): never included before round t
-        mix = np.logaddexp(before + first, _log1mexp(before) + again)
-        return _logsumexp(math.log(q) + _times_log(T - t, log_c) + mix)
+        mix = np.logaddexp(before + first, log1mexp(before) + again)
+        return logsumexp(math.log(q) + _times_log(T - t, log_c) + mix)
 
     def _log_delta_constant(self, epsilon: float, sharpened: bool, secret: bool) -> float:
         """log delta_T of ``schedule="independent"`` with constant parameters, any T <= inf.
@@ -698,12 +646,12 @@ class ProjectedNoisySGD:
         if T == 1:
             return math.log(q) + l1
         if not sharpened and math.isinf(T):
-            return math.log(q) + lre - float(_log1mexp(np.asarray(log_c + la)))
+            return math.log(q) + lre - log1mexp(float(log_c + la))
         # the first-entry chain only matters while (1-q)^(T-1) is not negligible
         need_first = math.isfinite(T) and (T - 1) * log_c + math.log(T) > -60.0
         cap = int(min(T, _SHARPENED_TERMS if sharpened else _CONSTANT_TERMS))
         if sharpened:
-            log_em1 = _log_expm1(epsilon)
+            log_em1 = log_expm1(epsilon)
             again = np.array(_adaptive_sharpened(log_em1, lre, rc, q, log_c, cap), float)
             first = (np.array(_sharpened_steps(log_em1, l1, rc, len(again) - 1), float)
                      if need_first else again)
@@ -721,10 +669,10 @@ class ProjectedNoisySGD:
         k = np.arange(K)
         if math.isfinite(T):
             after = _times_log(T - 1 - k, log_c)  # log c^(T-1-k)
-            mix = np.logaddexp(after + first[:K], _log1mexp(after) + again[:K])
+            mix = np.logaddexp(after + first[:K], log1mexp(after) + again[:K])
         else:
             mix = again[:K]
-        total = _logsumexp(math.log(q) + _times_log(k, log_c) + mix)
+        total = logsumexp(math.log(q) + _times_log(k, log_c) + mix)
         if K < T:
             tail = again[K] + (K * log_c if K else 0.0)
             total = np.logaddexp(total, tail)  # tail bound
@@ -787,7 +735,7 @@ class ProjectedNoisySGD:
         """Smallest eps (to ~1e-10, on the safe side) with delta(eps) <= ``delta``."""
         delta = check_delta("delta", delta)
         options = self._options(sharpened, release, secret_assignment)
-        return _solve_epsilon(lambda e: self._log_delta(e, *options), delta)
+        return smallest_safe_epsilon(lambda e: self._log_delta(e, *options), delta)
 
     def uniform_bound_delta(self, epsilon: float, *, release: str = "last") -> float:
         """The paper's simplified bounds: (11) for release "last", (12) for "random-stop".
@@ -810,7 +758,7 @@ class ProjectedNoisySGD:
             value = log_entry - log_p + float(_log_geometric(T, log_a))
         else:
             terms = _log_geometric(np.arange(1, T + 1), log_a)
-            value = log_entry - log_p - math.log(T) + _logsumexp(np.atleast_1d(terms))
+            value = log_entry - log_p - math.log(T) + logsumexp(np.atleast_1d(terms))
         return math.exp(value)
 
     def one_shot_delta(self, epsilon: float) -> float:
@@ -824,7 +772,7 @@ class ProjectedNoisySGD:
         self._require_one_pass("one_shot_epsilon")
         delta = check_delta("delta", delta)
         r = float(np.max(self.entry_r))
-        return _solve_epsilon(lambda e: log_theta(e, r), delta)
+        return smallest_safe_epsilon(lambda e: log_theta(e, r), delta)
 
     def _saturated(self) -> ProjectedNoisySGD:
         if not self.is_constant:

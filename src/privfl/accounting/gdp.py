@@ -49,7 +49,9 @@ from privfl.accounting.events import (
     PrivacyEvent,
     Sampling,
 )
+from privfl.accounting.logspace import log_expm1
 from privfl.accounting.results import PrivacyResult
+from privfl.accounting.safe_epsilon import EPSILON_MAX, smallest_safe_epsilon
 
 __all__ = [
     "GdpCltAccountant",
@@ -133,34 +135,22 @@ def _log_delta_scalar(epsilon: float, mu: float) -> float:
 def _epsilon_scalar(delta: float, mu: float) -> float:
     if mu == 0.0:
         return 0.0
-    log_target = math.log(delta)
-    if _log_delta_scalar(0.0, mu) <= log_target:
-        return 0.0
-
-    def gap(eps: float) -> float:
-        return _log_delta_scalar(eps, mu) - log_target
-
-    # Asymptotic guess eps ~ mu^2/2 + mu sqrt(2 log(1/delta)), then doubling until bracketed.
-    # delta(eps) > delta for every eps <= mu^2/2 (there delta(eps) >= 1/2 - phi(0)/mu), so where
-    # the bracket leaves the float range, epsilon itself exceeds it: inf is the exact answer.
-    largest = float(np.finfo(float).max)
-    if 0.5 * mu * mu >= largest:
+    # first guess eps ~ mu^2/2 + mu sqrt(2 log(1/delta)); delta(eps) > delta for every
+    # eps <= mu^2/2 (there delta(eps) >= 1/2 - phi(0)/mu), so beyond the float range: inf
+    if 0.5 * mu * mu >= EPSILON_MAX:
         return math.inf
-    high = min(0.5 * mu * mu + mu * math.sqrt(2.0 * -log_target) + 1.0, largest)
-    low = 0.0  # gap(0) > 0 here
-    while gap(high) > 0:
-        if high == largest:
-            return math.inf
-        low, high = high, min(2.0 * high, largest)
-    return float(optimize.brentq(gap, low, high, xtol=1e-15, rtol=1e-15, maxiter=500))
+    guess = 0.5 * mu * mu + mu * math.sqrt(-2.0 * math.log(delta)) + 1.0
+    return smallest_safe_epsilon(lambda eps: _log_delta_scalar(eps, mu), delta, start=guess)
 
 
 def gdp_epsilon(delta: float | np.ndarray, mu: float | np.ndarray) -> float | np.ndarray:
     """Smallest epsilon >= 0 with mu-GDP => (epsilon, delta)-DP; exact inversion of the curve.
 
-    Solves ``log delta(epsilon) = log delta`` with a bracketed root finder (brentq on epsilon,
-    bracket found by doubling). Returns 0 when ``delta(0) = 2 Phi(mu/2) - 1 <= delta``. Works up to
-    epsilon ~ 1e4 and beyond (mu = 50, delta = 1e-15 gives epsilon ~ 1650). Vectorised by looping.
+    Solves ``log delta(epsilon) = log delta`` with the shared safe-side solver
+    (:func:`~privfl.accounting.safe_epsilon.smallest_safe_epsilon`: the answer is never below the
+    root). Returns 0 when ``delta(0) = 2 Phi(mu/2) - 1 <= delta`` and ``inf`` beyond
+    :data:`~privfl.accounting.safe_epsilon.EPSILON_MAX` (the float range; mu = 50, delta = 1e-15
+    gives epsilon ~ 1650). Vectorised by looping.
     """
     deltas, delta_scalar = check_range_array(
         "delta", delta, 0.0, 1.0, low_open=True, high_open=True
@@ -219,13 +209,9 @@ def poisson_clt_mu(sampling_rate: float, noise_multiplier: float, steps: int) ->
     if steps == 0:
         return 0.0
     x = (1.0 / z) * (1.0 / z)  # inf (not an error) below z ~ 1e-154
-    if x < 1e-100:  # huge noise: expm1(x) = x (1 + x/2 + ...), and x may underflow to 0
-        log_expm1 = -2.0 * math.log(z)
-    elif x < 50.0:
-        log_expm1 = math.log(math.expm1(x))
-    else:
-        log_expm1 = x + math.log1p(-math.exp(-x))
-    log_mu = math.log(q) + 0.5 * (math.log(steps) + log_expm1)
+    # huge noise: x may underflow to 0, where log(e^x - 1) = log x = -2 log z to double precision
+    log_em1 = -2.0 * math.log(z) if x < 1e-100 else log_expm1(x)
+    log_mu = math.log(q) + 0.5 * (math.log(steps) + log_em1)
     return math.exp(log_mu) if log_mu < _LOG_MAX else math.inf
 
 

@@ -90,6 +90,7 @@ from privfl._validation import (
     check_rate,
 )
 from privfl.accounting.events import Neighbouring, NoisyStep, PrivacyEvent, Sampling, Unit
+from privfl.accounting.logspace import log1mexp, logsubexp, logsumexp
 from privfl.accounting.methods import AccountingOptions, account
 from privfl.accounting.pld import composed_delta, composed_epsilon, poisson_gaussian_pld
 from privfl.accounting.rdp import (
@@ -99,6 +100,7 @@ from privfl.accounting.rdp import (
     resolve_orders,
 )
 from privfl.accounting.results import Kind, PrivacyResult
+from privfl.accounting.safe_epsilon import smallest_safe_epsilon
 
 __all__ = [
     "ACCOUNTANTS",
@@ -247,27 +249,6 @@ def _check_query(
 # --------------------------------------------------------------------------------------------
 
 
-def _log1mexp(x: float) -> float:
-    """``log(1 - e^x)`` for ``x <= 0`` (``-inf`` at 0)."""
-    if x >= 0.0:
-        return -math.inf
-    return math.log(-math.expm1(x)) if x > -0.693 else math.log1p(-math.exp(x))
-
-
-def _logsubexp(a: float, b: float) -> float:
-    """``log(e^a - e^b)`` for ``a >= b``."""
-    if b == -math.inf:
-        return a
-    return a + _log1mexp(b - a)
-
-
-def _log_expm1(x: float) -> float:
-    """``log(e^x - 1)`` for ``x > 0``."""
-    if x <= 0.0:
-        return -math.inf
-    return x + math.log(-math.expm1(-x)) if x > 1e-3 else math.log(math.expm1(x))
-
-
 def amplify_epsilon(epsilon: float, rate: float) -> float:
     """``log(1 + rate (e^epsilon - 1))``: the epsilon of a base-epsilon step sampled at ``rate``."""
     eps = check_epsilon("epsilon", epsilon)
@@ -336,7 +317,7 @@ def _constants(eps: float, p: float, q: float) -> _Constants:
     cbar1 = one_minus_beta * c1
     cbar2 = one_minus_beta * c2 + beta
     # alpha' cb1 = c1 (alpha' - alpha) = c1 e^eps1 (1 - beta)
-    log_c = log_c1 + eps1 + _log1mexp(log_beta) if log_c1 > -math.inf else -math.inf
+    log_c = log_c1 + eps1 + log1mexp(log_beta) if log_c1 > -math.inf else -math.inf
     return _Constants(
         eps=eps,
         eps1=eps1,
@@ -438,24 +419,14 @@ def _log_positive_part(log_p: np.ndarray, log_n: np.ndarray, h: np.ndarray) -> n
         row = rows[r]
         lp = float(special.log_ndtr(-t[r]))
         mask = present[row]
-        ln = _logsumexp(log_n[row][mask] - log_p[row] + special.log_ndtr(-(t[r] + H[r][mask])))
-        result[r] = log_p[row] + _logsubexp(lp, ln) if lp > ln else -np.inf
+        ln = logsumexp(log_n[row][mask] - log_p[row] + special.log_ndtr(-(t[r] + H[r][mask])))
+        result[r] = log_p[row] + logsubexp(lp, ln) if lp > ln else -np.inf
     out[rows] = result
     return out
 
 
 def _log_term(log_p: float, log_n: Sequence[float], h: Sequence[float]) -> float:
     return float(_log_positive_part(np.array([log_p]), np.array([log_n]), np.array([h]))[0])
-
-
-def _logsumexp(values: np.ndarray) -> float:
-    values = np.asarray(values, dtype=float)
-    if values.size == 0:
-        return -math.inf
-    top = float(np.max(values))
-    if top == -math.inf:
-        return -math.inf
-    return top + math.log(float(np.sum(np.exp(values - top))))
 
 
 def gaussian_delta(epsilon: float, noise: float, clip: float = 1.0) -> float:
@@ -532,7 +503,7 @@ def _log_per_s1(eps: float, s: _Setting, direction: str) -> float:
         parts.append(np.array([log_low + terms[0]]))  # T_i <= T_lo for i < lo
     if log_high > -math.inf:
         parts.append(np.array([log_high + sup]))  # T_i <= sup for all i
-    value = _logsumexp(np.concatenate(parts))
+    value = logsumexp(np.concatenate(parts))
     value = min(value, sup)  # <= WCS inner (proven); guards rounding
     return math.log(s.pq) + value
 
@@ -560,17 +531,17 @@ def _theorem41_coefficients(
     pos_log, pos_m, neg_log, neg_m = [], [], [], []
     for jj, a, b in zip(j, prev, neg, strict=True):
         if a > b:
-            pos_log.append(_logsubexp(a, b))
+            pos_log.append(logsubexp(a, b))
             pos_m.append(float(jj))
         elif b > a:
-            neg_log.append(_logsubexp(b, a))
+            neg_log.append(logsubexp(b, a))
             neg_m.append(float(jj))
     return np.array(pos_log), np.array(pos_m), np.array(neg_log), np.array(neg_m)
 
 
 def _mixture_log_ratio(y, log_w, m, z):
     """log sum_a w_a N(y; m_a, z^2) / N(y; 0, z^2)."""
-    return _logsumexp(log_w + (y * m - 0.5 * m * m) / (z * z))
+    return logsumexp(log_w + (y * m - 0.5 * m * m) / (z * z))
 
 
 def _scan_root(func: Callable[[float], float], lo: float, hi: float, n: int = 4001) -> float | None:
@@ -618,7 +589,7 @@ def _log_theorem41(eps: float, s: _Setting) -> tuple[float, float]:
     if pos_log.size == 0:
         return -math.inf, math.inf
     if neg_log.size == 0:
-        return math.log(s.pq) + _logsumexp(pos_log), -math.inf
+        return math.log(s.pq) + logsumexp(pos_log), -math.inf
     y = _theorem41_root(pos_log, pos_m, neg_log, neg_m, s.z)
     xp = (y - pos_m) / s.z
     xn = (y - neg_m) / s.z
@@ -630,16 +601,16 @@ def _log_theorem41(eps: float, s: _Setting) -> tuple[float, float]:
         # a sum of non-negative terms around M(x_ref).
         lu = pos_log - 0.5 * xp * xp
         lv = neg_log - 0.5 * xn * xn
-        log_s = _logsumexp(lu)
+        log_s = logsumexp(lu)
         u = np.exp(lu - log_s)
-        v = np.exp(lv - _logsumexp(lv))
+        v = np.exp(lv - logsumexp(lv))
         ref = _mills(np.array([np.max(xp)]))[0]
         bracket = float(np.sum(u * (_mills(xp) - ref)) + np.sum(v * (ref - _mills(xn))))
         log_value = log_s - _LOG_SQRT_2PI + math.log(bracket) if bracket > 0 else -math.inf
     else:
-        lp = _logsumexp(pos_log + special.log_ndtr(-xp))
-        ln = _logsumexp(neg_log + special.log_ndtr(-xn))
-        log_value = _logsubexp(lp, ln) if lp > ln else -math.inf
+        lp = logsumexp(pos_log + special.log_ndtr(-xp))
+        ln = logsumexp(neg_log + special.log_ndtr(-xn))
+        log_value = logsubexp(lp, ln) if lp > ln else -math.inf
     return math.log(s.pq) + log_value, y
 
 
@@ -747,31 +718,6 @@ def theorem41_zstar(
     return _log_theorem41(eps, s)[1] * float(clip)
 
 
-_EPS_MAX = 2.0**20
-
-
-def _epsilon_for(log_delta: Callable[[float], float], delta: float) -> float:
-    """Smallest epsilon found with ``delta(epsilon) <= delta`` (on the safe side of the root)."""
-    target = math.log(delta)
-
-    def gap(eps: float) -> float:
-        return log_delta(eps) - target
-
-    if gap(0.0) <= 0.0:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while gap(hi) > 0.0:
-        lo, hi = hi, 2.0 * hi
-        if hi > _EPS_MAX:
-            return math.inf
-    root = float(optimize.brentq(gap, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500))
-    for _ in range(60):  # return a point on the safe side of the target
-        if gap(root) <= 0.0:
-            return root
-        root = min(hi, root + max(1e-13, 1e-12 * root))
-    return hi
-
-
 def participation_epsilon(
     scheme: str,
     delta: float,
@@ -784,11 +730,12 @@ def participation_epsilon(
     direction: str = "max",
 ) -> float:
     """Per-iteration epsilon of ``scheme`` at ``delta``: the smallest epsilon found (Brent on
-    ``log delta(eps)``) whose delta is <= ``delta``; ``inf`` if none below 2^20."""
+    ``log delta(eps)``) whose delta is <= ``delta``; ``inf`` beyond
+    :data:`~privfl.accounting.safe_epsilon.EPSILON_MAX` (the float range)."""
     scheme, delta, s, direction = _check_query(
         scheme, "delta", delta, client_rate, record_rate, records, noise, clip, direction
     )
-    return _epsilon_for(lambda e: _log_delta(scheme, e, s, direction), delta)
+    return smallest_safe_epsilon(lambda e: _log_delta(scheme, e, s, direction), delta)
 
 
 _THEOREM41_GRID = np.geomspace(0.005, 100.0, 241)
@@ -1172,7 +1119,7 @@ def _per_iteration_result(
         "direction": "forward only (as stated)" if scheme == "theorem-4.1" else "max of both",
     }
     if delta is not None:
-        eps = _epsilon_for(lambda e: _log_delta(scheme, e, s), delta)
+        eps = smallest_safe_epsilon(lambda e: _log_delta(scheme, e, s), delta)
         dlt = delta
     else:
         eps = epsilon
@@ -1213,7 +1160,7 @@ def _basic_composition(
 ) -> PrivacyResult:
     """(T eps, T delta): basic composition of the per-iteration numbers (Dwork et al.)."""
     if delta is not None:
-        step_eps = _epsilon_for(lambda e: _log_delta(scheme, e, s), delta / steps)
+        step_eps = smallest_safe_epsilon(lambda e: _log_delta(scheme, e, s), delta / steps)
         eps, dlt = steps * step_eps, delta
         per = {"per_iteration_epsilon": step_eps, "per_iteration_delta": delta / steps}
     else:

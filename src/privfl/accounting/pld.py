@@ -270,7 +270,9 @@ def _connect_dots(interval: float, lower: int, w: np.ndarray) -> pld_pmf.PLDPmf:
 
 
 def _log_sub_exp(a: np.ndarray, b: float) -> np.ndarray:
-    """``log(exp(a) - exp(b))`` for ``a > b`` (dp-accounting's ``_log_sub``)."""
+    """``log(exp(a) - exp(b))`` for ``a > b``: dp-accounting's ``_log_sub`` formula kept as it is
+    (not :func:`privfl.accounting.logspace.logsubexp`) so that the step PMFs equal
+    dp-accounting's ``from_gaussian_mechanism`` bit for bit (tests/accounting/test_pld.py)."""
     return a + np.log1p(-np.exp(b - a))
 
 

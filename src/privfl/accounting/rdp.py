@@ -91,6 +91,7 @@ from privfl.accounting.events import (
     PrivacyEvent,
     Sampling,
 )
+from privfl.accounting.logspace import log1mexp, log_expm1, logsumexp
 from privfl.accounting.results import PrivacyResult
 
 __all__ = [
@@ -209,14 +210,10 @@ def _check_subsampled_orders(alphas: np.ndarray) -> None:
 
 
 def _log_abs_expm1(c: np.ndarray) -> np.ndarray:
-    """``log|expm1(c)|`` for an array, accurate for small and large ``|c|`` (-inf at 0)."""
+    """``log|expm1(c)|`` for an array (-inf at 0): :func:`~privfl.accounting.logspace.log_expm1`
+    for ``c > 0`` and :func:`~privfl.accounting.logspace.log1mexp` for ``c < 0``."""
     c = np.asarray(c, dtype=float)
-    out = np.full(c.shape, -np.inf)
-    pos = c > 0
-    neg = c < 0
-    out[pos] = c[pos] + np.log(-np.expm1(-c[pos]))
-    out[neg] = np.log(-np.expm1(c[neg]))
-    return out
+    return np.where(c > 0, log_expm1(c), log1mexp(c))
 
 
 def _log_expm1_minus_x(x: float) -> float:
@@ -238,14 +235,6 @@ def _log_expm1_minus_x(x: float) -> float:
     if x > 0:
         return x + math.log1p(-(1.0 + x) * math.exp(-x))
     return math.log(math.expm1(x) - x)
-
-
-def _logsumexp_rows(logs: np.ndarray) -> np.ndarray:
-    """Row-wise ``log sum exp`` of a 2-D array (plain numpy; -inf rows give -inf)."""
-    top = np.max(logs, axis=1)
-    safe = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        return safe + np.log(np.sum(np.exp(logs - safe[:, None]), axis=1))
 
 
 def _crvz_weights(n: int) -> np.ndarray:
@@ -306,7 +295,7 @@ def _log_a_minus_1_int(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray
         + (a - i) * math.log1p(-q)
         + _log_abs_expm1((i * i - i) / (2.0 * sigma * sigma))
     )
-    return _logsumexp_rows(np.where(valid, terms, -np.inf))
+    return logsumexp(np.where(valid, terms, -np.inf), axis=1)
 
 
 def _log_a_minus_1_series(
@@ -745,7 +734,7 @@ def rdp_without_replacement(
                 ej = np.array([base_values[int(j)] for j in js])
                 caps = np.array([log_cap(int(j)) for j in js])
                 terms.extend(js * math.log(g) + _log_binom(float(order), js) + (js - 1) * ej + caps)
-            log_sum = float(_logsumexp_rows(np.array(terms)[None, :])[0])
+            log_sum = logsumexp(np.array(terms))
             cache[order] = float(np.logaddexp(0.0, log_sum)) / (order - 1.0)
         out[n] = cache[order]
     return out
@@ -783,8 +772,8 @@ def _log_forward_diffs_float(c: float, m: int) -> tuple[np.ndarray, int]:
     lcol = ls[:, None]
     log_terms = np.where(i <= lcol, _log_binom(lcol, i) + c * i * (i - 1.0), -np.inf)
     positive = (lcol - i) % 2.0 == 0.0
-    log_p = _logsumexp_rows(np.where(positive, log_terms, -np.inf))
-    log_n = _logsumexp_rows(np.where(positive, -np.inf, log_terms))
+    log_p = logsumexp(np.where(positive, log_terms, -np.inf), axis=1)
+    log_n = logsumexp(np.where(positive, -np.inf, log_terms), axis=1)
     ratio = log_n - log_p
     with np.errstate(divide="ignore", invalid="ignore"):
         out[2::2] = log_p + np.log(-np.expm1(np.minimum(ratio, 0.0)))
@@ -899,14 +888,14 @@ def _wor_gaussian_log_a(q: float, c: float, alphas: np.ndarray) -> np.ndarray:
         terms = np.where(
             jf[None, :] <= a, (moment + jf * log_q)[None, :] + _log_binom(a, jf[None, :]), -np.inf
         )
-        out[exact] = np.logaddexp(0.0, _logsumexp_rows(terms))
+        out[exact] = np.logaddexp(0.0, logsumexp(terms, axis=1))
     for k in np.nonzero(~exact)[0]:
         a = float(alphas[k])
         jf = np.arange(2.0, a + 1.0)
         moment = math.log(2.0) + c * jf * (jf - 1.0)
         moment[0] = second
         terms = moment + jf * log_q + _log_binom(a, jf)
-        out[k] = np.logaddexp(0.0, _logsumexp_rows(terms[None, :])[0])
+        out[k] = np.logaddexp(0.0, logsumexp(terms))
     return out
 
 

@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from privfl._validation import (
     as_scalar_or_array,
@@ -48,6 +48,7 @@ from privfl.accounting.gdp import (
     gdp_delta,
     gdp_epsilon,
 )
+from privfl.accounting.safe_epsilon import smallest_safe_epsilon
 
 __all__ = [
     "ClientSampledTradeOff",
@@ -159,9 +160,11 @@ class TradeOff(ABC):
         return as_scalar_or_array(np.clip(self._delta(eps), 0.0, 1.0), scalar)
 
     def epsilon(self, delta: float) -> float:
-        """Smallest epsilon >= 0 with delta(epsilon) <= delta (root finding on the profile).
+        """Smallest epsilon >= 0 with delta(epsilon) <= delta (root finding on the profile, on
+        the safe side: :func:`~privfl.accounting.safe_epsilon.smallest_safe_epsilon`).
 
-        Returns ``inf`` when no finite epsilon reaches ``delta`` (delta below 1 - f(0)).
+        Returns ``inf`` when no finite epsilon reaches ``delta`` (delta below 1 - f(0)) or none up
+        to :data:`~privfl.accounting.safe_epsilon.EPSILON_MAX` (the float range) does.
         """
         delta = check_delta("delta", delta)
         return self._epsilon(delta)
@@ -198,20 +201,17 @@ class TradeOff(ABC):
         return 1.0 - best
 
     def _epsilon(self, delta: float) -> float:
-        def gap(eps: float) -> float:
-            return float(self._delta(np.asarray(eps))) - delta
-
-        if gap(0.0) <= 0:
+        if float(self._delta(np.asarray(0.0))) <= delta:
             return 0.0
         limit = 1.0 - float(self._evaluate(np.asarray(0.0)))  # delta(inf) = 1 - f(0)
         if limit > delta:
             return math.inf
-        low, high = 0.0, 1.0
-        while gap(high) > 0:
-            low, high = high, 2.0 * high
-            if high > 1e6:
-                return math.inf
-        return float(optimize.brentq(gap, low, high, xtol=1e-13, rtol=1e-14, maxiter=500))
+
+        def log_delta(eps: float) -> float:
+            value = float(self._delta(np.asarray(eps)))
+            return math.log(value) if value > 0.0 else -math.inf
+
+        return smallest_safe_epsilon(log_delta, delta)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -9,12 +9,14 @@
 * :func:`train_clients` — the hook the algorithms' local work calls; it goes to the backend
   selected with :func:`use_backend` (``privfl run --backend ray`` selects one for the run).
 
-Algorithms whose local work goes through the hook: :data:`SHARDED_ALGORITHMS`; the others run
-in the driver's process (:data:`NOT_SHARDED` says why), and :func:`check_algorithm` refuses
-them on a distributed backend rather than ignoring the request.
+An algorithm whose local work does not go through the hook says so (its class attribute
+``local_only``, the reason; the backends name no algorithm), and :func:`check_algorithm` refuses
+it on a distributed backend rather than ignoring the request.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from privfl._validation import check_int
 from privfl.backends.base import (
@@ -34,8 +36,6 @@ from privfl.backends.cluster import INSTALL_HINT, connect, require_ray
 __all__ = [
     "BACKENDS",
     "INSTALL_HINT",
-    "NOT_SHARDED",
-    "SHARDED_ALGORITHMS",
     "Backend",
     "CallRecord",
     "InProcessShards",
@@ -55,24 +55,6 @@ __all__ = [
 
 #: the ``--backend`` choices
 BACKENDS = ("local", "ray")
-#: algorithms (``federated.algorithm``) whose local work runs through :func:`train_clients`
-SHARDED_ALGORITHMS = ("prifedsync", "dp-fedavg", "insdp-fedsgd", "insdp-fedavg")
-#: why the other algorithms run in the driver's process only (measured on the demo
-#: configurations: a round's gradient takes 1-5 ms here, a sharded call's overhead 70-130 ms)
-NOT_SHARDED = {
-    "dp-dsgd": "a round is one clipped gradient of the sampled records at the server's model "
-               "(no local steps), summed in fixed chunks of records; a shard must be whole "
-               "chunks to keep the result identical, and a round of the shipped configurations "
-               "samples fewer records than one chunk (Ray would add about 0.1 s a call to 1-5 ms "
-               "of work)",
-    "projected-sgd": "a round is one clipped gradient per user at the server's model (no local "
-                     "steps), summed in fixed chunks of users; a shard must be whole "
-                     "chunks to keep the result identical, and a round of the shipped "
-                     "configurations has fewer users than one chunk (Ray would add about 0.1 s "
-                     "a call to 1-5 ms of work)",
-}
-
-
 def check_options(name: str = "local", address: str | None = None,
                   workers: int | None = None) -> None:
     """ValueError unless the options make a backend (no connection is made): ``name`` one of
@@ -104,15 +86,17 @@ def make_backend(name: str = "local", address: str | None = None,
     return RayBackend(address, workers)
 
 
-def check_algorithm(backend: Backend | str, algorithm: str) -> None:
+def check_algorithm(backend: Backend | str, algorithm: Any) -> None:
     """ValueError unless ``algorithm``'s local work can run on ``backend`` (a backend or its
-    name): every algorithm runs locally; a distributed backend needs one of
-    :data:`SHARDED_ALGORITHMS`."""
+    name). ``algorithm`` is an algorithm class or object: its ``name`` and its ``local_only``
+    (``None`` when its local work goes through :func:`train_clients`, else why it runs in the
+    driver's process). Every algorithm runs locally; a distributed backend needs
+    ``local_only is None``."""
     name = backend if isinstance(backend, str) else backend.name
     distributed = name != "local" or isinstance(backend, ShardedBackend)
-    if distributed and algorithm not in SHARDED_ALGORITHMS:
-        why = NOT_SHARDED.get(algorithm, "its local work does not go through the backend hook")
+    why = getattr(algorithm, "local_only", None)
+    if distributed and why is not None:
         raise ValueError(
-            f"federated.algorithm = {algorithm!r} is not allowed with --backend {name}: {why}; "
-            "run it with --backend local, or several runs at once with privfl sweep --backend "
-            f"ray (distributed rounds: {', '.join(SHARDED_ALGORITHMS)})")
+            f"federated.algorithm = {algorithm.name!r} is not allowed with --backend {name}: "
+            f"{why}; run it with --backend local, or several runs at once with privfl sweep "
+            "--backend ray")

@@ -187,6 +187,7 @@ def certify_run_command(
 
     from rich.console import Console
 
+    import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
     from privfl.backends import check_options
     from privfl.config import load_config
     from privfl.report.certify import write_certification

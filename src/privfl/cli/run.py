@@ -198,10 +198,10 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     """The resolved configuration and the planned privacy card, without training. The plan
     needs the clients' data sizes: when the data are not on this machine (and nothing is
     downloaded here), the card is replaced by a note saying how to get them."""
+    from privfl.attacks.poisoning import attack_card_rows
     from privfl.config import config_from_dict, dump_config
-    from privfl.fl.algorithms.experiment import privacy_plan
+    from privfl.fl.algorithms.builders import privacy_plan
     from privfl.report.card import render_card
-    from privfl.robustness.attacks import attack_card_rows
 
     text = dump_config(config)
     raw = config.model_dump(mode="json")
@@ -292,7 +292,7 @@ def run_command(
 ) -> None:
     from privfl.cli.common import fail
     from privfl.config import load_config
-    from privfl.fl.algorithms.experiment import Experiment
+    from privfl.report.experiment import Experiment
 
     console = Console(stderr=as_json)
     display = _Display(console, progress)
@@ -325,7 +325,7 @@ def run_command(
         else:
             resolved = load_config(config, overrides)
             experiment = Experiment.create(resolved, out or _default_out(resolved.name))
-        check_algorithm(backend, experiment.config.federated.algorithm)
+        check_algorithm(backend, experiment.algorithm)
         select_backend(stack, backend, address, workers, console)
         result = experiment.run(display)
     except KeyboardInterrupt:

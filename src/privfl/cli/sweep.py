@@ -148,7 +148,7 @@ def run_point(raw: dict[str, Any], run_dir: str, label: str, say=print) -> dict[
     to ``say`` (``print`` in a Ray task: Ray forwards them to the driver). A run directory that
     already holds the run (an interrupted sweep) is continued from its checkpoint."""
     from privfl.config import config_from_dict
-    from privfl.fl.algorithms.experiment import Experiment
+    from privfl.report.experiment import Experiment
     from privfl.report.rundir import json_safe
 
     if (Path(run_dir) / "config.yaml").is_file():
@@ -295,6 +295,7 @@ def sweep_command(
                            "to stderr).")
     ] = False,
 ) -> None:
+    import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
     from privfl.backends import check_options
     from privfl.cli.common import fail
     from privfl.config import load_config

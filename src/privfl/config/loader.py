@@ -102,12 +102,12 @@ _BOUNDS = {
 def _section_model(path: tuple, raw: Mapping[str, Any] | None = None) -> type[BaseModel] | None:
     cls: type[BaseModel] = ExperimentConfig
     if path[:1] == ("federated",):  # the section of the algorithm the config names
-        from privfl.fl.algorithms.registry import config_class
+        from privfl.config.sections import federated_model
 
         section = (raw or {}).get("federated")
         name = section.get("algorithm", "prifedsync") if isinstance(section, Mapping) else None
         try:
-            cls = config_class(name)
+            cls = federated_model(name)
         except (ValueError, ImportError):
             return None
         path = path[1:]

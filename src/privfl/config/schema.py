@@ -35,7 +35,8 @@ from pydantic import (
     model_validator,
 )
 
-from privfl.robustness.attack_config import AttackConfig
+from privfl.attacks.config import AttackConfig
+from privfl.config.sections import federated_model
 
 __all__ = [
     "DATASET_NAMES",
@@ -270,7 +271,7 @@ class FederatedConfig(_Section):
     PAPER_SIGMA: ClassVar[bool] = False
     #: accuracy metrics that stop.target_metric may name (without "_accuracy")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
-    #: attack.kind values the algorithm runs and reports (privfl.robustness.attack_config)
+    #: attack.kind values the algorithm runs and reports (privfl.attacks.config)
     ATTACKS: ClassVar[tuple[str, ...]] = ()
 
     def check(self, config: ExperimentConfig) -> None:
@@ -405,13 +406,11 @@ class ExperimentConfig(_Section):
 
 def _federated(value: Any) -> FederatedConfig:
     """Validate a ``federated`` mapping with the model of the algorithm it names."""
-    from privfl.fl.algorithms.registry import config_class
-
     if not isinstance(value, dict):
         raise ValueError("must be a mapping (a section of keys)")
     name = value.get("algorithm", "prifedsync")
     try:
-        cls = config_class(name)
+        cls = federated_model(name)
     except (ValueError, ImportError) as error:
         raise ValueError(str(error)) from None
     return cls.model_validate(value)

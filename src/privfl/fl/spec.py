@@ -3,8 +3,7 @@
 The spec is the single copy of the local-training settings. The trainer
 (:class:`privfl.fl.CohortTrainer`) reads sampling, clipping and noise from it, and the
 accountant's view is *derived* from the same object (:meth:`LocalTrainingSpec.privacy_step`,
-:meth:`LocalTrainingSpec.privacy_event`, :meth:`LocalTrainingSpec.client_training`), so the two
-cannot disagree.
+:meth:`LocalTrainingSpec.privacy_event`), so the two cannot disagree.
 
 One local step of client ``j`` with ``n_j`` records::
 
@@ -207,25 +206,4 @@ class LocalTrainingSpec:
             neighbouring=Neighbouring(relation),
             unit=Unit.RECORD,
             release=release,
-        )
-
-    def client_training(self, records: int):
-        """The seed-000 accounting object (:class:`~privfl.accounting.federated.ClientTraining`).
-
-        Only for fixed-size batches without replacement, the scheme Theorem 2 assumes; its
-        ``sigma`` is the paper's ``z / 2``.
-        """
-        from privfl.accounting.federated import ClientTraining
-
-        if self.sampling_scheme is not Sampling.WITHOUT_REPLACEMENT:
-            raise ValueError(
-                f"sampling = {self.sampling!r} is not allowed here: Zheng et al. 2021's Theorem 2 "
-                "assumes without-replacement batches"
-            )
-        self.privacy_step(records)  # refuses non-private specs
-        return ClientTraining(
-            records=self.check_records(records),
-            batch_size=self.batch_size,
-            local_steps=self.local_steps,
-            sigma=self.noise_multiplier / 2.0,
         )

@@ -35,7 +35,7 @@ import torch
 
 from privfl._validation import check_int
 
-__all__ = ["SECURE_RANDOM", "SecureRandom", "secure_seeds", "secure_uniform"]
+__all__ = ["SECURE_RANDOM", "SecureRandom", "randomness_text", "secure_seeds", "secure_uniform"]
 
 _TWO_POW_M53 = 2.0**-53
 
@@ -79,3 +79,19 @@ class SecureRandom:
 
 #: The one instance the engine and PriFedSync use.
 SECURE_RANDOM = SecureRandom()
+
+
+def randomness_text(secure: bool, seed: int, *, private: bool = True) -> str:
+    """Which randomness of a run is secret (secure mode) and which follows from its seed."""
+    drawn = ("the noise, the local batches and the cohorts (client sampling)" if private
+             else "the local batches and the cohorts (client sampling)")
+    if secure:
+        return (f"secure: {drawn} are drawn from os.urandom (the operating system's CSPRNG), "
+                f"not reproducible (dropout masks too); seed = {seed} drives only the data "
+                "partition and the model initialisation, which the guarantee does not rely on")
+    text = (f"seeded: {drawn} are reproducible from seed = {seed} (the seed in config.yaml) "
+            "and therefore known to anyone holding the config")
+    if private:
+        text += ("; the guarantee holds only against an adversary who does not know the seed "
+                 "(NOT cryptographically secure: set privacy.secure: true in production)")
+    return text

@@ -1,4 +1,12 @@
-"""Reporting: privacy cards, per-round plots, run directories and report.md.
+"""The application layer: running an experiment and everything it writes and reads back.
+
+This package sits above the algorithms (:mod:`privfl.fl.algorithms`), the certification
+(:mod:`privfl.robustness`) and the configuration; only the command line sits above it.
+
+* :mod:`privfl.report.experiment` — :class:`~privfl.report.experiment.Experiment`, the runner
+  (``privfl run``: rounds, budget stops, checkpoints, resume).
+* :mod:`privfl.report.check` and :mod:`privfl.report.compare` — ``privfl check-privacy`` and
+  ``privfl compare``.
 
 * :mod:`privfl.report.card` — :func:`render_card` (what the numbers mean),
   :func:`render_card` (rich), :func:`card_markdown`.

@@ -26,7 +26,6 @@ __all__ = [
     "card_markdown",
     "format_number",
     "format_percent",
-    "randomness_text",
     "render_card",
     "results_rows",
 ]
@@ -50,22 +49,6 @@ def format_percent(value: Any, suffix: str = " %") -> str:
     if isinstance(value, (int, float)) and math.isfinite(value):
         return f"{100 * value:.2f}{suffix}"
     return "n/a"
-
-
-def randomness_text(secure: bool, seed: int, *, private: bool = True) -> str:
-    """Which randomness of a run is secret (secure mode) and which follows from its seed."""
-    drawn = ("the noise, the local batches and the cohorts (client sampling)" if private
-             else "the local batches and the cohorts (client sampling)")
-    if secure:
-        return (f"secure: {drawn} are drawn from os.urandom (the operating system's CSPRNG), "
-                f"not reproducible (dropout masks too); seed = {seed} drives only the data "
-                "partition and the model initialisation, which the guarantee does not rely on")
-    text = (f"seeded: {drawn} are reproducible from seed = {seed} (the seed in config.yaml) "
-            "and therefore known to anyone holding the config")
-    if private:
-        text += ("; the guarantee holds only against an adversary who does not know the seed "
-                 "(NOT cryptographically secure: set privacy.secure: true in production)")
-    return text
 
 
 def kind_cell(kind: str) -> str:

@@ -10,7 +10,7 @@ deleted or repeated round is a problem too; the first and the last round are alw
 Works for every registered algorithm.
 
 A resumed secure run may have released rounds twice (``redrawn.jsonl``,
-:mod:`privfl.fl.algorithms.experiment`): a row's ``released_rounds`` is then what its
+:mod:`privfl.report.experiment`): a row's ``released_rounds`` is then what its
 accountant composed, and it must agree with that file (offsets never shrink, never exceed its
 rows); ``privacy.json``'s ``rounds_released`` must be its ``rounds`` plus all of them, and its
 results must equal a fresh computation for that many rounds (:attr:`PrivacyCheck.released`).
@@ -116,7 +116,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     """Compare every ``every``-th round (and the first and last) with a fresh computation."""
     from privfl.config.loader import load_config
     from privfl.fl.algorithms.base import privacy_entries
-    from privfl.fl.algorithms.experiment import privacy_plan
+    from privfl.fl.algorithms.builders import privacy_plan
     from privfl.report.rundir import RunDirectory
 
     every = check_int("every", every, minimum=1)

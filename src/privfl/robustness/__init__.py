@@ -14,15 +14,12 @@ federated learning against poisoning attacks").
   a certificate uses for an adversary who adds/removes or replaces a unit.
 * :mod:`~privfl.robustness.pipeline` and :mod:`~privfl.robustness.recompute` — ``privfl certify``
   and ``privfl certify recompute``.
-* :mod:`~privfl.robustness.attacks` — poisoning attacks on a federated dataset (backdoor, label
-  flip, distributed backdoor, model replacement; user and instance level) and their test sets;
-  :mod:`~privfl.robustness.attack_config` the ``attack`` section of a run configuration,
-  :mod:`~privfl.robustness.triggers` the pixel triggers, :mod:`~privfl.robustness.attack_metrics`
-  update scaling and the attack success measures (torch).
 * :mod:`~privfl.robustness.montecarlo` — M independently noised DP models of one configuration
   trained together on the engine (:mod:`~privfl.robustness.replica_runner`), their predictions
   cached (:mod:`~privfl.robustness.replica_cache`) with the privacy statement, epsilon per model
   and M x epsilon (:mod:`~privfl.robustness.replica_privacy`).
+
+The attacks themselves live in :mod:`privfl.attacks` (below the algorithms, which use them).
 
 Submodules are imported lazily (``privfl.robustness.certify`` does not import torch).
 """
@@ -33,8 +30,8 @@ import importlib
 from typing import Any
 
 _SUBMODULES = ("certify", "calibration", "certified_accuracy", "inefficacy", "adversary",
-               "attacks", "attack_config", "attack_metrics", "triggers", "montecarlo",
-               "replica_cache", "replica_privacy", "replica_runner", "pipeline", "recompute")
+               "montecarlo", "replica_cache", "replica_privacy", "replica_runner", "pipeline",
+               "recompute")
 
 
 def __getattr__(name: str) -> Any:

@@ -51,6 +51,7 @@ from privfl._validation import (
     check_range,
     check_range_array,
 )
+from privfl.accounting.logspace import log_expm1
 
 __all__ = [
     "ADVERSARIES",
@@ -146,7 +147,7 @@ def group_delta(epsilon: float, delta: float, k: object) -> float | np.ndarray:
     if delta == 0.0:
         return as_scalar_or_array(np.zeros_like(ks), scalar)
     with np.errstate(over="ignore"):
-        log_ratio = np.where(ks > 0, _log_expm1(ks * epsilon), -np.inf) - _log_expm1(epsilon)
+        log_ratio = np.where(ks > 0, log_expm1(ks * epsilon), -np.inf) - log_expm1(epsilon)
         value = delta * np.exp(log_ratio)
     return as_scalar_or_array(value, scalar)
 
@@ -159,15 +160,6 @@ def expm1(x: float) -> float:
         return float(np.expm1(x))
 
 
-def _log_expm1(x: np.ndarray | float) -> np.ndarray:
-    """log(e^x - 1) for x >= 0: log(expm1(x)) below 30 (accurate for tiny x), else
-    x + log1p(-e^{-x}) (no overflow)."""
-    x = np.asarray(x, dtype=float)
-    with np.errstate(divide="ignore", over="ignore"):
-        return np.where(x < 30.0, np.log(np.expm1(np.minimum(x, 30.0))),
-                        x + np.log1p(-np.exp(-x)))
-
-
 def k_max(epsilon: float, delta: float) -> float:
     """K_max = ln(1 + (e^eps - 1)/delta) / (2 eps): Eq. 6 at F_A = 1, F_B = 0, the largest K
     any prediction can get from an (eps, delta) guarantee (Xie et al. 2023, Theorem 3).
@@ -175,7 +167,7 @@ def k_max(epsilon: float, delta: float) -> float:
     epsilon, delta = check_budget(epsilon, delta)
     if delta == 0.0:
         return math.inf
-    return float(np.logaddexp(0.0, _log_expm1(epsilon) - math.log(delta))) / (2.0 * epsilon)
+    return float(np.logaddexp(0.0, log_expm1(epsilon) - math.log(delta))) / (2.0 * epsilon)
 
 
 def _check_scores(top: object, runner_up: object) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -207,7 +199,7 @@ def _eq6(top: np.ndarray, runner_up: np.ndarray, epsilon: float, delta: float) -
     delta)``: x formed directly (a few ulps) or, where that would over- or underflow, from logs;
     ``ln(1 + x)`` by log1p / softplus, so no difference of two large logarithms cancels."""
     e1 = expm1(epsilon)
-    log_e1 = float(_log_expm1(epsilon))
+    log_e1 = float(log_expm1(epsilon))
     top, runner_up = np.broadcast_arrays(np.asarray(top, float), np.asarray(runner_up, float))
     gap = top - runner_up
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):

@@ -99,6 +99,7 @@ def replica_config(config: Any, seed: int) -> Any:
 
 # ------------------------------------------------------------------------------ preparation
 def _config(config: Any) -> Any:
+    import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
     from privfl.config import ExperimentConfig, load_config
 
     if isinstance(config, (str, Path)):
@@ -396,7 +397,7 @@ def train_replicas(
         backend selected with :func:`privfl.backends.use_backend` (local unless one is).
         The server noise of every replica is drawn here, by the replica's own generator.
     """
-    from privfl.fl.algorithms.experiment import build_algorithm
+    from privfl.fl.algorithms.builders import build_algorithm
 
     started = time.perf_counter()
     config, models, data, sets, seeds = _prepare(config, models, data, eval_sets)
@@ -442,7 +443,7 @@ def train_replicas_serially(
     ``build_algorithm(replica configuration, data)`` and the algorithm's stages, on the local
     backend. Same parameters and result as :func:`train_replicas` (``info["mode"]`` is
     ``"serial"``)."""
-    from privfl.fl.algorithms.experiment import build_algorithm
+    from privfl.fl.algorithms.builders import build_algorithm
 
     started = time.perf_counter()
     config, models, data, sets, seeds = _prepare(config, models, data, eval_sets)

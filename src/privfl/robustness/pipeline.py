@@ -62,9 +62,9 @@ def _check_attackers(config: Any, attackers: Any, data: Any = None) -> int:
     """``attackers`` K in [1, the most the configuration's attack level allows]: clients at user
     level, one client's records at instance level (``AttackConfig.max_attackers``); with
     ``data``, one client's poisonable records (a label flip poisons source-class records only,
-    :func:`~privfl.robustness.attacks.poisonable_records`)."""
-    from privfl.robustness.attack_config import AttackConfig
-    from privfl.robustness.attacks import poisonable_records
+    :func:`~privfl.attacks.poisoning.poisonable_records`)."""
+    from privfl.attacks.config import AttackConfig
+    from privfl.attacks.poisoning import poisonable_records
 
     level = config.attack.level
     limit = config.attack.max_attackers(config.data)
@@ -145,11 +145,10 @@ def run_certification(
     Xie et al. 2023's reading; :mod:`~privfl.robustness.adversary`). Every error that the
     configuration, the data or the privacy plan reveal is raised before any training.
     """
-    from privfl.fl.algorithms.builders import build_dataset
-    from privfl.fl.algorithms.experiment import privacy_plan
+    from privfl.attacks.config import AttackConfig
+    from privfl.attacks.poisoning import attack_test_set
+    from privfl.fl.algorithms.builders import build_dataset, privacy_plan
     from privfl.robustness.adversary import readings
-    from privfl.robustness.attack_config import AttackConfig
-    from privfl.robustness.attacks import attack_test_set
     from privfl.robustness.montecarlo import train_replicas
     from privfl.robustness.replica_privacy import replica_privacy
 

@@ -103,6 +103,7 @@ def recompute_certification(replicas: str | Path, about: dict[str, Any], *,
 
 def _stored_config(replicas: Any, where: Path) -> Any:
     """The configuration stored with a replica set, validated and matched to its digest."""
+    import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
     from privfl.config import config_from_dict
     from privfl.robustness.replica_cache import config_digest
 
@@ -123,8 +124,7 @@ def _rederive(clean: Any, config: Any, where: Path) -> Any:
     """The privacy statement of ``config`` through its plan's accountants; refused when the
     stored one differs in any of :data:`_COMPARED` (or the data differ from the stored
     digest)."""
-    from privfl.fl.algorithms.builders import build_dataset
-    from privfl.fl.algorithms.experiment import privacy_plan
+    from privfl.fl.algorithms.builders import build_dataset, privacy_plan
     from privfl.robustness.replica_cache import data_digest
     from privfl.robustness.replica_privacy import replica_privacy
 

@@ -1,14 +1,16 @@
 """Federated algorithms built on the round engine (:mod:`privfl.fl`), on one seam.
 
 * :mod:`~privfl.fl.algorithms.base` — the protocol (select a cohort, local work, aggregate,
-  evaluate, a privacy plan) and :mod:`~privfl.fl.algorithms.registry` (``federated.algorithm``).
+  evaluate, a privacy plan) and :mod:`~privfl.fl.algorithms.registry` (``federated.algorithm``;
+  importing this package registers every built-in algorithm's ``federated`` model with
+  :mod:`privfl.config.sections`, which the configuration schema reads).
 
 * :class:`PriFedSync` — seed 000 Algorithm 1 with local NoisySGD / noisy Adam (Algorithm 2),
   Poisson client sampling with a stated empty-cohort policy, aggregation with step eta,
   pluggable helper maps (:class:`IdentityHelper` = FedAvg, :class:`InterpolationHelper`),
   personalised and global evaluation, and per-round accounting (seed 000 Theorem 2).
-* :mod:`privfl.fl.algorithms.experiment` — build and run a whole experiment from a
-  :class:`privfl.config.ExperimentConfig` (run directory, checkpoints, resume).
+* :mod:`privfl.fl.algorithms.builders` — build an algorithm (or its privacy plan alone) from a
+  :class:`privfl.config.ExperimentConfig`; the runner is :mod:`privfl.report.experiment`.
 """
 
 from privfl.fl.algorithms.base import (
@@ -30,8 +32,11 @@ from privfl.fl.algorithms.prifedsync import (
     PriFedSyncConfig,
     PriFedSyncPrivacy,
 )
+from privfl.fl.algorithms.registry import algorithm_class, register
 
 __all__ = [
+    "algorithm_class",
+    "register",
     "EMPTY_COHORT_POLICIES",
     "FederatedAlgorithm",
     "HELPERS",

@@ -10,7 +10,7 @@ Flower's strategies. A round is four stages, run by :meth:`RoundAlgorithm.run_ro
 
 and the algorithm's privacy is one :class:`PrivacyPlan`: the settings object from which both the
 training (noise, clipping, sampling, step counts) and the accountant's events are derived, so
-the two cannot disagree (design principle 1). The runner (:mod:`privfl.fl.algorithms.experiment`,
+the two cannot disagree (design principle 1). The runner (:mod:`privfl.report.experiment`,
 ``privfl run``, ``privfl compare``, ``privfl check-privacy``, the privacy card and report.md)
 only knows this protocol; nothing in it names an algorithm, an accountant or a paper's metric.
 
@@ -92,12 +92,15 @@ class FederatedAlgorithm(Protocol):
 
     Class attributes: ``name`` (the ``federated.algorithm`` registry key), ``title`` (method
     and authors, for reports), ``metric_labels`` (accuracy-like metric keys -> labels; the
-    first is the headline; ``stop.target_metric`` names one of them without ``_accuracy``).
+    first is the headline; ``stop.target_metric`` names one of them without ``_accuracy``),
+    ``local_only`` (``None`` when the local work goes through :func:`privfl.backends.train_clients`
+    and a distributed backend may shard it, else the reason it runs in the driver's process).
     """
 
     name: ClassVar[str]
     title: ClassVar[str]
     metric_labels: ClassVar[Mapping[str, str]]
+    local_only: ClassVar[str | None]
     round: int
     plan: PrivacyPlan
 
@@ -132,6 +135,7 @@ class RoundAlgorithm:
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""
     metric_labels: ClassVar[Mapping[str, str]] = {"global_accuracy": "global model"}
+    local_only: ClassVar[str | None] = None
     plan: PrivacyPlan
     round: int = 0
     #: rounds that produced output, were lost with their checkpoint and ran again with fresh

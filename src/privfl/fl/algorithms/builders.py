@@ -3,7 +3,9 @@
 :func:`build_dataset` (deterministic in ``config.seed``), :func:`build_model` (initialised from
 ``config.seed``) and :func:`build_spec` (THE :class:`~privfl.fl.LocalTrainingSpec` of a run whose
 clients train locally: the trainer and the accountant both read it) and
-:func:`trainer_options` (execution settings of the engine, which never change a result).
+:func:`trainer_options` (execution settings of the engine, which never change a result);
+:func:`build_algorithm` and :func:`privacy_plan` (the algorithm ``federated.algorithm`` names, or
+its privacy plan alone, from :mod:`~privfl.fl.algorithms.registry`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from torch import nn
 
 from privfl.config import ConfigError, ExperimentConfig
 from privfl.data.datasets import FederatedDataset
+from privfl.fl.algorithms.registry import algorithm_class
 from privfl.fl.spec import LocalTrainingSpec
 
-__all__ = ["apply_attack", "build_dataset", "build_model", "build_spec", "trainer_options"]
+__all__ = ["apply_attack", "build_algorithm", "build_dataset", "build_model", "build_spec",
+           "privacy_plan", "trainer_options"]
 
 
 def build_dataset(config: ExperimentConfig) -> FederatedDataset:
@@ -29,11 +33,11 @@ def build_dataset(config: ExperimentConfig) -> FederatedDataset:
 
 
 def apply_attack(config: ExperimentConfig, data: FederatedDataset) -> FederatedDataset:
-    """``data`` poisoned as ``config.attack`` says (:func:`privfl.robustness.attacks.poison`,
+    """``data`` poisoned as ``config.attack`` says (:func:`privfl.attacks.poisoning.poison`,
     attackers drawn from ``config.seed``), or ``data`` itself when ``attack.kind`` is none."""
     if not config.attack.active:
         return data
-    from privfl.robustness.attacks import poison
+    from privfl.attacks.poisoning import poison
 
     try:
         return poison(data, config.attack, config.seed)[0]
@@ -180,3 +184,22 @@ def trainer_options(config: ExperimentConfig) -> dict[str, int]:
     from privfl.fl.workers import available_cores
 
     return {"workers": config.run.threads or available_cores()}
+
+
+def build_algorithm(config: ExperimentConfig, data: FederatedDataset | None = None) -> Any:
+    """The algorithm ``federated.algorithm`` names, built from the configuration (data built if
+    not given); see :mod:`privfl.fl.algorithms.registry`."""
+    data = build_dataset(config) if data is None else data
+    cls = algorithm_class(config.federated.algorithm)
+    try:
+        return cls.from_config(config, data)
+    except ConfigError:
+        raise
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def privacy_plan(config: ExperimentConfig, data: FederatedDataset | None = None) -> Any:
+    """The algorithm's privacy plan alone (no model, no training)."""
+    data = build_dataset(config) if data is None else data
+    return algorithm_class(config.federated.algorithm).privacy_plan(config, data)

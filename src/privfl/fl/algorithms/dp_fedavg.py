@@ -61,6 +61,7 @@ from privfl.accounting.methods import (
     resolve_methods,
 )
 from privfl.accounting.results import PrivacyResult
+from privfl.attacks.metrics import attack_monitor
 from privfl.backends import train_clients
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
@@ -91,9 +92,7 @@ from privfl.fl.algorithms.protection import protected_local_models
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
-from privfl.mechanisms.secure import SECURE_RANDOM
-from privfl.report.card import randomness_text
-from privfl.robustness.attack_metrics import attack_monitor
+from privfl.mechanisms.secure import SECURE_RANDOM, randomness_text
 
 __all__ = ["CLIENT_SAMPLING", "DpFedAvg", "DpFedAvgConfig", "DpFedAvgPrivacy", "local_spec"]
 

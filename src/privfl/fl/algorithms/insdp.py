@@ -37,6 +37,7 @@ from torch import nn
 
 from privfl._validation import check_delta, check_int, check_positive
 from privfl.accounting.methods import AccountingOptions, resolve_methods
+from privfl.attacks.metrics import attack_monitor
 from privfl.backends import train_clients
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
@@ -59,7 +60,6 @@ from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.secure import SECURE_RANDOM
-from privfl.robustness.attack_metrics import attack_monitor
 
 __all__ = ["InsDpFedAvg", "InsDpFedAvgConfig", "InsDpFedSgd", "InsDpFedSgdConfig",
            "InsDpPrivacy"]

@@ -77,7 +77,7 @@ from privfl.accounting.results import PrivacyResult
 from privfl.data.sharing import RecordSharing
 from privfl.fl.algorithms.base import zero_rounds
 from privfl.fl.spec import LocalTrainingSpec
-from privfl.report.card import randomness_text
+from privfl.mechanisms.secure import randomness_text
 
 __all__ = [
     "CLIENT_SAMPLING",

@@ -38,7 +38,7 @@ A simulated poisoning attack the data carry (Xie et al. 2023; backdoor, label fl
 clients only poison data, no server clips their models, so update scaling is refused) adds
 ``attack_success`` / ``attack_loss`` of the global model and ``attack_success_personalised`` /
 ``attack_loss_personalised``, the mean over the honest clients of their latest personalised
-model's values (:class:`~privfl.robustness.attack_metrics.PersonalisedAttack`).
+model's values (:class:`~privfl.attacks.metrics.PersonalisedAttack`).
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from privfl.accounting.federated import STRONG_RELEASE, WEAK_RELEASE
 from privfl.accounting.methods import AccountingOptions, resolve_methods
 from privfl.accounting.parallel import worst_record_results
 from privfl.accounting.results import PrivacyResult
+from privfl.attacks.metrics import PersonalisedAttack, attack_monitor
 from privfl.backends import train_clients
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
@@ -85,9 +86,7 @@ from privfl.fl.algorithms.outputs import UNNOISED_TRAINING
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
-from privfl.mechanisms.secure import SECURE_RANDOM
-from privfl.report.card import randomness_text
-from privfl.robustness.attack_metrics import PersonalisedAttack, attack_monitor
+from privfl.mechanisms.secure import SECURE_RANDOM, randomness_text
 
 __all__ = ["EMPTY_COHORT_POLICIES", "PriFedSync", "PriFedSyncConfig", "PriFedSyncPrivacy"]
 

@@ -2,7 +2,9 @@
 
 Built-in algorithms are imported lazily (``module:Class``); :func:`register` adds one at run
 time (a class following :class:`~privfl.fl.algorithms.base.FederatedAlgorithm` with a
-``config_class``: the pydantic model of its ``federated`` section).
+``config_class``: the pydantic model of its ``federated`` section). Both also register that
+model with :mod:`privfl.config.sections`, which the configuration schema reads (the schema
+imports no algorithm).
 
 ========================  ==========================================================
 ``prifedsync``            PriFedSync, record-level federated f-DP (Zheng et al. 2021)
@@ -16,10 +18,12 @@ time (a class following :class:`~privfl.fl.algorithms.base.FederatedAlgorithm` w
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
 from privfl._validation import check_choice
+from privfl.config.sections import register_federated_model, unregister_federated_model
 
 __all__ = ["ALGORITHM_NAMES", "algorithm_class", "available", "config_class", "register",
            "unregister"]
@@ -45,12 +49,17 @@ def register(cls: Any) -> Any:
     if getattr(cls, "config_class", None) is None:
         raise ValueError(f"algorithm {name!r} has no config_class (its federated section)")
     _REGISTERED[name] = cls
+    register_federated_model(name, cls.config_class)
     return cls
 
 
 def unregister(name: str) -> None:
     """Remove an algorithm added with :func:`register` (built-ins stay)."""
     _REGISTERED.pop(name, None)
+    if name in _BUILTIN:
+        register_federated_model(name, functools.partial(config_class, name))
+    else:
+        unregister_federated_model(name)
 
 
 def available() -> tuple[str, ...]:
@@ -83,3 +92,8 @@ def algorithm_class(name: str) -> Any:
 def config_class(name: str) -> Any:
     """The pydantic model of ``name``'s ``federated`` section."""
     return algorithm_class(name).config_class
+
+
+# the schema validates ``federated`` with these (privfl.config.sections); built-ins load lazily
+for _name in _BUILTIN:
+    register_federated_model(_name, functools.partial(config_class, _name))

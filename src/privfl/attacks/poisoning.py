@@ -6,12 +6,12 @@ other client, the clean records and the test pool are untouched, and every clien
 ``n_j``, so the privacy accounting sees the same sizes), and an :class:`AttackDescription`:
 which clients and records, the trigger, the target, gamma, and the *attack test set* on which
 success is measured. The description is also stored in ``data.info["attack"]``, where the
-algorithms find it (:mod:`privfl.robustness.attack_metrics`).
+algorithms find it (:mod:`privfl.attacks.metrics`).
 
 Attacks (``kind``; Xie et al. 2023 Section 5):
 
 * ``backdoor`` (Bagdasaryan et al. 2020): a poisoned record gets the trigger
-  (:mod:`privfl.robustness.triggers`) and the target label y*. Attack test set: every test
+  (:mod:`privfl.attacks.triggers`) and the target label y*. Attack test set: every test
   image whose true label is not y*, with the trigger, labelled y*.
 * ``label-flip`` (Fung et al. 2020): a poisoned record's label becomes y*; only records of the
   source class (``source_label``; default every class but y*) are poisoned. Attack test set:
@@ -21,7 +21,7 @@ Attacks (``kind``; Xie et al. 2023 Section 5):
   test uses the whole trigger.
 * ``scaling`` (model replacement, Bagdasaryan et al. 2020): the backdoor's data, and each
   attacker sends ``gamma * update``; the server clips after scaling, so the DP guarantee holds
-  (applied by the algorithm, :func:`privfl.robustness.attack_metrics.scale_attacker_updates`).
+  (applied by the algorithm, :func:`privfl.attacks.metrics.scale_attacker_updates`).
 
 Levels: ``user`` — k attacker clients, each poisoning ``floor(fraction * c_j)`` of its c_j
 candidate records (all of them by default, as the paper; the paper's code poisons the first
@@ -49,9 +49,9 @@ from typing import Any
 import numpy as np
 
 from privfl._validation import check_int
+from privfl.attacks.config import AttackConfig
+from privfl.attacks.triggers import Trigger
 from privfl.data.datasets import Dataset, FederatedDataset
-from privfl.robustness.attack_config import AttackConfig
-from privfl.robustness.triggers import Trigger
 
 __all__ = [
     "ATTACK_STREAM",
@@ -180,7 +180,7 @@ def attack_of(data: FederatedDataset) -> AttackDescription | None:
     found = data.info.get("attack") if isinstance(data.info, Mapping) else None
     if found is not None and not isinstance(found, AttackDescription):
         raise ValueError(f"data.info['attack'] = {type(found).__name__} is not allowed: must be "
-                         "an AttackDescription (from privfl.robustness.attacks.poison)")
+                         "an AttackDescription (from privfl.attacks.poisoning.poison)")
     return found
 
 
@@ -325,7 +325,7 @@ def poison(data: FederatedDataset, attack: AttackConfig | Mapping[str, Any],
     data
         The clean federated dataset (not already poisoned).
     attack
-        An :class:`~privfl.robustness.attack_config.AttackConfig` (or its mapping) with
+        An :class:`~privfl.attacks.config.AttackConfig` (or its mapping) with
         ``kind != "none"``.
     seed
         The run's seed; ``attack.seed`` overrides it. Draws the attackers and their records.

@@ -1,7 +1,7 @@
 """The ``attack`` section of a ``privfl run`` configuration (poisoning attacks of Xie et al. 2023).
 
 Kept free of :mod:`privfl.config.schema` (which imports it) and of torch. The section says who
-attacks and how; :func:`privfl.robustness.attacks.poison` applies it to a federated dataset and
+attacks and how; :func:`privfl.attacks.poisoning.poison` applies it to a federated dataset and
 the algorithms that support it (``FederatedConfig.ATTACKS``) report its success per round.
 
 ``kind``
@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from privfl.robustness.triggers import pattern_pixels
+from privfl.attacks.triggers import pattern_pixels
 
 __all__ = ["ATTACK_KINDS", "DEFAULT_SCALE", "AttackConfig", "TriggerConfig"]
 

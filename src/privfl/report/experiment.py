@@ -53,7 +53,14 @@ from privfl.config import (
 )
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import budget_results, finite, tightest_bound
-from privfl.fl.algorithms.builders import apply_attack, build_dataset, build_model, build_spec
+from privfl.fl.algorithms.builders import (
+    apply_attack,
+    build_algorithm,
+    build_dataset,
+    build_model,
+    build_spec,
+    privacy_plan,
+)
 from privfl.fl.algorithms.outputs import (
     GENERIC_METRICS,
     classify_metrics,
@@ -61,7 +68,6 @@ from privfl.fl.algorithms.outputs import (
     private_dir_of,
     split_row,
 )
-from privfl.fl.algorithms.registry import algorithm_class
 from privfl.report.checkpoints import CheckpointStore, digest_json
 from privfl.report.rundir import RunDirectory, json_safe, write_atomically
 
@@ -81,25 +87,6 @@ __all__ = [
 RESUMABLE_KEYS = ("run.", "stop.", "federated.rounds")
 #: ... except these (where the run's files live)
 FIXED_RUN_KEYS = ("run.outputs",)
-
-
-def build_algorithm(config: ExperimentConfig, data: FederatedDataset | None = None) -> Any:
-    """The algorithm ``federated.algorithm`` names, built from the configuration (data built if
-    not given); see :mod:`privfl.fl.algorithms.registry`."""
-    data = build_dataset(config) if data is None else data
-    cls = algorithm_class(config.federated.algorithm)
-    try:
-        return cls.from_config(config, data)
-    except ConfigError:
-        raise
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-
-
-def privacy_plan(config: ExperimentConfig, data: FederatedDataset | None = None) -> Any:
-    """The algorithm's privacy plan alone (no model, no training)."""
-    data = build_dataset(config) if data is None else data
-    return algorithm_class(config.federated.algorithm).privacy_plan(config, data)
 
 
 # ---------------------------------------------------------------------------------- running
@@ -567,7 +554,7 @@ class Experiment:
         from privfl.backends import active_backend, check_algorithm
 
         # inside use_backend(RayBackend(...)): refuse an algorithm that would run locally anyway
-        check_algorithm(active_backend(), self.config.federated.algorithm)
+        check_algorithm(active_backend(), self.algorithm)
         try:
             return self._run(callbacks or RunCallbacks())
         finally:
@@ -632,8 +619,8 @@ class Experiment:
     # ------------------------------------------------------------------ artefacts
     def card(self, rounds: int) -> dict[str, Any]:
         """The privacy card's rows after ``rounds`` rounds: the plan's, and a simulated
-        attack's (:func:`privfl.robustness.attacks.attack_card_rows`)."""
-        from privfl.robustness.attacks import attack_card_rows, attack_of
+        attack's (:func:`privfl.attacks.poisoning.attack_card_rows`)."""
+        from privfl.attacks.poisoning import attack_card_rows, attack_of
 
         algo = self.algorithm
         released = algo.released_rounds(rounds)
@@ -661,7 +648,7 @@ class Experiment:
             "algorithm": f"{c.federated.algorithm}: {algo.title}",
         }
         rows.update(algo.setup())
-        from privfl.robustness.attacks import attack_of
+        from privfl.attacks.poisoning import attack_of
 
         attack = attack_of(self.data)
         if attack is not None:

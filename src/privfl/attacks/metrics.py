@@ -40,8 +40,8 @@ import torch
 from torch.nn import functional
 
 from privfl._validation import check_int, check_positive
+from privfl.attacks.poisoning import AttackDescription, attack_of
 from privfl.data.datasets import FederatedDataset
-from privfl.robustness.attacks import AttackDescription, attack_of
 
 __all__ = ["ATTACK_METRICS", "AttackMonitor", "PersonalisedAttack", "attack_monitor",
            "attack_outcomes", "scale_attacker_updates"]
@@ -97,7 +97,7 @@ class AttackMonitor:
     Parameters
     ----------
     attack
-        The data's :class:`~privfl.robustness.attacks.AttackDescription`.
+        The data's :class:`~privfl.attacks.poisoning.AttackDescription`.
     dtype, device
         Those of the models evaluated.
     inputs

@@ -1,0 +1,59 @@
+"""Which pydantic model validates the ``federated`` section of each algorithm: a registry.
+
+The configuration schema (:mod:`privfl.config.schema`) names no algorithm and imports none.
+Each algorithm registers the model of its ``federated`` section here under its
+``federated.algorithm`` name, and the schema reads the registry. The built-in algorithms
+register when :mod:`privfl.fl.algorithms` is imported (lazily: a loader that imports the
+algorithm's module on first use, so an algorithm whose dependencies are missing fails only when
+a configuration names it); :func:`privfl.fl.algorithms.registry.register` adds a new one.
+
+Every entry point that validates configurations (the commands of :mod:`privfl.cli`, the runner,
+``privfl certify``, the distortion harness) imports :mod:`privfl.fl.algorithms` first, as a
+program imports its plug-ins; a configuration validated before that names an algorithm that is
+"not registered", with that hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["federated_model", "register_federated_model", "registered_algorithms",
+           "unregister_federated_model"]
+
+#: name -> the pydantic model of its ``federated`` section, or a zero-argument loader of it
+_MODELS: dict[str, Any] = {}
+
+
+def register_federated_model(name: str, model: type | Callable[[], type]) -> None:
+    """Register ``model`` (a pydantic model class, or a zero-argument callable returning one) as
+    the ``federated`` section of algorithm ``name``; a later registration replaces it."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name = {name!r} is not allowed: must be a non-empty string")
+    if not callable(model):
+        raise ValueError(f"model = {model!r} is not allowed: must be a model class or a loader")
+    _MODELS[name] = model
+
+
+def unregister_federated_model(name: str) -> None:
+    """Forget ``name`` (nothing happens if it was never registered)."""
+    _MODELS.pop(name, None)
+
+
+def registered_algorithms() -> tuple[str, ...]:
+    """The names with a registered ``federated`` model, in registration order."""
+    return tuple(_MODELS)
+
+
+def federated_model(name: Any) -> type:
+    """The model registered for ``name``: ValueError naming the registered algorithms if none;
+    ImportError if its loader cannot import the algorithm (a missing optional dependency)."""
+    entry = _MODELS.get(name) if isinstance(name, str) else None
+    if entry is None:
+        known = ", ".join(_MODELS) or "none: import privfl.fl.algorithms to register the built-ins"
+        raise ValueError(f"federated.algorithm = {name!r} is not allowed: must be one of {known}")
+    if isinstance(entry, type):
+        return entry
+    model = entry()
+    _MODELS[name] = model
+    return model
