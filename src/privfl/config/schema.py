@@ -307,6 +307,11 @@ class RunConfig(_Section):
         None, ge=1, description="rounds to run in this invocation, then stop (resume later)"
     )
     eval_batch_size: int = Field(1000, ge=1)
+    memory_budget: int | str | None = Field(
+        None, description="bytes a round's cohort may hold at once (an int, or a size such as "
+        "'2GiB'); algorithms whose clients keep no state between rounds train the cohort in "
+        "chunks that fit it; default: a quarter of the free memory, at most 1 GiB; the result "
+        "is bit-identical for every value")
     tensorboard: bool = Field(False, description="also log each round's metrics as TensorBoard "
                               "event files in DIR/tensorboard (pip install 'privfl[tensorboard]')")
     outputs: Literal["all", "guarantee-only"] = Field(
@@ -314,6 +319,16 @@ class RunConfig(_Section):
         "privacy.json's outputs; guarantee-only: only what the printed guarantee covers, the "
         "rest (checkpoints, metrics outside the guarantee, TensorBoard logs) in DIR.private "
         "beside it (needs privacy.secure: a seeded config.yaml regenerates the noise)")
+
+    @field_validator("memory_budget")
+    @classmethod
+    def _memory_budget(cls, value: int | str | None) -> int | None:
+        """Bytes, at least 1 MiB (a size string is converted)."""
+        if value is None:
+            return None
+        from privfl._memory import parse_memory_budget
+
+        return parse_memory_budget(value, "run.memory_budget")
 
     @field_validator("device")
     @classmethod
