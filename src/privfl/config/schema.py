@@ -109,12 +109,17 @@ class DataConfig(_Section):
         None, description="keep only these classes, relabelled 0..k-1 in the order given "
         "(e.g. [0, 1]: a binary 0-vs-1 task); null keeps every class",
     )
-    partition: Literal["shards", "dirichlet", "iid"] = "shards"
+    partition: Literal["shards", "dirichlet", "iid", "leaf-synthetic"] = Field(
+        "shards", description="leaf-synthetic: a LEAF-style population of many small clients "
+        "of unequal (log-normal) sizes with mean data.train_size (default 8), at least "
+        "training.batch_size each, over one shared pool; records are shared between clients "
+        "once the population needs more than the dataset holds (privfl.data.population)")
     clients: int = Field(20, ge=2, description="m: number of clients")
     shards_per_client: int = Field(2, ge=1, description="shards: shards per client")
     shard_size: int | None = Field(None, ge=1, description="shards: records per shard")
     train_size: int | None = Field(
-        None, ge=1, description="dirichlet / iid: training records per client"
+        None, ge=1, description="dirichlet / iid: training records per client; "
+        "leaf-synthetic: their mean"
     )
     test_size: int | None = Field(
         100, ge=0, description="test records per client (iid: null = equal split of the pool)"

@@ -17,6 +17,7 @@ import torch
 
 from privfl._validation import check_int
 from privfl.backends import active_backend, merge_stats
+from privfl.fl.pool import PooledClients
 from privfl.fl.streaming import (
     chunk_rows,
     default_memory_budget,
@@ -70,9 +71,12 @@ class CohortStream:
             return min(self.chunk, count)
         key = id(data)
         if key not in self._record_bytes:
-            total = sum(x.numel() * x.element_size() + y.numel() * y.element_size()
-                        for x, y in data)
-            self._record_bytes = {key: total / max(1, len(data))}
+            if isinstance(data, PooledClients):
+                mean = data.mean_client_bytes()
+            else:
+                mean = sum(x.numel() * x.element_size() + y.numel() * y.element_size()
+                           for x, y in data) / max(1, len(data))
+            self._record_bytes = {key: mean}
         per_row = row_bytes(trainer.num_params, trainer.dtype, self._record_bytes[key])
         return chunk_rows(count, per_row, self.budget(device))
 
