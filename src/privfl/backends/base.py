@@ -472,7 +472,7 @@ class InProcessShards(ShardedBackend):
 def trainer_settings(trainer: CohortTrainer) -> dict[str, Any]:
     """What a worker needs to build an equivalent trainer (model template, spec, options)."""
     return {
-        "model": trainer._template, "spec": trainer.spec,
+        "model": trainer.template, "spec": trainer.spec,
         "options": {"layout": trainer.layout, "chunk_size": trainer.chunk_size,
                     "loss_fn": trainer.loss_fn, "per_example": trainer.per_example_mode,
                     "memory_budget": trainer.memory_budget, "workers": 1},
