@@ -15,7 +15,8 @@ Per row ``j`` with ``N`` examples ``(x_i, y_i)`` and outputs ``o_ji = f(theta_j;
 
 Work is chunked: ``batch_size`` examples per forward (default: from ``memory_budget``, at
 most 1024) and as many rows per forward as the budget allows. The values equal a per-row
-``torch.func.functional_call`` up to float summation order (``bmm`` vs ``addmm``). Models the captured layers cannot run fall back to that per-row ``functional_call``.
+``torch.func.functional_call`` up to float summation order (``bmm`` vs ``addmm``). Models
+the captured layers cannot run fall back to that per-row ``functional_call``.
 """
 
 from __future__ import annotations
