@@ -23,10 +23,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 #: (importer, imported) edges allowed to close a cycle for now, with who removes them.
 KNOWN_CYCLE_EDGES: dict[str, dict[tuple[str, str], str]] = {
-    "module": {
-        # helper `stream` splits CohortTrainer and removes this circle; the lead deletes the entry
-        ("privfl.fl.evaluate", "privfl.fl.trainer"): "CohortTrainer split (helper stream)",
-    },
+    "module": {},
     "package": {},
 }
 

@@ -235,6 +235,9 @@ def test_wrapper_validation():
         def weighted_sum(self, updates, cohort):
             return 2 * updates.sum(0)
 
+        def client_weights(self, cohort, like):
+            return torch.full((len(cohort),), 2.0, dtype=like.dtype)
+
         def mean(self, updates, cohort):
             return updates.mean(0)
 

@@ -124,7 +124,7 @@ def test_training_is_unchanged_by_an_evaluation():
         if evaluate:
             trainer.evaluate(params, data[0][0], data[0][1])
         runs.append(trainer.train(params, data, None, torch.Generator().manual_seed(2))[0])
-        assert trainer._net.training and trainer._plain.module.training
+        assert trainer.model.training  # train mode restored after the evaluation
     for name in runs[0]:
         assert torch.equal(runs[0][name], runs[1][name])
 

@@ -96,7 +96,7 @@ def test_generic_layers_and_fallbacks_match_reference():
             return self.lin(z) * self.scale
 
     trainer = _check_engine(Scaled().double(), x, y)
-    assert [type(layer).__name__ for layer in trainer._layers] == ["GenericLayer"]
+    assert trainer.model.layer_kinds == ["GenericLayer"]
 
     class Shared(nn.Module):
         def __init__(self):
@@ -107,8 +107,9 @@ def test_generic_layers_and_fallbacks_match_reference():
         def forward(self, z):
             return self.out(torch.tanh(self.lin(torch.tanh(self.lin(z)))))
 
-    trainer = CohortTrainer(Shared().double(), SPEC)
-    params = perturbed_params(trainer._plain.module, 2)
+    shared = Shared().double()
+    trainer = CohortTrainer(shared, SPEC)
+    params = perturbed_params(shared, 2)
     ref = reference_per_example(Shared().double(), params, x, y)
     norms, sums = _clipped_reference(ref, SPEC.clip_norm)
     result = trainer.clipped_sums(params, x, y)  # discovers the reuse, falls back
@@ -135,15 +136,15 @@ def test_dropout_masks_are_per_example_and_shared_by_forward_and_gradients():
     torch.manual_seed(5)
     model = TinyCNN(dropout=True).double()
     trainer = CohortTrainer(model, SPEC)
-    trainer._ctx.keep_masks = True
+    trainer.model.keep_masks(True)
     x = torch.randn(2, 5, 1, 10, 10, dtype=torch.float64)
     y = torch.randint(0, 3, (2, 5))
     params = perturbed_params(model, 2)
     gens = [torch.Generator().manual_seed(11), torch.Generator().manual_seed(12)]
     pe = trainer.per_example_gradients(params, x, y, generators=gens)
-    net = trainer._net.net
-    mask1 = net.drop1.last_mask.reshape(2, 5, 6, 1, 1)
-    mask2 = net.drop2.last_mask.reshape(2, 5, 12)
+    masks = trainer.model.dropout_masks()
+    mask1 = masks["drop1"].reshape(2, 5, 6, 1, 1)
+    mask2 = masks["drop2"].reshape(2, 5, 12)
     assert (mask1[0, :, :, 0, 0] != mask1[0, :1, :, 0, 0]).any()  # differs between examples
 
     class Fixed(nn.Module):

@@ -260,7 +260,7 @@ def test_one_round_divides_by_the_expected_cohort():
     state = copy.deepcopy(algo.state_dict())
     before = algo.global_model.clone()
     cohort = algo.select_cohort()
-    rows = algo.local_work(cohort)["updates"]
+    rows = algo.local_work(cohort, keep_updates=True)["updates"]
     gen_state = algo.generator.get_state()
     norms = rows.norm(dim=1)
     clipped = rows * torch.clamp(0.05 / norms, max=1.0)[:, None]

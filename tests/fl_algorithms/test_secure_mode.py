@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 
+import privfl.fl.noise_fill as noise_module
 import privfl.fl.trainer as trainer_module
 from privfl.config import config_from_dict
 from privfl.report.experiment import Experiment, build_algorithm
@@ -34,7 +35,7 @@ def _config(raw, secure, **sections):
 def spy(monkeypatch):
     """Records every batch (index matrix) the engine samples and every noise block it draws."""
     seen = {"batches": [], "noise": []}
-    sample, draw = trainer_module.sample_steps, trainer_module._draw
+    sample, draw = trainer_module.sample_steps, noise_module._draw
 
     def spy_sample(*args):
         batches = sample(*args)
@@ -47,7 +48,7 @@ def spy(monkeypatch):
         seen["noise"].append(torch.cat([part.flatten() for part, _ in jobs]).clone())
 
     monkeypatch.setattr(trainer_module, "sample_steps", spy_sample)
-    monkeypatch.setattr(trainer_module, "_draw", spy_draw)
+    monkeypatch.setattr(noise_module, "_draw", spy_draw)
     return seen
 
 

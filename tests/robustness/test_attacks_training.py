@@ -145,8 +145,8 @@ def test_scaling_multiplies_attacker_updates_before_the_server_clips_them():
     attackers = np.array(sorted(scaled.attack.attack.clients))
     assert scaled.attack.attack.clients == plain.attack.attack.clients
     cohort = np.arange(8)
-    sent = scaled.local_work(cohort)["updates"]
-    honest = plain.local_work(cohort)["updates"]
+    sent = scaled.local_work(cohort, keep_updates=True)["updates"]
+    honest = plain.local_work(cohort, keep_updates=True)["updates"]
     is_attacker = np.isin(cohort, attackers)
     assert torch.equal(sent[is_attacker], honest[is_attacker] * 50.0)
     assert torch.equal(sent[~is_attacker], honest[~is_attacker])
@@ -156,7 +156,7 @@ def test_scaling_multiplies_attacker_updates_before_the_server_clips_them():
     tiny = build_algorithm(_config({"kind": "scaling", "attackers": 2},
                                    privacy={"noise_multiplier": 1e-9, "clip_norm": S}))
     before = tiny.global_model.clone()
-    updates = tiny.local_work(attackers)
+    updates = tiny.local_work(attackers, keep_updates=True)
     rows = updates["updates"].clone()
     assert rows.norm(dim=1).min() > 10 * S  # scaled far beyond the clip norm
     tiny.aggregate(attackers, updates)
@@ -170,7 +170,7 @@ def test_scaling_multiplies_attacker_updates_before_the_server_clips_them():
     open_ = build_algorithm(_config({"kind": "scaling", "attackers": 2},
                                     privacy={"enabled": False}))
     before = open_.global_model.clone()
-    updates = open_.local_work(attackers)
+    updates = open_.local_work(attackers, keep_updates=True)
     rows = updates["updates"].clone()
     open_.aggregate(attackers, updates)
     assert torch.allclose(open_.global_model - before, rows.mean(0), atol=1e-6)

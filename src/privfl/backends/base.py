@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +39,7 @@ import torch
 
 from privfl._validation import check_int
 from privfl.fl.params import cat_rows
+from privfl.fl.pool import DataPool
 from privfl.fl.streams import ClientStreams, noise_streams
 from privfl.fl.trainer import CohortTrainer, TrainingStats
 
@@ -106,6 +107,68 @@ class Backend:
         """
         raise NotImplementedError
 
+    def run_rows(self, trainer: CohortTrainer, data: Sequence, clients: Sequence[int],
+                 start: torch.Tensor, states: Mapping[str, torch.Tensor] | None,
+                 seeds: torch.Tensor, lr: float | torch.Tensor | None, *,
+                 keep_states: bool = True) -> Result:
+        """The engine's rows with their seeds already drawn: row j is ``train_streams`` of
+        ``clients[j]``'s data, ``start`` row j (or the shared ``[d]`` row), ``states`` row j,
+        ``seeds[j]`` and ``lr[j]``. Inputs are validated by the callers."""
+        raise NotImplementedError
+
+    def stream_clients(
+        self,
+        trainer: CohortTrainer,
+        start: torch.Tensor,
+        data: Sequence[tuple[torch.Tensor, torch.Tensor]],
+        cohort: Sequence[int],
+        states: Mapping[str, torch.Tensor] | Callable[[int, int], Mapping] | None = None,
+        generator: torch.Generator | None = None,
+        *,
+        chunk: int,
+        lr: float | torch.Tensor | None = None,
+        keep_states: bool = True,
+    ) -> Iterator[tuple[int, int, Result]]:
+        """:meth:`train_clients` in chunks of ``chunk`` rows (:mod:`privfl.fl.streaming`):
+        yields ``(lo, hi, (flat, states, stats))`` for rows ``lo..hi`` of the cohort, in order,
+        each computed only when the previous one has been consumed. Every row's seeds are
+        drawn from ``generator`` for the whole cohort before the first chunk, exactly as
+        :meth:`train_clients` draws them, so row j's result (and the generator's state after)
+        does not depend on ``chunk``. With a ``[M, d]`` ``start`` or ``states``, take them chunk
+        by chunk from the caller's own store to keep memory bounded: ``states`` may be a
+        function ``(lo, hi) -> rows lo..hi of the states`` (e.g. taken from a population
+        store), called once per chunk."""
+        start, ids = _check_inputs(trainer, start, data, cohort)
+        count = len(ids)
+        chunk = check_int("chunk", chunk, 1)
+        if generator is None and not trainer.spec.secure:
+            raise ValueError("generator = None is not allowed: streaming draws every row's "
+                             "seeds from the caller's torch.Generator")
+        if isinstance(states, Mapping):
+            trainer.optimizer.check_state(states, count, trainer.num_params,
+                                          name="optimizer_states")
+        elif states is not None and not callable(states):
+            raise ValueError(f"states = {type(states).__name__} is not allowed: must be None, "
+                             "[M, ...] optimizer states or a function (lo, hi) -> their rows")
+        if isinstance(lr, torch.Tensor) and lr.shape not in ((count,), (count, 1)):
+            raise ValueError(f"lr has shape {tuple(lr.shape)}: must be a float or [M={count}]")
+        streams = ClientStreams.draw(generator if generator is not None else torch.Generator(),
+                                     count, noise_streams(start.device),
+                                     secure=trainer.spec.secure)
+        progress = trainer.progress
+        try:
+            for lo in range(0, count, chunk):
+                hi = min(count, lo + chunk)
+                if progress is not None:
+                    trainer.progress = _offset(progress, lo, count)
+                yield lo, hi, self.run_rows(
+                    trainer, data, ids[lo:hi], start if start.dim() == 1 else start[lo:hi],
+                    _state_rows(states, lo, hi),
+                    streams.seeds[lo:hi],
+                    lr[lo:hi] if isinstance(lr, torch.Tensor) else lr, keep_states=keep_states)
+        finally:
+            trainer.progress = progress
+
     def describe(self) -> str:
         """One line for progress output."""
         return self.name
@@ -139,6 +202,20 @@ def _check_inputs(trainer: Any, start: Any, data: Any, cohort: Any) -> tuple[tor
     return start, ids
 
 
+def _state_rows(states, lo: int, hi: int):
+    """Rows ``lo..hi`` of optimizer states given as ``[M, ...]`` tensors or a function."""
+    if states is None:
+        return None
+    if isinstance(states, Mapping):
+        return {k: v[lo:hi] for k, v in states.items()}
+    return states(lo, hi)
+
+
+def _offset(progress, lo: int, count: int):
+    """``progress(done, total)`` of a chunk starting at row ``lo`` as progress of the cohort."""
+    return lambda done, _total: progress(lo + done, count)
+
+
 def _rows(start: torch.Tensor, count: int) -> torch.Tensor:
     """``[count, d]`` rows: ``start`` itself, or ``[d]`` repeated."""
     return start.expand(count, -1).clone() if start.dim() == 1 else start
@@ -156,6 +233,15 @@ class LocalBackend(Backend):
         params, new_states, stats = trainer.train(
             trainer.unflatten(_rows(start, len(ids))), [data[j] for j in ids], states,
             generator, lr=lr)
+        return trainer.flatten(params), new_states if keep_states else None, stats
+
+    def run_rows(self, trainer, data, clients, start, states, seeds, lr, *,
+                 keep_states=True) -> Result:
+        pool, rows = DataPool.from_clients([data[j] for j in clients], device=start.device,
+                                           dtype=trainer.dtype)
+        params, new_states, stats = trainer.train_streams(
+            trainer.unflatten(_rows(start, len(clients))), pool, rows, ClientStreams(seeds),
+            states, lr=lr)
         return trainer.flatten(params), new_states if keep_states else None, stats
 
     def describe(self) -> str:
@@ -386,7 +472,7 @@ class InProcessShards(ShardedBackend):
 def trainer_settings(trainer: CohortTrainer) -> dict[str, Any]:
     """What a worker needs to build an equivalent trainer (model template, spec, options)."""
     return {
-        "model": trainer._template, "spec": trainer.spec,
+        "model": trainer.template, "spec": trainer.spec,
         "options": {"layout": trainer.layout, "chunk_size": trainer.chunk_size,
                     "loss_fn": trainer.loss_fn, "per_example": trainer.per_example_mode,
                     "memory_budget": trainer.memory_budget, "workers": 1},
@@ -415,8 +501,6 @@ class ShardWorker:
     """
 
     def __init__(self, settings: Mapping[str, Any], data: Any, device: str = "cpu") -> None:
-        from privfl.fl.pool import DataPool
-
         self.trainer = CohortTrainer(settings["model"], settings["spec"], **settings["options"])
         if isinstance(data, tuple) and len(data) == 3:
             x, y, sizes = data

@@ -110,12 +110,17 @@ class DataConfig(_Section):
         None, description="keep only these classes, relabelled 0..k-1 in the order given "
         "(e.g. [0, 1]: a binary 0-vs-1 task); null keeps every class",
     )
-    partition: Literal["shards", "dirichlet", "iid"] = "shards"
+    partition: Literal["shards", "dirichlet", "iid", "leaf-synthetic"] = Field(
+        "shards", description="leaf-synthetic: a LEAF-style population of many small clients "
+        "of unequal (log-normal) sizes with mean data.train_size (default 8), at least "
+        "training.batch_size each, over one shared pool; records are shared between clients "
+        "once the population needs more than the dataset holds (privfl.data.population)")
     clients: int = Field(20, ge=2, description="m: number of clients")
     shards_per_client: int = Field(2, ge=1, description="shards: shards per client")
     shard_size: int | None = Field(None, ge=1, description="shards: records per shard")
     train_size: int | None = Field(
-        None, ge=1, description="dirichlet / iid: training records per client"
+        None, ge=1, description="dirichlet / iid: training records per client; "
+        "leaf-synthetic: their mean"
     )
     test_size: int | None = Field(
         100, ge=0, description="test records per client (iid: null = equal split of the pool)"
@@ -308,6 +313,11 @@ class RunConfig(_Section):
         None, ge=1, description="rounds to run in this invocation, then stop (resume later)"
     )
     eval_batch_size: int = Field(1000, ge=1)
+    memory_budget: int | str | None = Field(
+        None, description="bytes a round's cohort may hold at once (an int, or a size such as "
+        "'2GiB'); algorithms whose clients keep no state between rounds train the cohort in "
+        "chunks that fit it; default: a quarter of the free memory, at most 1 GiB; the result "
+        "is bit-identical for every value")
     tensorboard: bool = Field(False, description="also log each round's metrics as TensorBoard "
                               "event files in DIR/tensorboard (pip install 'privfl[tensorboard]')")
     outputs: Literal["all", "guarantee-only"] = Field(
@@ -315,6 +325,16 @@ class RunConfig(_Section):
         "privacy.json's outputs; guarantee-only: only what the printed guarantee covers, the "
         "rest (checkpoints, metrics outside the guarantee, TensorBoard logs) in DIR.private "
         "beside it (needs privacy.secure: a seeded config.yaml regenerates the noise)")
+
+    @field_validator("memory_budget")
+    @classmethod
+    def _memory_budget(cls, value: int | str | None) -> int | None:
+        """Bytes, at least 1 MiB (a size string is converted)."""
+        if value is None:
+            return None
+        from privfl._memory import parse_memory_budget
+
+        return parse_memory_budget(value, "run.memory_budget")
 
     @field_validator("device")
     @classmethod

@@ -11,7 +11,10 @@
 * Stacked parameters ``name -> [M, ...]``: :func:`stack_params`, :func:`replicate_params`,
   :func:`unstack_params`, :func:`load_params`, :func:`take_rows`, :func:`put_rows`,
   :func:`cat_rows`.
-* Per-layer per-example gradient maths: :mod:`privfl.fl.grad_sample`.
+* Per-layer per-example gradient maths: :mod:`privfl.fl.grad_sample`; the trainer's parts, one
+  job each: :mod:`~privfl.fl.layout` (flat rows), :mod:`~privfl.fl.stacked_model` (captured
+  net), :mod:`~privfl.fl.kernels` (gradient sums), :mod:`~privfl.fl.noise_fill` (noise).
+* Streaming cohorts in chunks with an order-fixed sum: :mod:`privfl.fl.streaming`.
 
 Algorithms (PriFedSync, FedAvg, ...) live in :mod:`privfl.fl.algorithms` and build on these.
 """

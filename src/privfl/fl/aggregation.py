@@ -76,8 +76,10 @@ __all__ = [
     "AdaptiveClipping",
     "ClippedUpdates",
     "DpAggregate",
+    "DpRound",
     "LinearAggregation",
     "MeanAggregation",
+    "MeanRound",
     "ServerSideDp",
     "UpdateClipping",
     "effective_noise_multiplier",
@@ -130,7 +132,23 @@ class LinearAggregation(Protocol):
 
     def weighted_sum(self, updates: torch.Tensor, cohort: np.ndarray) -> torch.Tensor: ...
 
+    def client_weights(self, cohort: np.ndarray, like: torch.Tensor) -> torch.Tensor | None: ...
+
     def mean(self, updates: torch.Tensor, cohort: np.ndarray) -> torch.Tensor: ...
+
+
+def check_updates(updates: torch.Tensor, cohort: np.ndarray, num_clients: int) -> np.ndarray:
+    """``cohort`` as int64 client ids after checking that ``updates`` is ``[c, d]`` with one row
+    per client of ``cohort``, each in ``[0, num_clients)``."""
+    if not isinstance(updates, torch.Tensor) or updates.dim() != 2:
+        raise ValueError("updates must be a [c, d] tensor (one flat update per client)")
+    cohort = np.asarray(cohort, dtype=np.int64).reshape(-1)
+    if cohort.size != updates.shape[0]:
+        raise ValueError(f"cohort has {cohort.size} clients: updates has "
+                         f"{updates.shape[0]} rows")
+    if cohort.size and (cohort.min() < 0 or cohort.max() >= num_clients):
+        raise ValueError(f"cohort holds a client outside [0, {num_clients - 1}]")
+    return cohort
 
 
 class MeanAggregation:
@@ -182,15 +200,7 @@ class MeanAggregation:
                                dtype=like.dtype, device=like.device)
 
     def _check(self, updates: torch.Tensor, cohort: np.ndarray) -> np.ndarray:
-        if not isinstance(updates, torch.Tensor) or updates.dim() != 2:
-            raise ValueError("updates must be a [c, d] tensor (one flat update per client)")
-        cohort = np.asarray(cohort, dtype=np.int64).reshape(-1)
-        if cohort.size != updates.shape[0]:
-            raise ValueError(f"cohort has {cohort.size} clients: updates has "
-                             f"{updates.shape[0]} rows")
-        if cohort.size and (cohort.min() < 0 or cohort.max() >= self.num_clients):
-            raise ValueError(f"cohort holds a client outside [0, {self.num_clients - 1}]")
-        return cohort
+        return check_updates(updates, cohort, self.num_clients)
 
     def weighted_sum(self, updates: torch.Tensor, cohort: np.ndarray) -> torch.Tensor:
         """``sum_k a_k u_k`` over the rows of ``updates`` (zeros for an empty cohort)."""
@@ -291,14 +301,26 @@ class UpdateClipping:
             return medians * (cap / total), cap
         return medians, total
 
+    def norms(self, updates: torch.Tensor) -> torch.Tensor:
+        """The ``[c, L]`` norms the thresholds apply to (``L = 1`` for flat clipping)."""
+        if not isinstance(updates, torch.Tensor) or updates.dim() != 2:
+            raise ValueError("updates must be a [c, d] tensor (one flat update per client)")
+        return layer_norms(updates, self.layer_sizes if self.per_layer else (updates.shape[1],))
+
     def clip(self, updates: torch.Tensor, clip_norm: float) -> ClippedUpdates:
         """Clip every row of ``updates`` ``[c, d]``; ``clip_norm`` is ``S`` (the cap for the
         median variants)."""
-        if not isinstance(updates, torch.Tensor) or updates.dim() != 2:
-            raise ValueError("updates must be a [c, d] tensor (one flat update per client)")
-        sizes = self.layer_sizes if self.per_layer else (updates.shape[1],)
-        norms = layer_norms(updates, sizes)  # [c, L]
+        norms = self.norms(updates)  # [c, L]
         thresholds, total = self.thresholds(norms, clip_norm)
+        return self.clip_to(updates, thresholds, total, norms)
+
+    def clip_to(self, updates: torch.Tensor, thresholds: torch.Tensor, total: float,
+                norms: torch.Tensor | None = None) -> ClippedUpdates:
+        """Clip every row of ``updates`` to given ``thresholds`` ``[L]`` (total ``S_t``): row by
+        row, so a chunk of a cohort is clipped exactly as inside the whole cohort."""
+        if norms is None:
+            norms = self.norms(updates)
+        sizes = self.layer_sizes if self.per_layer else (updates.shape[1],)
         flat_norms = norms.norm(dim=1)
         within = norms <= thresholds  # [c, L]; those rows stay bit-identical (factor exactly 1)
         if self.per_layer:
@@ -432,33 +454,62 @@ class ServerSideDp:
     def __call__(self, updates: torch.Tensor, cohort: np.ndarray,
                  generator: torch.Generator | None = None) -> DpAggregate:
         """Clip, sum, noise once, divide by the expected weight (``updates`` may have 0 rows:
-        an empty Poisson cohort still releases the noise)."""
+        an empty Poisson cohort still releases the noise). Equals :meth:`begin`, one
+        :meth:`DpRound.add` of all rows and :meth:`finish`, bit for bit."""
+        self._check_generator(generator)
+        norms = self.clipping.norms(updates)
+        thresholds, total = self.clipping.thresholds(norms, self.clip_norm)
+        round_ = DpRound(self, updates.shape[1], updates.dtype, updates.device, thresholds,
+                         total)
+        round_.add(updates, cohort, norms)
+        return self.finish(round_, generator)
+
+    def _check_generator(self, generator: torch.Generator | None) -> None:
         if not self.secure and not isinstance(generator, torch.Generator):
             raise ValueError(f"generator = {generator!r} is not allowed: must be a "
                              "torch.Generator (or use secure=True)")
-        clipped = self.clipping.clip(updates, self.clip_norm)
-        total = self.aggregation.weighted_sum(clipped.updates, cohort)
-        std = self.update_noise * clipped.clip_norm
+
+    def begin(self, size: int, dtype: torch.dtype = torch.float32,
+              device: torch.device | str = "cpu") -> DpRound:
+        """A streamed round over updates of ``size`` entries: add the cohort's updates chunk
+        by chunk (:meth:`DpRound.add`), then :meth:`finish`. The thresholds are the fixed (or
+        adaptive) ones; the median variants need every norm first and refuse streaming."""
+        if self.clipping.median:
+            raise ValueError(f"clipping = {self.clipping.kind!r} cannot be streamed: its "
+                             "threshold is the median over the whole cohort (call the wrapper "
+                             "on all updates at once)")
+        thresholds, total = self.clipping.thresholds(
+            torch.empty(0, self.clipping.num_layers, dtype=dtype, device=device), self.clip_norm)
+        return DpRound(self, size, dtype, device, thresholds, total)
+
+    def finish(self, round_: DpRound, generator: torch.Generator | None = None) -> DpAggregate:
+        """Noise the round's sum once, divide by the expected weight; adaptive clipping's count
+        (see :meth:`__call__`)."""
+        self._check_generator(generator)
+        total = round_.sum.result(round_.dtype)
+        std = self.update_noise * round_.clip_norm
         noise = gaussian_noise(total.shape, std, generator=generator, secure=self.secure,
                                dtype=total.dtype, device=total.device)
         step = (total + noise) / self.expected_weight
         estimate = None
         next_clip = self.clip_norm
+        unclipped = round_.unclipped()
+        norms = round_.norms()
         if self.adaptive is not None:
-            centred = float(clipped.unclipped.sum()) - 0.5 * clipped.unclipped.numel()
+            centred = float(unclipped.sum()) - 0.5 * unclipped.numel()
             count_noise = float(gaussian_noise((1,), self.adaptive.count_noise,
                                                generator=generator, secure=self.secure,
                                                dtype=torch.float64, device=total.device)[0])
             estimate = (centred + count_noise) / self.expected_cohort + 0.5
             next_clip = self.adaptive.next_clip_norm(self.clip_norm, estimate)
             self.clip_norm = next_clip
-        empty = updates.shape[0] == 0
+        empty = unclipped.numel() == 0
         return DpAggregate(
-            step=step, clip_norm=clipped.clip_norm, noise_std=std,
+            step=step, clip_norm=round_.clip_norm, noise_std=std,
             expected_weight=self.expected_weight, unclipped_estimate=estimate,
             next_clip_norm=next_clip,
-            clipped_fraction=math.nan if empty else float((~clipped.unclipped).double().mean()),
-            mean_norm=math.nan if empty else float(clipped.norms.double().mean()),
+            clipped_fraction=math.nan if empty else float((~unclipped).double().mean()),
+            mean_norm=math.nan if empty else float(norms.double().mean()),
         )
 
     def state_dict(self) -> dict[str, float]:
@@ -472,3 +523,67 @@ class ServerSideDp:
         return (f"ServerSideDp({self.aggregation!r}, clipping={self.clipping.kind!r}, "
                 f"z={self.noise_multiplier:g}, S={self.clip_norm:g}, "
                 f"E[m]={self.expected_cohort:g}, adaptive={self.adaptive is not None})")
+
+
+class DpRound:
+    """One round of :class:`ServerSideDp` in progress: the clipped updates' weighted sum
+    (:class:`~privfl.fl.streaming.RowSum`: row by row in cohort order, float64) and, per row,
+    the unclipped bit and the norm. Chunks must come in cohort order; the result does not
+    depend on how the cohort was cut."""
+
+    def __init__(self, dp: ServerSideDp, size: int, dtype: torch.dtype,
+                 device: torch.device | str, thresholds: torch.Tensor, clip_norm: float) -> None:
+        from privfl.fl.streaming import RowSum
+
+        self.dp = dp
+        self.dtype = dtype
+        self.thresholds = thresholds
+        self.clip_norm = float(clip_norm)  #: S_t, the sensitivity of one clipped update
+        self.sum = RowSum(size, device)
+        self._unclipped: list[torch.Tensor] = []
+        self._norms: list[torch.Tensor] = []
+
+    def add(self, updates: torch.Tensor, cohort: np.ndarray,
+            norms: torch.Tensor | None = None) -> None:
+        """Clip the rows ``updates`` ``[c, d]`` of clients ``cohort`` and add them."""
+        cohort = check_updates(updates, cohort, self.dp.aggregation.num_clients)
+        clipped = self.dp.clipping.clip_to(updates, self.thresholds, self.clip_norm, norms)
+        weights = self.dp.aggregation.client_weights(cohort, updates)
+        self.sum.add(clipped.updates, None if weights is None else weights.tolist())
+        self._unclipped.append(clipped.unclipped)
+        self._norms.append(clipped.norms)
+
+    def unclipped(self) -> torch.Tensor:
+        """``[c]`` bool: clipping left the update unchanged (b_k), for the whole cohort."""
+        return torch.cat(self._unclipped) if self._unclipped else torch.zeros(0, dtype=torch.bool)
+
+    def norms(self) -> torch.Tensor:
+        """``[c]`` flat norms of the unclipped updates (monitoring)."""
+        return torch.cat(self._norms) if self._norms else torch.zeros(0)
+
+
+class MeanRound:
+    """The non-private (weighted) mean over the realised cohort, streamed: the weighted sum row
+    by row in cohort order (float64) and the total weight."""
+
+    def __init__(self, aggregation: MeanAggregation, size: int,
+                 device: torch.device | str = "cpu") -> None:
+        from privfl.fl.streaming import RowSum
+
+        self.aggregation = aggregation
+        self.sum = RowSum(size, device)
+        self.weight = 0.0
+
+    def add(self, updates: torch.Tensor, cohort: np.ndarray) -> None:
+        cohort = check_updates(updates, cohort, self.aggregation.num_clients)
+        weights = self.aggregation.client_weights(cohort, updates)
+        w = [1.0] * updates.shape[0] if weights is None else weights.tolist()
+        self.sum.add(updates, None if weights is None else w)
+        for value in w:  # one by one in cohort order: independent of the chunks
+            self.weight += value
+
+    def mean(self, dtype: torch.dtype) -> torch.Tensor:
+        """``sum_k a_k u_k / sum_k a_k`` (refuses an empty cohort)."""
+        if self.sum.count == 0:
+            raise ValueError("cohort is empty: the mean of no updates is undefined")
+        return (self.sum.total / self.weight).to(dtype)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["DataPool"]
+__all__ = ["DataPool", "PooledClients"]
 
 
 def _check_pair(name: str, x: object, y: object) -> None:
@@ -191,3 +191,62 @@ class DataPool:
                     "distinct (the accountant counts n_j distinct records)"
                 )
         return rows
+
+
+class PooledClients(Sequence):
+    """Every client's ``(x_j, y_j)`` as a sequence over one shared pool, without per-client
+    tensors: the records any client holds are copied once into a pool (in the model's dtype),
+    the clients' rows are one flat int64 array with offsets, and ``clients[j]`` gathers client
+    j's records when asked (only the cohort's, on a round's hot path). Equal, value for value,
+    to ``(x[idx_j], y[idx_j])`` of the source arrays.
+
+    Parameters
+    ----------
+    x, y
+        The source records (numpy arrays or tensors), e.g. a dataset's inputs and labels.
+    indices
+        One 1-D integer array per client (rows of ``x``), in client order.
+    dtype, device
+        dtype of the pooled inputs (labels stay int64) and their device.
+    """
+
+    def __init__(self, x, y, indices: Sequence, dtype: torch.dtype,
+                 device: torch.device | str = "cpu") -> None:
+        sizes = np.fromiter((len(i) for i in indices), dtype=np.int64, count=len(indices))
+        flat = (np.concatenate([np.asarray(i, dtype=np.int64) for i in indices])
+                if len(indices) else np.zeros(0, dtype=np.int64))
+        used, local = np.unique(flat, return_inverse=True)
+        self.x = torch.as_tensor(np.ascontiguousarray(np.asarray(x)[used])).to(
+            device=device, dtype=dtype)
+        self.y = torch.as_tensor(np.ascontiguousarray(np.asarray(y)[used])).to(
+            device=device, dtype=torch.int64)
+        self.index = torch.as_tensor(local.reshape(-1), dtype=torch.int64, device=device)
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self.offsets.size - 1)
+
+    def __getitem__(self, j):  # type: ignore[override]
+        if isinstance(j, slice):
+            return [self[k] for k in range(*j.indices(len(self)))]
+        j = int(j)
+        if j < 0:
+            j += len(self)
+        if not 0 <= j < len(self):
+            raise IndexError(f"client {j} is out of range: there are {len(self)} clients")
+        rows = self.index[self.offsets[j]: self.offsets[j + 1]]
+        return self.x[rows], self.y[rows]
+
+    def size(self, j: int) -> int:
+        """Records of client ``j``."""
+        return int(self.offsets[j + 1] - self.offsets[j])
+
+    def mean_client_bytes(self) -> float:
+        """Mean bytes of one client's ``(x_j, y_j)`` (inputs and labels)."""
+        per_record = (self.x[0].numel() * self.x.element_size() + self.y.element_size()
+                      if len(self.x) else 0)
+        return per_record * float(self.offsets[-1]) / max(1, len(self))
+
+    def __repr__(self) -> str:
+        return (f"PooledClients(clients={len(self)}, records={int(self.offsets[-1])}, "
+                f"pooled={len(self.x)})")

@@ -60,46 +60,35 @@ import math
 import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F  # noqa: N812
 from torch import nn
-from torch.func import functional_call, grad, vmap
 
 from privfl._validation import check_choice, check_int, check_positive
 from privfl.accounting.events import Sampling
-from privfl.fl._capture import UnsupportedModelError, prepare_model
 from privfl.fl.batches import sample_steps
 from privfl.fl.evaluate import Evaluation, stacked_evaluate, stacked_forward
+from privfl.fl.kernels import GradientResult, clipped, per_example_gradients, plain_sums
+from privfl.fl.layout import ROW_ALIGN, ParamLayout
+from privfl.fl.noise_fill import fill_noise
 from privfl.fl.optim import StackedOptimizer
-from privfl.fl.params import num_stacked
 from privfl.fl.pool import DataPool
 from privfl.fl.spec import LocalTrainingSpec
+from privfl.fl.stacked_model import StackedModel, cross_entropy_loss
 from privfl.fl.streams import (
-    NOISE_STREAMS,
     SEED_HIGH,
     ClientStreams,
     noise_streams,
     seeded_generator,
 )
 from privfl.fl.workers import ClientWorkers, single_thread
-from privfl.mechanisms.clipping import clip_factors
-from privfl.mechanisms.noise import standard_normal_
 from privfl.mechanisms.secure import SECURE_RANDOM
 
-__all__ = ["LAYOUTS", "CohortTrainer", "GradientResult", "TrainingStats", "cross_entropy_loss"]
+__all__ = ["LAYOUTS", "ROW_ALIGN", "CohortTrainer", "GradientResult", "TrainingStats",
+           "cross_entropy_loss"]
 
 LAYOUTS = ("auto", "batched", "looped")
-#: Byte alignment of every row of the trainer's parameter buffers (that of PyTorch's CPU
-#: allocator): a row's arithmetic then does not depend on its position in the cohort.
-ROW_ALIGN = 64
-
-
-def cross_entropy_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Per-example cross-entropy (equals NLL on log-probabilities: log_softmax is idempotent)."""
-    return F.cross_entropy(output, target, reduction="none")
 
 
 @dataclass
@@ -118,16 +107,6 @@ class TrainingStats:
     chunk_size: int  #: clients per forward
     per_example: str  #: "layers" (fast path) or "vmap" (torch.func fallback)
     workers: int = 1  #: clients trained at once (CPU, looped layout; privfl.fl.workers)
-
-
-@dataclass
-class GradientResult:
-    """Clipped per-client gradient sums of one batch (see :meth:`CohortTrainer.clipped_sums`)."""
-
-    sums: dict[str, torch.Tensor]  #: name -> [m, *shape], sum_i c_i g_i
-    norms: torch.Tensor  #: [m, b] unclipped per-example norms (0 in padded slots)
-    factors: torch.Tensor  #: [m, b] clip factors c_i (0 in padded slots)
-    losses: torch.Tensor  #: [m, b] per-example losses (0 in padded slots)
 
 
 @dataclass
@@ -211,41 +190,20 @@ class CohortTrainer:
         #: optional ``progress(clients_done, clients)`` called after each client (or chunk) of
         #: a train call, possibly from a worker thread (e.g. a progress display)
         self.progress: Callable[[int, int], None] | None = None
-        if loss_fn is not None and not callable(loss_fn):
-            raise ValueError(f"loss_fn = {loss_fn!r} is not callable")
-        self.loss_fn = loss_fn or cross_entropy_loss
-        params = {n: p for n, p in model.named_parameters() if p.requires_grad}
-        if not params:
-            raise ValueError("model has no trainable parameters")
-        dtypes = {p.dtype for p in params.values()}
-        if len(dtypes) != 1 or not next(iter(dtypes)).is_floating_point:
-            raise ValueError(f"model parameters have dtypes {dtypes}: need one floating dtype")
-        self.dtype = dtypes.pop()
-        self.param_names = list(params)
-        self.param_shapes = {n: tuple(p.shape) for n, p in params.items()}
-        self._numel = {n: p.numel() for n, p in params.items()}
-        self._offsets = {}
-        offset = 0
-        for name in self.param_names:
-            self._offsets[name] = offset
-            offset += self._numel[name]
-        self.num_params = offset
+        #: where each parameter sits in a flat row (:mod:`privfl.fl.layout`)
+        self.params = ParamLayout(model)
+        #: the captured net, its torch.func fallback and the loss (:mod:`privfl.fl.stacked_model`)
+        self.model = StackedModel(model, self.params, loss_fn=loss_fn,
+                                  per_example=self.per_example_mode)
+        self.model.replica = self._replica
+        self.dtype = self.params.dtype
+        self.param_names = self.params.param_names
+        self.param_shapes = self.params.param_shapes
+        self.num_params = self.params.num_params
         self.optimizer = StackedOptimizer(spec)
-        self._plain = _PlainModel(model)
-        self._template = model
         self._client_workers: ClientWorkers | None = None
         self._rng_free: bool | None = None  # the wrapped net never draws from torch's global RNG
-        self._net = self._ctx = self._layers = None
-        self.fallback_reason = None
-        if self.per_example_mode == "vmap":
-            self.fallback_reason = "per_example='vmap' requested"
-        else:
-            try:
-                self._net, self._ctx, self._layers = prepare_model(model, self.param_names)
-            except UnsupportedModelError as error:
-                self.fallback_reason = str(error)
         self._row_bytes: int | None = None
-        self._eval_bytes: dict = {}  # evaluation: bytes per example, by input shape
         # single-row kernels for a chunk of one row: the looped layout only (set per train call);
         # the batched layout computes a one-row chunk like any other, so that a row's result
         # does not depend on the size of its chunk (Monte Carlo replicas, shards)
@@ -254,26 +212,22 @@ class CohortTrainer:
     # ------------------------------------------------------------------ public helpers
     @property
     def uses_fast_path(self) -> bool:
-        return self._main_net is not None
-
-    # the wrapped net and its capture context: the calling client worker's replica, if any
-    @property
-    def _net(self) -> nn.Module | None:
-        replica = self._replica()
-        return self._main_net if replica is None else replica[0]
-
-    @_net.setter
-    def _net(self, value: nn.Module | None) -> None:
-        self._main_net = value
+        """Whether the layer-wise captured net runs (False: the ``torch.func`` fallback)."""
+        return self.model.uses_fast_path
 
     @property
-    def _ctx(self):
-        replica = self._replica()
-        return self._main_ctx if replica is None else replica[1]
+    def fallback_reason(self) -> str | None:
+        """Why the ``torch.func`` fallback is used (None on the captured net)."""
+        return self.model.fallback_reason
 
-    @_ctx.setter
-    def _ctx(self, value) -> None:
-        self._main_ctx = value
+    @property
+    def loss_fn(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        return self.model.loss_fn
+
+    @property
+    def template(self) -> nn.Module:
+        """The architecture template the trainer was built from."""
+        return self.model.template
 
     def _replica(self):
         return None if self._client_workers is None else self._client_workers.replica
@@ -294,45 +248,11 @@ class CohortTrainer:
 
     def flatten(self, stacked: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Stacked parameters ``name -> [M, ...]`` as one new ``[M, d]`` tensor."""
-        count = self._check_params(stacked, "stacked")
-        first = stacked[self.param_names[0]]
-        flat = torch.empty(count, self.num_params, dtype=self.dtype, device=first.device)
-        for name, view in self.unflatten(flat).items():
-            view.copy_(stacked[name])
-        return flat
-
-    def _aligned_rows(self, stacked: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """:meth:`flatten` into a ``[M, d]`` view whose rows start at multiples of
-        ``ROW_ALIGN`` bytes of one new buffer (row stride d rounded up).
-
-        Every row then has the same address alignment as a freshly allocated tensor, whatever
-        its position: BLAS kernels (MKL's gemv, used for single-example batches) round
-        differently for operands at different 16-byte alignments, so with a stride of d a row's
-        result would depend on its index in the cohort and a shard would not reproduce it.
-        """
-        first = stacked[self.param_names[0]]
-        count = first.shape[0]
-        per = max(1, ROW_ALIGN // torch.empty((), dtype=self.dtype).element_size())
-        stride = -(-self.num_params // per) * per
-        buffer = torch.empty(count, stride, dtype=self.dtype, device=first.device)
-        flat = buffer[:, : self.num_params]
-        for name, view in self.unflatten(flat).items():
-            view.copy_(stacked[name])
-        return flat
+        return self.params.flatten(stacked)
 
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """Views ``name -> [M, *shape]`` into a flat ``[M, d]`` tensor (no copy)."""
-        if not isinstance(flat, torch.Tensor) or flat.dim() != 2 or flat.shape[1] != (
-            self.num_params
-        ):
-            raise ValueError(f"flat must be a [M, {self.num_params}] tensor")
-        m = flat.shape[0]
-        return {
-            name: flat[:, self._offsets[name] : self._offsets[name] + self._numel[name]].view(
-                m, *self.param_shapes[name]
-            )
-            for name in self.param_names
-        }
+        return self.params.unflatten(flat)
 
     # ------------------------------------------------------------------ stacked inference
     def forward(
@@ -352,7 +272,8 @@ class CohortTrainer:
         Row ``j`` equals ``functional_call(model, params[j], x)`` up to float summation order
         (see :mod:`privfl.fl.evaluate`). No gradients are recorded.
         """
-        return stacked_forward(self, params, x, per_row=per_row, batch_size=batch_size)
+        return stacked_forward(self.model, params, x, per_row=per_row, batch_size=batch_size,
+                               memory_budget=self.memory_budget)
 
     def evaluate(
         self,
@@ -367,26 +288,12 @@ class CohortTrainer:
         models on ``(x, y)``: ``y`` is ``[N]`` integer labels, or ``[M, N]`` with
         ``per_row=True``. Inputs as in :meth:`forward`; returns an :class:`Evaluation`.
         """
-        return stacked_evaluate(self, params, x, y, per_row=per_row, batch_size=batch_size)
+        return stacked_evaluate(self.model, params, x, y, per_row=per_row,
+                                batch_size=batch_size, memory_budget=self.memory_budget)
 
     # ------------------------------------------------------------------ validation
     def _check_params(self, stacked, name) -> int:
-        count = num_stacked(stacked, name)
-        if set(stacked) != set(self.param_names):
-            raise ValueError(
-                f"{name} has parameters {sorted(stacked)}: the model's trainable parameters are "
-                f"{sorted(self.param_names)}"
-            )
-        for key in self.param_names:
-            t = stacked[key]
-            if tuple(t.shape[1:]) != self.param_shapes[key]:
-                raise ValueError(
-                    f"{name}[{key!r}] has shape {tuple(t.shape)}: must be "
-                    f"[M, {', '.join(map(str, self.param_shapes[key]))}]"
-                )
-            if not t.is_floating_point():
-                raise ValueError(f"{name}[{key!r}] has dtype {t.dtype}: must be floating point")
-        return count
+        return self.params.check(stacked, name)
 
     def _check_data(self, client_data, count, device):
         if isinstance(client_data, (tuple, torch.Tensor)) or not isinstance(
@@ -557,7 +464,7 @@ class CohortTrainer:
         count = len(rows)
         device = pool.device
         x_all, y_all = pool.x, pool.y
-        flat = self._aligned_rows(start_params)
+        flat = self.params.aligned_rows(start_params)
         clients = []
         seeds = streams.seeds.tolist()
         for j in range(count):
@@ -635,10 +542,7 @@ class CohortTrainer:
     def _workers(self, n: int) -> ClientWorkers:
         """The pool of ``n`` client workers (made once per size), each with a model replica."""
         if self._client_workers is None or self._client_workers.n != n:
-            names = self.param_names
-            self._client_workers = ClientWorkers(
-                n, lambda: prepare_model(self._template, names)[:2]
-            )
+            self._client_workers = ClientWorkers(n, self.model.make_replica)
         return self._client_workers
 
     def _parallel_safe(self, x_all, y_all) -> bool:
@@ -659,9 +563,10 @@ class CohortTrainer:
 
     def _accumulate_probe(self, params, x, y, gens) -> None:
         if self.spec.clip_norm is None:
-            self._plain_sums(params, x, y, None, [1], gens)
+            plain_sums(self.model, params, x, y, None, [1], gens, self._single_rows)
         else:
-            self._clipped(params, x, y, None, [1], gens)
+            clipped(self.model, self.spec.clip_norm, params, x, y, None, [1], gens,
+                    self._single_rows)
 
     def _lr(self, lr, count, device):
         if lr is None:
@@ -700,13 +605,12 @@ class CohortTrainer:
 
     def _probe_row_bytes(self, x, y) -> int:
         """Rough bytes of activations, gradients and per-example gradients of one example."""
-        params = {n: torch.zeros((1, *s), dtype=self.dtype, device=x.device)
-                  for n, s in self.param_shapes.items()}
-        ctx = self._ctx
+        params = self.params.zeros(1, x.device)
+        ctx = self.model.ctx
         ctx.begin(1, 1, params, capture=True, real=[1], generators=[None])
         try:
             with torch.random.fork_rng(devices=[]):
-                self._net(x)
+                self.model.net(x)
             total = x.numel()
             for rec in ctx.records:  # activations, outputs and their gradients, autograd buffers
                 total += rec.a.numel() + 4 * rec.out.numel()
@@ -739,8 +643,8 @@ class CohortTrainer:
         for t in range(spec.local_steps):
             index, mask, real = batches.step(t)
             # the noise is drawn (on CPU: by worker threads) while the gradients are computed
-            wait = (_fill_noise(grad_flat, clients, std, spec.secure, noise_threads)
-                    if std > 0 else None)
+            wait = (fill_noise(grad_flat, [c.noise for c in clients], std, spec.secure,
+                               noise_threads) if std > 0 else None)
             sums = None
             try:
                 if index.shape[1] > 0:
@@ -787,156 +691,21 @@ class CohortTrainer:
         b = x.shape[0] // m
         gens = [c.data for c in clients]
         if spec.clip_norm is None:
-            sums, losses = self._plain_sums(params, x, y, mask, real, gens)
+            sums, losses = plain_sums(self.model, params, x, y, mask, real, gens,
+                                      self._single_rows)
             norms = None
         else:
-            result = self._clipped(params, x, y, mask, real, gens)
+            result = clipped(self.model, spec.clip_norm, params, x, y, mask, real, gens,
+                             self._single_rows)
             sums, losses, norms = result.sums, result.losses, result.norms
         with torch.no_grad():  # norms and losses are 0 in padded slots
             loss = losses.detach().reshape(m, b).sum(1)
             if norms is None:
                 acc["sums"][lo : lo + m, 0] += loss
             else:
-                clipped = (norms > spec.clip_norm).sum(1).to(loss.dtype)
-                acc["sums"][lo : lo + m] += torch.stack((loss, clipped, norms.sum(1)), 1)
+                over = (norms > spec.clip_norm).sum(1).to(loss.dtype)
+                acc["sums"][lo : lo + m] += torch.stack((loss, over, norms.sum(1)), 1)
         return sums
-
-    # ------------------------------------------------------------------ gradient kernels
-    def _plain_sums(self, params, x, y, mask, real, gens):
-        """Unclipped per-client gradient sums (non-private training)."""
-        m = len(real)
-        single = m == 1 and self._single_rows
-        if single:  # leaves are the client's rows: no select/copy in the backward
-            leaves = {n: p[0].detach().requires_grad_(True) for n, p in params.items()}
-            stacked = {n: v.unsqueeze(0) for n, v in leaves.items()}
-        else:
-            leaves = {n: p.detach().requires_grad_(True) for n, p in params.items()}
-            stacked = leaves
-        with torch.enable_grad():
-            if self.uses_fast_path:
-                self._ctx.begin(m, x.shape[0] // m, stacked, capture=False, real=real,
-                                generators=gens, rows=leaves if single else None,
-                                single=self._single_rows)
-                try:
-                    out = self._net(x)
-                finally:
-                    self._ctx.end()
-            else:
-                out = torch.cat([
-                    functional_call(self._plain.module, {n: v[j] for n, v in stacked.items()},
-                                    (xj,))
-                    for j, xj in enumerate(x.reshape(m, -1, *x.shape[1:]))
-                ])
-            losses = self._losses(out, y, mask)
-            total = losses.sum()
-            values = torch.autograd.grad(total, list(leaves.values()), allow_unused=True)
-        sums = {
-            n: torch.zeros_like(stacked[n]) if g is None else g.reshape(stacked[n].shape)
-            for n, g in zip(leaves, values, strict=True)
-        }
-        return sums, losses.detach()
-
-    def _losses(self, out, y, mask):
-        losses = self.loss_fn(out, y)
-        if not isinstance(losses, torch.Tensor) or losses.shape != (y.shape[0],):
-            got = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses)
-            raise ValueError(
-                f"loss_fn returned {got}: must return one loss per example, shape ({y.shape[0]},)"
-            )
-        if mask is not None:
-            losses = losses * mask.flatten().to(losses.dtype)
-        return losses
-
-    def _clipped(self, params, x, y, mask, real, gens) -> GradientResult:
-        if self.uses_fast_path:
-            try:
-                return self._clipped_layers(params, x, y, mask, real, gens)
-            except UnsupportedModelError as error:
-                self.fallback_reason = str(error)
-                self._net = self._ctx = self._layers = None
-        return self._clipped_vmap(params, x, y, mask, real, gens)
-
-    @contextlib.contextmanager
-    def _output_grads(self, params, x, y, mask, real, gens):
-        """Forward through the captured net; yield ``(losses, records, deltas)`` with
-        ``deltas`` the per-example gradients of the summed loss w.r.t. each layer's output."""
-        ctx, m = self._ctx, len(real)
-        ctx.begin(m, x.shape[0] // m, params, capture=True, real=real, generators=gens,
-                  single=self._single_rows)
-        try:
-            with torch.enable_grad():
-                losses = self._losses(self._net(x), y, mask)
-                records = list(ctx.records)
-                deltas = torch.autograd.grad(losses.sum(), [r.out for r in records],
-                                             allow_unused=True)
-            yield losses, records, [torch.zeros_like(r.out) if d is None else d
-                                    for r, d in zip(records, deltas, strict=True)]
-        finally:
-            ctx.end()
-
-    def _per_example_grad_fn(self):
-        """``vmap(grad(loss of one example))`` over the examples of one client (torch.func)."""
-        model, loss_fn = self._plain.module, self.loss_fn
-
-        def loss_one(p, xi, yi):
-            return loss_fn(functional_call(model, p, (xi.unsqueeze(0),)), yi.unsqueeze(0)).sum()
-
-        return vmap(grad(loss_one), in_dims=(None, 0, 0), randomness="different")
-
-    def _clipped_layers(self, params, x, y, mask, real, gens) -> GradientResult:
-        m = len(real)
-        b = x.shape[0] // m
-        with self._output_grads(params, x, y, mask, real, gens) as (losses, records, deltas):
-            sq = None
-            for rec, delta in zip(records, deltas, strict=True):
-                layer_sq = rec.layer.sq_norms(rec, delta)
-                sq = layer_sq if sq is None else sq + layer_sq
-            norms = sq.sqrt().reshape(m, b) if sq is not None else x.new_zeros(m, b)
-            factors = clip_factors(norms, self.spec.clip_norm, mask)
-            sums = {}
-            for rec, delta in zip(records, deltas, strict=True):
-                sums.update(rec.layer.weighted_sums(rec, delta, factors))
-        for name in self.param_names:  # layers not reached by this forward contribute 0
-            if name not in sums:
-                sums[name] = torch.zeros_like(params[name])
-        if mask is not None:
-            norms = norms * mask
-        return GradientResult(sums, norms.detach(), factors, losses.detach().reshape(m, b))
-
-    def _clipped_vmap(self, params, x, y, mask, real, gens) -> GradientResult:
-        m = len(real)
-        b = x.shape[0] // m
-        model = self._plain.module
-        per_grad = self._per_example_grad_fn()
-        xs, ys = x.reshape(m, b, *x.shape[1:]), y.reshape(m, b)
-        sums, norms, factors, losses = {n: [] for n in self.param_names}, [], [], []
-        for j in range(m):
-            pj = {n: v[j].detach() for n, v in params.items()}
-            seed = int(torch.randint(0, SEED_HIGH, (1,), generator=gens[j],
-                                     device=gens[j].device)) if gens[j] is not None else None
-            with torch.random.fork_rng(devices=[]):
-                if seed is not None:
-                    torch.manual_seed(seed)
-                with torch.enable_grad():
-                    per = per_grad(pj, xs[j], ys[j])
-                with torch.no_grad():
-                    out = functional_call(model, pj, (xs[j],))
-            n_j = torch.zeros(b, dtype=self.dtype, device=x.device)
-            for g in per.values():
-                n_j = n_j + g.reshape(b, -1).square().sum(1)
-            n_j = n_j.sqrt()
-            mj = None if mask is None else mask[j]
-            c_j = clip_factors(n_j, self.spec.clip_norm, mj)
-            for name in self.param_names:
-                sums[name].append(torch.tensordot(c_j, per[name], dims=([0], [0])))
-            norms.append(n_j if mj is None else n_j * mj)
-            factors.append(c_j)
-            lj = self.loss_fn(out, ys[j])
-            losses.append(lj if mj is None else lj * mj)
-        return GradientResult(
-            {n: torch.stack(v) for n, v in sums.items()},
-            torch.stack(norms), torch.stack(factors), torch.stack(losses).detach(),
-        )
 
     # ------------------------------------------------------------------ batch-level API
     def _batch_inputs(self, params, x, y, mask):
@@ -975,7 +744,7 @@ class CohortTrainer:
         gens = list(generators) if generators is not None else [None] * m
         params = {n: params[n].to(self.dtype) for n in self.param_names}
         mask_b = None if mask is None else mask.to(torch.bool)
-        return self._clipped(params, xf, yf, mask_b, real, gens)
+        return clipped(self.model, self.spec.clip_norm, params, xf, yf, mask_b, real, gens, True)
 
     def per_example_gradients(
         self,
@@ -993,79 +762,6 @@ class CohortTrainer:
         self._single_rows = True
         gens = list(generators) if generators is not None else [None] * m
         params = {n: params[n].to(self.dtype) for n in self.param_names}
-        if not self.uses_fast_path:
-            per_grad = self._per_example_grad_fn()
-            xs, ys = xf.reshape(m, b, *xf.shape[1:]), yf.reshape(m, b)
-            rows = [per_grad({n: v[j] for n, v in params.items()}, xs[j], ys[j])
-                    for j in range(m)]
-            return {n: torch.stack([r[n] for r in rows]) for n in self.param_names}
-        result = {}
-        with self._output_grads(params, xf, yf, None, real, gens) as (_, records, deltas):
-            for rec, delta in zip(records, deltas, strict=True):
-                for name, g in rec.layer.per_example(rec, delta).items():
-                    result[name] = g.reshape(m, b, *g.shape[1:])
-        for name in self.param_names:
-            if name not in result:
-                result[name] = params[name].new_zeros((m, b, *self.param_shapes[name]))
-        return result
+        return per_example_gradients(self.model, params, xf, yf, m, b, real, gens)
 
 
-class _PlainModel:
-    """A private train-mode copy of the model for the torch.func paths (not a submodule)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        import copy
-
-        self.module = copy.deepcopy(model).train()
-
-
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _noise_streams(device: torch.device) -> int:
-    return NOISE_STREAMS if device.type == "cpu" else 1
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=NOISE_STREAMS, thread_name_prefix="privfl-noise")
-    return _POOL
-
-
-def _fill_noise(out: torch.Tensor, clients: list[_Client], std: float, secure: bool,
-                threads: int):
-    """Start filling row j of ``out`` with N(0, std^2 I) from client j's noise streams (or
-    os.urandom) on up to ``threads`` pool threads (0: now, in the calling thread); returns a
-    function that waits until it is done. The values do not depend on ``threads``."""
-    jobs = [
-        (part, gen)
-        for j, client in enumerate(clients)
-        for part, gen in zip(torch.tensor_split(out[j], len(client.noise_seeds)),
-                             [None] * len(client.noise_seeds) if secure else client.noise,
-                             strict=True)
-    ]
-    if out.device.type != "cpu" or threads == 0:
-        _draw(jobs, std, secure)  # asynchronous CUDA kernels already / a client worker
-        return _done
-    workers = min(len(jobs), threads, NOISE_STREAMS)
-    futures = [_pool().submit(_draw, jobs[k::workers], std, secure) for k in range(workers)]
-
-    def wait() -> None:
-        for future in futures:
-            future.result()
-
-    return wait
-
-
-def _done() -> None:
-    return None
-
-
-def _draw(jobs, std: float, secure: bool) -> None:
-    """Fill each part from its generator (or os.urandom); torch and urandom release the GIL."""
-    for part, gen in jobs:
-        if secure:
-            standard_normal_(part, secure=True).mul_(std)
-        else:
-            part.normal_(0.0, std, generator=gen)

@@ -25,6 +25,9 @@ from privfl.fl.spec import LocalTrainingSpec
 __all__ = ["apply_attack", "build_algorithm", "build_dataset", "build_model", "build_spec",
            "privacy_plan", "trainer_options"]
 
+#: leaf-synthetic: mean records per client when data.train_size is not set
+LEAF_MEAN_SIZE = 8
+
 
 def build_dataset(config: ExperimentConfig) -> FederatedDataset:
     """The federated dataset the configuration describes (deterministic in ``config.seed``);
@@ -92,6 +95,14 @@ def _clean_dataset(config: ExperimentConfig) -> FederatedDataset:
             test_size=200 if c.test_size is None else c.test_size, beta=c.beta,
             disjoint=c.disjoint, test_sampling=c.test_sampling, seed=seed,
         )
+    if c.partition == "leaf-synthetic":  # many small unequal clients (privfl.data.population)
+        from privfl.data.population import federate_leaf_synthetic
+
+        return federate_leaf_synthetic(
+            train, test, num_clients=c.clients,
+            mean_size=LEAF_MEAN_SIZE if c.train_size is None else c.train_size,
+            min_size=min(config.training.batch_size, len(train)),
+            test_size=c.test_size or 0, seed=seed)
     return d.federate_iid(train, test, num_clients=c.clients, size=c.train_size,
                           test_size=c.test_size, seed=seed)
 

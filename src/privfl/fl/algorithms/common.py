@@ -30,6 +30,7 @@ from torch.func import functional_call
 
 from privfl._validation import check_int
 from privfl.data.datasets import FederatedDataset
+from privfl.fl.pool import PooledClients
 
 __all__ = ["ClientTensors", "FlatPredictor", "as_tensor", "check_model_and_data", "check_partition",
            "checkpoint_optimizer_state", "checkpoint_streams", "checkpoint_tensor",
@@ -158,22 +159,21 @@ class FlatPredictor:
 
 
 class ClientTensors:
-    """Every client's ``(x, y)`` train and test tensors on ``device``, built once."""
+    """Every client's ``(x, y)`` train and test pairs on ``device``: sequences over one pool
+    per split (:class:`~privfl.fl.pool.PooledClients`), built once."""
 
     def __init__(self, data: FederatedDataset, dtype: torch.dtype, device: torch.device) -> None:
         self.num_clients = data.num_clients
-        self.train = [(as_tensor(data.train.x[idx], dtype, device),
-                       as_tensor(data.train.y[idx], torch.int64, device))
-                      for idx in data.train_indices]
-        self.test = [(as_tensor(data.test.x[idx], dtype, device),
-                      as_tensor(data.test.y[idx], torch.int64, device))
-                     for idx in data.test_indices]
-        self.test_sizes = np.array([len(y) for _, y in self.test], dtype=np.int64)
+        # one pool per split, clients as index ranges (no per-client tensors: populations of
+        # 100,000 clients; a client's pair is gathered when asked)
+        self.train = PooledClients(data.train.x, data.train.y, data.train_indices, dtype, device)
+        self.test = PooledClients(data.test.x, data.test.y, data.test_indices, dtype, device)
+        self.test_sizes = np.diff(self.test.offsets)
         self.test_owner = torch.as_tensor(np.repeat(np.arange(self.num_clients),
                                                     self.test_sizes), device=device)
         if self.test_sizes.sum():
-            self.test_x = torch.cat([x for x, _ in self.test])
-            self.test_y = torch.cat([y for _, y in self.test])
+            self.test_x = self.test.x[self.test.index]
+            self.test_y = self.test.y[self.test.index]
         else:
             self.test_x = self.test_y = None
 

@@ -62,7 +62,6 @@ from privfl.accounting.methods import (
 )
 from privfl.accounting.results import PrivacyResult
 from privfl.attacks.metrics import attack_monitor
-from privfl.backends import train_clients
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.aggregation import (
@@ -71,6 +70,7 @@ from privfl.fl.aggregation import (
     AdaptiveClipping,
     DpAggregate,
     MeanAggregation,
+    MeanRound,
     ServerSideDp,
     UpdateClipping,
     update_noise_multiplier,
@@ -89,6 +89,7 @@ from privfl.fl.algorithms.common import (
 )
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.algorithms.protection import protected_local_models
+from privfl.fl.algorithms.streamed import CohortStream, StatsRows
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
@@ -561,6 +562,7 @@ class DpFedAvg(RoundAlgorithm):
         trainer_options: dict[str, Any] | None = None,
         init_params: dict[str, torch.Tensor] | None = None,
         protection: Any = None,
+        stream: CohortStream | None = None,
     ) -> None:
         check_model_and_data(model, data)
         if not isinstance(spec, LocalTrainingSpec):
@@ -603,6 +605,10 @@ class DpFedAvg(RoundAlgorithm):
         start = init_params if init_params is not None else trainable_parameters(model)
         self._fresh_state(flat_model(self.trainer, start, self.device))
         self.protection = protection
+        if stream is not None and not isinstance(stream, CohortStream):
+            raise ValueError(f"stream = {stream!r} is not allowed: must be a CohortStream")
+        #: the cohort is trained in chunks sized by its memory budget (privfl.fl.streaming)
+        self.stream = stream or CohortStream()
         # a simulated attack the data carry (privfl.robustness): scaling and success metrics
         self.attack = attack_monitor(data, self.dtype, self.device)
         if self.attack is not None:
@@ -647,7 +653,7 @@ class DpFedAvg(RoundAlgorithm):
             cls.privacy_plan(config, data), server_lr=f.server_lr,
             server_momentum=f.server_momentum, seed=config.seed, device=config.run.device,
             eval_batch_size=config.run.eval_batch_size,
-            trainer_options=trainer_options(config))
+            trainer_options=trainer_options(config), stream=CohortStream.from_config(config))
 
     @classmethod
     def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> DpFedAvgPrivacy:
@@ -692,23 +698,48 @@ class DpFedAvg(RoundAlgorithm):
     def round_info(self, cohort: np.ndarray) -> dict[str, Any]:
         return {"cohort_size": int(cohort.size)}
 
-    def local_work(self, cohort: np.ndarray) -> dict[str, Any]:
-        """K local non-private steps of every sampled client from the global model; returns
-        the updates ``[c, d]`` (0 rows for an empty cohort)."""
-        if not cohort.size:
-            return {"updates": self.global_model.new_zeros(0, self.global_model.numel()),
-                    "stats": None}
+    def local_work(self, cohort: np.ndarray, *, keep_updates: bool = False) -> dict[str, Any]:
+        """K local non-private steps of every sampled client from the global model.
+
+        Streamed (:mod:`privfl.fl.streaming`): the cohort is trained in chunks on the active
+        backend and every chunk's updates are clipped and added to the round's sum
+        (``"round"``: a :class:`DpRound`, or a :class:`MeanRound` without privacy) before the
+        next chunk runs, so memory does not grow with the cohort. ``keep_updates`` (and the
+        median clippings, which need every norm first, and client-side protection, which
+        perturbs the whole cohort) keeps the updates the clients send, ``[c, d]``
+        (``"updates"``), instead; :meth:`aggregate` gives the same model from either."""
         if self.protection is not None:  # client-side protection (fl.algorithms.protection)
+            if not cohort.size:
+                return {"updates": self.global_model.new_zeros(0, self.global_model.numel()),
+                        "stats": None}
             models, stats = protected_local_models(
                 self.trainer, self.global_model, [self.tensors.train[j] for j in cohort],
                 self.protection, self.generator, self.spec.batch_size)
             return {"updates": self._sent(models.sub_(self.global_model), cohort),
                     "stats": stats}
-        models, _, stats = train_clients(  # on the active backend (privfl.backends)
-            self.trainer, self.global_model, self.tensors.train, cohort, None, self.generator,
-            keep_states=False)
-        updates = models.sub_(self.global_model)
-        return {"updates": self._sent(updates, cohort), "stats": stats}
+        d = self.global_model.numel()
+        whole = keep_updates or (self.dp is not None and self.clipping.median)
+        if whole:
+            acc = None
+            kept = []
+        elif self.dp is not None:
+            acc = self.dp.begin(d, self.dtype, self.device)
+        else:
+            acc = MeanRound(self.aggregation, d, self.device)
+        stats = StatsRows()
+        for lo, hi, models, _, part in self.stream.run(  # on the active backend
+                self.trainer, self.global_model, self.tensors.train, cohort, None,
+                self.generator, keep_states=False):
+            updates = self._sent(models.sub_(self.global_model), cohort[lo:hi])
+            if whole:
+                kept.append(updates)
+            else:
+                acc.add(updates, cohort[lo:hi])
+            stats.add(part)
+        if whole:
+            return {"updates": torch.cat(kept) if kept else self.global_model.new_zeros(0, d),
+                    "stats": stats.merged()}
+        return {"round": acc, "stats": stats.merged()}
 
     def _sent(self, updates: torch.Tensor, cohort: np.ndarray) -> torch.Tensor:
         """What the clients send: their updates, the attackers' scaled by gamma (model
@@ -717,13 +748,24 @@ class DpFedAvg(RoundAlgorithm):
 
     def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:
         """The server step: the DP wrapper's noisy mean (or the plain mean), then eta, beta."""
-        rows = updates["updates"]
         result: DpAggregate | None = None
-        if self.dp is not None:
-            result = self.dp(rows, cohort, self.generator)
+        acc = updates.get("round")
+        if acc is None:  # the whole cohort's updates (median clipping, protection)
+            rows = updates["updates"]
+            if self.dp is not None:
+                result = self.dp(rows, cohort, self.generator)
+                step = result.step
+            elif rows.shape[0]:
+                acc = MeanRound(self.aggregation, rows.shape[1], self.device)
+                acc.add(rows, cohort)
+                step = acc.mean(self.dtype)
+            else:
+                step = torch.zeros_like(self.global_model)
+        elif self.dp is not None:
+            result = self.dp.finish(acc, self.generator)
             step = result.step
-        elif rows.shape[0]:
-            step = self.aggregation.mean(rows, cohort)
+        elif acc.sum.count:
+            step = acc.mean(self.dtype)
         else:
             step = torch.zeros_like(self.global_model)
         updates["dp"] = result

@@ -38,7 +38,6 @@ from torch import nn
 from privfl._validation import check_delta, check_int, check_positive
 from privfl.accounting.methods import AccountingOptions, resolve_methods
 from privfl.attacks.metrics import attack_monitor
-from privfl.backends import train_clients
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.base import RoundAlgorithm
@@ -56,8 +55,10 @@ from privfl.fl.algorithms.common import (
 )
 from privfl.fl.algorithms.insdp_plan import InsDpPrivacy
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.fl.algorithms.streamed import CohortStream, StatsRows
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
+from privfl.fl.streaming import RowSum
 from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.secure import SECURE_RANDOM
 
@@ -211,8 +212,13 @@ class _InsDp(RoundAlgorithm):
         eval_batch_size: int = 1000,
         trainer_options: dict[str, Any] | None = None,
         init_params: dict[str, torch.Tensor] | None = None,
+        stream: CohortStream | None = None,
     ) -> None:
         check_model_and_data(model, data)
+        if stream is not None and not isinstance(stream, CohortStream):
+            raise ValueError(f"stream = {stream!r} is not allowed: must be a CohortStream")
+        #: the cohort is trained in chunks sized by its memory budget (privfl.fl.streaming)
+        self.stream = stream or CohortStream()
         self.seed = check_int("seed", seed, 0)
         # the accountant's view of every client, from the very spec the trainer runs
         self.plan = InsDpPrivacy(
@@ -286,8 +292,8 @@ class _InsDp(RoundAlgorithm):
         return cls(build_model(config, data), build_spec(config), data,
                    server_lr=config.federated.server_lr, seed=config.seed,
                    device=config.run.device, eval_batch_size=config.run.eval_batch_size,
-            trainer_options=trainer_options(config),
-                   **kwargs)
+                   trainer_options=trainer_options(config),
+                   stream=CohortStream.from_config(config), **kwargs)
 
     @classmethod
     def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> InsDpPrivacy:
@@ -342,17 +348,26 @@ class _InsDp(RoundAlgorithm):
         return {"cohort_size": int(cohort.size)}
 
     def local_work(self, cohort: np.ndarray) -> dict[str, Any]:
-        """V local DP-SGD steps of every selected client from the global model."""
-        states = take_rows(self.optimizer_state, cohort)
-        trained, states, stats = train_clients(  # on the active backend (privfl.backends)
-            self.trainer, self.global_model, self.tensors.train, cohort, states, self.generator)
-        put_rows(self.optimizer_state, cohort, states)
+        """V local DP-SGD steps of every selected client from the global model, streamed
+        (:mod:`privfl.fl.streaming`): chunk by chunk, each chunk's optimizer states taken from
+        and put back into the clients' store and its models added to the round's sum
+        ``sum_i w_i`` (row by row in cohort order, float64) before the next chunk runs."""
+        total = RowSum(self.global_model.numel(), self.device)
+        stats = StatsRows()
+        for lo, hi, trained, states, part in self.stream.run(  # on the active backend
+                self.trainer, self.global_model, self.tensors.train, cohort,
+                lambda lo, hi: take_rows(self.optimizer_state, cohort[lo:hi]), self.generator):
+            put_rows(self.optimizer_state, cohort[lo:hi], states)
+            total.add(trained)
+            stats.add(part)
         self.participations[cohort] += 1
-        return {"trained": trained, "stats": stats}
+        return {"sum": total, "stats": stats.merged()}
 
     def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:
-        """``w <- w + eta_s * mean_i (w_i - w)`` (post-processing of the private updates)."""
-        mean_update = updates["trained"].mean(0) - self.global_model
+        """``w <- w + eta_s * mean_i (w_i - w)`` (post-processing of the private updates);
+        ``mean_i w_i`` is the streamed float64 sum divided by m, rounded once."""
+        total = updates["sum"]
+        mean_update = (total.total / total.count).to(self.dtype) - self.global_model
         self.global_model = self.global_model + self.server_lr * mean_update
 
     def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,142 @@
+"""Cohorts of thousands: peak memory and client-updates/s against the cohort size.
+
+Each measurement is one ``privfl run`` of one DP-FedAvg round (the command line of issue 24,
+Zheng et al. 2021's MNIST CNN, 1.2 M parameters) in a fresh Python process, which reports its
+own peak resident memory (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) and the round's wall
+time from ``metrics.jsonl``::
+
+    privfl run configs/demo-dp-fedavg.yaml --set data.dataset=fashion-mnist
+        --set model.name=zheng2021-mnist-cnn --set federated.client_rate=0.5
+        --set federated.rounds=1 --set training.local_steps=1 --set training.batch_size=2
+        --set data.test_size=0 --set data.train_size=2 --set federated.adaptive_clipping=false
+        --set data.clients=<2 x cohort>
+
+(Fashion-MNIST, 28x28 like MNIST: the 5,000 images of ``mnist-5k`` hold 2,500 clients of two
+records, too few for a cohort of 5,000.) client-updates/s = realised cohort / seconds of the
+round's local work (training, clipping and summing the cohort; "round s" adds the evaluation on
+the 10,000 test images and the accounting, which do not grow with the cohort).
+The population row runs 100,000 clients of a LEAF-style partition (``data.partition:
+leaf-synthetic``: many small clients of unequal sizes over one shared pool) with 1,000 per
+round (fixed-size cohorts).
+
+Targets (issue 24): peak at 5,000 <= 1.3 x peak at 50; client-updates/s within 20 % of the
+cohort-50 figure. Ratios are printed against the cohort-50 row of the same invocation.
+
+Run: ``python benchmarks/scale.py`` (``--cohorts 50 200`` for a subset, ``--no-population``,
+``--budget 512MiB`` to set ``run.memory_budget``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = [
+    "configs/demo-dp-fedavg.yaml", "--set", "data.dataset=fashion-mnist",
+    "--set", "model.name=zheng2021-mnist-cnn", "--set", "federated.rounds=1",
+    "--set", "training.local_steps=1", "--set", "training.batch_size=2",
+    "--set", "data.test_size=0", "--set", "federated.adaptive_clipping=false",
+]
+
+
+def cohort_args(cohort: int) -> list[str]:
+    """Poisson cohorts of expected size ``cohort`` from ``2 cohort`` clients of 2 records."""
+    return BASE + ["--set", "data.train_size=2", "--set", "federated.client_rate=0.5",
+                   "--set", f"data.clients={2 * cohort}"]
+
+
+def population_args(clients: int, per_round: int) -> list[str]:
+    """``per_round`` of ``clients`` LEAF-style clients (fixed-size cohorts)."""
+    return BASE + ["--set", "data.partition=leaf-synthetic", "--set", f"data.clients={clients}",
+                   "--set", "federated.client_sampling=fixed-size",
+                   "--set", "federated.client_rate=null",
+                   "--set", f"federated.cohort_size={per_round}"]
+
+
+def child(args: list[str]) -> None:
+    """Run ``privfl run`` in this process; print peak memory and the round's numbers."""
+    from privfl.cli.main import app
+    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
+
+    train = [0.0]
+    local_work = DpFedAvg.local_work
+
+    def timed(self, cohort, **kwargs):  # the cohort's local work alone (no evaluation)
+        begun = time.perf_counter()
+        try:
+            return local_work(self, cohort, **kwargs)
+        finally:
+            train[0] += time.perf_counter() - begun
+
+    DpFedAvg.local_work = timed
+    out = Path(tempfile.mkdtemp(prefix="privfl-scale-")) / "run"
+    started = time.perf_counter()
+    try:
+        app(["run", *args, "--out", str(out), "--no-progress"], standalone_mode=False)
+    except SystemExit as exit_:  # typer exits 0 on success
+        if exit_.code not in (0, None):
+            raise
+    wall = time.perf_counter() - started
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    row = rows[-1]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    print(json.dumps({"cohort": row["cohort_size"], "round_s": row["seconds"], "wall_s": wall,
+                      "train_s": train[0], "peak": peak}))
+
+
+def measure(args: list[str], budget: str | None) -> dict:
+    extra = ["--set", f"run.memory_budget={budget}"] if budget else []
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(args + extra)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise SystemExit(f"child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--cohorts", type=int, nargs="+", default=[50, 200, 1000, 5000])
+    parser.add_argument("--population", type=int, default=100_000)
+    parser.add_argument("--per-round", type=int, default=1000)
+    parser.add_argument("--no-population", action="store_true")
+    parser.add_argument("--budget", default=None, help="run.memory_budget (default: privfl's)")
+    opts = parser.parse_args()
+    if opts.child:
+        child(json.loads(opts.child))
+        return
+    import torch
+
+    print(f"zheng2021-mnist-cnn, DP-FedAvg, K = 1, B = 2, one round per process; torch "
+          f"{torch.__version__}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
+          f"run.memory_budget = {opts.budget or 'default'}")
+    print(f"{'run':>28} {'cohort':>7} {'peak MB':>8} {'round s':>8} {'train s':>8} "
+          f"{'updates/s':>10} {'peak/ref':>9} {'speed/ref':>10}")
+    ref = None
+    runs = [(f"cohort ~{c} of {2 * c}", cohort_args(c)) for c in opts.cohorts]
+    if not opts.no_population:
+        runs.append((f"population {opts.population:,}",
+                     population_args(opts.population, opts.per_round)))
+    for label, args in runs:
+        r = measure(args, opts.budget)
+        speed = r["cohort"] / r["train_s"]
+        if ref is None:
+            ref = (r["peak"], speed)
+        print(f"{label:>28} {r['cohort']:>7} {r['peak'] / 1e6:>8.0f} {r['round_s']:>8.2f} "
+              f"{r['train_s']:>8.2f} {speed:>10.1f} {r['peak'] / ref[0]:>9.2f} "
+              f"{speed / ref[1]:>10.2f}", flush=True)
+    print(f"load average at end {os.getloadavg()[0]:.2f}; targets: peak/ref <= 1.3 at 5,000, "
+          "speed/ref >= 0.8")
+
+
+if __name__ == "__main__":
+    main()
