@@ -61,6 +61,7 @@ from privfl.fl.algorithms.outputs import (
     private_dir_of,
     split_row,
 )
+from privfl.fl.algorithms.protection import attach_protection
 from privfl.fl.algorithms.registry import algorithm_class
 from privfl.report.checkpoints import CheckpointStore, digest_json
 from privfl.report.rundir import RunDirectory, json_safe, write_atomically
@@ -89,7 +90,7 @@ def build_algorithm(config: ExperimentConfig, data: FederatedDataset | None = No
     data = build_dataset(config) if data is None else data
     cls = algorithm_class(config.federated.algorithm)
     try:
-        return cls.from_config(config, data)
+        return attach_protection(cls.from_config(config, data), config)
     except ConfigError:
         raise
     except ValueError as error:
@@ -666,6 +667,8 @@ class Experiment:
         attack = attack_of(self.data)
         if attack is not None:
             rows["attack (simulated)"] = attack.text()
+        if getattr(algo, "protection_config", None) is not None:
+            rows["protection (client-side)"] = algo.protection_config.text()
         rows["seed"] = f"{c.seed} (" + (
             "partition, initialisation; cohorts, batches, noise and dropout from os.urandom"
             if c.privacy.secure else "partition, initialisation, cohorts, batches, noise") + ")"

@@ -55,6 +55,7 @@ from privfl.fl.algorithms.common import (
 )
 from privfl.fl.algorithms.insdp_plan import InsDpPrivacy
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.fl.algorithms.protection import protected_train
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
@@ -180,6 +181,8 @@ class _InsDp(RoundAlgorithm):
         Where tensors live; evaluation batch size; keyword arguments of
         :class:`~privfl.fl.CohortTrainer`; an optional ``name -> tensor`` start model.
     """
+
+    applies_protection: ClassVar[bool] = True  # client-side protection (protection.py)
 
     _plan_algorithm: ClassVar[str] = ""
     metric_labels: ClassVar[dict[str, str]] = {
@@ -344,8 +347,14 @@ class _InsDp(RoundAlgorithm):
     def local_work(self, cohort: np.ndarray) -> dict[str, Any]:
         """V local DP-SGD steps of every selected client from the global model."""
         states = take_rows(self.optimizer_state, cohort)
-        trained, states, stats = train_clients(  # on the active backend (privfl.backends)
-            self.trainer, self.global_model, self.tensors.train, cohort, states, self.generator)
+        if self.protection is not None:  # client-side protection (fl.algorithms.protection)
+            trained, states, stats = protected_train(
+                self.trainer, self.global_model, [self.tensors.train[j] for j in cohort],
+                self.protection, self.generator, self.spec.batch_size, states)
+        else:
+            trained, states, stats = train_clients(  # on the active backend (privfl.backends)
+                self.trainer, self.global_model, self.tensors.train, cohort, states,
+                self.generator)
         put_rows(self.optimizer_state, cohort, states)
         self.participations[cohort] += 1
         return {"trained": trained, "stats": stats}
@@ -360,8 +369,9 @@ class _InsDp(RoundAlgorithm):
         self.global_accuracy = self.global_accuracies()
         metrics = {
             "global_accuracy": self.tensors.mean_accuracy(self.global_accuracy),
-            "train_loss": float(stats.loss.mean()),
-            "clipped_fraction": float(stats.clipped_fraction.mean()),
+            "train_loss": float(stats.loss.mean()) if stats is not None else math.nan,
+            "clipped_fraction": (float(stats.clipped_fraction.mean()) if stats is not None
+                                 else math.nan),
         }
         if self.attack is not None:
             metrics.update(self.attack.metrics(self.trainer, self.global_model))
