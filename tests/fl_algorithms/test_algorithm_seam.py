@@ -273,3 +273,15 @@ def test_kill_and_resume_equals_an_uninterrupted_run(toy, tmp_path):
     assert _rows(tmp_path / "broken") == _rows(tmp_path / "whole")
     assert resumed.algorithm.w == whole.algorithm.w  # bit for bit
     assert math.isfinite(result.summary["final"]["global_accuracy"])
+
+
+def test_an_algorithm_that_does_not_apply_protection_refuses_the_section(toy):
+    """A registered algorithm whose local work ignores ``protection`` must not run with it
+    silently (the report would claim a distortion that never happened)."""
+    from privfl.fl.algorithms.builders import build_algorithm
+
+    config = config_from_dict({**_config(), "protection": {"noise_std": 0.1}})
+    with pytest.raises(ConfigError, match="protection is not supported by federated.algorithm "
+                                          "= 'toy'"):
+        build_algorithm(config)
+    assert build_algorithm(config_from_dict(_config())).protection is None

@@ -1,6 +1,6 @@
 """The schema of a ``privfl run`` configuration (pydantic, every section closed to unknown keys).
 
-A configuration has eight sections; every key has a default, so ``{}`` is a valid (demo-like)
+A configuration has nine sections; every key has a default, so ``{}`` is a valid (demo-like)
 configuration. See ``docs/run.md`` for the reference with examples.
 
 ``data``        which dataset and how it is split across clients
@@ -12,6 +12,8 @@ configuration. See ``docs/run.md`` for the reference with examples.
 ``stop``        optional early stops: a privacy budget, a target accuracy
 ``run``         execution only (device, threads, checkpoints); never changes the result
 ``attack``      optional simulated poisoning attack (Xie et al. 2023), off by default
+``protection``  optional client-side distortion of every upload (Zhang, Chen and Yang 2022;
+                :mod:`privfl.config.protection`), off by default; not a DP guarantee
 
 Privacy-relevant numbers (``training.batch_size``, ``training.local_steps``,
 ``training.sampling``, ``privacy.clip_norm``, ``privacy.sigma`` / ``privacy.noise_multiplier``)
@@ -36,6 +38,7 @@ from pydantic import (
 )
 
 from privfl.attacks.config import AttackConfig
+from privfl.config.protection import ProtectionConfig
 from privfl.config.sections import federated_model
 
 __all__ = [
@@ -362,6 +365,7 @@ class ExperimentConfig(_Section):
     stop: StopConfig = Field(default_factory=StopConfig)
     run: RunConfig = Field(default_factory=RunConfig)
     attack: AttackConfig = Field(default_factory=AttackConfig)
+    protection: ProtectionConfig = Field(default_factory=ProtectionConfig)
 
     @field_validator("federated", mode="wrap")
     @classmethod
@@ -415,6 +419,7 @@ class ExperimentConfig(_Section):
             )
         fed.check(self)
         self.attack.check(self.data, fed)
+        self.protection.check(privacy, fed.algorithm)
         if privacy.enabled and privacy.sigma is None and privacy.noise_multiplier is None:
             raise ValueError(
                 f"privacy.noise_multiplier is missing: federated.algorithm = {fed.algorithm!r} "

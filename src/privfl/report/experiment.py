@@ -653,6 +653,8 @@ class Experiment:
         attack = attack_of(self.data)
         if attack is not None:
             rows["attack (simulated)"] = attack.text()
+        if getattr(algo, "protection_config", None) is not None:
+            rows["protection (client-side)"] = algo.protection_config.text()
         rows["seed"] = f"{c.seed} (" + (
             "partition, initialisation; cohorts, batches, noise and dropout from os.urandom"
             if c.privacy.secure else "partition, initialisation, cohorts, batches, noise") + ")"

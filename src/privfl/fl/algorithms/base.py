@@ -141,6 +141,14 @@ class RoundAlgorithm:
     #: rounds that produced output, were lost with their checkpoint and ran again with fresh
     #: randomness (a resumed secure run): each is one more release, composed by :meth:`privacy`
     redrawn: int = 0
+    #: client-side protection of every upload (:mod:`privfl.fl.algorithms.protection`; set by
+    #: :func:`~privfl.fl.algorithms.protection.attach_protection` from the ``protection``
+    #: section) and its resolved settings for the report; None: no protection
+    protection: Any = None
+    protection_config: Any = None
+    #: whether :meth:`local_work` applies :attr:`protection` (an algorithm that does not
+    #: refuses the ``protection`` section instead of ignoring it)
+    applies_protection: ClassVar[bool] = False
 
     # the four stages ---------------------------------------------------------------------
     def select_cohort(self) -> Any:

@@ -19,6 +19,7 @@ from torch import nn
 
 from privfl.config import ConfigError, ExperimentConfig
 from privfl.data.datasets import FederatedDataset
+from privfl.fl.algorithms.protection import attach_protection
 from privfl.fl.algorithms.registry import algorithm_class
 from privfl.fl.spec import LocalTrainingSpec
 
@@ -203,7 +204,7 @@ def build_algorithm(config: ExperimentConfig, data: FederatedDataset | None = No
     data = build_dataset(config) if data is None else data
     cls = algorithm_class(config.federated.algorithm)
     try:
-        return cls.from_config(config, data)
+        return attach_protection(cls.from_config(config, data), config)
     except ConfigError:
         raise
     except ValueError as error:

@@ -512,6 +512,7 @@ class DpDsgd(RoundAlgorithm):
     title: ClassVar[str] = ("DP distributed SGD with random client participation (Hasircioglu "
                             "and Gunduz 2022)")
     config_class: ClassVar[type[FederatedConfig]] = DpDsgdConfig
+    applies_protection: ClassVar[bool] = True  # client-side protection (protection.py)
     metric_labels: ClassVar[dict[str, str]] = {"global_accuracy": "global model (test set)"}
     METRIC_OUTPUTS: ClassVar[dict[str, tuple[bool, str]]] = {
         "global_accuracy": RELEASED_ACCURACY,
@@ -657,15 +658,36 @@ class DpDsgd(RoundAlgorithm):
 
     def local_work(self, cohort: Cohort) -> GradientSum:
         """Sum over participants of their clipped per-record gradient sums at w_t, all
-        sampled records of the iteration on the engine together (chunks of records)."""
+        sampled records of the iteration on the engine together (chunks of records); with a
+        client-side protection, participant by participant, each sum distorted before the
+        server adds it."""
         index = torch.as_tensor(cohort.indices, device=self.device)
-        total = torch.zeros(self.trainer.num_params, dtype=self.dtype, device=self.device)
         count = int(index.numel())
+        if count == 0 and self.protection is None:
+            return GradientSum(self._zeros(), 0, math.nan, math.nan)
+        params = self.trainer.unflatten(self.params)
+        if self.protection is None:
+            total, loss, clipped = self._record_sums(params, index)
+        else:  # each participant's message distorted (privfl.fl.algorithms.protection)
+            total, loss, clipped = self._zeros(), 0.0, 0.0
+            for records in cohort.records:
+                part, part_loss, part_clipped = self._record_sums(
+                    params, torch.as_tensor(records, dtype=torch.long, device=self.device))
+                total += self.protection.distort(part.unsqueeze(0), self.generator)[0]
+                loss, clipped = loss + part_loss, clipped + part_clipped
         if count == 0:
             return GradientSum(total, 0, math.nan, math.nan)
-        loss = clipped = 0.0
-        params = self.trainer.unflatten(self.params)
-        for lo in range(0, count, _CHUNK_RECORDS):
+        fraction = clipped / count if self.plan.clip_norm is not None else math.nan
+        return GradientSum(total, count, loss / count, fraction)
+
+    def _zeros(self) -> torch.Tensor:
+        return torch.zeros(self.trainer.num_params, dtype=self.dtype, device=self.device)
+
+    def _record_sums(self, params, index: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+        """The (clipped) gradient sum ``[d]`` of records ``index`` at w_t, their loss sum and
+        the number of clipped records, in chunks of records on the engine."""
+        total, loss, clipped = self._zeros(), 0.0, 0.0
+        for lo in range(0, int(index.numel()), _CHUNK_RECORDS):
             rows = index[lo: lo + _CHUNK_RECORDS]
             x, y = self._x[rows], self._y[rows]
             if self.plan.clip_norm is None:
@@ -676,8 +698,7 @@ class DpDsgd(RoundAlgorithm):
                 clipped += float((result.norms > self.plan.clip_norm).sum())
             total += self.trainer.flatten(sums)[0]
             loss += float(losses.sum())
-        fraction = clipped / count if self.plan.clip_norm is not None else math.nan
-        return GradientSum(total, count, loss / count, fraction)
+        return total, loss, clipped
 
     def _plain_sums(self, x: torch.Tensor, y: torch.Tensor):
         """Unclipped gradient sum of a chunk (the non-private baseline)."""

@@ -531,6 +531,7 @@ class DpFedAvg(RoundAlgorithm):
     title: ClassVar[str] = ("DP-FedAvg, client-level DP (McMahan et al. 2018; UserDP-FedAvg of "
                             "Xie et al. 2023) with adaptive clipping (Andrew et al. 2021)")
     config_class: ClassVar[type[FederatedConfig]] = DpFedAvgConfig
+    applies_protection: ClassVar[bool] = True  # client-side protection (protection.py)
     metric_labels: ClassVar[dict[str, str]] = {
         "global_accuracy": "global model (mean over clients)",
     }

@@ -55,6 +55,7 @@ from privfl.fl.algorithms.common import (
 )
 from privfl.fl.algorithms.insdp_plan import InsDpPrivacy
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.fl.algorithms.protection import protected_train
 from privfl.fl.algorithms.streamed import CohortStream, StatsRows
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
@@ -181,6 +182,8 @@ class _InsDp(RoundAlgorithm):
         Where tensors live; evaluation batch size; keyword arguments of
         :class:`~privfl.fl.CohortTrainer`; an optional ``name -> tensor`` start model.
     """
+
+    applies_protection: ClassVar[bool] = True  # client-side protection (protection.py)
 
     _plan_algorithm: ClassVar[str] = ""
     metric_labels: ClassVar[dict[str, str]] = {
@@ -351,8 +354,19 @@ class _InsDp(RoundAlgorithm):
         """V local DP-SGD steps of every selected client from the global model, streamed
         (:mod:`privfl.fl.streaming`): chunk by chunk, each chunk's optimizer states taken from
         and put back into the clients' store and its models added to the round's sum
-        ``sum_i w_i`` (row by row in cohort order, float64) before the next chunk runs."""
+        ``sum_i w_i`` (row by row in cohort order, float64) before the next chunk runs.
+        Client-side protection (:mod:`privfl.fl.algorithms.protection`) samples and distorts
+        the whole cohort at once: one chunk."""
         total = RowSum(self.global_model.numel(), self.device)
+        if self.protection is not None:
+            states = take_rows(self.optimizer_state, cohort)
+            trained, states, merged = protected_train(
+                self.trainer, self.global_model, [self.tensors.train[j] for j in cohort],
+                self.protection, self.generator, self.spec.batch_size, states)
+            put_rows(self.optimizer_state, cohort, states)
+            total.add(trained)
+            self.participations[cohort] += 1
+            return {"sum": total, "stats": merged}
         stats = StatsRows()
         for lo, hi, trained, states, part in self.stream.run(  # on the active backend
                 self.trainer, self.global_model, self.tensors.train, cohort,
@@ -375,8 +389,9 @@ class _InsDp(RoundAlgorithm):
         self.global_accuracy = self.global_accuracies()
         metrics = {
             "global_accuracy": self.tensors.mean_accuracy(self.global_accuracy),
-            "train_loss": float(stats.loss.mean()),
-            "clipped_fraction": float(stats.clipped_fraction.mean()),
+            "train_loss": float(stats.loss.mean()) if stats is not None else math.nan,
+            "clipped_fraction": (float(stats.clipped_fraction.mean()) if stats is not None
+                                 else math.nan),
         }
         if self.attack is not None:
             metrics.update(self.attack.metrics(self.trainer, self.global_model))

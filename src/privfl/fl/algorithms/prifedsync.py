@@ -83,6 +83,7 @@ from privfl.fl.algorithms.common import (
 )
 from privfl.fl.algorithms.helpers import HelperMap, make_helper
 from privfl.fl.algorithms.outputs import UNNOISED_TRAINING
+from privfl.fl.algorithms.protection import protected_train
 from privfl.fl.params import put_rows, take_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
@@ -401,6 +402,7 @@ class PriFedSync(RoundAlgorithm):
     title: ClassVar[str] = ("PriFedSync, record-level federated f-DP with personalised helper "
                             "models (Zheng et al. 2021)")
     config_class: ClassVar[type[FederatedConfig]] = PriFedSyncConfig
+    applies_protection: ClassVar[bool] = True  # client-side protection (protection.py)
     metric_labels: ClassVar[dict[str, str]] = {
         "personalised_accuracy": "personalised (mean over clients)",
         "global_accuracy": "global model (mean over clients)",
@@ -537,9 +539,15 @@ class PriFedSync(RoundAlgorithm):
         if not chosen.size:
             return None
         states = take_rows(self.optimizer_state, chosen)
-        trained, states, stats = train_clients(  # on the active backend (privfl.backends)
-            self.trainer, self.local[chosen], self.train_data, chosen, states, self.generator,
-            lr=self._learning_rates(chosen))  # w~_i, [c, d]
+        if self.protection is not None:  # client-side protection (fl.algorithms.protection)
+            trained, states, stats = protected_train(
+                self.trainer, self.local[chosen], [self.train_data[j] for j in chosen],
+                self.protection, self.generator, self.spec.batch_size, states,
+                lr=self._learning_rates(chosen), distort=False)
+        else:
+            trained, states, stats = train_clients(  # on the active backend (privfl.backends)
+                self.trainer, self.local[chosen], self.train_data, chosen, states,
+                self.generator, lr=self._learning_rates(chosen))  # w~_i, [c, d]
         put_rows(self.optimizer_state, chosen, states)
         self.participations[chosen] += 1
         # personalised models, right after local training (spec A10)
@@ -548,6 +556,8 @@ class PriFedSync(RoundAlgorithm):
         self.evaluated[chosen] = True
         if self.attack_personal is not None:
             self.attack_personal.record(self.trainer, trained, chosen)
+        if self.protection is not None:  # the client keeps w~_i and uploads it distorted
+            trained = self.protection.distort(trained, self.generator)
         return {"trained": trained, "stats": stats, "accuracies": accs}
 
     def aggregate(self, cohort: tuple[np.ndarray, int], updates: dict[str, Any] | None) -> None:
@@ -571,8 +581,9 @@ class PriFedSync(RoundAlgorithm):
         if updates is not None:
             accs = updates["accuracies"]
             cohort_acc = float(np.nanmean(accs)) if np.isfinite(accs).any() else math.nan
-            loss = float(updates["stats"].loss.mean())
-            clipped = float(updates["stats"].clipped_fraction.mean())
+            if updates["stats"] is not None:  # None: record sampling left nobody training
+                loss = float(updates["stats"].loss.mean())
+                clipped = float(updates["stats"].clipped_fraction.mean())
         self.global_accuracy = self.global_accuracies()
         metrics = {
             "personalised_accuracy": self.personalised_accuracy(),

@@ -615,6 +615,7 @@ class ProjectedSgd(RoundAlgorithm):
     title: ClassVar[str] = ("projected noisy SGD, only the final model released (Asoodeh et al. "
                             "2021)")
     config_class: ClassVar[type[FederatedConfig]] = ProjectedSgdConfig
+    applies_protection: ClassVar[bool] = True  # client-side protection (protection.py)
     metric_labels: ClassVar[dict[str, str]] = {"global_accuracy": "released model (test set)"}
     METRIC_OUTPUTS: ClassVar[dict[str, tuple[bool, str]]] = {
         "users": (True, "m, the users per round: a public setting"),
@@ -788,7 +789,8 @@ class ProjectedSgd(RoundAlgorithm):
 
     def local_work(self, cohort: np.ndarray) -> Update:
         """Every user's mean clipped record gradient at W_{t-1} (users as rows of the engine),
-        averaged over the m users."""
+        averaged over the m users; with a client-side protection, each user's gradient is
+        distorted before the server adds it."""
         total = torch.zeros(self.trainer.num_params, dtype=self.dtype, device=self.device)
         loss = clipped = records = 0.0
         max_norm = 0.0
@@ -800,11 +802,19 @@ class ProjectedSgd(RoundAlgorithm):
             x, y = self._x[index], self._y[index]
             if self.plan.clip_norm is None:
                 grad, losses = self._plain(x, y, mask, sizes)
+                if self.protection is not None:  # each user's gradient, then distorted
+                    grad = self.protection.distort(torch.stack([
+                        self._plain(x[j: j + 1], y[j: j + 1], mask[j: j + 1],
+                                    sizes[j: j + 1])[0] for j in range(rows.numel())]),
+                        self.generator).sum(0)
             else:
                 k = rows.numel()
                 stacked = self.trainer.unflatten(self.params.expand(k, -1))
                 result = self.trainer.clipped_sums(stacked, x, y, mask)
-                grad = (self.trainer.flatten(result.sums) / sizes.unsqueeze(1)).sum(0)
+                per_user = self.trainer.flatten(result.sums) / sizes.unsqueeze(1)
+                if self.protection is not None:  # privfl.fl.algorithms.protection
+                    per_user = self.protection.distort(per_user, self.generator)
+                grad = per_user.sum(0)
                 losses = result.losses
                 norms = result.norms[mask]
                 clipped += float((norms > self.plan.clip_norm).sum())

@@ -46,7 +46,6 @@ from privfl.distortion.calibrate import (
 )
 from privfl.distortion.diagonal import noise_variance_diagonal
 from privfl.distortion.efficiency import efficiency
-from privfl.distortion.harness_config import TradeoffSettings
 from privfl.distortion.measure import ClientModel, Measurement, measure_point, prepare_client
 from privfl.distortion.mechanisms import (
     ClientProtection,
@@ -56,6 +55,7 @@ from privfl.distortion.mechanisms import (
     aggregate,
 )
 from privfl.distortion.sampling import sampling_probability
+from privfl.report.tradeoff_config import TradeoffSettings
 
 __all__ = ["GridPoint", "grid_points", "run_tradeoff"]
 

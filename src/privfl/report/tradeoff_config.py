@@ -87,9 +87,9 @@ class TradeoffSettings(BaseModel):
         DEFAULT_TRADEOFF["tradeoff"]["gaps"]), description="TV targets C1 - tau for Lemma "
         "6.8's noise, the exact isotropic calibration and the calibration under per-coordinate "
         "variances")
-    c6: float | None = Field(None, gt=0, description="C6 of Theorem 6.1 (null: from the "
-                             "measured C3, C4, C5 of each point, which makes the checks of "
-                             "Theorems 6.1 and 6.12 consistency checks)")
+    c6: float | None = Field(None, gt=0, description="C6 of Theorem 6.1 (null: from C3, C4, "
+                             "C5 measured on held-out draws of each point, which the checks of "
+                             "Theorems 6.1 and 6.12 do not use)")
     gamma: float = Field(1.0, gt=0, description="gamma of Theorem 6.13")
     nfl_delta: float | None = Field(None, gt=0, description="Delta of Theorem 6.13 (null: "
                                     "Theorem 6.14's C_d = C2 / C6)")
