@@ -161,6 +161,11 @@ class _Display:
 
         self.close()
         summary = result.summary
+        headline = summary.get("headline") or {}
+        if headline.get("sentence"):
+            self.console.print(f"[bold]{escape(headline['sentence'])}[/bold]", highlight=False)
+            if headline.get("advice"):
+                self.console.print(escape(headline["advice"]), highlight=False)
         render_card(self.console, f"privacy card: spent, {summary['rounds_completed']} rounds",
                     result.card, result.privacy)
         final = summary["final"]
@@ -179,8 +184,8 @@ class _Display:
         if not summary["finished"]:
             self.console.print(f"continue with: privfl run --resume {escape(str(result.run_dir))}")
         state = summary.get("private_state", "")
-        self.console.print(f"run directory: {escape(str(result.run_dir))} (report.md, "
-                           "metrics.jsonl, privacy.json, plots, model.pt"
+        self.console.print(f"run directory: {escape(str(result.run_dir))} (report.html, "
+                           "report.md, metrics.jsonl, privacy.json, plots, model.pt"
                            + (", checkpoints" if state == "kept in checkpoints/" else "") + ")")
         outside = [o["name"] for o in summary.get("outputs", []) if not o["covered"]]
         if state == "deleted":
