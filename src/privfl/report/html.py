@@ -119,6 +119,7 @@ def line_figure(id: str, traces: Sequence[Mapping[str, Any]], *, title: str, yti
         "xaxis": {"title": {"text": xtitle}},
         "yaxis": {"title": {"text": ytitle}, "type": "log" if log else "linear",
                   **({"range": list(yrange)} if yrange is not None and not log else {})},
+        "showlegend": True,
         "legend": {"orientation": "v", "groupclick": "toggleitem"},
         "margin": {"t": 60, "r": 20},
         "height": 420,

@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
-from privfl.report.checkpoints import digest_json
-
 __all__ = ["PROVENANCE_KEYS", "run_provenance"]
 
 #: the keys of :func:`run_provenance`, in order
@@ -53,6 +51,7 @@ def run_provenance(config: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"config = {type(config).__name__} is not allowed: must be the "
                          "resolved configuration as a mapping")
     import privfl
+    from privfl.report.checkpoints import digest_json  # (imports torch: only when called)
 
     return {
         "privfl": getattr(privfl, "__version__", None) or _version("privfl"),
