@@ -59,7 +59,7 @@ def run_report_html(summary: Mapping[str, Any], card: Mapping[str, Any],
     what_ran = Section("what-ran", "What ran", text=(
         f"Rounds completed: {rounds} of {summary.get('rounds_planned')} planned: "
         f"{STOP_TEXT.get(stop, stop)}.",),
-        tables=(table(("", ""), [(k, format_number(v)) for k, v in setup.items()],
+        tables=(table((), [(k, format_number(v)) for k, v in setup.items()],
                       id="setup"),))
 
     accuracy_rows = [(label, format_percent(final.get(key))) for key, label in labels.items()]
@@ -92,7 +92,7 @@ def run_report_html(summary: Mapping[str, Any], card: Mapping[str, Any],
               "Gaussian-DP mu) can be below the truth; a reference is rigorous for a different, "
               "more private mechanism. Report bounds.",),
         figures=tuple(figures),
-        tables=(table(("", ""), [(k, format_number(v)) for k, v in card.items()], id="card"),
+        tables=(table((), [(k, format_number(v)) for k, v in card.items()], id="card"),
                 *((table(("method", "kind", "scope", "epsilon", "delta", "mu"), result_rows,
                          id="results", numeric=(3, 4, 5)),) if result_rows else ())),
         notes=notes)
