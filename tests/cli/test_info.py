@@ -52,12 +52,14 @@ def test_init_writes_a_commented_config_that_validates_and_dry_runs(tmp_path, al
     assert text.startswith(f"# privfl starter configuration: {algorithm}")
     assert "  # " in text  # keys carry their descriptions
     config = load_config(path)
-    assert config.federated.algorithm == algorithm and config.privacy.noise_multiplier == 1.0
+    assert config.federated.algorithm == algorithm and config.privacy.noise_multiplier >= 1.0
+    assert f"#   privfl run {path} --dry-run" in text  # the header names the file written
     assert yaml.safe_load(text)["federated"]["algorithm"] == algorithm
     dry = runner.invoke(app, ["run", str(path), "--dry-run", "--json"])
     assert dry.exit_code == 0, dry.output
     payload = json.loads(dry.stdout)
     assert payload["dry_run"] and payload["privacy"] and not (tmp_path / "runs").exists()
+    assert payload["warnings"] == []  # every starter can learn, and its delta is not risky
     again = runner.invoke(app, ["init", "--algorithm", algorithm, "--out", str(path)])
     assert again.exit_code == 2 and "already exists" in again.stderr
 

@@ -100,17 +100,59 @@ def list_command(
         typer.echo(f"{row['name']:{width}s}  {row['about']}{extra}")
 
 
-#: settings a starter needs beyond the schema's defaults for the run to be valid as written
+_MLP_100 = {"name": "mlp", "kwargs": {"hidden": [100]}}
+
+#: settings a starter needs beyond the schema's defaults to be valid and to learn as written on
+#: its built-in data (the shipped demos' settings, configs/demo-*.yaml; the schema's defaults
+#: are PriFedSync's); tests/cli/test_starters.py runs each one
 STARTER_SETTINGS: dict[str, dict[str, Any]] = {
-    # one-pass visits every user once: 20 clients / 10 per round allow 2 rounds, not 30
-    "projected-sgd": {"federated": {"schedule": "independent"}},
+    # client level: E[m] = 0.3 * 100 = 30 clients per round for z = 1.5 (20 clients at the
+    # default rate 0.1 gave E[m] = 2, which cannot learn); delta < 0.1 / 100 clients
+    "dp-fedavg": {
+        "data": {"dataset": "digits", "partition": "iid", "clients": 100, "test_size": 3},
+        "model": {"name": "logreg"},
+        "training": {"local_steps": 5, "batch_size": 7, "optimizer": "sgd", "lr": 0.1},
+        "privacy": {"noise_multiplier": 1.5, "delta": 1e-4},
+        "federated": {"rounds": 40, "client_rate": 0.3, "adaptive_clipping": True},
+    },
+    "insdp-fedsgd": {
+        "data": {"partition": "iid", "clients": 20, "train_size": 200, "test_size": 50},
+        "model": _MLP_100,
+        "training": {"local_steps": 1, "batch_size": 50, "sampling": "poisson",
+                     "optimizer": "sgd", "lr": 0.5},
+        "federated": {"rounds": 60, "clients_per_round": 10, "release": "global-model"},
+    },
+    "insdp-fedavg": {
+        "data": {"partition": "iid", "clients": 10, "train_size": 400, "test_size": 100},
+        "model": _MLP_100,
+        "training": {"local_steps": 8, "batch_size": 50, "sampling": "poisson",
+                     "optimizer": "momentum", "lr": 0.05, "weight_decay": 0.0005},
+        "federated": {"rounds": 10},
+    },
+    "dp-dsgd": {
+        "data": {"partition": "iid", "clients": 40, "train_size": 100, "test_size": 25},
+        "model": _MLP_100,
+        "federated": {"rounds": 60, "client_rate": 0.5, "record_rate": 0.1, "server_lr": 0.1,
+                      "server_momentum": 0.9},
+    },
+    # one pass over 1,400 single-record users, 280 per round (Asoodeh et al. 2021's setting)
+    "projected-sgd": {
+        "data": {"dataset": "digits", "partition": "iid", "clients": 1400, "train_size": 1,
+                 "test_size": 0},
+        "model": {"name": "logreg"},
+        "privacy": {"noise_multiplier": 2.0, "clip_norm": 2.0},
+        "federated": {"rounds": 5, "users_per_round": 280, "radius": 0.05, "lr": 2.0,
+                      "convex": True, "smoothness": 1.0, "lipschitz": 2.0,
+                      "input_bound": 1.0},
+    },
 }
 
 
-def starter_config(algorithm: str) -> str:
+def starter_config(algorithm: str, filename: str | None = None) -> str:
     """A commented YAML configuration for ``algorithm``: every key with its default and its
     description from the schema. ``privacy.noise_multiplier: 1.0`` is set (a private run needs
-    a noise setting); the result validates as written."""
+    a noise setting) and :data:`STARTER_SETTINGS`; the result validates as written and learns
+    on its built-in data. ``filename``: the file it is written to (named in its header)."""
     from pydantic import BaseModel
 
     from privfl.config import config_from_dict, dump_config
@@ -119,12 +161,15 @@ def starter_config(algorithm: str) -> str:
     title = algorithm_class(algorithm).title
     extra = STARTER_SETTINGS.get(algorithm, {})
     config = config_from_dict({
-        "name": f"my-{algorithm}", "privacy": {"noise_multiplier": 1.0},
+        **{key: value for key, value in extra.items() if key not in ("privacy", "federated")},
+        "name": f"my-{algorithm}",
+        "privacy": {"noise_multiplier": 1.0, **extra.get("privacy", {})},
         "federated": {"algorithm": algorithm, **extra.get("federated", {})},
     })
+    where = filename or f"{algorithm}.yaml"
     lines = [f"# privfl starter configuration: {algorithm} ({title})",
              "# Every key with its default; delete what you do not change. Run it with",
-             f"#   privfl run {algorithm}.yaml --dry-run   (the planned privacy, no training)",
+             f"#   privfl run {where} --dry-run   (the planned privacy, no training)",
              "# Reference: docs/run.md (keys) and docs/algorithms.md (algorithms).", ""]
     import yaml
 
@@ -156,7 +201,7 @@ def init_command(
         show_default=False)] = None,
 ) -> None:
     """Write a commented starter configuration for an algorithm."""
-    text = starter_config(algorithm)
+    text = starter_config(algorithm, None if out is None else str(out))
     if out is None:
         typer.echo(text, nl=False)
         return

@@ -94,6 +94,8 @@ class _Display:
             self.console.print(f"resuming after round {experiment.resumed_from}")
         rounds = config.federated.rounds
         self.total_rounds = rounds
+        for warning in _setting_warnings(algo.plan, experiment.data):
+            self.console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
         render_card(self.console, f"privacy card: planned, {rounds} rounds",
                     experiment.card(rounds), experiment.planned_privacy())
         trainer = getattr(algo, "trainer", None)
@@ -204,7 +206,7 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     needs the clients' data sizes: when the data are not on this machine (and nothing is
     downloaded here), the card is replaced by a note saying how to get them."""
     from privfl.config import config_from_dict, dump_config
-    from privfl.fl.algorithms.experiment import privacy_plan
+    from privfl.fl.algorithms.experiment import build_dataset, privacy_plan
     from privfl.report.card import render_card
     from privfl.robustness.attacks import attack_card_rows
 
@@ -213,9 +215,11 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     offline = config_from_dict({**raw, "data": {**raw["data"], "download": False}})
     rounds = config.federated.rounds
     try:
-        plan = privacy_plan(offline)
+        data = build_dataset(offline)
+        plan = privacy_plan(offline, data)
     except OSError as error:  # the data are not here (DatasetNotFoundError, DownloadError)
         plan, note = None, " ".join(str(error).split())
+    warnings = _setting_warnings(plan, data) if plan is not None else []
     results = plan.results(rounds) if plan is not None else []
     card = {**plan.card(rounds), **attack_card_rows(config.attack)} if plan is not None else None
     if as_json:
@@ -223,6 +227,7 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
             "command": "run", "dry_run": True, "config": config.model_dump(mode="json"),
             "setting": card,
             "privacy": [r.to_dict() for r in results],
+            "warnings": warnings,
             **({} if plan is not None else {"note": note}),
         }), indent=2) + "\n")
         return
@@ -234,7 +239,17 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
                       f"on this machine: {escape(note)}[/yellow]")
     else:
         render_card(console, f"privacy card: planned, {rounds} rounds", card, results)
+    for warning in warnings:
+        console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     console.print("dry run: nothing was trained or written")
+
+
+def _setting_warnings(plan: Any, data: Any) -> list[str]:
+    """Settings that cannot learn or are risky (:mod:`privfl.fl.algorithms.sanity`)."""
+    from privfl.fl.algorithms.sanity import setting_warnings
+
+    return setting_warnings(plan, clients=int(data.num_clients),
+                            records=int(data.client_sizes.sum()))
 
 
 def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
