@@ -75,6 +75,8 @@ class _Display:
         self.log_lines = show_progress and not console.is_terminal
         self.round_started = self.last_log = time.monotonic()
         self.total_rounds = 0
+        self.rounds_done = 0
+        self.seconds_done = 0.0
 
     # RunCallbacks interface
     def on_start(self, experiment) -> None:
@@ -151,7 +153,17 @@ class _Display:
                 self.progress.update(self.clients_task, completed=0)
         elif self.log_lines:
             self.console.print(f"round {metrics['round']}/{self.total_rounds}: {status}  "
-                               f"({_fmt(metrics.get('seconds'))} s)", highlight=False)
+                               f"({_fmt(metrics.get('seconds'))} s{self._eta(metrics)})",
+                               highlight=False)
+
+    def _eta(self, metrics: dict[str, Any]) -> str:
+        """``, ETA N s``: the rounds left times the mean time of this invocation's rounds."""
+        self.rounds_done += 1
+        self.seconds_done += float(metrics.get("seconds") or 0.0)
+        left = self.total_rounds - int(metrics["round"])
+        if left <= 0 or not self.rounds_done:
+            return ""
+        return f", ETA {left * self.seconds_done / self.rounds_done:.0f} s"
 
     def close(self) -> None:
         if self.progress is not None:
@@ -344,6 +356,10 @@ def run_command(
             experiment = Experiment.resume(resume, overrides)
         else:
             resolved = load_config(config, overrides)
+            if progress:
+                console.print(f"privfl run {escape(resolved.name)}: loading "
+                              f"{escape(resolved.data.dataset)}, building the model, planning "
+                              "privacy ...", highlight=False)
             experiment = Experiment.create(resolved, out or _default_out(resolved.name))
         check_algorithm(backend, experiment.config.federated.algorithm)
         select_backend(stack, backend, address, workers, console)
