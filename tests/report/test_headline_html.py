@@ -172,3 +172,24 @@ def test_report_modules_do_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_compare_html_flags_different_units_and_datasets(tmp_path):
+    from privfl.report.compare import RunRecord, common_rounds, comparison_rows
+    from privfl.report.html_compare import comparison_html
+
+    def run(name, unit, eps):
+        rows = tuple({"round": r, "global_accuracy": 0.1 * r, "epsilon": eps * r}
+                     for r in (1, 2, 3))
+        return RunRecord(tmp_path / name, name, "dp-fedavg", True, 1e-5, unit, "poisson",
+                         (("global_accuracy", "global model"),), rows)
+
+    runs = [run("a", "client", 1.0), run("b", "record", 2.0)]
+    page = comparison_html(runs, comparison_rows(runs, common_rounds(runs)),
+                           datasets={"a": "digits", "b": "mnist-5k"})
+    assert "different units (client, record)" in page
+    assert "different datasets (a: digits, b: mnist-5k)" in page
+    figures = json.loads(re.search(r"var figures = (\{.*?\});\n", page, re.S).group(1))
+    tradeoff = figures["plot-tradeoff"]["data"]
+    assert [t["x"] for t in tradeoff] == [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]]
+    assert tradeoff[0]["y"] == pytest.approx([0.1, 0.2, 0.3])

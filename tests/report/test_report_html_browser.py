@@ -79,14 +79,14 @@ def _wait(driver, script: str, timeout: float = 60.0):
     raise AssertionError(f"timed out waiting for: {script}")
 
 
-def test_report_html_renders_every_plot_offline_without_errors(driver, run_dir):
-    summary = json.loads((run_dir / "summary.json").read_text())
-    page = run_dir / "report.html"
+def _open_and_check_plots(driver, page: Path) -> list[str]:
+    """Open ``page``; check that every plot rendered; return the plots' ids."""
+    driver.get_log("performance")  # drop earlier pages' entries
+    driver.get_log("browser")
     driver.get(page.as_uri())
     _wait(driver, "return document.readyState === 'complete'")
     plots = driver.execute_script(
         "return Array.from(document.querySelectorAll('div.plot')).map(d => d.id)")
-    assert {"plot-accuracy", "plot-epsilon", "plot-mu", "plot-health"} <= set(plots)
     for plot in plots:
         _wait(driver, f"return document.querySelector('#{plot} svg.main-svg') !== null")
         state = driver.execute_script(f"""
@@ -102,6 +102,29 @@ def test_report_html_renders_every_plot_offline_without_errors(driver, run_dir):
         assert state["legend"] == state["traces"], (plot, state)
         assert state["drawn"] >= state["visible"], (plot, state)
         assert state["width"] > 300 and state["height"] > 300, (plot, state)
+    return plots
+
+
+def _check_offline_and_quiet(driver, page: Path) -> None:
+    """No request left the file, and the console shows no error."""
+    requests = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] in ("Network.requestWillBeSent", "Network.webSocketCreated"):
+            requests.append(message["params"].get("request", message["params"])["url"])
+    assert page.as_uri() in requests
+    outside = [url for url in requests if not url.startswith(("file://", "data:", "about:"))]
+    assert outside == []
+    assert {url for url in requests if url.startswith("file://")} == {page.as_uri()}
+    errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == []
+
+
+def test_report_html_renders_every_plot_offline_without_errors(driver, run_dir):
+    summary = json.loads((run_dir / "summary.json").read_text())
+    page = run_dir / "report.html"
+    plots = _open_and_check_plots(driver, page)
+    assert {"plot-accuracy", "plot-epsilon", "plot-mu", "plot-health"} <= set(plots)
     # the headline is the run's, first on the page
     headline = driver.find_element("id", "headline").text
     assert headline == summary["headline"]["sentence"]
@@ -119,18 +142,23 @@ def test_report_html_renders_every_plot_offline_without_errors(driver, run_dir):
         next(b for b in buttons if b.text == label).click()
         _wait(driver, "return document.getElementById('plot-epsilon')._fullLayout.yaxis.type "
                       f"=== '{label}'")
-    # no request left the file, and the console shows no error
-    requests = []
-    for entry in driver.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] in ("Network.requestWillBeSent", "Network.webSocketCreated"):
-            requests.append(message["params"].get("request", message["params"])["url"])
-    assert page.as_uri() in requests
-    outside = [url for url in requests if not url.startswith(("file://", "data:", "about:"))]
-    assert outside == []
-    assert {url for url in requests if url.startswith("file://")} == {page.as_uri()}
-    errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
-    assert errors == []
+    _check_offline_and_quiet(driver, page)
+
+
+def test_compare_html_renders_every_plot_offline_without_errors(driver, run_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from privfl.cli.main import app
+
+    page = tmp_path / "compare.html"
+    result = CliRunner().invoke(app, ["compare", str(run_dir), str(run_dir), "--html",
+                                      str(page)])
+    assert result.exit_code == 0, result.output
+    plots = _open_and_check_plots(driver, page)
+    assert plots == ["plot-accuracy", "plot-epsilon", "plot-tradeoff"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["headline"]["sentence"] in driver.find_element("id", "runs").text
+    _check_offline_and_quiet(driver, page)
 
 
 def test_screenshot_of_the_demo_report(driver, run_dir, tmp_path):
