@@ -25,7 +25,8 @@ def test_version():
 @pytest.mark.parametrize(("what", "expected"), [
     ("algorithms", list(available())),
     ("models", list_models()),
-    ("accountants", ["pld", "rdp", "gdp-clt"]),
+    ("accountants", ["pld", "rdp", "gdp-clt", "per-s1-convexity", "wcs", "ols", "theorem-4.1",
+                     "cs", "contraction", "contraction-sharpened"]),
     ("datasets", ["mnist-5k", "digits", "synthetic", "fashion-mnist", "mnist", "cifar10"]),
 ])
 def test_list_names_what_a_config_accepts(what, expected):
@@ -77,3 +78,12 @@ def test_help_shows_the_install_extra_intact(command):
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "privfl[ray]" in result.output
+
+
+def test_list_accountants_names_every_accountant_a_config_accepts():
+    from privfl.fl.algorithms.registry import config_class
+
+    accepted = {name for algorithm in available()
+                for name in config_class(algorithm).ACCOUNTANTS}
+    result = runner.invoke(app, ["list", "accountants", "--json"])
+    assert {item["name"] for item in json.loads(result.stdout)["items"]} == accepted
