@@ -87,3 +87,13 @@ def test_list_accountants_names_every_accountant_a_config_accepts():
                 for name in config_class(algorithm).ACCOUNTANTS}
     result = runner.invoke(app, ["list", "accountants", "--json"])
     assert {item["name"] for item in json.loads(result.stdout)["items"]} == accepted
+
+
+def test_list_without_an_argument_lists_all_four():
+    result = runner.invoke(app, ["list"])
+    assert result.exit_code == 0, result.output
+    headings = [line for line in result.stdout.splitlines() if line.endswith(":")]
+    assert headings == ["datasets:", "models:", "algorithms:", "accountants:"]
+    payload = json.loads(runner.invoke(app, ["list", "--json"]).stdout)
+    assert list(payload["items"]) == ["datasets", "models", "algorithms", "accountants"]
+    assert [i["name"] for i in payload["items"]["algorithms"]] == list(available())

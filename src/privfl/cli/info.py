@@ -97,20 +97,36 @@ def _catalogue(what: Catalogue) -> list[dict[str, str]]:
 
 @user_errors
 def list_command(
-    what: Annotated[Catalogue, typer.Argument(help="What to list.", show_default=False)],
+    what: Annotated[Catalogue | None, typer.Argument(
+        help="What to list (default: all four).", show_default=False)] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """List the datasets, models, algorithms or accountants a configuration can name."""
+    if what is None:
+        if json_output:
+            from privfl.cli.output import print_json
+
+            print_json({"command": "list", "what": "all",
+                        "items": {c.value: _catalogue(c) for c in Catalogue}})
+            return
+        for index, catalogue in enumerate(Catalogue):
+            typer.echo(("\n" if index else "") + f"{catalogue.value}:")
+            _echo_rows(_catalogue(catalogue), indent="  ")
+        return
     rows = _catalogue(what)
     if json_output:
         from privfl.cli.output import print_json
 
         print_json({"command": "list", "what": what.value, "items": rows})
         return
+    _echo_rows(rows)
+
+
+def _echo_rows(rows: list[dict[str, str]], indent: str = "") -> None:
     width = max(len(r["name"]) for r in rows)
     for row in rows:
         extra = f" [{row['source']}]" if "source" in row else ""
-        typer.echo(f"{row['name']:{width}s}  {row['about']}{extra}")
+        typer.echo(f"{indent}{row['name']:{width}s}  {row['about']}{extra}")
 
 
 _MLP_100 = {"name": "mlp", "kwargs": {"hidden": [100]}}
