@@ -97,3 +97,10 @@ def test_list_without_an_argument_lists_all_four():
     payload = json.loads(runner.invoke(app, ["list", "--json"]).stdout)
     assert list(payload["items"]) == ["datasets", "models", "algorithms", "accountants"]
     assert [i["name"] for i in payload["items"]["algorithms"]] == list(available())
+
+
+def test_no_two_models_share_a_description():
+    items = json.loads(runner.invoke(app, ["list", "models", "--json"]).stdout)["items"]
+    abouts = [item["about"] for item in items]
+    assert len(set(abouts)) == len(abouts)
+    assert any("num_classes = 62" in about for about in abouts)

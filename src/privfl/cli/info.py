@@ -87,7 +87,12 @@ def _catalogue(what: Catalogue) -> list[dict[str, str]]:
     if what is Catalogue.models:
         from privfl.models import MODELS, list_models
 
-        return [{"name": n, "about": _first_line(MODELS[n][0])} for n in list_models()]
+        def about(name: str) -> str:  # two names may share a class: their defaults differ
+            factory, defaults = MODELS[name]
+            given = ", ".join(f"{k} = {v}" for k, v in defaults.items())
+            return _first_line(factory) + (f" (defaults: {given})" if given else "")
+
+        return [{"name": n, "about": about(n)} for n in list_models()]
     if what is Catalogue.algorithms:
         from privfl.fl.algorithms.registry import algorithm_class, available
 
