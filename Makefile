@@ -7,7 +7,7 @@ LATEST ?= .venv-latest
 # torch stays at 2.13.0 (CPU build) everywhere: any other torch spec pulls GBs of CUDA wheels.
 TORCH := torch==2.13.0
 
-.PHONY: install data test test-slow test-ray test-latest lock lint bench mutants
+.PHONY: install data test test-slow test-ray test-browser test-latest lock lint bench mutants
 
 install:
 	python3 -m venv $(VENV)
@@ -39,6 +39,16 @@ test-slow:
 test-ray:
 	$(PY) -m pip install --quiet $(PIP_CONSTRAINTS) -e '.[ray]'
 	$(PY) -m pytest -m ray
+
+# report.html in a real browser: Debian's chromium and chromium-driver (installed with apt where
+# this machine can, as .ci/run does; never a downloaded browser build), driven by selenium.
+test-browser:
+	@if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium chromium-driver; \
+	fi
+	$(PY) -m pip install --quiet $(PIP_CONSTRAINTS) -e '.[browser]'
+	$(PY) -m pytest -m browser
 
 # The newest releases pyproject allows (torch still pinned, see TORCH), in a separate venv.
 test-latest:

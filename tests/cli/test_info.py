@@ -25,7 +25,8 @@ def test_version():
 @pytest.mark.parametrize(("what", "expected"), [
     ("algorithms", list(available())),
     ("models", list_models()),
-    ("accountants", ["pld", "rdp", "gdp-clt"]),
+    ("accountants", ["pld", "rdp", "gdp-clt", "per-s1-convexity", "wcs", "ols", "theorem-4.1",
+                     "cs", "contraction", "contraction-sharpened"]),
     ("datasets", ["mnist-5k", "digits", "synthetic", "fashion-mnist", "mnist", "cifar10"]),
 ])
 def test_list_names_what_a_config_accepts(what, expected):
@@ -52,12 +53,14 @@ def test_init_writes_a_commented_config_that_validates_and_dry_runs(tmp_path, al
     assert text.startswith(f"# privfl starter configuration: {algorithm}")
     assert "  # " in text  # keys carry their descriptions
     config = load_config(path)
-    assert config.federated.algorithm == algorithm and config.privacy.noise_multiplier == 1.0
+    assert config.federated.algorithm == algorithm and config.privacy.noise_multiplier >= 1.0
+    assert f"#   privfl run {path} --dry-run" in text  # the header names the file written
     assert yaml.safe_load(text)["federated"]["algorithm"] == algorithm
     dry = runner.invoke(app, ["run", str(path), "--dry-run", "--json"])
     assert dry.exit_code == 0, dry.output
     payload = json.loads(dry.stdout)
     assert payload["dry_run"] and payload["privacy"] and not (tmp_path / "runs").exists()
+    assert payload["warnings"] == []  # every starter can learn, and its delta is not risky
     again = runner.invoke(app, ["init", "--algorithm", algorithm, "--out", str(path)])
     assert again.exit_code == 2 and "already exists" in again.stderr
 
@@ -75,3 +78,29 @@ def test_help_shows_the_install_extra_intact(command):
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "privfl[ray]" in result.output
+
+
+def test_list_accountants_names_every_accountant_a_config_accepts():
+    from privfl.fl.algorithms.registry import config_class
+
+    accepted = {name for algorithm in available()
+                for name in config_class(algorithm).ACCOUNTANTS}
+    result = runner.invoke(app, ["list", "accountants", "--json"])
+    assert {item["name"] for item in json.loads(result.stdout)["items"]} == accepted
+
+
+def test_list_without_an_argument_lists_all_four():
+    result = runner.invoke(app, ["list"])
+    assert result.exit_code == 0, result.output
+    headings = [line for line in result.stdout.splitlines() if line.endswith(":")]
+    assert headings == ["datasets:", "models:", "algorithms:", "accountants:"]
+    payload = json.loads(runner.invoke(app, ["list", "--json"]).stdout)
+    assert list(payload["items"]) == ["datasets", "models", "algorithms", "accountants"]
+    assert [i["name"] for i in payload["items"]["algorithms"]] == list(available())
+
+
+def test_no_two_models_share_a_description():
+    items = json.loads(runner.invoke(app, ["list", "models", "--json"]).stdout)["items"]
+    abouts = [item["about"] for item in items]
+    assert len(set(abouts)) == len(abouts)
+    assert any("num_classes = 62" in about for about in abouts)

@@ -23,6 +23,9 @@ def compare_command(
         help="Also write the Markdown table to this file.")] = None,
     plot: Annotated[Path | None, typer.Option(
         help="Also write a PNG of every run's accuracy per round.")] = None,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="Also write a self-contained report.html: headlines, interactive "
+        "accuracy, epsilon and accuracy-vs-epsilon plots, the table.")] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Compare run directories (any algorithms) at the same rounds: each run's headline
@@ -44,6 +47,13 @@ def compare_command(
         out.write_text(text)
     if plot is not None:
         plot_comparison(loaded, plot)
+    if html is not None:
+        from privfl.config import load_config
+        from privfl.report.html import write_page
+        from privfl.report.html_compare import comparison_html
+
+        datasets = {r.name: load_config(r.path / "config.yaml").data.dataset for r in loaded}
+        write_page(html, comparison_html(loaded, rows, datasets=datasets))
     if json_output:
         from privfl.cli.output import print_json
 

@@ -29,11 +29,24 @@ DATASETS = {
     "cifar10": ("download (data.download: true)", "60,000 32x32 colour images, 10 classes"),
 }
 
-#: accountant -> what its numbers are
+#: accountant -> what its numbers are: every name privacy.accountants accepts for some
+#: algorithm (tests/cli/test_info.py checks the list against the algorithms' own)
 ACCOUNTANTS = {
     "pld": "privacy loss distribution with pessimistic discretisation: a rigorous bound",
     "rdp": "Renyi DP over exact fractional orders, converted to (epsilon, delta): a bound",
     "gdp-clt": "Gaussian DP by the central limit theorem (Zheng et al. 2021): an estimate",
+    "per-s1-convexity": "dp-dsgd: random participation by joint convexity over each client's "
+                        "own sampling (Hasircioglu and Gunduz 2022 setting): a bound",
+    "wcs": "dp-dsgd: random participation with participation revealed: a bound",
+    "ols": "dp-dsgd: Poisson sampling of records at rate q alone: a bound",
+    "theorem-4.1": "dp-dsgd: Hasircioglu and Gunduz 2022 Theorem 4.1 (Eq. 6), one "
+                   "configuration's delta: an estimate (can fall below the truth)",
+    "cs": "dp-dsgd: centralised Poisson sampling at rate p q: a reference (rigorous only for "
+          "that more private mechanism)",
+    "contraction": "projected-sgd: last-iterate bound by contraction of the E_gamma divergence "
+                   "(Asoodeh et al. 2021): a bound",
+    "contraction-sharpened": "projected-sgd: the same contraction with privfl's sharpened "
+                             "chain rule: a bound",
 }
 
 
@@ -74,7 +87,12 @@ def _catalogue(what: Catalogue) -> list[dict[str, str]]:
     if what is Catalogue.models:
         from privfl.models import MODELS, list_models
 
-        return [{"name": n, "about": _first_line(MODELS[n][0])} for n in list_models()]
+        def about(name: str) -> str:  # two names may share a class: their defaults differ
+            factory, defaults = MODELS[name]
+            given = ", ".join(f"{k} = {v}" for k, v in defaults.items())
+            return _first_line(factory) + (f" (defaults: {given})" if given else "")
+
+        return [{"name": n, "about": about(n)} for n in list_models()]
     if what is Catalogue.algorithms:
         from privfl.fl.algorithms.registry import algorithm_class, available
 
@@ -84,33 +102,91 @@ def _catalogue(what: Catalogue) -> list[dict[str, str]]:
 
 @user_errors
 def list_command(
-    what: Annotated[Catalogue, typer.Argument(help="What to list.", show_default=False)],
+    what: Annotated[Catalogue | None, typer.Argument(
+        help="What to list (default: all four).", show_default=False)] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """List the datasets, models, algorithms or accountants a configuration can name."""
+    if what is None:
+        if json_output:
+            from privfl.cli.output import print_json
+
+            print_json({"command": "list", "what": "all",
+                        "items": {c.value: _catalogue(c) for c in Catalogue}})
+            return
+        for index, catalogue in enumerate(Catalogue):
+            typer.echo(("\n" if index else "") + f"{catalogue.value}:")
+            _echo_rows(_catalogue(catalogue), indent="  ")
+        return
     rows = _catalogue(what)
     if json_output:
         from privfl.cli.output import print_json
 
         print_json({"command": "list", "what": what.value, "items": rows})
         return
+    _echo_rows(rows)
+
+
+def _echo_rows(rows: list[dict[str, str]], indent: str = "") -> None:
     width = max(len(r["name"]) for r in rows)
     for row in rows:
         extra = f" [{row['source']}]" if "source" in row else ""
-        typer.echo(f"{row['name']:{width}s}  {row['about']}{extra}")
+        typer.echo(f"{indent}{row['name']:{width}s}  {row['about']}{extra}")
 
 
-#: settings a starter needs beyond the schema's defaults for the run to be valid as written
+_MLP_100 = {"name": "mlp", "kwargs": {"hidden": [100]}}
+
+#: settings a starter needs beyond the schema's defaults to be valid and to learn as written on
+#: its built-in data (the shipped demos' settings, configs/demo-*.yaml; the schema's defaults
+#: are PriFedSync's); tests/cli/test_starters.py runs each one
 STARTER_SETTINGS: dict[str, dict[str, Any]] = {
-    # one-pass visits every user once: 20 clients / 10 per round allow 2 rounds, not 30
-    "projected-sgd": {"federated": {"schedule": "independent"}},
+    # client level: E[m] = 0.3 * 100 = 30 clients per round for z = 1.5 (20 clients at the
+    # default rate 0.1 gave E[m] = 2, which cannot learn); delta < 0.1 / 100 clients
+    "dp-fedavg": {
+        "data": {"dataset": "digits", "partition": "iid", "clients": 100, "test_size": 3},
+        "model": {"name": "logreg"},
+        "training": {"local_steps": 5, "batch_size": 7, "optimizer": "sgd", "lr": 0.1},
+        "privacy": {"noise_multiplier": 1.5, "delta": 1e-4},
+        "federated": {"rounds": 40, "client_rate": 0.3, "adaptive_clipping": True},
+    },
+    "insdp-fedsgd": {
+        "data": {"partition": "iid", "clients": 20, "train_size": 200, "test_size": 50},
+        "model": _MLP_100,
+        "training": {"local_steps": 1, "batch_size": 50, "sampling": "poisson",
+                     "optimizer": "sgd", "lr": 0.5},
+        "federated": {"rounds": 60, "clients_per_round": 10, "release": "global-model"},
+    },
+    "insdp-fedavg": {
+        "data": {"partition": "iid", "clients": 10, "train_size": 400, "test_size": 100},
+        "model": _MLP_100,
+        "training": {"local_steps": 8, "batch_size": 50, "sampling": "poisson",
+                     "optimizer": "momentum", "lr": 0.05, "weight_decay": 0.0005},
+        "federated": {"rounds": 10},
+    },
+    "dp-dsgd": {
+        "data": {"partition": "iid", "clients": 40, "train_size": 100, "test_size": 25},
+        "model": _MLP_100,
+        "federated": {"rounds": 60, "client_rate": 0.5, "record_rate": 0.1, "server_lr": 0.1,
+                      "server_momentum": 0.9},
+    },
+    # one pass over 1,400 single-record users, 280 per round (Asoodeh et al. 2021's setting)
+    "projected-sgd": {
+        "data": {"dataset": "digits", "partition": "iid", "clients": 1400, "train_size": 1,
+                 "test_size": 0},
+        "model": {"name": "logreg"},
+        "privacy": {"noise_multiplier": 2.0, "clip_norm": 2.0},
+        "federated": {"rounds": 5, "users_per_round": 280, "radius": 0.05, "lr": 2.0,
+                      "convex": True, "smoothness": 1.0, "lipschitz": 2.0,
+                      "input_bound": 1.0},
+    },
 }
 
 
-def starter_config(algorithm: str) -> str:
+def starter_config(algorithm: str, filename: str | None = None) -> str:
     """A commented YAML configuration for ``algorithm``: every key with its default and its
     description from the schema. ``privacy.noise_multiplier: 1.0`` is set (a private run needs
-    a noise setting); the result validates as written."""
+    a noise setting) and :data:`STARTER_SETTINGS`; the result validates as written and learns
+    on its built-in data. ``filename``: the file it is written to (named in its header)."""
     from pydantic import BaseModel
 
     from privfl.config import config_from_dict, dump_config
@@ -119,12 +195,15 @@ def starter_config(algorithm: str) -> str:
     title = algorithm_class(algorithm).title
     extra = STARTER_SETTINGS.get(algorithm, {})
     config = config_from_dict({
-        "name": f"my-{algorithm}", "privacy": {"noise_multiplier": 1.0},
+        **{key: value for key, value in extra.items() if key not in ("privacy", "federated")},
+        "name": f"my-{algorithm}",
+        "privacy": {"noise_multiplier": 1.0, **extra.get("privacy", {})},
         "federated": {"algorithm": algorithm, **extra.get("federated", {})},
     })
+    where = filename or f"{algorithm}.yaml"
     lines = [f"# privfl starter configuration: {algorithm} ({title})",
              "# Every key with its default; delete what you do not change. Run it with",
-             f"#   privfl run {algorithm}.yaml --dry-run   (the planned privacy, no training)",
+             f"#   privfl run {where} --dry-run   (the planned privacy, no training)",
              "# Reference: docs/run.md (keys) and docs/algorithms.md (algorithms).", ""]
     import yaml
 
@@ -156,7 +235,7 @@ def init_command(
         show_default=False)] = None,
 ) -> None:
     """Write a commented starter configuration for an algorithm."""
-    text = starter_config(algorithm)
+    text = starter_config(algorithm, None if out is None else str(out))
     if out is None:
         typer.echo(text, nl=False)
         return

@@ -75,6 +75,8 @@ class _Display:
         self.log_lines = show_progress and not console.is_terminal
         self.round_started = self.last_log = time.monotonic()
         self.total_rounds = 0
+        self.rounds_done = 0
+        self.seconds_done = 0.0
 
     # RunCallbacks interface
     def on_start(self, experiment) -> None:
@@ -94,6 +96,8 @@ class _Display:
             self.console.print(f"resuming after round {experiment.resumed_from}")
         rounds = config.federated.rounds
         self.total_rounds = rounds
+        for warning in _setting_warnings(algo.plan, experiment.data):
+            self.console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
         render_card(self.console, f"privacy card: planned, {rounds} rounds",
                     experiment.card(rounds), experiment.planned_privacy())
         trainer = getattr(algo, "trainer", None)
@@ -149,7 +153,17 @@ class _Display:
                 self.progress.update(self.clients_task, completed=0)
         elif self.log_lines:
             self.console.print(f"round {metrics['round']}/{self.total_rounds}: {status}  "
-                               f"({_fmt(metrics.get('seconds'))} s)", highlight=False)
+                               f"({_fmt(metrics.get('seconds'))} s{self._eta(metrics)})",
+                               highlight=False)
+
+    def _eta(self, metrics: dict[str, Any]) -> str:
+        """``, ETA N s``: the rounds left times the mean time of this invocation's rounds."""
+        self.rounds_done += 1
+        self.seconds_done += float(metrics.get("seconds") or 0.0)
+        left = self.total_rounds - int(metrics["round"])
+        if left <= 0 or not self.rounds_done:
+            return ""
+        return f", ETA {left * self.seconds_done / self.rounds_done:.0f} s"
 
     def close(self) -> None:
         if self.progress is not None:
@@ -161,6 +175,11 @@ class _Display:
 
         self.close()
         summary = result.summary
+        headline = summary.get("headline") or {}
+        if headline.get("sentence"):
+            self.console.print(f"[bold]{escape(headline['sentence'])}[/bold]", highlight=False)
+            if headline.get("advice"):
+                self.console.print(escape(headline["advice"]), highlight=False)
         render_card(self.console, f"privacy card: spent, {summary['rounds_completed']} rounds",
                     result.card, result.privacy)
         final = summary["final"]
@@ -179,8 +198,8 @@ class _Display:
         if not summary["finished"]:
             self.console.print(f"continue with: privfl run --resume {escape(str(result.run_dir))}")
         state = summary.get("private_state", "")
-        self.console.print(f"run directory: {escape(str(result.run_dir))} (report.md, "
-                           "metrics.jsonl, privacy.json, plots, model.pt"
+        self.console.print(f"run directory: {escape(str(result.run_dir))} (report.html, "
+                           "report.md, metrics.jsonl, privacy.json, plots, model.pt"
                            + (", checkpoints" if state == "kept in checkpoints/" else "") + ")")
         outside = [o["name"] for o in summary.get("outputs", []) if not o["covered"]]
         if state == "deleted":
@@ -200,7 +219,7 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     downloaded here), the card is replaced by a note saying how to get them."""
     from privfl.attacks.poisoning import attack_card_rows
     from privfl.config import config_from_dict, dump_config
-    from privfl.fl.algorithms.builders import privacy_plan
+    from privfl.fl.algorithms.builders import build_dataset, privacy_plan
     from privfl.report.card import render_card
 
     text = dump_config(config)
@@ -208,9 +227,11 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     offline = config_from_dict({**raw, "data": {**raw["data"], "download": False}})
     rounds = config.federated.rounds
     try:
-        plan = privacy_plan(offline)
+        data = build_dataset(offline)
+        plan = privacy_plan(offline, data)
     except OSError as error:  # the data are not here (DatasetNotFoundError, DownloadError)
         plan, note = None, " ".join(str(error).split())
+    warnings = _setting_warnings(plan, data) if plan is not None else []
     results = plan.results(rounds) if plan is not None else []
     card = {**plan.card(rounds), **attack_card_rows(config.attack)} if plan is not None else None
     if as_json:
@@ -218,6 +239,7 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
             "command": "run", "dry_run": True, "config": config.model_dump(mode="json"),
             "setting": card,
             "privacy": [r.to_dict() for r in results],
+            "warnings": warnings,
             **({} if plan is not None else {"note": note}),
         }), indent=2) + "\n")
         return
@@ -229,7 +251,17 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
                       f"on this machine: {escape(note)}[/yellow]")
     else:
         render_card(console, f"privacy card: planned, {rounds} rounds", card, results)
+    for warning in warnings:
+        console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     console.print("dry run: nothing was trained or written")
+
+
+def _setting_warnings(plan: Any, data: Any) -> list[str]:
+    """Settings that cannot learn or are risky (:mod:`privfl.fl.algorithms.sanity`)."""
+    from privfl.fl.algorithms.sanity import setting_warnings
+
+    return setting_warnings(plan, clients=int(data.num_clients),
+                            records=int(data.client_sizes.sum()))
 
 
 def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
@@ -324,6 +356,10 @@ def run_command(
             experiment = Experiment.resume(resume, overrides)
         else:
             resolved = load_config(config, overrides)
+            if progress:
+                console.print(f"privfl run {escape(resolved.name)}: loading "
+                              f"{escape(resolved.data.dataset)}, building the model, planning "
+                              "privacy ...", highlight=False)
             experiment = Experiment.create(resolved, out or _default_out(resolved.name))
         check_algorithm(backend, experiment.algorithm)
         select_backend(stack, backend, address, workers, console)

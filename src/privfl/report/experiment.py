@@ -52,7 +52,7 @@ from privfl.config import (
     read_yaml,
 )
 from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.base import budget_results, finite, tightest_bound
+from privfl.fl.algorithms.base import budget_results, finite, headline_scopes, tightest_bound
 from privfl.fl.algorithms.builders import (
     apply_attack,
     build_algorithm,
@@ -491,8 +491,15 @@ class Experiment:
             private_name=self.dir.private.name, checkpoints=checkpoints,
             tensorboard=self.config.run.tensorboard,
             model_file=callable(getattr(self.algorithm, "global_params", None)),
-            redrawn=bool(self.redrawn))
+            redrawn=bool(self.redrawn), health=self.health_keys())
         return [o.to_dict() for o in metrics + files]
+
+    def health_keys(self) -> list[str]:
+        """The health signals health.png and report.html plot: the numeric keys of the rows the
+        run directory shows that are neither accuracies nor privacy numbers."""
+        from privfl.report.plots import health_keys
+
+        return health_keys(self._split_rows(self.metrics)[0], list(self.algorithm.metric_labels))
 
     # ------------------------------------------------------------------ stopping rules
     def _target_reached(self) -> bool:
@@ -664,8 +671,11 @@ class Experiment:
         """Write privacy.json, summary.json, model.pt, the plots and report.md; return the
         result. A finished run whose guarantee assumes its intermediate state hidden (a
         last-iterate release) deletes its checkpoints first."""
+        from privfl.report.html_run import run_report_html
         from privfl.report.markdown import run_report_markdown
-        from privfl.report.plots import plot_accuracy, plot_privacy
+        from privfl.report.plan_headline import plan_headline
+        from privfl.report.plots import plot_accuracy, plot_health, plot_privacy
+        from privfl.report.provenance import run_provenance
 
         algo, config = self.algorithm, self.config
         rounds = algo.round
@@ -688,8 +698,10 @@ class Experiment:
         key = f"{config.stop.target_metric}_accuracy"
         reached = next((m["round"] for m in shown
                         if target is not None and finite(m.get(key)) and m[key] >= target), None)
+        headline = plan_headline(algo.plan, results)
         summary: dict[str, Any] = {
             "command": "run",
+            "headline": headline.to_dict(),
             "name": config.name,
             "description": config.description,
             "run_dir": str(self.dir.path),
@@ -721,6 +733,7 @@ class Experiment:
                 f"kept in {self.dir.private.name}/checkpoints/" if guarantee_only
                 else "kept in checkpoints/"),
             "outputs": outputs,
+            "provenance": run_provenance(config.model_dump(mode="json")),
         }
         self.dir.write_json(self.dir.privacy, {
             "command": "run",
@@ -740,9 +753,16 @@ class Experiment:
         title = f"{config.name}: {self.data.name}"
         plot_accuracy(shown, self.dir.accuracy_plot, labels, title=title, target=target)
         plot_privacy(shown, self.dir.privacy_plot,
-                     delta=config.privacy.delta if algo.private else None, title=title)
+                     delta=config.privacy.delta if algo.private else None, title=title,
+                     headline_scopes=[s for s in headline_scopes(algo.plan) if s])
+        covered_now = {o["name"]: o["covered"] for o in outputs if o["kind"] == "metric"}
+        plot_health(shown, self.dir.health_plot, self.health_keys(), covered=covered_now,
+                    title=title)
+        setup = self.setup()
         self.dir.write_text(self.dir.report, run_report_markdown(
-            written, card, results, shown, setup=self.setup(), outputs=outputs))
+            written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
+        self.dir.write_text(self.dir.report_html, run_report_html(
+            written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
         return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
                                 reason)
 

@@ -9,9 +9,10 @@ from typing import Any
 from privfl.accounting.results import PrivacyResult
 from privfl.report.card import card_markdown, format_number, format_percent
 
-__all__ = ["run_report_markdown"]
+__all__ = ["STOP_TEXT", "run_report_markdown"]
 
-_STOP_TEXT = {
+#: why a run stopped (summary.json's ``stop_reason``), in words
+STOP_TEXT = {
     "rounds": "all planned rounds ran",
     "target": "the target accuracy was reached",
     "budget": "the next round would have exceeded the privacy budget (it was not run)",
@@ -28,12 +29,17 @@ def run_report_markdown(
     *,
     setup: Mapping[str, Any],
     outputs: Sequence[Mapping[str, Any]] = (),
+    headline: Any = None,
 ) -> str:
-    """The Markdown text of report.md (``outputs``: privacy.json's classified outputs)."""
+    """The Markdown text of report.md (``outputs``: privacy.json's classified outputs;
+    ``headline``: a :class:`~privfl.report.headline.Headline`, printed first)."""
     final = summary.get("final", {})
-    lines = [
-        f"# privfl run: {summary.get('name', '')}",
-        "",
+    lines = [f"# privfl run: {summary.get('name', '')}", ""]
+    if headline is not None:
+        lines += [f"**{headline.sentence}**", ""]
+        if headline.advice:
+            lines += [headline.advice, ""]
+    lines += [
         str(summary.get("description", "")).strip(),
         "",
         "## What ran",
@@ -47,7 +53,7 @@ def run_report_markdown(
     lines += [
         "",
         f"Rounds completed: **{summary.get('rounds_completed')}** of "
-        f"{summary.get('rounds_planned')} planned — {_STOP_TEXT.get(stop, stop)}.",
+        f"{summary.get('rounds_planned')} planned — {STOP_TEXT.get(stop, stop)}.",
         "",
         "## Results",
         "",
@@ -64,17 +70,22 @@ def run_report_markdown(
             f"{format_percent(summary['target_accuracy'])} | "
             f"{reached if reached else 'not reached'} |"
         )
-    headline = next(iter(labels))
-    best = max((m.get(headline, float("nan")) for m in metrics), default=None,
+    first = next(iter(labels))
+    best = max((m.get(first, float("nan")) for m in metrics), default=None,
                key=lambda v: v if isinstance(v, float) and math.isfinite(v) else -1.0)
     if best is not None:
-        lines.append(f"| best {labels[headline]} | {format_percent(best)} |")
+        lines.append(f"| best {labels[first]} | {format_percent(best)} |")
     lines += [
         "",
         "Accuracies are measured without noise on held-out test data (as each metric's label "
         "says); whether the guarantee covers each one is in the table of outputs below.",
         "",
         "![accuracy per round](accuracy.png)",
+        "",
+        "Health signals (training loss, clipped fraction, ...; each panel says whether the "
+        "guarantee covers it):",
+        "",
+        "![health signals per round](health.png)",
         "",
         f"## Privacy after {summary.get('rounds_completed')} rounds",
         "",
@@ -91,14 +102,29 @@ def run_report_markdown(
         "",
         "`config.yaml` (resolved configuration), `metrics.jsonl` (one JSON line per round), "
         "`privacy.json` (labelled results, the format of `privfl account --json`), "
-        "`summary.json`, `accuracy.png`, `privacy.png`, `checkpoints/`. "
+        "`summary.json`, `accuracy.png`, `privacy.png`, `health.png` (training health signals), "
+        "`report.html` (this report with interactive plots, one self-contained file), "
+        "`checkpoints/`. "
         f"`privfl check-privacy {summary.get('run_dir', 'DIR')}` recomputes every round's "
         "privacy from config.yaml and compares it with metrics.jsonl.",
         "",
         _resume_line(summary),
         "",
+        *_provenance_markdown(summary),
     ]
     return "\n".join(lines)
+
+
+def _provenance_markdown(summary: Mapping[str, Any]) -> list[str]:
+    """summary.json's provenance (and wall time) as a table."""
+    rows = dict(summary.get("provenance") or {})
+    wall = summary.get("wall_seconds")
+    if isinstance(wall, (int, float)) and math.isfinite(wall):
+        rows["wall time"] = f"{wall:.1f} s"
+    if not rows:
+        return []
+    return ["## Provenance", "", "| | |", "|---|---|",
+            *(f"| {key} | {format_number(value)} |" for key, value in rows.items()), ""]
 
 
 def _resume_line(summary: Mapping[str, Any]) -> str:

@@ -8,7 +8,9 @@
     DIR/summary.json         the final summary (what `privfl run --json` prints)
     DIR/accuracy.png         personalised and global accuracy per round
     DIR/privacy.png          epsilon (each accountant, bound/estimate) and mu_max per round
-    DIR/report.md            a short human-readable report
+    DIR/health.png           health signals per round (training loss, clipped fraction, ...)
+    DIR/report.md            a short human-readable report (the headline first)
+    DIR/report.html          the same report with interactive plots, one self-contained file
     DIR/run.json             the run's identity: {"format", "run_id", "created"}
     DIR/redrawn.jsonl        rows of rounds that were logged, lost with their checkpoint and run
                              again with fresh randomness (a resumed secure run): still released
@@ -59,9 +61,10 @@ _RECORD = re.compile(r"^round-(\d{6,})\.json$")
 RUN_FORMAT = "privfl-run/1"
 #: files a run writes; a directory holding any of them (but no config.yaml) is another run's
 _RUN_FILES = ("run.json", "metrics.jsonl", "privacy.json", "summary.json", "report.md",
-              "checkpoints", "redrawn.jsonl")
+              "report.html", "checkpoints", "redrawn.jsonl")
 #: every name a run writes in its directory (none may be a symbolic link)
-_OWN_FILES = ("config.yaml", ".lock", "accuracy.png", "privacy.png", "tensorboard", *_RUN_FILES)
+_OWN_FILES = ("config.yaml", ".lock", "accuracy.png", "privacy.png", "health.png", "tensorboard",
+              *_RUN_FILES)
 #: a filesystem with less free space than this after a failed write is full
 _FULL_BYTES = 1 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -203,6 +206,14 @@ class RunDirectory:
     @property
     def report(self) -> Path:
         return self.path / "report.md"
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def health_plot(self) -> Path:
+        return self.path / "health.png"
 
     @property
     def accuracy_plot(self) -> Path:

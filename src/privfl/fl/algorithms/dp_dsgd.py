@@ -261,6 +261,11 @@ class DpDsgdPrivacy:
 
     unit = "record"
     primary_scope = "run"
+    #: why each scope (the headline's scope advice, :mod:`privfl.report.headline`)
+    scope_notes = {
+        "run": "every iteration of the run composed",
+        "iteration": "one iteration alone, the paper's statement; not a guarantee for the run",
+    }
 
     def __init__(self, client_sizes: Sequence[int] | np.ndarray, *, client_rate: float,
                  record_rate: float, noise_multiplier: float, clip_norm: float | None,

@@ -134,6 +134,14 @@ class InsDpPrivacy:
     """
 
     unit = "record"
+    #: why each scope (the headline's scope advice, :mod:`privfl.report.headline`)
+    scope_notes = {
+        "client-updates": "each client's update is released: the server need not be trusted",
+        "global-model": "only the mean of the cohort's updates leaves a trusted aggregator or "
+                        "secure aggregation",
+        "paper": "Xie et al. 2023's own accounting, a lower reference when not every client "
+                 "takes part",
+    }
 
     def __init__(
         self,

@@ -113,14 +113,21 @@ def private_dir_of(run_dir: Path) -> Path:
 
 def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure: bool,
                  guarantee_only: bool, private_name: str, checkpoints: bool,
-                 tensorboard: bool, model_file: bool, redrawn: bool = False) -> list[Output]:
+                 tensorboard: bool, model_file: bool, redrawn: bool = False,
+                 health: Iterable[str] | None = None) -> list[Output]:
     """The files a run writes, each classified.
 
     ``metrics``: the classified metrics keys of the run; ``accuracy_keys``: those plotted in
     accuracy.png and shown in report.md; ``secure``: noise from ``os.urandom`` (else
     config.yaml's seed regenerates the noise); ``checkpoints``: the private state is still on
     disk; ``model_file``: the run writes ``model.pt`` (the released model); ``redrawn``: a
-    secure resume kept the rows of rounds released twice in ``redrawn.jsonl``."""
+    secure resume kept the rows of rounds released twice in ``redrawn.jsonl``; ``health``: the
+    metrics keys plotted in health.png (None: the run writes no health.png).
+
+    report.md and report.html show the same things (the card, the results, the final
+    accuracies, the outputs table and provenance with the wall time), so they are classified
+    alike; report.html's health plot shows health.png's signals, each marked outside the
+    guarantee where it is (hidden until clicked)."""
     uncovered = [m.name for m in metrics if not m.covered]
     accuracy = set(accuracy_keys)
     hidden_accuracy = [m.name for m in metrics if m.name in accuracy and not m.covered]
@@ -154,12 +161,19 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
         Output("privacy.json", "file", *unless_seeded(COVERED_ACCOUNTING)),
         Output("privacy.png", "file", *COVERED_ACCOUNTING),
         Output("summary.json", "file", *unless_seeded(covered_unless(
-            hidden_accuracy + timing, "the settings, the privacy results and the last round's "
-            "accuracies"))),
+            hidden_accuracy + timing, "the settings, the headline, the privacy results, the "
+            "last round's accuracies and provenance (versions, platform, threads, the config's "
+            "digest)"))),
         Output("accuracy.png", "file", *covered_unless(hidden_accuracy, "accuracy per round")),
-        Output("report.md", "file", *unless_seeded(covered_unless(
-            hidden_accuracy, "the card, the privacy results and the final accuracies"))),
     ]
+    shown_health = [name for name in (health or ()) if name in uncovered]
+    report = unless_seeded(covered_unless(
+        hidden_accuracy + timing[:1] + shown_health,
+        "the headline, the card, the privacy results, the final accuracies, provenance"))
+    files += [Output("report.md", "file", *report), Output("report.html", "file", *report)]
+    if health is not None:
+        files.append(Output("health.png", "file", *covered_unless(
+            shown_health, "health signals per round (training loss, clipped fraction, ...)")))
     if redrawn:
         files.append(Output("redrawn.jsonl", "file", *covered_unless(
             uncovered if not guarantee_only else [], "the first rows of rounds released twice "

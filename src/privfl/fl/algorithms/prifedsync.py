@@ -134,6 +134,13 @@ class PriFedSyncPrivacy:
 
     unit = "record"
     primary_scope = "weak"
+    #: why each scope (the headline's scope advice, :mod:`privfl.report.headline`)
+    scope_notes = {
+        "weak": "any one other client sees a client's helper-model stream, the federated "
+                "f-DP of Zheng et al. 2021",
+        "strong": "all other clients collude and pool what they see; report this one if they "
+                  "may; valid but very loose",
+    }
 
     def __init__(self, spec: LocalTrainingSpec, client_sizes: np.ndarray, *, client_rate: float,
                  empty_cohort: str, delta: float | None, accountants: Sequence[str],

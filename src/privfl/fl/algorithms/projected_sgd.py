@@ -371,6 +371,12 @@ class ProjectedSgdPrivacy:
     """
 
     unit = "client"
+    #: why each scope (the headline's scope advice, :mod:`privfl.report.headline`)
+    scope_notes = {
+        "last-iterate": "only the final model is released, the intermediate ones stay hidden "
+                        "(Asoodeh et al. 2021)",
+        "all-iterates": "every intermediate model is released too",
+    }
 
     def __init__(self, *, users: int, users_per_round: int, rounds: int, radius: float,
                  clip_norm: float | None, noise_multiplier: float, lr: float | None = 0.5,
