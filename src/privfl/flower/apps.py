@@ -28,7 +28,7 @@ from typing import Any
 
 from privfl._validation import check_int
 
-__all__ = ["FLOWER_ALGORITHMS", "INSTALL_HINT", "NodeWork", "check_config", "make_client_app",
+__all__ = ["FLOWER_ALGORITHMS", "INSTALL_HINT", "NodeWork", "check_config", "check_options", "make_client_app",
            "make_server_app", "require_flower", "simulate"]
 
 INSTALL_HINT = "pip install 'privfl[flower]' (Flower 1.42, in its own virtual environment)"
@@ -44,6 +44,18 @@ def require_flower() -> Any:
     except ImportError:
         raise ValueError(f"--backend flower needs Flower: {INSTALL_HINT}") from None
     return flwr
+
+
+def check_options(address: str | None = None, workers: int | None = None) -> None:
+    """ValueError unless ``privfl run --backend flower`` can take these options (no
+    ``--address``: the simulation runs here; ``workers`` >= 1) and Flower is installed."""
+    if address is not None:
+        raise ValueError(f"address = {address!r} is not allowed with backend 'flower': the "
+                         "simulation runs on this machine (deploy with flwr run, "
+                         "docs/flower.md)")
+    if workers is not None:
+        check_int("workers", workers, 1)
+    require_flower()
 
 
 def check_config(config: Any) -> None:
