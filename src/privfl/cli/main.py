@@ -807,7 +807,10 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point. Usage errors (an unknown option, a missing argument, a value
     outside a choice) are one line on stderr naming the command, exit status 2; ``--help``
     shows the usage."""
-    from typer._click.exceptions import UsageError
+    try:  # typer >= 0.21 vendors click; older ones (Flower 1.42 pins typer < 0.21) use click
+        from typer._click.exceptions import UsageError
+    except ImportError:
+        from click.exceptions import UsageError
 
     try:
         code = app(argv, standalone_mode=False)
