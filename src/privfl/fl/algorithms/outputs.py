@@ -113,14 +113,16 @@ def private_dir_of(run_dir: Path) -> Path:
 
 def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure: bool,
                  guarantee_only: bool, private_name: str, checkpoints: bool,
-                 tensorboard: bool, model_file: bool, redrawn: bool = False) -> list[Output]:
+                 tensorboard: bool, model_file: bool, redrawn: bool = False,
+                 mlflow: bool = False) -> list[Output]:
     """The files a run writes, each classified.
 
     ``metrics``: the classified metrics keys of the run; ``accuracy_keys``: those plotted in
     accuracy.png and shown in report.md; ``secure``: noise from ``os.urandom`` (else
     config.yaml's seed regenerates the noise); ``checkpoints``: the private state is still on
     disk; ``model_file``: the run writes ``model.pt`` (the released model); ``redrawn``: a
-    secure resume kept the rows of rounds released twice in ``redrawn.jsonl``."""
+    secure resume kept the rows of rounds released twice in ``redrawn.jsonl``; ``mlflow``: the
+    run is tracked in an MLflow store (``run.mlflow``, privfl.report.mlflow_log)."""
     uncovered = [m.name for m in metrics if not m.covered]
     accuracy = set(accuracy_keys)
     hidden_accuracy = [m.name for m in metrics if m.name in accuracy and not m.covered]
@@ -173,6 +175,13 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
     if tensorboard:
         files.append(Output(f"{where}tensorboard/", "file", False,
                             "every metrics key of every round, covered or not"))
+    if mlflow:  # the store gets the settings, the metrics and the run directory's files
+        files.append(Output("mlflow (run.mlflow store)", "file", *(unless_seeded((
+            True, "the settings, the covered metrics of every round, the labelled privacy "
+            "results and the run directory's files (only covered ones: the rest is in "
+            f"{private}/)")) if guarantee_only else (
+            False, "every metrics key of every round, covered or not, and the run "
+            "directory's files, checkpoints (the private state) included"))))
     if guarantee_only and uncovered:
         files.append(Output(f"{private}/metrics.jsonl", "file", False,
                             f"the metrics outside the guarantee ({', '.join(uncovered)})"))
