@@ -48,9 +48,10 @@ test-ray:
 test-flower:
 	python3 -m venv $(FLOWER_VENV)
 	$(FLOWER_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(FLOWER_VENV)/bin/python -m pip install --quiet $(TORCH)
-	$(FLOWER_VENV)/bin/python -m pip install --quiet -c /dev/null -e '.[flower,mlflow,data]' \
-		pytest hypothesis
+	echo '$(TORCH)' > $(FLOWER_VENV)/torch-pin.txt
+	$(FLOWER_VENV)/bin/python -m pip install --quiet -c $(FLOWER_VENV)/torch-pin.txt $(TORCH)
+	$(FLOWER_VENV)/bin/python -m pip install --quiet -c $(FLOWER_VENV)/torch-pin.txt \
+		-e '.[flower,mlflow,data]' pytest hypothesis
 	$(FLOWER_VENV)/bin/python -m pytest -m 'flower or mlflow' tests/flower tests/report/test_mlflow.py
 
 # The newest releases pyproject allows (torch still pinned, see TORCH), in a separate venv.
