@@ -1,7 +1,7 @@
 """privfl's ServerApp and ClientApp, and ``privfl run --backend flower`` on Flower's simulation.
 
 * :func:`make_server_app` ``(start)``: a ``flwr.serverapp.ServerApp`` whose main function runs a
-  privfl :class:`~privfl.fl.algorithms.experiment.Experiment` (``start()`` makes it) with the
+  privfl :class:`~privfl.fl.algorithms.experiment.Experiment` (``start(context)`` makes it) with the
   :class:`~privfl.flower.backend.FlowerBackend` active: privfl's algorithm selects each round's
   cohort (secret Poisson or fixed-size sampling, as configured), sends each member's local work
   to its node, aggregates with its own server-side DP (clipping, noise from the secure source
@@ -28,8 +28,8 @@ from typing import Any
 
 from privfl._validation import check_int
 
-__all__ = ["FLOWER_ALGORITHMS", "INSTALL_HINT", "NodeWork", "check_config", "check_options", "make_client_app",
-           "make_server_app", "require_flower", "simulate"]
+__all__ = ["FLOWER_ALGORITHMS", "INSTALL_HINT", "NodeWork", "check_config", "check_options",
+           "make_client_app", "make_server_app", "require_flower", "simulate", "start_run"]
 
 INSTALL_HINT = "pip install 'privfl[flower]' (Flower 1.42, in its own virtual environment)"
 #: the algorithms whose rounds fit Flower's message rounds (their local work goes through the
@@ -154,10 +154,10 @@ def make_client_app(config_text: str | Callable[[Any], str]) -> Any:
     return app
 
 
-def make_server_app(start: Callable[[], Any], callbacks: Any = None, *,
+def make_server_app(start: Callable[[Any], Any], callbacks: Any = None, *,
                     outcome: dict[str, Any] | None = None, timeout: float = 600.0) -> Any:
-    """privfl's ServerApp: its main function calls ``start()`` (an ``Experiment``, created
-    or resumed) and runs it with the :class:`~privfl.flower.backend.FlowerBackend` over the
+    """privfl's ServerApp: its main function calls ``start(context)`` (an ``Experiment``,
+    created or resumed; ``context``: Flower's, e.g. its ``run_config``) and runs it with the :class:`~privfl.flower.backend.FlowerBackend` over the
     app's grid. ``outcome`` (optional) receives ``result`` or ``error`` and ``backend``."""
     from flwr.serverapp import ServerApp
 
@@ -172,7 +172,7 @@ def make_server_app(start: Callable[[], Any], callbacks: Any = None, *,
     @app.main()
     def main(grid: Any, context: Any) -> None:
         try:
-            experiment = start()
+            experiment = start(context)
             outcome["experiment"] = experiment
             config = experiment.config
             check_config(config)
@@ -187,6 +187,21 @@ def make_server_app(start: Callable[[], Any], callbacks: Any = None, *,
                 raise
 
     return app
+
+
+def start_run(config_text: str, out: str) -> Any:
+    """The Experiment of a deployed app: a new run of ``config_text`` in ``out``, or the run
+    already there resumed from its last checkpoint (a ServerApp started again)."""
+    from pathlib import Path
+
+    import yaml
+
+    from privfl.config import config_from_dict
+    from privfl.fl.algorithms.experiment import Experiment
+
+    if (Path(out) / "run.json").exists():
+        return Experiment.resume(out)
+    return Experiment.create(config_from_dict(yaml.safe_load(config_text)), out)
 
 
 def simulate(experiment: Any, callbacks: Any = None, workers: int | None = None) -> Any:
@@ -204,7 +219,7 @@ def simulate(experiment: Any, callbacks: Any = None, workers: int | None = None)
     workers = available_cores() if workers is None else check_int("workers", workers, 1)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     outcome: dict[str, Any] = {"keep_error": True}
-    server = make_server_app(lambda: experiment, callbacks, outcome=outcome)
+    server = make_server_app(lambda context: experiment, callbacks, outcome=outcome)
     client = make_client_app(dump_config(experiment.config))
     run_simulation(
         server_app=server, client_app=client, num_supernodes=experiment.config.data.clients,
