@@ -157,7 +157,8 @@ def make_client_app(config_text: str | Callable[[Any], str]) -> Any:
 def make_server_app(start: Callable[[Any], Any], callbacks: Any = None, *,
                     outcome: dict[str, Any] | None = None, timeout: float = 600.0) -> Any:
     """privfl's ServerApp: its main function calls ``start(context)`` (an ``Experiment``,
-    created or resumed; ``context``: Flower's, e.g. its ``run_config``) and runs it with the :class:`~privfl.flower.backend.FlowerBackend` over the
+    created or resumed; ``context``: Flower's, e.g. its ``run_config``) and runs it with the
+    :class:`~privfl.flower.backend.FlowerBackend` over the
     app's grid. ``outcome`` (optional) receives ``result`` or ``error`` and ``backend``."""
     from flwr.serverapp import ServerApp
 

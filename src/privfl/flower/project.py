@@ -52,8 +52,8 @@ clientapp = "privfl_app.client_app:app"
 out = "{out}"
 '''
 
-_SERVER = '''"""privfl's ServerApp for {name!r}: privfl's algorithm, server-side DP, accounting and run
-directory (privfl.flower.apps.make_server_app)."""
+_SERVER = '''"""privfl's ServerApp for {name!r}: privfl's algorithm, server-side DP,
+accounting and run directory (privfl.flower.apps.make_server_app)."""
 
 from privfl.flower.apps import make_server_app, start_run
 
