@@ -23,14 +23,21 @@ INSDP = {**PRIFEDSYNC, "name": "flower-insdp",
          "privacy": {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-5,
                      "accountants": ["rdp"]},
          "federated": {"algorithm": "insdp-fedavg", "rounds": 2, "clients_per_round": 4}}
+INSDP_SGD = {**INSDP, "name": "flower-insdp-fedsgd",
+             "training": {**PRIFEDSYNC["training"], "optimizer": "sgd", "local_steps": 1},
+             "federated": {"algorithm": "insdp-fedsgd", "rounds": 2, "clients_per_round": 4}}
 
 
 def _backend(cfg, grid, **kwargs):
     return FlowerBackend(grid, config_digest(dump_config(cfg)), cfg.data.clients, **kwargs)
 
 
-@pytest.mark.parametrize("raw", [DP_FEDAVG, INSDP, PRIFEDSYNC], ids=lambda r: r["name"])
+@pytest.mark.parametrize("raw", [DP_FEDAVG, INSDP, INSDP_SGD, PRIFEDSYNC],
+                         ids=lambda r: r["name"])
 def test_flower_backend_equals_local(tmp_path, raw):
+    from privfl.flower.apps import FLOWER_ALGORITHMS
+
+    assert raw["federated"].get("algorithm", "prifedsync") in FLOWER_ALGORITHMS
     """Every client's work as a message to its own node (seeds drawn on the server): models,
     optimizer and generator states, metrics and privacy.json equal the local run's."""
     cfg = config(raw)
@@ -162,3 +169,12 @@ def test_registration_needs_one_node_per_client():
     backend = _backend(cfg, grid, timeout=1.0)
     with pytest.raises(ValueError, match="has 9 node"):
         backend.run_shards(None, [None] * 10, torch.zeros(3), [], False, 0)
+
+
+def test_every_flower_algorithm_is_compared():
+    from privfl.backends import SHARDED_ALGORITHMS
+    from privfl.flower.apps import FLOWER_ALGORITHMS
+
+    compared = [raw["federated"].get("algorithm", "prifedsync")
+                for raw in (DP_FEDAVG, INSDP, INSDP_SGD, PRIFEDSYNC)]
+    assert sorted(compared) == sorted(FLOWER_ALGORITHMS) == sorted(SHARDED_ALGORITHMS)
