@@ -94,14 +94,10 @@ class NodeWork:
         """The node's engine: the algorithm's trainer settings and its client's data, built
         from the configuration exactly as the server builds them (once per process)."""
         if self._worker is None:
-            from privfl.backends.base import ShardWorker, trainer_settings
-            from privfl.fl.algorithms.builders import build_dataset
-            from privfl.fl.algorithms.experiment import build_algorithm
+            from privfl.backends.base import ShardWorker
 
-            algorithm = build_algorithm(self.config, build_dataset(self.config))
-            settings = trainer_settings(algorithm.trainer)
-            settings["options"]["workers"] = 1
-            self._worker = ShardWorker(settings, [algorithm.tensors.train[self.client]])
+            settings, train = _built(self.digest, self.config)
+            self._worker = ShardWorker(settings, [train[self.client]])
         return self._worker
 
     def train(self, call: dict[str, Any], start_row: Any) -> tuple:
@@ -113,6 +109,23 @@ class NodeWork:
 
 
 _NODES: dict[tuple[str, int], NodeWork] = {}
+_BUILT: dict[str, tuple[dict[str, Any], list]] = {}
+
+
+def _built(digest: str, config: Any) -> tuple[dict[str, Any], list]:
+    """The trainer settings and every client's training pair of a configuration, built once
+    per process (a simulation's actor serves many virtual nodes)."""
+    if digest not in _BUILT:
+        from privfl.backends.base import trainer_settings
+        from privfl.fl.algorithms.builders import build_dataset
+        from privfl.fl.algorithms.experiment import build_algorithm
+
+        algorithm = build_algorithm(config, build_dataset(config))
+        settings = trainer_settings(algorithm.trainer)
+        settings["options"]["workers"] = 1
+        _BUILT.clear()  # one configuration at a time
+        _BUILT[digest] = (settings, list(algorithm.tensors.train))
+    return _BUILT[digest]
 
 
 def _node(config_text: str, context: Any) -> NodeWork:
