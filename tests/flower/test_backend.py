@@ -178,3 +178,19 @@ def test_every_flower_algorithm_is_compared():
     compared = [raw["federated"].get("algorithm", "prifedsync")
                 for raw in (DP_FEDAVG, INSDP, INSDP_SGD, PRIFEDSYNC)]
     assert sorted(compared) == sorted(FLOWER_ALGORITHMS) == sorted(SHARDED_ALGORITHMS)
+
+
+def test_budget_stop_before_a_round_as_locally(tmp_path):
+    """stop.epsilon: the Flower run stops before the round that would exceed it, at the same
+    round and with the same privacy report as the local run; no message of that round is
+    sent."""
+    cfg = config(DP_FEDAVG, federated={"rounds": 20}, stop={"epsilon": 8.0})  # rdp: 7.15 at 3
+    local = run(cfg, tmp_path / "local")
+    grid = LocalGrid(cfg)
+    remote = run(cfg, tmp_path / "flower", _backend(cfg, grid))
+    assert_same(outcome(local), outcome(remote))
+    summary = json.loads((tmp_path / "flower" / "summary.json").read_text())
+    assert summary["stop_reason"] == json.loads(
+        (tmp_path / "local" / "summary.json").read_text())["stop_reason"]
+    assert remote.algorithm.round == 3
+    assert grid.sent == sum(m["cohort_size"] for m in remote.metrics)
