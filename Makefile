@@ -4,10 +4,13 @@ PY := $(VENV)/bin/python
 CONSTRAINTS ?= constraints.txt
 PIP_CONSTRAINTS := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 LATEST ?= .venv-latest
+# Flower 1.42 pins typer < 0.21, rich < 15, protobuf < 7, packaging < 26 and its own ray, older
+# than constraints.txt: its own venv, resolved by pip from Flower's pins (not constraints.txt).
+FLOWER_VENV ?= .venv-flower
 # torch stays at 2.13.0 (CPU build) everywhere: any other torch spec pulls GBs of CUDA wheels.
 TORCH := torch==2.13.0
 
-.PHONY: install data test test-slow test-ray test-browser test-latest lock lint bench mutants
+.PHONY: install data test test-slow test-ray test-browser test-flower test-latest lock lint bench mutants
 
 install:
 	python3 -m venv $(VENV)
@@ -49,6 +52,17 @@ test-browser:
 	fi
 	$(PY) -m pip install --quiet $(PIP_CONSTRAINTS) -e '.[browser]'
 	$(PY) -m pytest -m browser
+
+# privfl inside Flower (privfl.flower, docs/flower.md) and MLflow tracking, in .venv-flower:
+# torch pinned (CPU build), then privfl with the flower, mlflow and data extras.
+test-flower:
+	python3 -m venv $(FLOWER_VENV)
+	$(FLOWER_VENV)/bin/python -m pip install --quiet --upgrade pip
+	echo '$(TORCH)' > $(FLOWER_VENV)/torch-pin.txt
+	$(FLOWER_VENV)/bin/python -m pip install --quiet -c $(FLOWER_VENV)/torch-pin.txt $(TORCH)
+	$(FLOWER_VENV)/bin/python -m pip install --quiet -c $(FLOWER_VENV)/torch-pin.txt \
+		-e '.[flower,mlflow,data]' pytest hypothesis
+	$(FLOWER_VENV)/bin/python -m pytest -m 'flower or mlflow' tests/flower tests/report/test_mlflow.py
 
 # The newest releases pyproject allows (torch still pinned, see TORCH), in a separate venv.
 test-latest:

@@ -27,6 +27,7 @@ TO_SPLIT = {
     "privfl/cli/main.py",  # account/calibrate commands (one dispatcher: issue 23 item 2)
     "privfl/fl/algorithms/dp_fedavg.py",  # config, plan, rules and the streamed round in one file
     "privfl/fl/algorithms/projected_sgd.py",  # config, privacy plan and algorithm in one file
+    "privfl/report/experiment.py",  # runner: run, resume, stops, finish, the outputs table
 }
 
 

@@ -24,7 +24,9 @@ BackendOpt = Annotated[
     str, typer.Option("--backend", help="Where the local training runs: local (this process) "
                       "or ray (every engine call - a round's cohort, the replicas' gathered "
                       "rows - sharded across Ray workers; same result; needs Ray: "
-                      "pip install 'privfl\\[ray]'; docs/ray.md).")
+                      "pip install 'privfl\\[ray]'; docs/ray.md); privfl run also takes flower "
+                      "(privfl's Flower apps on Flower's simulation, one node per client; same "
+                      "result; pip install 'privfl\\[flower]'; docs/flower.md).")
 ]
 AddressOpt = Annotated[
     str | None, typer.Option("--address", help="With --backend ray: the Ray cluster "
@@ -34,7 +36,9 @@ AddressOpt = Annotated[
 ]
 WorkersOpt = Annotated[
     int | None, typer.Option("--workers", help="With --backend ray: workers sharing each "
-                             "engine call (default: one per CPU of the cluster).",
+                             "engine call (default: one per CPU of the cluster); with "
+                             "--backend flower: the simulation's actors (default: one per "
+                             "core).",
                              show_default=False)
 ]
 

@@ -779,6 +779,7 @@ def calibrate_fedfdp(
 from privfl.cli.check_privacy import check_privacy_command  # noqa: E402
 from privfl.cli.compare import compare_command  # noqa: E402
 from privfl.cli.distortion import distortion_app  # noqa: E402
+from privfl.cli.flower import flower_app  # noqa: E402
 from privfl.cli.info import init_command, list_command, version_callback  # noqa: E402
 from privfl.cli.run import run_command  # noqa: E402
 from privfl.cli.sweep import SWEEP_HELP, sweep_command  # noqa: E402
@@ -801,13 +802,17 @@ app.command("compare")(compare_command)
 app.command("check-privacy")(check_privacy_command)
 app.command("tradeoff", help=TRADEOFF_HELP)(tradeoff_command)
 app.add_typer(distortion_app, name="distortion")
+app.add_typer(flower_app, name="flower")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point. Usage errors (an unknown option, a missing argument, a value
     outside a choice) are one line on stderr naming the command, exit status 2; ``--help``
     shows the usage."""
-    from typer._click.exceptions import UsageError
+    try:  # typer >= 0.21 vendors click; older ones (Flower 1.42 pins typer < 0.21) use click
+        from typer._click.exceptions import UsageError
+    except ImportError:
+        from click.exceptions import UsageError
 
     try:
         code = app(argv, standalone_mode=False)

@@ -343,7 +343,12 @@ def run_command(
     try:
         from privfl.backends import check_algorithm, check_options
 
-        check_options(backend, address, workers)
+        if backend == "flower":  # the whole run as Flower apps (privfl.flower, docs/flower.md)
+            from privfl.flower.apps import check_options as check_flower
+
+            check_flower(address, workers)
+        else:
+            check_options(backend, address, workers)
         if resume is not None:
             if config is not None:
                 raise ValueError(
@@ -361,9 +366,14 @@ def run_command(
                               f"{escape(resolved.data.dataset)}, building the model, planning "
                               "privacy ...", highlight=False)
             experiment = Experiment.create(resolved, out or _default_out(resolved.name))
-        check_algorithm(backend, experiment.algorithm)
-        select_backend(stack, backend, address, workers, console)
-        result = experiment.run(display)
+        if backend == "flower":
+            from privfl.flower.apps import simulate
+
+            result = simulate(experiment, display, workers)
+        else:
+            check_algorithm(backend, experiment.algorithm)
+            select_backend(stack, backend, address, workers, console)
+            result = experiment.run(display)
     except KeyboardInterrupt:
         display.close()
         if experiment is not None and experiment.discard_if_unstarted():

@@ -323,6 +323,10 @@ class RunConfig(_Section):
         "is bit-identical for every value")
     tensorboard: bool = Field(False, description="also log each round's metrics as TensorBoard "
                               "event files in DIR/tensorboard (pip install 'privfl[tensorboard]')")
+    mlflow: bool | str = Field(
+        False, description="also track the run in MLflow: true (a file store DIR/../mlruns, "
+        "works offline) or a tracking URI; parameters, per-round metrics, the labelled privacy "
+        "results and the run directory as artifacts (pip install 'privfl[mlflow]')")
     outputs: Literal["all", "guarantee-only"] = Field(
         "all", description="all: every output in the run directory, each classified in "
         "privacy.json's outputs; guarantee-only: only what the printed guarantee covers, the "

@@ -220,6 +220,11 @@ class Experiment:
 
             check_available()
         self._tensorboard = None
+        if config.run.mlflow:
+            from privfl.report.mlflow_log import check_available as check_mlflow
+
+            check_mlflow()
+        self._mlflow = None
         # run.threads sets the engine's client workers (builders.trainer_options); the server's
         # work runs on one torch thread, so no setting of run changes a result's bits
         torch.set_num_threads(1)
@@ -490,6 +495,7 @@ class Experiment:
             secure=self.config.privacy.secure, guarantee_only=self.dir.separate_private,
             private_name=self.dir.private.name, checkpoints=checkpoints,
             tensorboard=self.config.run.tensorboard,
+            mlflow=bool(self.config.run.mlflow),
             model_file=callable(getattr(self.algorithm, "global_params", None)),
             redrawn=bool(self.redrawn), health=self.health_keys())
         return [o.to_dict() for o in metrics + files]
@@ -574,12 +580,33 @@ class Experiment:
 
             self._tensorboard = TensorBoardLog(self.dir.private / "tensorboard",
                                                purge_step=self.algorithm.round + 1)
+        if self.config.run.mlflow:
+            self._mlflow = self._start_mlflow()
+        status = "FAILED"
         try:
-            return self._rounds(callbacks, started)
+            result = self._rounds(callbacks, started)
+            if self._mlflow is not None:
+                self._mlflow.finish(result.privacy, self.dir.path)
+            status = "FINISHED"
+            return result
         finally:
             if self._tensorboard is not None:
                 self._tensorboard.close()
                 self._tensorboard = None
+            if self._mlflow is not None:
+                self._mlflow.close(status)
+                self._mlflow = None
+
+    def _start_mlflow(self) -> Any:
+        """The MLflow run of this privfl run (privfl.report.mlflow_log): a new one, or the one
+        tagged with this run directory's id (resume). guarantee-only: covered keys only."""
+        from privfl.report.mlflow_log import MlflowLog, tracking_uri
+
+        return MlflowLog(
+            tracking_uri(self.config.run.mlflow, self.dir.path), self.config.name,
+            self.dir.run_id(), self.config.model_dump(mode="json"),
+            covered=self.covered_metrics() if self.dir.separate_private else None,
+            run_name=self.dir.path.name)
 
     def _rounds(self, callbacks: RunCallbacks, started: float) -> ExperimentResult:
         callbacks.on_start(self)
@@ -595,6 +622,8 @@ class Experiment:
             self._append_metrics(metrics)
             if self._tensorboard is not None:
                 self._tensorboard.log(metrics)
+            if self._mlflow is not None:
+                self._mlflow.log(metrics)
             for warning in (self._divergence(metrics), self._check_reproduced(metrics)):
                 if warning is not None:
                     self.warnings.append(warning)

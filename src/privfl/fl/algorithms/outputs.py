@@ -114,7 +114,7 @@ def private_dir_of(run_dir: Path) -> Path:
 def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure: bool,
                  guarantee_only: bool, private_name: str, checkpoints: bool,
                  tensorboard: bool, model_file: bool, redrawn: bool = False,
-                 health: Iterable[str] | None = None) -> list[Output]:
+                 health: Iterable[str] | None = None, mlflow: bool = False) -> list[Output]:
     """The files a run writes, each classified.
 
     ``metrics``: the classified metrics keys of the run; ``accuracy_keys``: those plotted in
@@ -122,7 +122,8 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
     config.yaml's seed regenerates the noise); ``checkpoints``: the private state is still on
     disk; ``model_file``: the run writes ``model.pt`` (the released model); ``redrawn``: a
     secure resume kept the rows of rounds released twice in ``redrawn.jsonl``; ``health``: the
-    metrics keys plotted in health.png (None: the run writes no health.png).
+    metrics keys plotted in health.png (None: the run writes no health.png); ``mlflow``: the
+    run is tracked in an MLflow store (``run.mlflow``, privfl.report.mlflow_log).
 
     report.md and report.html show the same things (the card, the results, the final
     accuracies, the outputs table and provenance with the wall time), so they are classified
@@ -187,6 +188,13 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
     if tensorboard:
         files.append(Output(f"{where}tensorboard/", "file", False,
                             "every metrics key of every round, covered or not"))
+    if mlflow:  # the store gets the settings, the metrics and the run directory's files
+        files.append(Output("mlflow (run.mlflow store)", "file", *(unless_seeded((
+            True, "the settings, the covered metrics of every round, the labelled privacy "
+            "results and the run directory's files (only covered ones: the rest is in "
+            f"{private}/)")) if guarantee_only else (
+            False, "every metrics key of every round, covered or not, and the run "
+            "directory's files, checkpoints (the private state) included"))))
     if guarantee_only and uncovered:
         files.append(Output(f"{private}/metrics.jsonl", "file", False,
                             f"the metrics outside the guarantee ({', '.join(uncovered)})"))
