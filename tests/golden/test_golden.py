@@ -1,0 +1,66 @@
+"""Golden privacy numbers: the refactor of the accounting path must reproduce them exactly.
+
+The expected values were generated from the code by ``tests/golden/regenerate.py`` (its docstring
+says how and when to regenerate). Floats are compared exactly (JSON round-trips a float64
+exactly): every pinned computation is deterministic and order-fixed, so any change of a printed
+privacy number, label, scope or unit fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+import regenerate as gold  # noqa: E402  (beside this file; pytest puts its folder on sys.path)
+
+HERE = Path(__file__).resolve().parent
+
+
+def _load(name: str) -> dict:
+    return json.loads((HERE / name).read_text())
+
+
+COMMANDS = _load("commands.json")
+CONFIGS = _load("configs.json")
+RUNS = _load("runs.json")
+#: one config per folder and every top-level demo (default); every config under ``slow``
+SAMPLE = sorted({str(Path(k).parent): k for k in CONFIGS if "/" in k}.values()) + sorted(
+    k for k in CONFIGS if "/" not in k)
+
+
+def test_every_documented_command_is_pinned():
+    assert [c for c in gold.documented_commands() if c not in COMMANDS] == []
+
+
+def test_every_config_is_pinned():
+    assert sorted(gold.key(p) for p in gold.run_configs()) == sorted(CONFIGS)
+    assert sorted(gold.key(p) for p in gold.demo_configs()) == sorted(RUNS)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_documented_command_json(command, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert gold.invoke(gold.command_args(command)) == COMMANDS[command]
+
+
+@pytest.mark.parametrize("name", SAMPLE)
+def test_planned_privacy_of_a_sample_of_configs(name, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PRIVFL_DATA", str(tmp_path / "empty-cache"))
+    assert gold.dry_run(gold.CONFIGS / name) == CONFIGS[name]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(CONFIGS) - set(SAMPLE)))
+def test_planned_privacy_of_every_config(name, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PRIVFL_DATA", str(tmp_path / "empty-cache"))
+    assert gold.dry_run(gold.CONFIGS / name) == CONFIGS[name]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_privacy_json_of_a_two_round_demo_run(name):
+    with tempfile.TemporaryDirectory() as tmp:
+        assert gold.real_run(gold.CONFIGS / name, Path(tmp) / "run") == RUNS[name]
