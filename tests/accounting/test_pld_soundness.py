@@ -126,7 +126,7 @@ GRID = [
     (0.01, 1.0, 10**5, 1e-12),
     (0.5, 0.3, 1, 1e-12),
     (0.3, 1.0, 100, 1e-12),
-    (0.01, 50.0, 10**7, 0.1),
+    pytest.param(0.01, 50.0, 10**7, 0.1, marks=SLOW),
     pytest.param(0.5, 2.0, 1000, 1e-12, marks=SLOW),
     pytest.param(1e-3, 0.8, 10**7, 1e-12, marks=SLOW),
     (1e-4, 5.0, 10**5, 1e-9),  # losses far below the default grid: composed on a finer one
@@ -152,7 +152,7 @@ def test_pld_bound_never_below_the_reference(q, z, steps, delta):
 
 @pytest.mark.parametrize(
     ("q", "z", "steps", "delta"),
-    [pytest.param(0.2, 1.0, 1000, 1e-12, marks=pytest.mark.slow), (0.05, 2.0, 10**5, 1e-9)]
+    [pytest.param(0.2, 1.0, 1000, 1e-12, marks=SLOW), (0.05, 2.0, 10**5, 1e-9)]
 )
 def test_replace_one_and_fixed_size_never_below_the_reference(q, z, steps, delta):
     _check_against_reference(dpsgd_event(z, q, steps, neighbouring="replace-one"), steps, delta)

@@ -131,6 +131,7 @@ def test_set_overrides_reach_the_resolved_config(tmp_path, tiny_yaml):
     assert (out / "checkpoints" / "round-000001.pt").is_file()
 
 
+@pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
 def test_resume_from_the_command_line_equals_uninterrupted(tmp_path, tiny_yaml):
     fast = ["--no-progress", "--set", "privacy.accountants=[gdp-clt]",
             "--set", "federated.client_rate=0.6"]

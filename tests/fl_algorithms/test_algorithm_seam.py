@@ -175,6 +175,7 @@ def test_unknown_algorithm_names_the_choices():
         config_from_dict({"federated": {"algorithm": "fedprox"}})
 
 
+@pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
 def test_run_report_check_privacy_and_compare(toy, tmp_path):
     runner = CliRunner()
     out = tmp_path / "toy-run"

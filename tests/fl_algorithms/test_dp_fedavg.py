@@ -372,6 +372,7 @@ def test_state_dict_round_trip_resumes_exactly(federated):
     assert strip(metrics) == strip(head + tail)
 
 
+@pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
 def test_experiment_resume_and_check_privacy(tmp_path):
     config = _config(federated={"adaptive_clipping": True, "count_noise": 2.0})
     Experiment.create(config, tmp_path / "full").run()

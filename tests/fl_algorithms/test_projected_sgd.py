@@ -376,6 +376,7 @@ def test_state_dict_resumes_exactly(federated):
             state)
 
 
+@pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
 def test_experiment_resume_equals_uninterrupted_run_and_privacy_checks(tmp_path):
     config = _config(federated={"evaluate": "every-round"})
     Experiment.create(config, tmp_path / "full").run()

@@ -40,6 +40,7 @@ def _kill_before_checkpoints(directory: RunDirectory, after: int) -> None:
 
 
 @pytest.mark.parametrize("every", [1, 5])
+@pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
 def test_a_seeded_run_killed_before_its_first_checkpoint_resumes_from_round_zero(
         tmp_path, tiny_config_dict, every):
     full = Experiment.create(_config(tiny_config_dict), tmp_path / "full").run()
@@ -55,6 +56,7 @@ def test_a_seeded_run_killed_before_its_first_checkpoint_resumes_from_round_zero
     assert _strip_time(result.metrics) == _strip_time(full.metrics)
 
 
+@pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
 def test_a_seeded_round_that_does_not_reproduce_is_a_warning(tmp_path, tiny_config_dict):
     Experiment.create(_config(tiny_config_dict, max_rounds=2), tmp_path / "run").run()
     directory = RunDirectory(tmp_path / "run")

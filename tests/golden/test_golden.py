@@ -61,6 +61,7 @@ def test_planned_privacy_of_every_config(name, monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
+@pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
 def test_privacy_json_of_a_two_round_demo_run(name):
     with tempfile.TemporaryDirectory() as tmp:
         assert gold.real_run(gold.CONFIGS / name, Path(tmp) / "run") == RUNS[name]

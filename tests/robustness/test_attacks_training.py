@@ -296,6 +296,7 @@ def test_privfl_run_with_a_backdoor_reports_attack_success(tmp_path):
     assert check.exit_code == 0, check.output
 
 
+@pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
 def test_an_attacked_run_resumes_to_the_uninterrupted_result(tmp_path):
     raw = copy.deepcopy(RUN)
     raw["attack"] = {"kind": "dba", "attackers": 2}

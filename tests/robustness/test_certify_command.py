@@ -139,6 +139,7 @@ def _certify_json(args):
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
 def test_recompute_certifies_the_saved_models_again_without_training(tiny, tmp_path):
     """Same method and confidence: the same certification; another confidence or method:
     what certifying those saved predictions gives (lower confidence certifies at least as
