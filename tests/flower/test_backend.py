@@ -172,12 +172,13 @@ def test_registration_needs_one_node_per_client():
 
 
 def test_every_flower_algorithm_is_compared():
-    from privfl.backends import SHARDED_ALGORITHMS
+    from privfl.fl.algorithms.registry import algorithm_class, available
     from privfl.flower.apps import FLOWER_ALGORITHMS
 
+    sharded = [name for name in available() if algorithm_class(name).local_only is None]
     compared = [raw["federated"].get("algorithm", "prifedsync")
                 for raw in (DP_FEDAVG, INSDP, INSDP_SGD, PRIFEDSYNC)]
-    assert sorted(compared) == sorted(FLOWER_ALGORITHMS) == sorted(SHARDED_ALGORITHMS)
+    assert sorted(compared) == sorted(FLOWER_ALGORITHMS) == sorted(sharded)
 
 
 def test_budget_stop_before_a_round_as_locally(tmp_path):
