@@ -265,11 +265,19 @@ class RayBackend(ShardedBackend):
         except Exception as error:
             if isinstance(error, ray.exceptions.RayError) and not self._node_alive():
                 cause = " ".join(str(error).split())[:160]
+                self._disconnect()
                 raise RayClusterError(
                     f"the {self.connection.describe()} lost its node: a Ray system process "
                     f"(the raylet) died ({type(error).__name__}: {cause}); the run directory "
                     "keeps every completed round") from None
             raise
+
+    def _disconnect(self) -> None:
+        """Leave the dead instance at once: Ray's driver exits the process with status 1 when
+        it notices its raylet is gone, which would replace privfl's one-line error (status 2)
+        if the run took a while to close its run directory."""
+        with contextlib.suppress(Exception):  # the instance is already gone; the error says so
+            self.connection.ray.shutdown()
 
     def _node_alive(self) -> bool:
         """Whether the cluster still has a live node (False when the GCS cannot say)."""
