@@ -36,6 +36,14 @@ DP_FEDAVG = {
     "federated": {"algorithm": "dp-fedavg", "rounds": 3, "client_rate": 0.6},
     "run": {"threads": 1},
 }
+#: InsDP-FedAvg and InsDP-FedSGD on PriFedSync's data, 4 clients a round.
+INSDP = {**PRIFEDSYNC, "name": "backend-insdp",
+         "privacy": {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-5,
+                     "accountants": ["rdp"]},
+         "federated": {"algorithm": "insdp-fedavg", "rounds": 2, "clients_per_round": 4}}
+INSDP_SGD = {**INSDP, "name": "backend-insdp-fedsgd",
+             "training": {**PRIFEDSYNC["training"], "optimizer": "sgd", "local_steps": 1},
+             "federated": {"algorithm": "insdp-fedsgd", "rounds": 2, "clients_per_round": 4}}
 
 
 def config(raw: dict, **sections):

@@ -16,7 +16,16 @@ import time
 import pytest
 import torch
 import yaml
-from _backend_helpers import DP_FEDAVG, PRIFEDSYNC, assert_same, config, outcome, run
+from _backend_helpers import (
+    DP_FEDAVG,
+    INSDP,
+    INSDP_SGD,
+    PRIFEDSYNC,
+    assert_same,
+    config,
+    outcome,
+    run,
+)
 
 from privfl.backends import use_backend
 from privfl.report.experiment import Experiment
@@ -26,13 +35,6 @@ pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")
 
 PRIVFL = os.path.join(os.path.dirname(sys.executable), "privfl")
-INSDP = {**PRIFEDSYNC, "name": "backend-insdp",
-         "privacy": {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-5,
-                     "accountants": ["rdp"]},
-         "federated": {"algorithm": "insdp-fedavg", "rounds": 2, "clients_per_round": 4}}
-INSDP_SGD = {**INSDP, "name": "backend-insdp-fedsgd",
-             "training": {**PRIFEDSYNC["training"], "optimizer": "sgd", "local_steps": 1},
-             "federated": {"algorithm": "insdp-fedsgd", "rounds": 2, "clients_per_round": 4}}
 
 
 @pytest.fixture(scope="module")

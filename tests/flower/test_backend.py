@@ -8,7 +8,16 @@ import json
 
 import pytest
 import torch
-from _backend_helpers import DP_FEDAVG, PRIFEDSYNC, assert_same, config, outcome, run
+from _backend_helpers import (
+    DP_FEDAVG,
+    INSDP,
+    INSDP_SGD,
+    PRIFEDSYNC,
+    assert_same,
+    config,
+    outcome,
+    run,
+)
 from _grid import LocalGrid, Reply
 
 pytest.importorskip("flwr")
@@ -18,14 +27,6 @@ from privfl.config import dump_config  # noqa: E402
 from privfl.flower.backend import FlowerBackend  # noqa: E402
 from privfl.flower.wire import RESULT, ReplyError, config_digest  # noqa: E402
 from privfl.report.experiment import Experiment  # noqa: E402
-
-INSDP = {**PRIFEDSYNC, "name": "flower-insdp",
-         "privacy": {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-5,
-                     "accountants": ["rdp"]},
-         "federated": {"algorithm": "insdp-fedavg", "rounds": 2, "clients_per_round": 4}}
-INSDP_SGD = {**INSDP, "name": "flower-insdp-fedsgd",
-             "training": {**PRIFEDSYNC["training"], "optimizer": "sgd", "local_steps": 1},
-             "federated": {"algorithm": "insdp-fedsgd", "rounds": 2, "clients_per_round": 4}}
 
 
 def _backend(cfg, grid, **kwargs):

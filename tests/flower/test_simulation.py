@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from _backend_helpers import DP_FEDAVG, PRIFEDSYNC, assert_same, config, outcome, run
+from _backend_helpers import DP_FEDAVG, INSDP, assert_same, config, outcome, run
 
 pytest.importorskip("flwr")
 
@@ -18,10 +18,6 @@ from privfl.flower.apps import simulate  # noqa: E402
 from privfl.report.experiment import Experiment  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-INSDP = {**PRIFEDSYNC, "name": "flower-insdp",
-         "privacy": {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-5,
-                     "accountants": ["rdp"]},
-         "federated": {"algorithm": "insdp-fedavg", "rounds": 2, "clients_per_round": 4}}
 
 
 @pytest.mark.parametrize("raw", [DP_FEDAVG, INSDP], ids=lambda r: r["name"])
