@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import functools
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,7 @@ def _package(module: str) -> str:
     return module.rpartition(".")[0]
 
 
+@functools.cache  # one parse of src/ for the whole file (each test reads, none mutates)
 def _imports() -> dict[tuple[str, str], list[str]]:
     """module edges -> ``file:line`` of the imports that make them."""
     edges: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
@@ -79,7 +81,7 @@ def _imports() -> dict[tuple[str, str], list[str]]:
                 if resolved and resolved != module:
                     where = f"{path.relative_to(SRC.parent)}:{node.lineno}"
                     edges[(module, resolved)].append(where)
-    return edges
+    return dict(edges)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

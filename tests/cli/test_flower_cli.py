@@ -46,6 +46,7 @@ def test_backend_flower_refuses_address(tmp_path):
     assert "address = 'auto' is not allowed with backend 'flower'" in done.stderr
 
 
+@pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)
 def test_flower_new_writes_the_app_project(tmp_path):
     done = subprocess.run([sys.executable, "-m", "privfl.cli.main", "flower", "new",
                            str(ROOT / "configs" / "demo-insdp-fedavg.yaml"), "--out",

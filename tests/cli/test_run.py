@@ -189,6 +189,7 @@ def test_existing_out_directory_is_refused(tmp_path, tiny_yaml):
     _one_line_error(_run(*args), "already holds a run")
 
 
+@pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)
 def test_demo_end_to_end(tmp_path):
     """The built-in demo: personalised private models beat the private global model (~7 s)."""
     result = _run("--out", str(tmp_path / "demo"), "--json", "--no-progress")

@@ -25,6 +25,7 @@ def _fresh_models():
     MODELS._entries.update(before)
 
 
+@pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)
 def test_the_worked_example_runs_and_resumes_exactly(tmp_path, monkeypatch, _fresh_models):
     monkeypatch.chdir(tmp_path)
     threads = torch.get_num_threads()

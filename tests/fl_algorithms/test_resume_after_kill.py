@@ -119,6 +119,7 @@ def test_secure_rounds_drawn_again_are_composed_everywhere(tmp_path, tiny_config
     assert "rounds_released" in tampered.released["problems"][0]
 
 
+@pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)
 def test_a_redrawn_round_lost_again_counts_each_draw(tmp_path, tiny_config_dict):
     """Round 3 drawn three times (two kills before its checkpoint): two extra releases."""
     Experiment.create(_config(tiny_config_dict, secure=True), tmp_path / "run").run()

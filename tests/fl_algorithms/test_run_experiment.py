@@ -57,6 +57,7 @@ def test_resume_equals_uninterrupted_run(tmp_path, tiny_config_dict):
     assert _strip_time(rows_full) == _strip_time(rows_split)
 
 
+@pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)
 def test_resume_after_losing_the_last_checkpoint(tmp_path, tiny_config_dict):
     config = _config(tiny_config_dict, privacy=FAST, run={"keep_checkpoints": 3})
     Experiment.create(config, tmp_path / "full").run()

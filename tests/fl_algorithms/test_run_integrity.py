@@ -46,6 +46,7 @@ def _corrupt_tensors(path):
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)
 def test_a_corrupted_checkpoint_falls_back_to_the_previous_good_one(tmp_path, tiny_config_dict):
     full = _run(tmp_path, tiny_config_dict, "full")
     _run(tmp_path, tiny_config_dict, "cut", max_rounds=2)
@@ -69,6 +70,7 @@ def test_no_good_checkpoint_refuses_and_says_how_to_start_again(tmp_path, tiny_c
         Experiment.resume(tmp_path / "run")
 
 
+@pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)
 def test_missing_record_and_wrong_payload_fall_back(tmp_path, tiny_config_dict):
     _run(tmp_path, tiny_config_dict, "run", max_rounds=3)
     directory = RunDirectory(tmp_path / "run")
@@ -91,6 +93,7 @@ def test_missing_record_and_wrong_payload_fall_back(tmp_path, tiny_config_dict):
     assert resumed.run().summary["rounds_completed"] == 4
 
 
+@pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)
 def test_another_runs_checkpoint_is_not_adopted(tmp_path, tiny_config_dict):
     _run(tmp_path, tiny_config_dict, "a", max_rounds=1)
     _run(tmp_path, tiny_config_dict, "b", max_rounds=2)
@@ -132,6 +135,7 @@ def test_temporary_files_of_a_killed_write_are_removed(tmp_path, tiny_config_dic
     resumed.release()
 
 
+@pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)
 def test_two_processes_cannot_run_one_directory(tmp_path, tiny_config_dict):
     _run(tmp_path, tiny_config_dict, "run", max_rounds=1)
     first = Experiment.resume(tmp_path / "run")
