@@ -87,7 +87,9 @@ def test_calibration_hits_the_target_from_the_safe_side(epsilon: float, s: float
         assert s / z == pytest.approx(0.268051, rel=1e-5)
 
 
-@pytest.mark.parametrize(("steps", "band", "q", "z"), [(200, 20, 0.05, 1.0), (64, 64, 0.2, 2.0)])
+@pytest.mark.parametrize(
+    ("steps", "band", "q", "z"), [(200, 20, 0.05, 1.0), (64, 64, 0.2, 2.0), (100, 30, 0.1, 1.5)]
+)
 def test_bandmf_amplification_equals_dpsgd_pld(steps: int, band: int, q: float, z: float) -> None:
     k = -(-steps // band)
     acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
