@@ -62,7 +62,7 @@ def test_memory_is_the_band() -> None:
     gen = BandedNoise(np.ones(4), 5, 1.0, rng=np.random.default_rng(0))
     for _ in range(50):
         gen.step()
-    assert len(gen._history) == 3
+    assert gen._history.shape == (3, 5)
 
 
 def test_validation() -> None:

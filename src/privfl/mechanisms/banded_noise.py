@@ -14,8 +14,6 @@ or ``b`` for a Toeplitz C): memory ``O(b d)``, never a T x T matrix. ``Cov(w) = 
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from privfl._validation import check_int, check_nonnegative
@@ -76,7 +74,8 @@ class BandedNoise:
             check_int("shape entry", n, minimum=1)
         self.noise_std = check_nonnegative("noise_std", noise_std)
         self._rng = rng if rng is not None else np.random.default_rng()
-        self._history: deque[np.ndarray] = deque(maxlen=max(self.band - 1, 1))
+        # ring buffer of the last band - 1 noise vectors: w_{t-j} sits in row (t - j) % (band - 1)
+        self._history = np.zeros((max(self.band - 1, 1), int(np.prod(self.shape))))
         self.steps = 0
 
     @property
@@ -97,12 +96,16 @@ class BandedNoise:
             if fresh.shape != self.shape:
                 raise ValueError(f"z must have shape {self.shape}, got {fresh.shape}")
         row = self._coeffs if self.toeplitz else self._coeffs[t]
-        total = fresh.copy()
-        for j, previous in enumerate(reversed(self._history), start=1):  # w_{t-1}, w_{t-2}...
-            if j < self.band:
-                total -= row[j] * previous
+        total = fresh.reshape(-1).copy()
+        lags = min(t, self.band - 1)
+        if lags:
+            j = np.arange(1, lags + 1)
+            weights = np.zeros(self._history.shape[0])
+            weights[(t - j) % self._history.shape[0]] = row[j]
+            total -= weights @ self._history  # sum_j C[t, t-j] w_{t-j}, one matrix-vector product
         w = total / row[0]
         if self.band > 1:
-            self._history.append(w)
+            self._history[t % self._history.shape[0]] = w
+        w = w.reshape(self.shape)
         self.steps += 1
         return w
