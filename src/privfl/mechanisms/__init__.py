@@ -21,6 +21,7 @@ Correlated noise without sampling (numpy/scipy only, never torch):
 * :mod:`~privfl.mechanisms.tree` — tree aggregation for prefix sums (Kairouz et al. 2021).
 * :mod:`~privfl.mechanisms.factorization` — matrix-factorization mechanisms ``A = B C``, their
   workloads, errors and optimiser (Denisov et al. 2022; Choquette-Choo et al. 2023).
+* :mod:`~privfl.mechanisms.toeplitz` — banded Toeplitz encoders for long horizons (FFT series).
 * :mod:`~privfl.mechanisms.banded_noise` — the streaming correlated-noise generator.
 * :mod:`~privfl.mechanisms.sensitivity` — participation schemes and the sensitivity of ``C``.
 
