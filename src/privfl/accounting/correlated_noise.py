@@ -187,8 +187,10 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sensitivity: float)
     mu = gdp_mu_for(epsilon, delta)
     z = s / mu
     # safe side: nudge up until the exact epsilon is within the target
+    step = 1e-12
     while gdp_epsilon(delta, s / z) > epsilon:
-        z = math.nextafter(z, math.inf) * (1 + 1e-12)
+        z *= 1.0 + step
+        step *= 2.0
     return z
 
 
