@@ -78,3 +78,16 @@ def test_validation() -> None:
         gen.step()
     with pytest.raises(ValueError, match="cover only 4 steps"):
         gen.step()
+
+
+def test_noisy_gradients_give_the_factorized_release() -> None:
+    # adding w_t to round t's gradient sum releases A (x + W) = B (C x + Z), B = A C^{-1}
+    steps, band = 10, 3
+    c = _banded(steps, band, 5)
+    a = workload(steps, momentum=0.5)
+    rng = np.random.default_rng(9)
+    x, z = rng.normal(size=(steps, 4)), rng.normal(size=(steps, 4))
+    gen = BandedNoise(band_coefficients(c, band), 4, 1.0)
+    noisy = np.array([x[t] + gen.step(z[t]) for t in range(steps)])
+    b = a @ np.linalg.inv(c)
+    assert np.abs(a @ noisy - b @ (c @ x + z)).max() < 1e-10
