@@ -24,6 +24,7 @@ Correlated noise without sampling (numpy/scipy only, never torch):
 * :mod:`~privfl.mechanisms.toeplitz` — banded Toeplitz encoders for long horizons (FFT series).
 * :mod:`~privfl.mechanisms.banded_noise` — the streaming correlated-noise generator.
 * :mod:`~privfl.mechanisms.sensitivity` — participation schemes and the sensitivity of ``C``.
+* :mod:`~privfl.mechanisms.correlated_privacy` — (C, participation) to labelled privacy numbers.
 
 The names below load their module on first use (PEP 562), so importing one of the numpy-only
 modules above does not import torch.
