@@ -121,7 +121,6 @@ class Participation:
         if self.schedule == "cyclic":
             return self.min_separation
         t, k, b = self.steps, self.max_participations, self.min_separation
-        # count[j][s]: patterns with exactly j picks whose first pick is >= s ... via recursion
         count = 0
         for j in range(1, k + 1):
             free = t - (j - 1) * (b - 1)  # stars and bars: choose j of `free` slots
