@@ -1,0 +1,193 @@
+"""`account dp-ftrl | bandmf` and `calibrate dp-ftrl | bandmf` (registered on a fresh app here;
+privfl.cli.main registers them with privfl.cli.correlated.register)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from privfl.accounting.correlated_noise import NEIGHBOURING
+from privfl.cli.correlated import register
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    root = typer.Typer()
+    account, calibrate = typer.Typer(), typer.Typer()
+    root.add_typer(account, name="account")
+    root.add_typer(calibrate, name="calibrate")
+    register(account, calibrate)
+    return root
+
+
+def _json(app: typer.Typer, *args: str) -> dict:
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_account_dp_ftrl_single_participation(app: typer.Typer) -> None:
+    out = _json(
+        app, "account", "dp-ftrl", "--rounds", "1000", "--noise-multiplier", "2", "--delta", "1e-5"
+    )
+    assert out["setting"]["sensitivity"] == pytest.approx(math.sqrt(10))
+    by = {r["method"].split(" ")[0]: r for r in out["results"]}
+    assert by["gdp"]["epsilon"] == pytest.approx(7.5112759, rel=1e-7)
+    assert by["rdp"]["epsilon"] == pytest.approx(8.0878616, rel=1e-7)
+    for r in out["results"]:
+        assert r["neighbouring"] == NEIGHBOURING and r["unit"] == "client"
+        assert "exact" in r["sampling"]
+
+
+def test_account_dp_ftrl_multiple_participations_is_larger(app: typer.Typer) -> None:
+    one = _json(
+        app,
+        "account",
+        "dp-ftrl",
+        "--rounds",
+        "64",
+        "--noise-multiplier",
+        "2",
+        "--delta",
+        "1e-5",
+        "--method",
+        "gdp",
+    )
+    two = _json(
+        app,
+        "account",
+        "dp-ftrl",
+        "--rounds",
+        "64",
+        "--noise-multiplier",
+        "2",
+        "--delta",
+        "1e-5",
+        "--participations",
+        "2",
+        "--min-separation",
+        "32",
+        "--schedule",
+        "cyclic",
+        "--method",
+        "gdp",
+    )
+    assert two["setting"]["sensitivity"] > one["setting"]["sensitivity"]
+    assert two["results"][0]["epsilon"] > one["results"][0]["epsilon"]
+
+
+def test_account_bandmf_with_and_without_amplification(app: typer.Typer) -> None:
+    plain = _json(
+        app,
+        "account",
+        "bandmf",
+        "--rounds",
+        "100",
+        "--band",
+        "10",
+        "--noise-multiplier",
+        "1",
+        "--delta",
+        "1e-5",
+        "--participations",
+        "10",
+        "--min-separation",
+        "10",
+        "--method",
+        "gdp",
+    )
+    assert plain["setting"]["sensitivity"] == pytest.approx(math.sqrt(10))
+    amplified = _json(
+        app,
+        "account",
+        "bandmf",
+        "--rounds",
+        "100",
+        "--band",
+        "10",
+        "--noise-multiplier",
+        "1",
+        "--delta",
+        "1e-5",
+        "--sampling-rate",
+        "0.1",
+    )
+    assert {r["method"] for r in amplified["results"]} == {
+        "pld (BandMF amplification)",
+        "rdp (BandMF amplification)",
+    }
+    assert min(r["epsilon"] for r in amplified["results"]) < plain["results"][0]["epsilon"]
+
+
+def test_calibrate_round_trips(app: typer.Typer) -> None:
+    out = _json(
+        app, "calibrate", "dp-ftrl", "--rounds", "1000", "--epsilon", "2", "--delta", "1e-5"
+    )
+    z = out["setting"]["noise_multiplier"]
+    gdp = next(r for r in out["results"] if r["method"].startswith("gdp"))
+    assert gdp["epsilon"] <= 2.0 and gdp["epsilon"] == pytest.approx(2.0, rel=1e-9)
+    assert z == pytest.approx(math.sqrt(10) / 0.501552, rel=1e-5)  # mu(2, 1e-5) = 0.501552
+    band = _json(
+        app,
+        "calibrate",
+        "bandmf",
+        "--rounds",
+        "100",
+        "--band",
+        "10",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-5",
+    )
+    assert band["setting"]["noise_multiplier"] == pytest.approx(1 / 0.501552, rel=1e-5)
+
+
+def test_errors_are_one_line(app: typer.Typer) -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "account",
+            "bandmf",
+            "--rounds",
+            "100",
+            "--band",
+            "10",
+            "--noise-multiplier",
+            "1",
+            "--delta",
+            "1e-5",
+            "--participations",
+            "3",
+            "--min-separation",
+            "5",
+        ],
+    )
+    assert result.exit_code == 2 and "--min-separation 5 is below --band 10" in result.output
+    result = CliRunner().invoke(
+        app,
+        [
+            "account",
+            "dp-ftrl",
+            "--rounds",
+            "10",
+            "--noise-multiplier",
+            "1",
+            "--delta",
+            "1e-5",
+            "--participations",
+            "2",
+        ],
+    )
+    assert result.exit_code == 2 and "needs --min-separation" in result.output
+
+
+def test_text_report(app: typer.Typer) -> None:
+    result = CliRunner().invoke(
+        app, ["account", "dp-ftrl", "--rounds", "16", "--noise-multiplier", "3", "--delta", "1e-5"]
+    )
+    assert result.exit_code == 0 and "replace-with-zero" in result.output

@@ -1,0 +1,87 @@
+"""Banded Toeplitz factorizations: series algebra against dense matrices, the gradient against
+finite differences, the optimiser at T = 1024 against the tree, the square root and the bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privfl.mechanisms.factorization import (
+    factorization_error,
+    sqrt_prefix_coefficients,
+    toeplitz_lower,
+    workload,
+)
+from privfl.mechanisms.sensitivity import Participation
+from privfl.mechanisms.toeplitz import (
+    _objective,
+    inverse_series,
+    optimise_toeplitz,
+    toeplitz_error,
+    toeplitz_workload,
+)
+from privfl.mechanisms.tree import tree_levels, tree_step_variances
+
+
+def test_workload_column_matches_dense() -> None:
+    np.testing.assert_allclose(
+        toeplitz_lower(toeplitz_workload(12, 0.8), 12), workload(12, momentum=0.8), rtol=1e-14
+    )
+
+
+def test_inverse_series_is_the_inverse_matrix() -> None:
+    c = np.array([1.3, -0.4, 0.25, 0.1])
+    u = inverse_series(c, 20)
+    np.testing.assert_allclose(
+        toeplitz_lower(u, 20), np.linalg.inv(toeplitz_lower(c, 20)), atol=1e-13
+    )
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_error_equals_dense_and_gradient_equals_finite_differences(momentum: float) -> None:
+    steps, band = 40, 6
+    c = np.random.default_rng(1).random(band) + np.eye(band)[0]
+    a = toeplitz_workload(steps, momentum)
+    dense = factorization_error(
+        workload(steps, momentum=momentum), toeplitz_lower(c, steps), Participation.single(steps)
+    )
+    assert toeplitz_error(c, a) == pytest.approx(dense.total_at_unit_mu, rel=1e-12)
+    _, grad, _ = _objective(c, a)
+    h = 1e-6
+    numeric = [
+        (_objective(c + h * e, a)[0] - _objective(c - h * e, a)[0]) / (2 * h) for e in np.eye(band)
+    ]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-6)
+
+
+def test_optimum_at_1024_beats_sqrt_and_tree_near_the_bound() -> None:
+    steps = 1024
+    a = toeplitz_workload(steps)
+    c = optimise_toeplitz(steps, steps)
+    err = toeplitz_error(c, a)
+    sqrt = toeplitz_error(
+        sqrt_prefix_coefficients(steps) / np.linalg.norm(sqrt_prefix_coefficients(steps)), a
+    )
+    assert sqrt == pytest.approx(9902.8923, rel=1e-7)
+    tree = tree_levels(steps) * tree_step_variances(steps, "honaker").sum()  # 32687
+    assert 8668.857 < err < sqrt < tree
+    assert err < 1.11 * 8668.857  # 9567.0: within 11 % of ||A||_*^2 / T
+    assert np.linalg.norm(c) == pytest.approx(1.0)
+
+
+def test_banded_optimum_improves_on_its_start() -> None:
+    steps, band = 500, 16
+    a = toeplitz_workload(steps)
+    start = sqrt_prefix_coefficients(band)
+    c = optimise_toeplitz(steps, band, iterations=100)
+    assert c.size == band
+    assert toeplitz_error(c, a) < 0.9 * toeplitz_error(start / np.linalg.norm(start), a)
+
+
+def test_validation() -> None:
+    with pytest.raises(ValueError, match="c_0"):
+        inverse_series([0.0, 1.0], 3)
+    with pytest.raises(ValueError, match="band"):
+        optimise_toeplitz(10, 11)
+    with pytest.raises(ValueError, match="workload_column"):
+        toeplitz_error(np.ones(5), np.ones(3))
