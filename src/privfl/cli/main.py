@@ -25,6 +25,7 @@ from privfl.accounting.methods import AccountingOptions, account
 from privfl.cli.audit import audit_app
 from privfl.cli.certify import certify_app
 from privfl.cli.common import JsonOpt, user_errors
+from privfl.cli.correlated import register as register_correlated
 from privfl.cli.noise import one_noise
 
 app = typer.Typer(
@@ -37,6 +38,7 @@ account_app = typer.Typer(help="Compute privacy guarantees (epsilon, delta) of w
 calibrate_app = typer.Typer(help="Solve for noise, steps or sampling rate under a budget.")
 app.add_typer(account_app, name="account")
 app.add_typer(calibrate_app, name="calibrate")
+register_correlated(account_app, calibrate_app)  # dp-ftrl, bandmf (privfl.cli.correlated)
 app.add_typer(audit_app, name="audit")
 app.add_typer(certify_app, name="certify")
 
