@@ -122,3 +122,18 @@ def test_resumed_run_with_mapped_store_equals_the_whole_run(tmp_path, tiny_confi
     assert "private state" in outputs["client-state/"]["reason"]
     assert "client-state/" not in {o["name"] for o in json.loads(
         (tmp_path / "whole" / "privacy.json").read_text())["outputs"]}
+
+
+def test_client_state_is_private_state_beside_the_checkpoints():
+    from privfl.fl.algorithms.outputs import PRIVATE_STATE, file_outputs
+
+    def files(**kwargs):
+        return {o.name: o for o in file_outputs(
+            metrics=[], accuracy_keys=[], secure=True, private_name="run.private",
+            checkpoints=True, tensorboard=False, model_file=True, **kwargs)}
+
+    alongside = files(guarantee_only=False, client_state=True)["client-state/"]
+    apart = files(guarantee_only=True, client_state=True)["../run.private/client-state/"]
+    for output in (alongside, apart):
+        assert (output.covered, output.reason) == PRIVATE_STATE
+    assert not any("client-state" in name for name in files(guarantee_only=True))
