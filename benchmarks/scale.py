@@ -75,7 +75,8 @@ def population_args(clients: int, per_round: int) -> list[str]:
 def prifedsync_args(clients: int) -> list[str]:
     """PriFedSync (Adam) over ``clients`` clients of 2 records, about 10 per round."""
     return ["configs/demo.yaml", "--set", "data.dataset=fashion-mnist",
-            "--set", "model.name=zheng2021-mnist-cnn", "--set", "model.kwargs={}", "--set", "federated.rounds=1",
+            "--set", "model.name=zheng2021-mnist-cnn", "--set", "model.kwargs={}",
+            "--set", "federated.rounds=1",
             "--set", "training.local_steps=1", "--set", "training.batch_size=2",
             "--set", "data.partition=iid", "--set", "data.train_size=2",
             "--set", "data.test_size=0", "--set", f"data.clients={clients}",

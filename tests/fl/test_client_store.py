@@ -84,3 +84,30 @@ def test_files_go_with_the_store_and_stale_ones_are_removed(tmp_path):
 def test_bad_arguments_name_themselves(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ClientStore(**kwargs)
+
+
+def _resident(tensor) -> int:
+    """Resident pages of the mapping that holds ``tensor`` (from /proc/self/smaps)."""
+    start = tensor.untyped_storage().data_ptr()
+    with open("/proc/self/smaps", encoding="ascii") as smaps:
+        inside = False
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                inside = lo <= start < hi
+            elif inside and head == "Rss:":
+                return int(line.split()[1]) * 1024
+    raise AssertionError("mapping not found")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc")
+def test_release_drops_written_pages_and_keeps_their_values(tmp_path):
+    store = ClientStore(256, threshold=0, directory=tmp_path)
+    local = store.allocate({"local": ((4096,), torch.float32)})["local"]  # 4 MiB
+    with torch.no_grad():
+        local[:] = torch.arange(256, dtype=torch.float32).unsqueeze(1)
+    assert _resident(local) >= 4 << 20
+    store.release()
+    assert _resident(local) < 1 << 20
+    assert torch.equal(local[:, 0], torch.arange(256, dtype=torch.float32))  # read back

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import mmap
 import os
 import shutil
 import tempfile
@@ -41,6 +42,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from privfl._memory import parse_memory_budget
@@ -64,6 +66,13 @@ def state_directory(path: str | Path) -> Iterator[Path]:
         yield path
     finally:
         _DIRECTORY.reset(token)
+
+
+def _dont_need(mapping: mmap.mmap) -> None:
+    """``madvise(MADV_DONTNEED)`` where the platform has it (Linux); else nothing."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if advice is not None and not mapping.closed:
+        mapping.madvise(advice)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -118,6 +127,7 @@ class ClientStore:
         self.nbytes = 0
         self._mapped: set[int] = set()  # storage addresses of the mapped tensors
         self._files = 0
+        self._maps: list[mmap.mmap] = []  # the allocated mappings (release())
 
     def allocate(self, shapes: Mapping[str, tuple[tuple[int, ...], torch.dtype]], *,
                  device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
@@ -139,13 +149,14 @@ class ClientStore:
         self.mapped = True
         out = {}
         for name, (tail, dtype) in shapes.items():
-            out[name] = self._mapped_zeros(name, (self.rows, *tail), dtype)
+            out[name], _ = self._mapped_zeros(name, (self.rows, *tail), dtype)
             self._mapped.add(out[name].untyped_storage().data_ptr())
         return out
 
-    def _mapped_zeros(self, name: str, shape: tuple[int, ...], dtype: torch.dtype
-                      ) -> torch.Tensor:
-        """A zero tensor over a new sparse file of this store's folder."""
+    def _mapped_zeros(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, *,
+                      keep: bool = True) -> tuple[torch.Tensor, mmap.mmap | None]:
+        """A zero tensor over a new sparse file of this store's folder and its mapping (None
+        for a dtype numpy lacks); ``keep``: :meth:`release` drops the mapping's pages."""
         count = 1
         for n in shape:
             count *= n
@@ -153,7 +164,22 @@ class ClientStore:
         file = self._folder() / f"{self._files}-{name}.bin"
         with open(file, "wb") as handle:  # sparse: reads as zeros until written
             handle.truncate(count * torch.empty((), dtype=dtype).element_size())
-        return torch.from_file(str(file), shared=True, size=count, dtype=dtype).view(shape)
+        try:
+            np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+        except TypeError:  # no numpy dtype (bfloat16): a torch mapping, never released
+            return torch.from_file(str(file), shared=True, size=count,
+                                   dtype=dtype).view(shape), None
+        array = np.memmap(file, dtype=np_dtype, mode="r+", shape=shape)
+        if keep:
+            self._maps.append(array._mmap)
+        return torch.from_numpy(array), array._mmap
+
+    def release(self) -> None:
+        """Drop the mapped pages from this process's resident set (``madvise(MADV_DONTNEED)``
+        on the shared file mappings: written pages stay in the page cache, which writes them
+        back and reclaims them; nothing is lost). Algorithms call it after each round."""
+        for mapping in self._maps:
+            _dont_need(mapping)
 
     def _folder(self) -> Path:
         if self.path is None:
@@ -182,6 +208,7 @@ class ClientStore:
         with torch.no_grad():
             for lo in range(0, target.shape[0], _COPY_ROWS):
                 target[lo: lo + _COPY_ROWS] = row.to(target.device, target.dtype)
+        self.release()
         return target
 
     @staticmethod
@@ -198,10 +225,14 @@ class ClientStore:
         process memory, and ``torch.save`` writes it from the mapping."""
         if tensor.untyped_storage().data_ptr() not in self._mapped:
             return tensor.detach().cpu().clone()
-        copy = self._mapped_zeros("snapshot", tuple(tensor.shape), tensor.dtype)
+        copy, mapping = self._mapped_zeros("snapshot", tuple(tensor.shape), tensor.dtype,
+                                           keep=False)
         for file in self._folder().glob(f"{self._files}-snapshot.bin"):
             file.unlink()
-        return self.restore(copy, tensor)
+        self.restore(copy, tensor)
+        if mapping is not None:
+            _dont_need(mapping)
+        return copy
 
     def restore(self, target: torch.Tensor, saved: torch.Tensor) -> torch.Tensor:
         """Copy ``saved`` (a checkpoint's tensor, same shape) into ``target`` in place, at most
@@ -214,6 +245,7 @@ class ClientStore:
             for lo in range(0, target.shape[0], _COPY_ROWS):
                 target[lo: lo + _COPY_ROWS] = saved[lo: lo + _COPY_ROWS].to(
                     target.device, target.dtype)
+        self.release()
         return target
 
     def __repr__(self) -> str:

@@ -392,6 +392,7 @@ class _InsDp(RoundAlgorithm):
         total = updates["sum"]
         mean_update = (total.total / total.count).to(self.dtype) - self.global_model
         self.global_model = self.global_model + self.server_lr * mean_update
+        self.store.release()  # a mapped store: its written pages leave the resident set
 
     def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:
         stats = updates["stats"]

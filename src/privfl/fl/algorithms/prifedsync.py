@@ -589,6 +589,7 @@ class PriFedSync(RoundAlgorithm):
                 f"helper returned shape {tuple(helpers.shape)}: must be {tuple(trained.shape)}"
             )
         self.local[torch.as_tensor(chosen)] = helpers.to(self.local.device, self.local.dtype)
+        self.store.release()  # a mapped store: its written pages leave the resident set
 
     def evaluate(self, cohort: tuple[np.ndarray, int],
                  updates: dict[str, Any] | None) -> dict[str, Any]:
