@@ -53,8 +53,14 @@ __all__ = ["ClientStore", "state_directory"]
 
 _DIRECTORY: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
     "privfl_client_state_directory", default=None)
-#: rows copied at once by :meth:`ClientStore.restore`
-_COPY_ROWS = 256
+#: bytes copied at once by :meth:`ClientStore.restore` and :meth:`ClientStore.fill_rows`
+_COPY_BYTES = 64 << 20
+
+
+def _row_chunks(tensor: torch.Tensor) -> range:
+    """Start rows of chunks of about :data:`_COPY_BYTES` (at least one row each)."""
+    row = max(1, tensor[:1].numel() * tensor.element_size())
+    return range(0, tensor.shape[0], max(1, _COPY_BYTES // row))
 
 
 @contextlib.contextmanager
@@ -204,11 +210,13 @@ class ClientStore:
                               for name, t in template.items()}, device=device)
 
     def fill_rows(self, target: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
-        """Set every row of ``target`` to ``row`` in place, :data:`_COPY_ROWS` at a time."""
+        """Set every row of ``target`` to ``row`` in place, :data:`_COPY_BYTES` at a time
+        (a mapped target's pages leave the resident set after each chunk)."""
+        starts = _row_chunks(target)
         with torch.no_grad():
-            for lo in range(0, target.shape[0], _COPY_ROWS):
-                target[lo: lo + _COPY_ROWS] = row.to(target.device, target.dtype)
-        self.release()
+            for lo in starts:
+                target[lo: lo + starts.step] = row.to(target.device, target.dtype)
+                self.release()
         return target
 
     @staticmethod
@@ -229,23 +237,26 @@ class ClientStore:
                                            keep=False)
         for file in self._folder().glob(f"{self._files}-snapshot.bin"):
             file.unlink()
-        self.restore(copy, tensor)
-        if mapping is not None:
-            _dont_need(mapping)
-        return copy
+        return self.restore(copy, tensor, mapping)
 
-    def restore(self, target: torch.Tensor, saved: torch.Tensor) -> torch.Tensor:
+    def restore(self, target: torch.Tensor, saved: torch.Tensor,
+                mapping: mmap.mmap | None = None) -> torch.Tensor:
         """Copy ``saved`` (a checkpoint's tensor, same shape) into ``target`` in place, at most
-        :data:`_COPY_ROWS` rows at a time (a memory-mapped checkpoint is never read whole);
+        :data:`_COPY_BYTES` at a time (a memory-mapped checkpoint is never read whole; the
+        written pages of the store's mappings, and of ``mapping``, leave the resident set after
+        each chunk);
         returns ``target``."""
         if tuple(saved.shape) != tuple(target.shape):
             raise ValueError(f"checkpoint tensor has shape {tuple(saved.shape)}: this run has "
                              f"{tuple(target.shape)} (a different model or number of clients)")
         with torch.no_grad():
-            for lo in range(0, target.shape[0], _COPY_ROWS):
-                target[lo: lo + _COPY_ROWS] = saved[lo: lo + _COPY_ROWS].to(
+            starts = _row_chunks(target)
+            for lo in starts:
+                target[lo: lo + starts.step] = saved[lo: lo + starts.step].to(
                     target.device, target.dtype)
-        self.release()
+                self.release()
+                if mapping is not None:
+                    _dont_need(mapping)
         return target
 
     def __repr__(self) -> str:
