@@ -22,8 +22,18 @@ round (fixed-size cohorts).
 Targets (issue 24): peak at 5,000 <= 1.3 x peak at 50; client-updates/s within 20 % of the
 cohort-50 figure. Ratios are printed against the cohort-50 row of the same invocation.
 
+``--prifedsync N`` adds two PriFedSync rows (Zheng et al. 2021, the same CNN, Adam, so three
+``d``-rows of per-client state: the helper model and two moments) for a population of N clients
+of two records with about 10 sampled per round: the per-client store in memory
+(``run.memory_budget`` above the store's size) and memory-mapped (a budget below it,
+:mod:`privfl.fl.client_store`). Each round ends with the run's checkpoint. Besides ``ru_maxrss``
+these rows print the peak *anonymous* memory (``RssAnon`` of ``/proc/self/status``, sampled
+every 10 ms): the pages of a memory-mapped file count in the resident size while they are
+cached, but they are page cache the kernel writes back and reclaims under pressure, not memory
+the process holds.
+
 Run: ``python benchmarks/scale.py`` (``--cohorts 50 200`` for a subset, ``--no-population``,
-``--budget 512MiB`` to set ``run.memory_budget``).
+``--budget 512MiB`` to set ``run.memory_budget``, ``--prifedsync 200``).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -61,13 +72,31 @@ def population_args(clients: int, per_round: int) -> list[str]:
                    "--set", f"federated.cohort_size={per_round}"]
 
 
-def child(args: list[str]) -> None:
-    """Run ``privfl run`` in this process; print peak memory and the round's numbers."""
-    from privfl.cli.main import app
-    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
+def prifedsync_args(clients: int) -> list[str]:
+    """PriFedSync (Adam) over ``clients`` clients of 2 records, about 10 per round."""
+    return ["configs/demo.yaml", "--set", "data.dataset=fashion-mnist",
+            "--set", "model.name=zheng2021-mnist-cnn", "--set", "model.kwargs={}",
+            "--set", "federated.rounds=1",
+            "--set", "training.local_steps=1", "--set", "training.batch_size=2",
+            "--set", "data.partition=iid", "--set", "data.train_size=2",
+            "--set", "data.test_size=0", "--set", f"data.clients={clients}",
+            "--set", f"federated.client_rate={min(1.0, 10 / clients)}"]
 
-    train = [0.0]
-    local_work = DpFedAvg.local_work
+
+def _rss_anon() -> int:
+    """Bytes of anonymous resident memory of this process (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _timed(cls, train: list[float]) -> None:
+    local_work = cls.local_work
 
     def timed(self, cohort, **kwargs):  # the cohort's local work alone (no evaluation)
         begun = time.perf_counter()
@@ -76,7 +105,26 @@ def child(args: list[str]) -> None:
         finally:
             train[0] += time.perf_counter() - begun
 
-    DpFedAvg.local_work = timed
+    cls.local_work = timed
+
+
+def child(args: list[str]) -> None:
+    """Run ``privfl run`` in this process; print peak memory and the round's numbers."""
+    from privfl.cli.main import app
+    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
+    from privfl.fl.algorithms.prifedsync import PriFedSync
+
+    train = [0.0]
+    _timed(DpFedAvg, train)
+    _timed(PriFedSync, train)
+    anon = [_rss_anon()]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.01):
+            anon[0] = max(anon[0], _rss_anon())
+
+    threading.Thread(target=sample, daemon=True).start()
     out = Path(tempfile.mkdtemp(prefix="privfl-scale-")) / "run"
     started = time.perf_counter()
     try:
@@ -85,11 +133,13 @@ def child(args: list[str]) -> None:
         if exit_.code not in (0, None):
             raise
     wall = time.perf_counter() - started
+    done.set()
+    anon[0] = max(anon[0], _rss_anon())
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     row = rows[-1]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
     print(json.dumps({"cohort": row["cohort_size"], "round_s": row["seconds"], "wall_s": wall,
-                      "train_s": train[0], "peak": peak}))
+                      "train_s": train[0], "peak": peak, "anon": anon[0]}))
 
 
 def measure(args: list[str], budget: str | None) -> dict:
@@ -110,6 +160,8 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=1000)
     parser.add_argument("--no-population", action="store_true")
     parser.add_argument("--budget", default=None, help="run.memory_budget (default: privfl's)")
+    parser.add_argument("--prifedsync", type=int, default=None,
+                        help="also PriFedSync over this many clients, store in memory / mapped")
     opts = parser.parse_args()
     if opts.child:
         child(json.loads(opts.child))
@@ -134,6 +186,16 @@ def main() -> None:
         print(f"{label:>28} {r['cohort']:>7} {r['peak'] / 1e6:>8.0f} {r['round_s']:>8.2f} "
               f"{r['train_s']:>8.2f} {speed:>10.1f} {r['peak'] / ref[0]:>9.2f} "
               f"{speed / ref[1]:>10.2f}", flush=True)
+    if opts.prifedsync:
+        store = opts.prifedsync * 3 * 1_199_882 * 4  # three rows of the CNN per client
+        print(f"PriFedSync, {opts.prifedsync:,} clients: per-client store {store / 1e6:,.0f} MB")
+        print(f"{'store':>28} {'cohort':>7} {'peak MB':>8} {'anon MB':>8} {'round s':>8} "
+              f"{'wall s':>8}")
+        for label, budget in (("in memory", f"{2 * store}"), ("memory-mapped", "256MiB")):
+            r = measure(prifedsync_args(opts.prifedsync), budget)
+            print(f"{label:>28} {r['cohort']:>7} {r['peak'] / 1e6:>8.0f} "
+                  f"{r['anon'] / 1e6:>8.0f} {r['round_s']:>8.2f} {r['wall_s']:>8.2f}",
+                  flush=True)
     print(f"load average at end {os.getloadavg()[0]:.2f}; targets: peak/ref <= 1.3 at 5,000, "
           "speed/ref >= 0.8")
 

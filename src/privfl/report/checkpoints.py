@@ -112,7 +112,7 @@ class CheckpointStore:
         if record.get("config_sha256") != config_digest:
             raise _UntrustedError("written under a different configuration than config.yaml")
         try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
+            payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         except Exception as error:  # noqa: BLE001 - any failure to load means: do not use it
             reason = " ".join(str(error).split())[:200]
             raise _UntrustedError(f"cannot be loaded ({reason})") from None

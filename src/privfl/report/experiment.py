@@ -68,6 +68,7 @@ from privfl.fl.algorithms.outputs import (
     private_dir_of,
     split_row,
 )
+from privfl.fl.client_store import state_directory
 from privfl.report.checkpoints import CheckpointStore, digest_json
 from privfl.report.rundir import RunDirectory, json_safe, write_atomically
 
@@ -237,7 +238,7 @@ class Experiment:
                              "privfl.data.FederatedDataset")
         # the configuration's dataset, or the caller's; poisoned if config.attack says so
         self.data = build_dataset(config) if data is None else apply_attack(config, data)
-        self.algorithm = build_algorithm(config, self.data)
+        self.algorithm = self._build_algorithm()
         self.metrics: list[dict[str, Any]] = []
         self.resumed_from: int | None = None
         self.resume_warnings: list[str] = []  # unreadable checkpoints that were skipped
@@ -246,6 +247,12 @@ class Experiment:
         self._expected: dict[int, dict[str, Any]] = {}  # logged rows a seeded resume reproduces
 
     # ------------------------------------------------------------------ construction
+    def _build_algorithm(self) -> Any:
+        """The configuration's algorithm; a memory-mapped per-client store puts its files in
+        the run's private ``client-state/`` folder (:mod:`privfl.fl.client_store`)."""
+        with state_directory(self.dir.client_state):
+            return build_algorithm(self.config, self.data)
+
     @classmethod
     def create(cls, config: ExperimentConfig, run_dir: str | Path,
                data: FederatedDataset | None = None) -> Experiment:
@@ -365,7 +372,7 @@ class Experiment:
                 except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
                     candidate.problem = ("its contents do not fit this run's algorithm ("
                                          f"{' '.join(str(error).split())[:160]})")
-                    self.algorithm = build_algorithm(self.config, self.data)  # undo a partial load
+                    self.algorithm = self._build_algorithm()  # undo a partial load
             if candidate.problem is not None:
                 skipped.append(f"{candidate.path.name}: {candidate.problem}")
                 continue
@@ -497,7 +504,9 @@ class Experiment:
             tensorboard=self.config.run.tensorboard,
             mlflow=bool(self.config.run.mlflow),
             model_file=callable(getattr(self.algorithm, "global_params", None)),
-            redrawn=bool(self.redrawn), health=self.health_keys())
+            redrawn=bool(self.redrawn), health=self.health_keys(),
+            client_state=self.dir.client_state.is_dir()
+            and any(self.dir.client_state.iterdir()))
         return [o.to_dict() for o in metrics + files]
 
     def health_keys(self) -> list[str]:

@@ -49,6 +49,7 @@ import math
 import os
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -62,9 +63,12 @@ RUN_FORMAT = "privfl-run/1"
 #: files a run writes; a directory holding any of them (but no config.yaml) is another run's
 _RUN_FILES = ("run.json", "metrics.jsonl", "privacy.json", "summary.json", "report.md",
               "report.html", "checkpoints", "redrawn.jsonl")
+#: the running process's memory-mapped per-client state (privfl.fl.client_store), made while
+#: the algorithm is built, before the run directory is created
+CLIENT_STATE = "client-state"
 #: every name a run writes in its directory (none may be a symbolic link)
 _OWN_FILES = ("config.yaml", ".lock", "accuracy.png", "privacy.png", "health.png", "tensorboard",
-              *_RUN_FILES)
+              CLIENT_STATE, *_RUN_FILES)
 #: a filesystem with less free space than this after a failed write is full
 _FULL_BYTES = 1 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -228,6 +232,12 @@ class RunDirectory:
         return self.private / "checkpoints"
 
     @property
+    def client_state(self) -> Path:
+        """Memory-mapped per-client state of the running process (:mod:`privfl.fl.client_store`;
+        removed when the process ends)."""
+        return self.private / CLIENT_STATE
+
+    @property
     def run_file(self) -> Path:
         return self.path / "run.json"
 
@@ -259,7 +269,8 @@ class RunDirectory:
             )
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"out = {str(self.path)!r} is a file, not a directory")
-        if self.separate_private and self.private.exists() and any(self.private.iterdir()):
+        if self.separate_private and self.private.exists() and any(
+                p.name != CLIENT_STATE for p in self.private.iterdir()):
             raise ValueError(
                 f"out = {str(self.path)!r}: its private directory {str(self.private)!r} already "
                 "holds files (of another run?): remove it or choose another --out"
@@ -337,6 +348,7 @@ class RunDirectory:
         run.json, metrics.jsonl, the lock, its temporary files, an empty checkpoints folder),
         then the directory if nothing else is in it. Anything else is left alone."""
         self.remove_temporary_files()
+        shutil.rmtree(self.client_state, ignore_errors=True)  # mapped files stay valid (POSIX)
         for path in (self.config, self.run_file, self.metrics, self.path / ".lock",
                      *((self.private_metrics,) if self.separate_private else ())):
             path.unlink(missing_ok=True)

@@ -46,7 +46,6 @@ from privfl.fl.algorithms.common import (
     FlatPredictor,
     check_model_and_data,
     check_partition,
-    checkpoint_optimizer_state,
     checkpoint_streams,
     checkpoint_tensor,
     flat_model,
@@ -57,7 +56,8 @@ from privfl.fl.algorithms.insdp_plan import InsDpPrivacy
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.algorithms.protection import protected_train
 from privfl.fl.algorithms.streamed import CohortStream, StatsRows
-from privfl.fl.params import put_rows, take_rows, trainable_parameters
+from privfl.fl.client_store import ClientStore
+from privfl.fl.params import put_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.streaming import RowSum
 from privfl.fl.trainer import CohortTrainer
@@ -216,6 +216,7 @@ class _InsDp(RoundAlgorithm):
         trainer_options: dict[str, Any] | None = None,
         init_params: dict[str, torch.Tensor] | None = None,
         stream: CohortStream | None = None,
+        client_store: ClientStore | None = None,
     ) -> None:
         check_model_and_data(model, data)
         if stream is not None and not isinstance(stream, CohortStream):
@@ -244,6 +245,10 @@ class _InsDp(RoundAlgorithm):
         self.predictor = FlatPredictor(model, self.trainer.unflatten, self.device,
                                        self.eval_batch_size)
         start = init_params if init_params is not None else trainable_parameters(model)
+        self.store = ClientStore(self.num_clients) if client_store is None else client_store
+        if not isinstance(self.store, ClientStore) or self.store.rows != self.num_clients:
+            raise ValueError(f"client_store = {client_store!r} is not allowed: must be a "
+                             f"ClientStore of {self.num_clients} rows")
         self._fresh_state(flat_model(self.trainer, start, self.device))
         # a simulated data-poisoning attack the data carry (privfl.robustness): its success
         # metrics; no update scaling (clients follow DP-SGD, nothing clips their updates)
@@ -257,8 +262,9 @@ class _InsDp(RoundAlgorithm):
         from ``self.seed``."""
         self.round = 0
         self.global_model = global_model  # w_t, [d]
-        self.optimizer_state = self.trainer.init_optimizer_state(self.num_clients,
-                                                                 device=self.device)
+        # per-client optimizer states for the whole population, in memory or memory-mapped
+        self.optimizer_state = self.store.allocate_like(self.trainer.init_optimizer_state(1),
+                                                        device=self.device)
         self.participations = np.zeros(self.num_clients, dtype=np.int64)
         self.global_accuracy = np.full(self.num_clients, math.nan)
         self.rng, self.generator = seeded_generators(self.seed, self.device)
@@ -296,7 +302,9 @@ class _InsDp(RoundAlgorithm):
                    server_lr=config.federated.server_lr, seed=config.seed,
                    device=config.run.device, eval_batch_size=config.run.eval_batch_size,
                    trainer_options=trainer_options(config),
-                   stream=CohortStream.from_config(config), **kwargs)
+                   stream=CohortStream.from_config(config),
+                   client_store=ClientStore(data.num_clients,
+                                            threshold=config.run.memory_budget), **kwargs)
 
     @classmethod
     def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> InsDpPrivacy:
@@ -359,7 +367,7 @@ class _InsDp(RoundAlgorithm):
         the whole cohort at once: one chunk."""
         total = RowSum(self.global_model.numel(), self.device)
         if self.protection is not None:
-            states = take_rows(self.optimizer_state, cohort)
+            states = ClientStore.take(self.optimizer_state, cohort, self.device)
             trained, states, merged = protected_train(
                 self.trainer, self.global_model, [self.tensors.train[j] for j in cohort],
                 self.protection, self.generator, self.spec.batch_size, states)
@@ -370,7 +378,8 @@ class _InsDp(RoundAlgorithm):
         stats = StatsRows()
         for lo, hi, trained, states, part in self.stream.run(  # on the active backend
                 self.trainer, self.global_model, self.tensors.train, cohort,
-                lambda lo, hi: take_rows(self.optimizer_state, cohort[lo:hi]), self.generator):
+                lambda lo, hi: ClientStore.take(self.optimizer_state, cohort[lo:hi], self.device),
+                self.generator):
             put_rows(self.optimizer_state, cohort[lo:hi], states)
             total.add(trained)
             stats.add(part)
@@ -383,6 +392,7 @@ class _InsDp(RoundAlgorithm):
         total = updates["sum"]
         mean_update = (total.total / total.count).to(self.dtype) - self.global_model
         self.global_model = self.global_model + self.server_lr * mean_update
+        self.store.release()  # a mapped store: its written pages leave the resident set
 
     def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:
         stats = updates["stats"]
@@ -407,7 +417,7 @@ class _InsDp(RoundAlgorithm):
         return {
             "round": self.round,
             "global_model": self.global_model.detach().cpu().clone(),
-            "optimizer_state": {k: v.detach().cpu().clone()
+            "optimizer_state": {k: self.store.snapshot(v)  # a mapped store: itself, no copy
                                 for k, v in self.optimizer_state.items()},
             "participations": torch.from_numpy(self.participations.copy()),
             "global_accuracy": torch.from_numpy(self.global_accuracy.copy()),
@@ -418,8 +428,10 @@ class _InsDp(RoundAlgorithm):
         """Restore :meth:`state_dict` output (same data partition and model required)."""
         check_partition(state, self.data)
         model = checkpoint_tensor(state, "global_model", self.global_model)
-        self.optimizer_state = checkpoint_optimizer_state(
-            state, self.trainer.optimizer, self.num_clients, self.trainer.num_params, self.device)
+        self.trainer.optimizer.check_state(state["optimizer_state"], self.num_clients,
+                                           self.trainer.num_params, name="checkpoint optimizer")
+        for key, value in self.optimizer_state.items():  # in place, chunk by chunk
+            self.store.restore(value, state["optimizer_state"][key])
         self.round = check_int("round", state["round"], 0)
         self.global_model = model
         self.participations = state["participations"].numpy().astype(np.int64).copy()

@@ -114,7 +114,8 @@ def private_dir_of(run_dir: Path) -> Path:
 def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure: bool,
                  guarantee_only: bool, private_name: str, checkpoints: bool,
                  tensorboard: bool, model_file: bool, redrawn: bool = False,
-                 health: Iterable[str] | None = None, mlflow: bool = False) -> list[Output]:
+                 health: Iterable[str] | None = None, mlflow: bool = False,
+                 client_state: bool = False) -> list[Output]:
     """The files a run writes, each classified.
 
     ``metrics``: the classified metrics keys of the run; ``accuracy_keys``: those plotted in
@@ -123,7 +124,11 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
     disk; ``model_file``: the run writes ``model.pt`` (the released model); ``redrawn``: a
     secure resume kept the rows of rounds released twice in ``redrawn.jsonl``; ``health``: the
     metrics keys plotted in health.png (None: the run writes no health.png); ``mlflow``: the
-    run is tracked in an MLflow store (``run.mlflow``, privfl.report.mlflow_log).
+    run is tracked in an MLflow store (``run.mlflow``, privfl.report.mlflow_log);
+    ``client_state``: the running process keeps per-client state memory-mapped in
+    ``client-state/`` (:mod:`privfl.fl.client_store`: personalised models and optimizer states,
+    private state kept beside the checkpoints, never beside covered outputs in guarantee-only
+    mode; removed when the process ends).
 
     report.md and report.html show the same things (the card, the results, the final
     accuracies, the outputs table and provenance with the wall time), so they are classified
@@ -185,6 +190,8 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
     where = private + "/" if guarantee_only else ""
     if checkpoints:
         files.append(Output(f"{where}checkpoints/", "file", *PRIVATE_STATE))
+    if client_state:
+        files.append(Output(f"{where}client-state/", "file", *PRIVATE_STATE))
     if tensorboard:
         files.append(Output(f"{where}tensorboard/", "file", False,
                             "every metrics key of every round, covered or not"))

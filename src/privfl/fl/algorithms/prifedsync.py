@@ -74,7 +74,6 @@ from privfl.fl.algorithms.common import (
     FlatPredictor,
     check_model_and_data,
     check_partition,
-    checkpoint_optimizer_state,
     checkpoint_streams,
     checkpoint_tensor,
     data_fingerprint,
@@ -84,7 +83,8 @@ from privfl.fl.algorithms.common import (
 from privfl.fl.algorithms.helpers import HelperMap, make_helper
 from privfl.fl.algorithms.outputs import UNNOISED_TRAINING
 from privfl.fl.algorithms.protection import protected_train
-from privfl.fl.params import put_rows, take_rows, trainable_parameters
+from privfl.fl.client_store import ClientStore
+from privfl.fl.params import put_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.secure import SECURE_RANDOM, randomness_text
@@ -329,6 +329,7 @@ class PriFedSync(RoundAlgorithm):
         eval_batch_size: int = 1000,
         trainer_options: dict[str, Any] | None = None,
         init_params: dict[str, torch.Tensor] | None = None,
+        client_store: ClientStore | None = None,
     ) -> None:
         if not isinstance(spec, LocalTrainingSpec):
             raise ValueError(f"spec = {spec!r} is not allowed: must be a LocalTrainingSpec")
@@ -381,11 +382,16 @@ class PriFedSync(RoundAlgorithm):
 
         # algorithm state (everything a checkpoint needs)
         self.round = 0
-        self.local = w0.expand(self.num_clients, -1).clone()  # h~_i, [m, d]
+        # per-client state for the whole population, in memory or memory-mapped (client_store)
+        self.store = ClientStore(self.num_clients) if client_store is None else client_store
+        if not isinstance(self.store, ClientStore) or self.store.rows != self.num_clients:
+            raise ValueError(f"client_store = {client_store!r} is not allowed: must be a "
+                             f"ClientStore of {self.num_clients} rows")
+        rows = self.store.allocate_like({"local": w0, **self.trainer.init_optimizer_state(1)},
+                                        device=self.device)
+        self.local = self.store.fill_rows(rows.pop("local"), w0[0])  # h~_i, [m, d]
         self.global_model = w0[0].clone()  # w~_global, [d]
-        self.optimizer_state = self.trainer.init_optimizer_state(
-            self.num_clients, device=self.device
-        )
+        self.optimizer_state = rows
         self.participations = np.zeros(self.num_clients, dtype=np.int64)
         self.personal_accuracy = np.zeros(self.num_clients, dtype=np.float64)
         self.evaluated = np.zeros(self.num_clients, dtype=bool)
@@ -448,6 +454,7 @@ class PriFedSync(RoundAlgorithm):
             lr_decay_every=t.lr_decay_every, lr_decay_gamma=t.lr_decay_gamma,
             device=config.run.device, eval_batch_size=config.run.eval_batch_size,
             trainer_options=trainer_options(config),
+            client_store=ClientStore(data.num_clients, threshold=config.run.memory_budget),
         )
 
     @classmethod
@@ -545,15 +552,16 @@ class PriFedSync(RoundAlgorithm):
         chosen, _ = cohort
         if not chosen.size:
             return None
-        states = take_rows(self.optimizer_state, chosen)
+        states = ClientStore.take(self.optimizer_state, chosen, self.device)
+        start = ClientStore.take({"w": self.local}, chosen, self.device)["w"]  # cohort rows
         if self.protection is not None:  # client-side protection (fl.algorithms.protection)
             trained, states, stats = protected_train(
-                self.trainer, self.local[chosen], [self.train_data[j] for j in chosen],
+                self.trainer, start, [self.train_data[j] for j in chosen],
                 self.protection, self.generator, self.spec.batch_size, states,
                 lr=self._learning_rates(chosen), distort=False)
         else:
             trained, states, stats = train_clients(  # on the active backend (privfl.backends)
-                self.trainer, self.local[chosen], self.train_data, chosen, states,
+                self.trainer, start, self.train_data, chosen, states,
                 self.generator, lr=self._learning_rates(chosen))  # w~_i, [c, d]
         put_rows(self.optimizer_state, chosen, states)
         self.participations[chosen] += 1
@@ -580,7 +588,8 @@ class PriFedSync(RoundAlgorithm):
             raise ValueError(
                 f"helper returned shape {tuple(helpers.shape)}: must be {tuple(trained.shape)}"
             )
-        self.local[chosen] = helpers.to(self.local.dtype)
+        self.local[torch.as_tensor(chosen)] = helpers.to(self.local.device, self.local.dtype)
+        self.store.release()  # a mapped store: its written pages leave the resident set
 
     def evaluate(self, cohort: tuple[np.ndarray, int],
                  updates: dict[str, Any] | None) -> dict[str, Any]:
@@ -615,9 +624,9 @@ class PriFedSync(RoundAlgorithm):
         """
         return {
             "round": self.round,
-            "local": self.local.detach().cpu().clone(),
+            "local": self.store.snapshot(self.local),  # a mapped store: itself, not a copy
             "global_model": self.global_model.detach().cpu().clone(),
-            "optimizer_state": {k: v.detach().cpu().clone()
+            "optimizer_state": {k: self.store.snapshot(v)
                                 for k, v in self.optimizer_state.items()},
             "participations": torch.from_numpy(self.participations.copy()),
             "personal_accuracy": torch.from_numpy(self.personal_accuracy.copy()),
@@ -630,15 +639,16 @@ class PriFedSync(RoundAlgorithm):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same data partition and model required)."""
         check_partition(state, self.data)
-        local = checkpoint_tensor(state, "local", self.local,
-                                  "a different model or number of clients")
         global_model = checkpoint_tensor(state, "global_model", self.global_model)
-        self.optimizer_state = checkpoint_optimizer_state(
-            state, self.trainer.optimizer, self.num_clients, self.trainer.num_params, self.device)
+        self.trainer.optimizer.check_state(state["optimizer_state"], self.num_clients,
+                                           self.trainer.num_params, name="checkpoint optimizer")
+        self.store.restore(self.local, state["local"])  # in place, chunk by chunk
+        for key, value in self.optimizer_state.items():
+            self.store.restore(value, state["optimizer_state"][key])
         if self.attack_personal is not None:
             self.attack_personal.load_state_dict(state)
         self.round = check_int("round", state["round"], 0)
-        self.local, self.global_model = local, global_model
+        self.global_model = global_model
         self.participations = state["participations"].numpy().astype(np.int64).copy()
         self.personal_accuracy = state["personal_accuracy"].numpy().astype(np.float64).copy()
         self.evaluated = state["evaluated"].numpy().astype(bool).copy()
