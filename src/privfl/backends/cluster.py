@@ -95,6 +95,18 @@ class RayConnection:
             return "local Ray instance on 127.0.0.1"
         return f"Ray cluster at {self.address}"
 
+    def local_raylet_died(self) -> bool:
+        """Whether the raylet of the local instance this process started has exited (False for a
+        cluster elsewhere, whose node deaths Ray reports through its calls). Polled while privfl
+        waits on its workers: Ray's driver exits the process with status 1 a few seconds after
+        its raylet dies (it first tries to rebuild lost objects), before any call returns."""
+        if not self.started or self.address is not None:
+            return False
+        node = getattr(getattr(self.ray, "_private", None), "worker", None)
+        node = getattr(getattr(node, "global_worker", None), "node", None)
+        raylets = getattr(node, "all_processes", {}).get("raylet", []) if node else []
+        return any(info.process.poll() is not None for info in raylets)
+
     def close(self) -> None:
         """Disconnect (a local instance this process started stops with it); a connection
         that existed before :func:`connect` is left open."""

@@ -51,6 +51,15 @@ from privfl.backends.cluster import RayConnection, connect
 __all__ = ["RayBackend", "RayClusterError", "ShardActor"]
 
 
+#: how often a wait on the workers checks that the local instance's raylet is alive (seconds)
+_WATCH_SECONDS = 0.2
+
+
+class _RayletDiedError(Exception):
+    """The local instance's raylet exited while privfl waited on its workers (becomes a
+    :class:`RayClusterError`)."""
+
+
 class RayClusterError(OSError):
     """The Ray cluster (or local instance) lost its node: a Ray system process such as the
     raylet died. The run directory keeps every completed round (``privfl run --resume DIR``)."""
@@ -263,12 +272,14 @@ class RayBackend(ShardedBackend):
         try:
             return self._run_shards(trainer, data, start_row, shards, keep_states, count)
         except Exception as error:
-            if isinstance(error, ray.exceptions.RayError) and not self._node_alive():
-                cause = " ".join(str(error).split())[:160]
+            if isinstance(error, _RayletDiedError) or (
+                    isinstance(error, ray.exceptions.RayError) and not self._node_alive()):
+                cause = (str(error) if isinstance(error, _RayletDiedError) else
+                         f"{type(error).__name__}: {' '.join(str(error).split())[:160]}")
                 self._disconnect()
                 raise RayClusterError(
                     f"the {self.connection.describe()} lost its node: a Ray system process "
-                    f"(the raylet) died ({type(error).__name__}: {cause}); the run directory "
+                    f"(the raylet) died ({cause}); the run directory "
                     "keeps every completed round") from None
             raise
 
@@ -302,7 +313,11 @@ class RayBackend(ShardedBackend):
         failures = dict.fromkeys(range(len(shards)), 0)
         done = 0
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=_WATCH_SECONDS)
+            if not ready:
+                if self.connection.local_raylet_died():
+                    raise _RayletDiedError("its process exited while privfl waited on the workers")
+                continue
             shard = pending.pop(ready[0])
             try:
                 results[shard.index] = self._get(ray, ready[0], shard.index)
