@@ -110,3 +110,16 @@ def test_registry_names_and_refusals():
         WorstOverClients(())
     with pytest.raises(ValueError, match="must be a non-empty sequence of Scope"):
         Scopes(())
+
+
+def test_from_epsilon_delta_refuses_an_epsilon_whose_line_overflows():
+    """Was an OverflowError from math.exp; now a ValueError naming the argument and range.
+    The largest allowed epsilon still gives a valid trade-off function (f(0) = 1 - delta)."""
+    from privfl.accounting.tradeoff import MAX_PAIR_EPSILON, from_epsilon_delta
+
+    for eps in (1e10, 710.0, float("inf")):
+        with pytest.raises(ValueError, match="epsilon = .* is out of range: must be"):
+            from_epsilon_delta([(eps, 0.0)])
+    f = from_epsilon_delta([(MAX_PAIR_EPSILON, 0.25)])
+    assert float(f(0.0)) == 0.75
+    assert 0.0 <= float(f(0.5)) <= 1e-15  # e^-709.78 (0.75 - 0.5), up to interpolation
