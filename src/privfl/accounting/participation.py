@@ -76,6 +76,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as dp_pld
@@ -1105,6 +1106,23 @@ def _resolve_schemes(methods: str | Iterable[str], server: str, name: str) -> tu
 
 
 def _per_iteration_result(
+    scheme: str,
+    s: _Setting,
+    sigma: float,
+    clip: float,
+    epsilon: float | None,
+    delta: float | None,
+    server: str,
+) -> PrivacyResult:
+    """One iteration's result of ``scheme``: the same at every round of a run, so it is
+    computed once per setting (:func:`_per_iteration_cached`) and handed out as a fresh copy
+    (its ``extras`` dict is the caller's to change)."""
+    result = _per_iteration_cached(scheme, s, sigma, clip, epsilon, delta, server)
+    return replace(result, extras=dict(result.extras))
+
+
+@lru_cache(maxsize=256)
+def _per_iteration_cached(
     scheme: str,
     s: _Setting,
     sigma: float,
