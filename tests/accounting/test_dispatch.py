@@ -123,3 +123,39 @@ def test_from_epsilon_delta_refuses_an_epsilon_whose_line_overflows():
     f = from_epsilon_delta([(MAX_PAIR_EPSILON, 0.25)])
     assert float(f(0.0)) == 0.75
     assert 0.0 <= float(f(0.5)) <= 1e-15  # e^-709.78 (0.75 - 0.5), up to interpolation
+
+
+def test_the_dp_dsgd_demos_plan_equals_account_participation():
+    """configs/demo-dp-dsgd.yaml: 40 clients of 100 records, p = 0.5, q = 0.1, z = 1, C = 1,
+    delta 1e-5. Every number of its plan after 3 iterations is the number ``account
+    participation --json`` prints for the same method (per iteration and composed)."""
+    from privfl.config.loader import load_config
+    from privfl.fl.algorithms.builders import privacy_plan
+
+    pytest.importorskip("mlxtend")
+    plan = privacy_plan(load_config(ROOT / "configs/demo-dp-dsgd.yaml"))
+    cli = _cli(["account", "participation", "--client-rate", "0.5", "--record-rate", "0.1",
+                "--records", "100", "--noise-multiplier", "1", "--iterations", "3",
+                "--delta", "1e-5", "--json"])["results"]
+    printed = {(r["method"], r["steps"]): r["epsilon"] for r in cli}
+    ran = plan.results(3)
+    assert {r.steps for r in ran} == {1, 3}
+    assert len(ran) >= 10
+    for r in ran:
+        assert printed[(r.method, r.steps)] == r.epsilon, r.method
+
+
+def test_the_cached_per_iteration_results_are_those_of_each_setting():
+    """The per-iteration cache (one computation per setting, reused every round) hands out
+    exactly the uncached result of the setting asked about, as a fresh copy."""
+    from privfl.accounting import participation as part
+
+    for noise in (2.0, 0.8, 1.0, 2.0):
+        s = part._setting(0.5, 0.1, 100, noise, 1.0)
+        for scheme in ("wcs", "cs"):
+            cached = part._per_iteration_result(scheme, s, noise, 1.0, None, 1e-5, "trusted")
+            fresh = part._per_iteration_cached.__wrapped__(scheme, s, noise, 1.0, None, 1e-5,
+                                                          "trusted")
+            assert cached == fresh
+            assert cached.extras is not part._per_iteration_result(
+                scheme, s, noise, 1.0, None, 1e-5, "trusted").extras
