@@ -1,11 +1,13 @@
 """The accountants' share of every demo's wall time, before and after a change.
 
 Run ``python benchmarks/accounting_share.py [--rounds N] [--before REV]`` from the repository
-root. For every demo config (``configs/demo.yaml`` and ``configs/demo-*.yaml``) it builds the
-experiment (no run directory), runs ``N`` rounds (default 4) of ``run_round`` and times, inside
-them, every call of the privacy plan's ``results`` (the per-round accounting: the same work
-``privfl run`` does, and what summary.json reports as ``accounting_seconds``). The timer wraps
-the plan class's ``results`` method, so it measures any version of the code alike.
+root. For every demo config (``configs/demo.yaml`` and ``configs/demo-*.yaml``, their own
+number of rounds) it builds the experiment (no run directory), computes the planned privacy as
+``privfl run`` does before its first round (untimed: it also pays the one-off imports), runs the
+first ``N`` rounds (default 4) of ``run_round`` and times, inside them, every call of the
+privacy plan's ``results`` (the per-round accounting: what summary.json reports as
+``accounting_seconds``). The timer wraps the plan class's ``results`` method, so it measures any
+version of the code alike.
 
 ``--before REV`` also measures the sources of git revision REV (default: ``main``), checked out
 with ``git worktree add --detach`` into a temporary folder that is removed afterwards, in the
@@ -38,9 +40,10 @@ def measure(config: str, rounds: int) -> dict:
     from privfl.report.experiment import Experiment
     from privfl.report.rundir import RunDirectory
 
-    cfg = load_config(ROOT / "configs" / config, [f"federated.rounds={rounds}"])
+    cfg = load_config(ROOT / "configs" / config)
     with tempfile.TemporaryDirectory() as tmp:
         experiment = Experiment(cfg, RunDirectory(Path(tmp) / "run"))
+    experiment.planned_privacy()  # as privfl run does before round 1 (not timed)
     algorithm = experiment.algorithm
     plan_class = type(algorithm.plan)
     original = plan_class.results
