@@ -159,3 +159,29 @@ def test_the_cached_per_iteration_results_are_those_of_each_setting():
             assert cached == fresh
             assert cached.extras is not part._per_iteration_result(
                 scheme, s, noise, 1.0, None, 1e-5, "trusted").extras
+
+
+def test_one_calibration_over_any_event():
+    """calibrate_event_noise over a DP-SGD event is calibrate_noise exactly; over PriFedSync's
+    tree it certifies the weak scope and the next smaller noise (within rtol) does not."""
+    from privfl.accounting.calibrate import calibrate_noise
+    from privfl.accounting.calibrate_event import calibrate_event_noise
+    from privfl.accounting.federated import setting_event
+
+    direct = calibrate_noise(2.0, 1e-5, 0.01, 500, method="rdp")
+    generic = calibrate_event_noise(lambda z: dpsgd_event(z, 0.01, 500), 2.0, 1e-5,
+                                    method="rdp")
+    assert (generic.value, generic.result) == (direct.value, direct.result)
+
+    def tree(z: float):
+        return setting_event(FederatedSetting.homogeneous(
+            clients=3, records=200, batch_size=20, local_steps=2, sigma=z / 2.0, rounds=5))
+
+    solved = calibrate_event_noise(tree, 3.0, 1e-5, method="rdp", scopes=["weak"],
+                                   rtol=1e-3)
+    assert solved.result.extras["scope"] == "weak" and solved.result.epsilon <= 3.0
+    below = [r for r in evaluate(tree(solved.value / 1.002), 1e-5, methods="rdp")
+             if r.extras["scope"] == "weak"]
+    assert below[0].epsilon > 3.0
+    with pytest.raises(ValueError, match="scopes = \\['nope'\\] is not allowed"):
+        calibrate_event_noise(tree, 3.0, 1e-5, method="rdp", scopes=["nope"])
