@@ -1105,19 +1105,12 @@ def _resolve_schemes(methods: str | Iterable[str], server: str, name: str) -> tu
     return tuple(out)
 
 
-def _per_iteration_result(
-    scheme: str,
-    s: _Setting,
-    sigma: float,
-    clip: float,
-    epsilon: float | None,
-    delta: float | None,
-    server: str,
-) -> PrivacyResult:
-    """One iteration's result of ``scheme``: the same at every round of a run, so it is
-    computed once per setting (:func:`_per_iteration_cached`) and handed out as a fresh copy
-    (its ``extras`` dict is the caller's to change)."""
-    result = _per_iteration_cached(scheme, s, sigma, clip, epsilon, delta, server)
+def _per_iteration_result(scheme: str, s: _Setting, *rest: object) -> PrivacyResult:
+    """One iteration's result of ``scheme`` (``rest``: sigma, clip, epsilon, delta, server, as
+    :func:`_per_iteration_cached` takes them): the same at every round of a run, so it is
+    computed once per setting and handed out as a fresh copy (its ``extras`` dict is the
+    caller's to change)."""
+    result = _per_iteration_cached(scheme, s, *rest)
     return replace(result, extras=dict(result.extras))
 
 
