@@ -88,6 +88,8 @@ def test_json_summary_and_mu_equal_account_fedfdp(tmp_path, tiny_yaml):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)  # stdout holds only the JSON (cards went to stderr)
     assert summary["rounds_completed"] == 3 and summary["stop_reason"] == "rounds"
+    # the accountants' time of the timed loop: part of it, and not zero (three rounds accounted)
+    assert 0.0 < summary["accounting_seconds"] <= summary["wall_seconds"]
     assert "privacy card" in result.stderr and "bound" in result.stderr
     assert "estimate" in result.stderr
     privacy = summary["privacy"]

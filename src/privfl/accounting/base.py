@@ -53,6 +53,12 @@ class Accountant(ABC):
                 return reason
         return None
 
+    @classmethod
+    def from_options(cls, options: object) -> Accountant:
+        """The accountant configured by an :class:`~privfl.accounting.methods.AccountingOptions`
+        (the registry's factory, :mod:`privfl.accounting.registry`); this default has no knob."""
+        return cls()
+
     def supports(self, event: PrivacyEvent) -> bool:
         return self.unsupported_reason(check_event(event)) is None
 

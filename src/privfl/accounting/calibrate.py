@@ -141,7 +141,7 @@ def _finish(
     parameter: str,
     value: float,
     epsilon: float,
-    setting: DpSgdTemplate,
+    method: str,
     probe: _Probe,
     *,
     capped: bool = False,
@@ -158,7 +158,7 @@ def _finish(
         )
         warnings.append(
             f"search stopped at {parameter} = {_show(value)}, the best value the "
-            f"{setting.method} accountant certified: it could not evaluate {parameter} = "
+            f"{method} accountant certified: it could not evaluate {parameter} = "
             f"{_show(where)} [{reason.rstrip('.')}], so {better} may still meet the target"
         )
     if result.kind != "bound":
@@ -210,7 +210,15 @@ def calibrate_noise(
     steps = check_int("steps", steps, minimum=1)
     rtol = check_positive("rtol", rtol)
     ok = _Probe(lambda z: setting.epsilon(z, sampling_rate, steps), epsilon)
+    return smallest_noise(ok, epsilon, setting.method, rtol)
 
+
+def smallest_noise(ok: _Probe, epsilon: float, method: str, rtol: float) -> Calibration:
+    """The smallest noise (within relative ``rtol``) that ``ok`` certifies: bracket from 1 by
+    halving or doubling (within [1e-6, 1e6]), then bisect in log space. Every noise
+    calibration of privfl (:func:`calibrate_noise`, and
+    :func:`privfl.accounting.calibrate_event.calibrate_event_noise` over any event) runs this
+    one search."""
     if ok(1.0):
         good, bad = 1.0, 0.5
         while ok(bad):
@@ -229,14 +237,14 @@ def calibrate_noise(
                     f"epsilon = {epsilon!r} is out of range: not reached with noise multipliers "
                     "up to 1e6"
                     + (
-                        f" (the {setting.method} accountant could not evaluate some of them: "
+                        f" (the {method} accountant could not evaluate some of them: "
                         f"{ok.failure[1]})"
                         if ok.failure
                         else ""
                     )
                 )
     z = _log_bisect(ok, bad, good, rtol)
-    return _finish("noise_multiplier", z, epsilon, setting, ok)
+    return _finish("noise_multiplier", z, epsilon, method, ok)
 
 
 def _rdp_steps(
@@ -314,7 +322,7 @@ def max_steps(
         "steps",
         good,
         epsilon,
-        setting,
+        setting.method,
         ok,
         capped=good == limit,
         cap_warning=(
@@ -356,4 +364,4 @@ def max_sampling_rate(
                     "down to 1e-12"
                 )
         q = _log_bisect(ok, min(1.0, good * 2.0), good, rtol)
-    return _finish("sampling_rate", q, epsilon, setting, ok)
+    return _finish("sampling_rate", q, epsilon, setting.method, ok)

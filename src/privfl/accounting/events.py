@@ -198,3 +198,121 @@ def compose_events(events: Sequence[PrivacyEvent]) -> PrivacyEvent:
     return PrivacyEvent(tuple(counts.items()), neighbouring=first.neighbouring,
                         unit=first.unit, release=first.release,
                         description=first.description)
+
+
+# ------------------------------------------------------------------------------ the event tree
+# A :class:`PrivacyEvent` is a leaf: a composition of noisy steps that the numerical accountants
+# (rdp, pld, gdp-clt) answer. The nodes below describe what the papers' runs release on top of
+# it; :func:`privfl.accounting.dispatch.evaluate` reads every node, and the accountants that
+# interpret the paper-specific leaves are registered by name (:mod:`privfl.accounting.registry`).
+
+
+@dataclass(frozen=True)
+class WorstOverClients:
+    """Parallel composition: each record belongs to one client, whose release is ``events[j]``;
+    the record-level guarantee is the worst client's (Zheng et al. 2021 Theorem 2's mu_max,
+    Xie et al. 2023 section 3.5). Repeated events are accounted once."""
+
+    events: tuple[PrivacyEvent, ...]
+    note: str = "max over clients of the per-client composition"
+
+    def __post_init__(self) -> None:
+        events = tuple(self.events) if isinstance(self.events, (tuple, list)) else None
+        if not events or not all(isinstance(e, PrivacyEvent) for e in events):
+            raise ValueError(f"events = {self.events!r} is not allowed: must be a non-empty "
+                             "sequence of PrivacyEvent, one per client")
+        object.__setattr__(self, "events", events)
+
+
+@dataclass(frozen=True)
+class HeldByClients(WorstOverClients):
+    """A record held by up to k clients (an overlapping partition): each record composes its
+    holders' events (``events[j]`` for client position j); ``holder_sets`` lists the sets of
+    client positions that share a record (empty: :class:`WorstOverClients`). The guarantee is
+    the worst record's."""
+
+    holder_sets: tuple[tuple[int, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "holder_sets", tuple(tuple(s) for s in self.holder_sets))
+
+
+@dataclass(frozen=True)
+class Scope:
+    """``event`` as seen by one adversary (``name``: e.g. ``"weak"``, ``"run"``): every result
+    of ``event`` carries ``extras["scope"] = name``."""
+
+    name: str
+    event: object
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name = {self.name!r} is not allowed: must be a non-empty string")
+
+
+@dataclass(frozen=True)
+class Scopes:
+    """Several scopes of one run, answered method by method (for each method every scope, in
+    order), as a plan's results list them."""
+
+    scopes: tuple[Scope, ...]
+
+    def __post_init__(self) -> None:
+        scopes = tuple(self.scopes) if isinstance(self.scopes, (tuple, list)) else ()
+        if not scopes or not all(isinstance(s, Scope) for s in scopes):
+            raise ValueError(f"scopes = {self.scopes!r} is not allowed: must be a non-empty "
+                             "sequence of Scope")
+        object.__setattr__(self, "scopes", scopes)
+
+
+@dataclass(frozen=True)
+class RandomParticipationStep:
+    """``iterations`` iterations of DP-DSGD with random client participation (Hasircioglu and
+    Gunduz 2022): each of ``records`` records' clients takes part with probability
+    ``client_rate`` and each record with ``record_rate``; the server adds N(0, noise^2 I) to the
+    sum of gradients clipped to ``clip``. ``schemes`` are the participation accountants to ask
+    (per iteration), ``composition`` the composition accountants (rdp, pld) over the
+    iterations; ``server`` the threat model. Answered by the ``participation`` accountant."""
+
+    client_rate: float
+    record_rate: float
+    records: int
+    noise: float
+    clip: float = 1.0
+    iterations: int = 1
+    schemes: tuple[str, ...] | str = "all"
+    composition: tuple[str, ...] = ("rdp", "pld")
+    server: str = "trusted"
+
+    def __post_init__(self) -> None:
+        check_int("iterations", self.iterations, minimum=1, maximum=MAX_COUNT)
+        if not isinstance(self.schemes, str):
+            object.__setattr__(self, "schemes", tuple(self.schemes))
+        object.__setattr__(self, "composition", tuple(self.composition))
+
+
+@dataclass(frozen=True)
+class LastIterateRelease:
+    """Only the last model of projected noisy SGD is released (Asoodeh et al. 2021): ``run`` is a
+    :class:`privfl.accounting.contraction.ProjectedNoisySGD`; ``release`` ``"last"`` or
+    ``"random-stop"``; ``baselines`` the all-iterates comparisons, each under the step
+    accountants ``methods``. Answered by the ``contraction`` accountant."""
+
+    run: object
+    release: str = "last"
+    secret_assignment: bool = True
+    baselines: tuple[str, ...] | None = None
+    unit: Unit = Unit.RECORD
+    methods: tuple[str, ...] = ("rdp", "pld")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unit", Unit(self.unit))
+        object.__setattr__(self, "methods", tuple(self.methods))
+        if self.baselines is not None:
+            object.__setattr__(self, "baselines", tuple(self.baselines))
+
+
+#: Every node :func:`privfl.accounting.dispatch.evaluate` reads.
+EVENT_TYPES = (PrivacyEvent, WorstOverClients, HeldByClients, Scope, Scopes,
+               RandomParticipationStep, LastIterateRelease)

@@ -38,23 +38,25 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations_with_replacement
 
 from privfl._validation import check_delta, check_int, check_positive, check_rate
 from privfl.accounting.events import (
+    HeldByClients,
     Neighbouring,
     NoisyStep,
     PrivacyEvent,
     Sampling,
+    Scope,
+    Scopes,
     Unit,
-    compose_events,
     noise_multiplier_from_paper_sigma,
 )
-from privfl.accounting.gdp import fdp_clt_mu, gdp_epsilon
-from privfl.accounting.methods import AccountingOptions, build_accountant, resolve_methods
-from privfl.accounting.results import PrivacyResult
+from privfl.accounting.gdp import fdp_clt_mu
+from privfl.accounting.methods import AccountingOptions, resolve_methods
+from privfl.accounting.results import PrivacyResult, zero_rounds
 
 WEAK_RELEASE = "helper-model stream of one other client (weak federated f-DP)"
 STRONG_RELEASE = "helper-model streams of all other clients, colluding (strong federated f-DP)"
@@ -180,76 +182,46 @@ class FederatedSetting:
         return math.sqrt(len(self.clients) - 1) * self.mu_max()
 
 
-def _holders_event(holders: Iterable[ClientTraining], rounds: int, colluders: int
-                   ) -> PrivacyEvent:
-    return compose_events([c.event(rounds, colluders=colluders) for c in holders])
+#: the note of each scope's worst-client result (the run's plan and ``account fedfdp`` alike)
+WORST_NOTE = "max over clients of the per-client composition"
+STRONG_NOTE = "paper's strong composition over (m-1)·K·R steps (valid but very loose)"
 
 
-def _clt_results(setting: FederatedSetting, delta: float) -> list[PrivacyResult]:
-    worst = setting.worst_holders()
-    results = []
-    for scope, colluders, mu in (
-        ("weak", 1, setting.mu_max()),
-        ("strong", len(setting.clients) - 1, setting.mu_strong()),
-    ):
-        event = _holders_event(worst, setting.rounds, colluders)
-        note = "CLT limit of C_{B/n}(G_{1/sigma})^{KR} (Zheng et al. 2021, Theorem 2); not a bound"
-        note += _multiplicity_note(setting)
-        if math.isinf(mu):
-            note += (
-                "; mu exceeds the float range (e^{1/sigma^2} overflows below sigma ~ 0.027): "
-                "the estimate is infinite, use a larger sigma or a bound (pld, rdp)"
-            )
-        results.append(
-            PrivacyResult.for_event(
-                event,
-                method="gdp-clt",
-                kind="estimate",
-                epsilon=math.inf if math.isinf(mu) else gdp_epsilon(delta, mu),
-                delta=delta,
-                mu=mu,
-                scope=scope,
-                note=note,
-            )
-        )
-    return results
+def federated_event(weak: Sequence[PrivacyEvent], strong: Sequence[PrivacyEvent],
+                    holder_sets: Iterable[Sequence[int]] = ()) -> Scopes:
+    """What PriFedSync releases, as one event tree: the *weak* scope (one other client sees a
+    client's helper-model stream; ``weak[j]`` is client position j's K R steps) and the *strong*
+    scope (all m - 1 others collude; ``strong[j]`` its (m - 1) K R steps), each the worst record
+    over clients (``holder_sets``: the client positions sharing a record, empty for disjoint
+    clients). ``privfl run`` (:class:`privfl.fl.algorithms.prifedsync.PriFedSyncPrivacy`) and
+    ``privfl account fedfdp`` (:func:`federated_fdp`) both build it, and
+    :func:`privfl.accounting.dispatch.evaluate` answers it."""
+    holder_sets = tuple(tuple(h) for h in holder_sets)
+    return Scopes((
+        Scope("weak", HeldByClients(tuple(weak), WORST_NOTE, holder_sets)),
+        Scope("strong", HeldByClients(tuple(strong), f"{WORST_NOTE}; {STRONG_NOTE}",
+                                      holder_sets)),
+    ))
 
 
-def _numerical_results(
-    setting: FederatedSetting, delta: float, method: str, options: AccountingOptions | None
-) -> list[PrivacyResult]:
-    accountant = build_accountant(method, options)
-    results = []
-    for scope, colluders in (("weak", 1), ("strong", len(setting.clients) - 1)):
-        events = [_holders_event(choice, setting.rounds, colluders)
-                  for choice in setting.holder_choices()]
-        worst_event, worst = max(
-            ((event, accountant.epsilon(event, delta)) for event in events),
-            key=lambda pair: pair[1].epsilon,
-        )
-        note = "max over clients of the per-client composition" + _multiplicity_note(setting)
-        if scope == "strong":
-            note += "; paper's strong composition over (m-1)·K·R steps (valid but very loose)"
-        results.append(
-            PrivacyResult.for_event(
-                worst_event,
-                method=worst.method,
-                kind=worst.kind,
-                epsilon=worst.epsilon,
-                delta=delta,
-                scope=scope,
-                note=note,
-                **worst.extras,
-            )
-        )
-    return results
-
-
-def _multiplicity_note(setting: FederatedSetting) -> str:
-    if setting.multiplicity == 1:
-        return ""
-    return (f"; a record held by up to k = {setting.multiplicity} clients: the composition of "
-            "the worst k holders' mechanisms")
+def setting_event(setting: FederatedSetting) -> Scopes:
+    """:func:`federated_event` of ``setting``: its clients' events after ``setting.rounds``
+    rounds (at least one: a zero-round setting is accounted as one round); with
+    ``multiplicity`` k, every choice of k clients (:meth:`FederatedSetting.holder_choices`)
+    holds a record."""
+    rounds = max(setting.rounds, 1)
+    colluders = len(setting.clients) - 1
+    holder_sets = []
+    if setting.multiplicity > 1:
+        positions: dict[ClientTraining, list[int]] = {}
+        for j, client in enumerate(setting.clients):
+            positions.setdefault(client, []).append(j)
+        for choice in setting.holder_choices():
+            holder_sets.append(tuple(j for client, n in Counter(choice).items()
+                                     for j in positions[client][:n]))
+    return federated_event([c.event(rounds) for c in setting.clients],
+                           [c.event(rounds, colluders=colluders) for c in setting.clients],
+                           holder_sets)
 
 
 def federated_fdp(
@@ -259,19 +231,19 @@ def federated_fdp(
     methods: str | Iterable[str] = ("gdp-clt", "pld"),
     options: AccountingOptions | None = None,
 ) -> list[PrivacyResult]:
-    """Weak and strong federated guarantees of PriFedSync at ``delta``, one entry per method.
+    """Weak and strong federated guarantees of PriFedSync at ``delta``, one entry per method
+    and scope: :func:`privfl.accounting.dispatch.evaluate` of :func:`setting_event`, the very
+    path of ``privfl run`` (zero rounds give epsilon 0 with the labels of one round).
 
-    ``gdp-clt`` gives the paper's mu (estimate); ``pld`` (and ``rdp``) give rigorous bounds on the
-    same composition C_{B/n}(G_{1/sigma})^{⊗KR}.
+    ``gdp-clt`` gives the paper's mu (Theorem 2's CLT limit; estimate); ``pld`` (and ``rdp``)
+    give rigorous bounds on the same composition C_{B/n}(G_{1/sigma})^{⊗KR}.
     """
+    from privfl.accounting.dispatch import evaluate
+
     delta = check_delta("delta", delta)
-    results: list[PrivacyResult] = []
-    for method in resolve_methods(methods):
-        if method == "gdp-clt":
-            results.extend(_clt_results(setting, delta))
-        else:
-            results.extend(_numerical_results(setting, delta, method, options))
-    return results
+    results = evaluate(setting_event(setting), delta, methods=resolve_methods(methods),
+                       options=options)
+    return zero_rounds(results) if setting.rounds == 0 else results
 
 
 def sigma_for_mu(

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from privfl._validation import check_choice, check_delta, check_epsilon
 from privfl.accounting.base import Accountant, check_event
 from privfl.accounting.events import AccountingLimitError, PrivacyEvent, UnsupportedEventError
+from privfl.accounting.registry import registered, step_factory
 from privfl.accounting.results import PrivacyResult
 
-METHODS = ("rdp", "pld", "gdp-clt")
+#: the step accountants (:mod:`privfl.accounting.registry`), in registration order
+METHODS = registered(nodes=False)
 ALIASES = {"gdp": "gdp-clt"}
 
 
@@ -58,17 +60,7 @@ def build_accountant(method: str, options: AccountingOptions | None = None) -> A
     """The accountant behind a method name, configured by ``options``."""
     options = options or AccountingOptions()
     (method,) = resolve_methods(method)
-    if method == "rdp":
-        from privfl.accounting.rdp import RdpAccountant
-
-        return RdpAccountant(orders=options.orders, conversion=options.conversion)
-    if method == "pld":
-        from privfl.accounting.pld import PldAccountant
-
-        return PldAccountant(value_discretization_interval=options.discretization)
-    from privfl.accounting.gdp import GdpCltAccountant
-
-    return GdpCltAccountant()
+    return step_factory(method)(options)
 
 
 def account(

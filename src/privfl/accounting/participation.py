@@ -76,6 +76,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as dp_pld
@@ -1104,7 +1105,17 @@ def _resolve_schemes(methods: str | Iterable[str], server: str, name: str) -> tu
     return tuple(out)
 
 
-def _per_iteration_result(
+def _per_iteration_result(scheme: str, s: _Setting, *rest: object) -> PrivacyResult:
+    """One iteration's result of ``scheme`` (``rest``: sigma, clip, epsilon, delta, server, as
+    :func:`_per_iteration_cached` takes them): the same at every round of a run, so it is
+    computed once per setting and handed out as a fresh copy (its ``extras`` dict is the
+    caller's to change)."""
+    result = _per_iteration_cached(scheme, s, *rest)
+    return replace(result, extras=dict(result.extras))
+
+
+@lru_cache(maxsize=256)
+def _per_iteration_cached(
     scheme: str,
     s: _Setting,
     sigma: float,

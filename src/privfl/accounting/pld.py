@@ -149,6 +149,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from dp_accounting.pld import pld_pmf
@@ -662,6 +663,12 @@ class PldAccountant(Accountant):
 
     name = "pld"
     kind = "bound"
+
+    @classmethod
+    def from_options(cls, options: Any) -> PldAccountant:
+        """The accountant configured by an :class:`~privfl.accounting.methods.AccountingOptions`
+        (its ``discretization``)."""
+        return cls(value_discretization_interval=options.discretization)
 
     def __init__(
         self,

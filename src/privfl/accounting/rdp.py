@@ -68,6 +68,7 @@ import functools
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import integrate, special
@@ -1201,6 +1202,12 @@ class RdpAccountant(Accountant):
     def __init__(self, orders: str | Sequence[float] = "default", conversion: str = "improved"):
         self.orders: tuple[float, ...] = tuple(float(a) for a in resolve_orders(orders))
         self.conversion = check_choice("conversion", conversion, CONVERSIONS)
+
+    @classmethod
+    def from_options(cls, options: Any) -> RdpAccountant:
+        """The accountant configured by an :class:`~privfl.accounting.methods.AccountingOptions`
+        (its ``orders`` and ``conversion``)."""
+        return cls(orders=options.orders, conversion=options.conversion)
 
     def unsupported_reason(self, event: PrivacyEvent) -> str | None:
         return self._first_step_reason(event, _unsupported_step)

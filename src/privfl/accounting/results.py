@@ -111,3 +111,13 @@ def sampling_label(event: PrivacyEvent) -> str:
         if label not in labels:
             labels.append(label)
     return ", ".join(labels)
+
+
+def zero_rounds(results: list[PrivacyResult] | tuple[PrivacyResult, ...]) -> list[PrivacyResult]:
+    """The same labelled results with epsilon (and mu) 0 and 0 steps: before round 1."""
+    return [
+        PrivacyResult(r.method, r.kind, 0.0, r.delta, r.unit, r.neighbouring, r.sampling,
+                      r.release, 0, {**r.extras, **({"mu": 0.0} if "mu" in r.extras else {})},
+                      r.note)
+        for r in results
+    ]

@@ -74,6 +74,8 @@ __all__ = [
     "total_variation_bound",
 ]
 
+#: the largest epsilon of a pair :func:`from_epsilon_delta` takes: e^epsilon is a finite float
+MAX_PAIR_EPSILON = math.log(np.finfo(float).max)
 _BISECTION_STEPS = 64  # halving [0, 1] 64 times reaches the spacing of doubles
 _GOLDEN_STEPS = 120
 
@@ -399,7 +401,10 @@ def from_epsilon_delta(pairs: Iterable[tuple[float, float]]) -> TabulatedTradeOf
 
     ``f_{eps, delta}(alpha) = max{0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)}``
     ([DRS19] Prop. 2.5). The maximum is computed exactly as the upper envelope of lines. Here
-    ``delta`` may be 0 (pure DP); ``delta`` must be < 1.
+    ``delta`` may be 0 (pure DP); ``delta`` must be < 1; ``epsilon`` must be at most
+    :data:`MAX_PAIR_EPSILON` = log(float max) ~ 709.78, where the slope -e^epsilon of the
+    envelope's steep line still is a float (beyond it the line is not representable: refused
+    with a ValueError, never an OverflowError or a silently rounded line).
     """
     try:
         items = list(pairs)
@@ -414,6 +419,11 @@ def from_epsilon_delta(pairs: Iterable[tuple[float, float]]) -> TabulatedTradeOf
         except (TypeError, ValueError) as error:
             raise ValueError(f"pairs entry {item!r} is not an (epsilon, delta) pair") from error
         eps = check_nonnegative("epsilon", eps)
+        if eps > MAX_PAIR_EPSILON:
+            raise ValueError(
+                f"epsilon = {eps!r} is out of range: must be at most log(float max) = "
+                f"{MAX_PAIR_EPSILON:.6g} (the trade-off line of slope -e^epsilon overflows); "
+                "an (epsilon, delta) pair with a larger epsilon constrains almost nothing")
         delta = check_probability("delta", delta)
         if delta >= 1.0:
             raise ValueError(f"delta = {delta!r} is out of range: must be in [0, 1)")

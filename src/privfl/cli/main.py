@@ -399,27 +399,22 @@ def account_last_iterate(
     --schedule independent, and the sharpened chain rule) next to the composition bounds for
     releasing every iterate of the same run.
     """
-    from privfl.accounting.contraction import last_iterate_report
+    from privfl.accounting.contraction import ProjectedNoisySGD
+    from privfl.accounting.dispatch import evaluate
+    from privfl.accounting.events import LastIterateRelease
 
     methods = {"all": ("rdp", "pld"), "none": ()}.get(method.value, (method.value,))
     total = _rounds(rounds)
     z, sigma = _last_iterate_noise(noise_multiplier, paper_sigma, noise, batch_size, lipschitz)
-    results = last_iterate_report(
-        users,
-        batch_size,
-        lipschitz,
-        radius,
-        _float_list("lr", lr),
-        sigma,
+    run = ProjectedNoisySGD(users, batch_size, lipschitz, radius, _float_list("lr", lr), sigma,
+                            convex=convex, smooth=smoothness, rounds=total,
+                            schedule=schedule.value)
+    results = evaluate(
+        LastIterateRelease(run, release=release.value,
+                           secret_assignment=not public_assignment,
+                           baselines=[b.value for b in baseline] if baseline else None,
+                           methods=methods),
         delta,
-        convex=convex,
-        smooth=smoothness,
-        release=release.value,
-        secret_assignment=not public_assignment,
-        methods=methods,
-        baselines=[b.value for b in baseline] if baseline else None,
-        schedule=schedule.value,
-        rounds=total,
     )
     contraction = results[0]
     if schedule.value == "one-pass":
@@ -507,23 +502,22 @@ def account_participation(
     rate p*q; kind 'reference': rigorous for that mechanism only, a lower reference for random
     participation). The steps column tells per-iteration rows (1) from composed ones (T).
     """
+    from privfl.accounting.dispatch import evaluate
+    from privfl.accounting.events import RandomParticipationStep
     from privfl.accounting.participation import participation_report
 
     choice = one_noise(noise_multiplier, paper_sigma, paper_meaning=HASIRCIOGLU_SIGMA,
                        deprecated=("--noise", noise))
     clip = check_positive("clip", clip)  # the conversion needs C
     z, sigma = choice.convert(choice.value, lambda s: s / clip, lambda z: z * clip)
-    results = participation_report(
-        client_rate,
-        record_rate,
-        records,
-        sigma,
-        clip=clip,
-        epsilon=epsilon,
-        delta=delta,
-        iterations=iterations,
-        server=server.value,
-    )
+    if delta is not None and epsilon is None:  # epsilon at delta: the run's own path
+        results = evaluate(RandomParticipationStep(client_rate, record_rate, records, sigma,
+                                                   clip=clip, iterations=iterations,
+                                                   server=server.value), delta)
+    else:  # delta at epsilon (or a clear error for both / neither)
+        results = participation_report(client_rate, record_rate, records, sigma, clip=clip,
+                                       epsilon=epsilon, delta=delta, iterations=iterations,
+                                       server=server.value)
     card = _participation_card(
         client_rate,
         record_rate,

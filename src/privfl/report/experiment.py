@@ -584,6 +584,7 @@ class Experiment:
 
     def _run(self, callbacks: RunCallbacks) -> ExperimentResult:
         started = time.perf_counter()
+        self._accounting_start = float(getattr(self.algorithm, "accounting_seconds", 0.0))
         if self.config.run.tensorboard:
             from privfl.report.tensorboard import TensorBoardLog
 
@@ -716,6 +717,9 @@ class Experiment:
         from privfl.report.provenance import run_provenance
 
         algo, config = self.algorithm, self.config
+        # the accountants' share of the loop that wall_seconds times (the planned card is not)
+        accounting = (float(getattr(algo, "accounting_seconds", 0.0))
+                      - getattr(self, "_accounting_start", 0.0))
         rounds = algo.round
         results = algo.privacy(rounds)
         released = {"rounds_released": algo.released_rounds(rounds),
@@ -755,6 +759,7 @@ class Experiment:
             "warnings": list(self.warnings),
             "wall_seconds": seconds,
             "training_seconds": sum(m.get("seconds", 0.0) for m in self.metrics),
+            "accounting_seconds": accounting,
             "final": {
                 "round": last.get("round", 0),
                 **{k: last.get(k, math.nan) for k in labels},
@@ -784,7 +789,8 @@ class Experiment:
         })
         written = dict(summary)
         if guarantee_only:  # timings grow with realised counts; warnings read unnoised losses
-            for name in ("warnings", "wall_seconds", "training_seconds"):
+            for name in ("warnings", "wall_seconds", "training_seconds",
+                         "accounting_seconds"):
                 written.pop(name)
         self.dir.write_json(self.dir.summary, written)
         self._write_model()

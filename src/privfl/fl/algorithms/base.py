@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from privfl.accounting.results import PrivacyResult
+from privfl.accounting.results import PrivacyResult, zero_rounds
 
 if TYPE_CHECKING:  # pragma: no cover
     from privfl.config.schema import ExperimentConfig
@@ -203,8 +203,14 @@ class RoundAlgorithm:
 
     def privacy(self, rounds: int | None = None) -> list[PrivacyResult]:
         """The plan's labelled guarantees after ``rounds`` rounds (default: those completed),
-        composed over every released round (:meth:`released_rounds`)."""
-        return self.plan.results(self.released_rounds(rounds))
+        composed over every released round (:meth:`released_rounds`). The time spent in the
+        plan's accountants adds up in :attr:`accounting_seconds` (summary.json reports it)."""
+        started = time.perf_counter()
+        try:
+            return self.plan.results(self.released_rounds(rounds))
+        finally:
+            self.accounting_seconds = (getattr(self, "accounting_seconds", 0.0)
+                                       + time.perf_counter() - started)
 
     def run_round(self) -> dict[str, Any]:
         """Run round ``self.round + 1``: select, local work, aggregate, evaluate, account."""
@@ -275,16 +281,6 @@ def privacy_metrics(plan: PrivacyPlan, results: Sequence[PrivacyResult]) -> dict
         out["mu"] = float(worst.extras["mu"])
         out["mu_method"] = f"{worst.method} {worst.kind}"
     return out
-
-
-def zero_rounds(results: Sequence[PrivacyResult]) -> list[PrivacyResult]:
-    """The same labelled results with epsilon (and mu) 0 and 0 steps: before round 1."""
-    return [
-        PrivacyResult(r.method, r.kind, 0.0, r.delta, r.unit, r.neighbouring, r.sampling,
-                      r.release, 0, {**r.extras, **({"mu": 0.0} if "mu" in r.extras else {})},
-                      r.note)
-        for r in results
-    ]
 
 
 def finite(value: Any) -> bool:

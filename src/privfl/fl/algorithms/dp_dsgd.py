@@ -77,14 +77,13 @@ from privfl._validation import (
     check_range,
     check_rate,
 )
+from privfl.accounting.dispatch import evaluate
+from privfl.accounting.events import RandomParticipationStep
 from privfl.accounting.methods import AccountingOptions
 from privfl.accounting.participation import (
     ACCOUNTANTS as COMPOSITION_ACCOUNTANTS,
 )
-from privfl.accounting.participation import (
-    SCHEMES,
-    participation_report,
-)
+from privfl.accounting.participation import SCHEMES
 from privfl.accounting.results import PrivacyResult
 from privfl.attacks.metrics import attack_monitor
 from privfl.config.schema import ExperimentConfig, FederatedConfig, TrainingConfig
@@ -370,12 +369,16 @@ class DpDsgdPrivacy:
 
     def report(self, rounds: int) -> list[PrivacyResult]:
         """``participation_report`` for this plan after ``rounds`` >= 1 iterations."""
-        return participation_report(
+        return evaluate(self.event(rounds), self.delta, options=self.options)
+
+    def event(self, rounds: int) -> RandomParticipationStep:
+        """What ``rounds`` >= 1 iterations release, as ``privfl account participation`` builds
+        it too; the ``participation`` accountant answers it."""
+        return RandomParticipationStep(
             self.client_rate, self.record_rate, self.records, self.noise_std,
-            clip=self.clip_norm, delta=self.delta, iterations=check_int("rounds", rounds, 1),
-            methods=self.schemes, accountants=self.composition,
-            server=_ACCOUNTANT_SERVER[self.server], options=self.options,
-        )
+            clip=self.clip_norm, iterations=check_int("rounds", rounds, 1),
+            schemes=self.schemes, composition=self.composition,
+            server=_ACCOUNTANT_SERVER[self.server])
 
     def results(self, rounds: int) -> list[PrivacyResult]:
         """Per-iteration and run-scope guarantees after ``rounds`` iterations (empty when not

@@ -53,10 +53,10 @@ from pydantic import Field
 from torch import nn
 
 from privfl._validation import check_choice, check_delta, check_int, check_range, check_rate
+from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import Neighbouring, NoisyStep, PrivacyEvent, Sampling, Unit
 from privfl.accounting.methods import (
     AccountingOptions,
-    account,
     build_accountant,
     resolve_methods,
 )
@@ -404,15 +404,15 @@ class DpFedAvgPrivacy:
             extras.update(update_noise=self.update_noise, count_noise=self.adaptive.count_noise)
         results = []
         for method in self.accountants:
-            for r in account(self.event(rounds), delta=self.delta, methods=method,
-                             options=self.options).results:
+            for r in evaluate(self.event(rounds), self.delta, methods=method,
+                              options=self.options):
                 results.append(_relabel(r, extras, not_a_bound=median))
         if self.paper_accounting:
             fixed = ("Xie et al. 2023 account their fixed-size cohorts as Poisson: this "
                      "Poisson number does not bound fixed-size cohorts (replace-one)"
                      if self.sampling is not Sampling.POISSON else "")
-            for r in account(self.paper_event(rounds), delta=self.delta, methods="rdp",
-                             options=_PAPER_OPTIONS).results:
+            for r in evaluate(self.paper_event(rounds), self.delta, methods="rdp",
+                              options=_PAPER_OPTIONS):
                 results.append(_relabel(
                     r, {**extras, "scope": "paper"}, not_a_bound="; ".join(
                         filter(None, (median, fixed))),

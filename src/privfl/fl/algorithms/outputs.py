@@ -139,7 +139,8 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
     hidden_accuracy = [m.name for m in metrics if m.name in accuracy and not m.covered]
     private = f"../{private_name}"
 
-    timing = [] if guarantee_only else ["wall_seconds", "training_seconds", "warnings"]
+    timing = [] if guarantee_only else ["wall_seconds", "training_seconds", "accounting_seconds",
+                                        "warnings"]
 
     def covered_unless(names: list[str], what: str) -> tuple[bool, str]:
         if not names:

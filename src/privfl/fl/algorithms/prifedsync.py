@@ -59,9 +59,10 @@ from privfl._validation import (
     check_range,
     check_rate,
 )
-from privfl.accounting.federated import STRONG_RELEASE, WEAK_RELEASE
+from privfl.accounting.dispatch import evaluate
+from privfl.accounting.events import Scopes
+from privfl.accounting.federated import STRONG_RELEASE, WEAK_RELEASE, federated_event
 from privfl.accounting.methods import AccountingOptions, resolve_methods
-from privfl.accounting.parallel import worst_record_results
 from privfl.accounting.results import PrivacyResult
 from privfl.attacks.metrics import PersonalisedAttack, attack_monitor
 from privfl.backends import train_clients
@@ -176,9 +177,22 @@ class PriFedSyncPrivacy:
         return [self.spec.privacy_event(int(n), colluders * rounds, release=release)
                 for n in np.unique(self.client_sizes)]
 
+    def event(self, rounds: int) -> Scopes:
+        """What the run releases after ``rounds`` >= 1 rounds, as the event tree that
+        ``privfl account fedfdp`` builds too (:func:`~privfl.accounting.federated.federated_event`):
+        client position j's weak and strong events, and the sets of clients sharing a record."""
+        rounds = check_int("rounds", rounds, 1)
+        by_size = [{int(n): e for n, e in zip(np.unique(self.client_sizes),
+                                              self.client_events(rounds, colluders=c),
+                                              strict=True)}
+                   for c in (1, self.num_clients - 1)]
+        weak, strong = ([events[int(n)] for n in self.client_sizes] for events in by_size)
+        return federated_event(weak, strong, self.sharing.holder_sets)
+
     def results(self, rounds: int) -> list[PrivacyResult]:
         """Weak and strong guarantees after ``rounds`` rounds (empty when not private or
-        ``delta`` is None; rounds = 0 gives epsilon 0 with the same labels).
+        ``delta`` is None; rounds = 0 gives epsilon 0 with the same labels):
+        :func:`~privfl.accounting.dispatch.evaluate` of :meth:`event`.
 
         A record held by several clients (``sharing``) composes its holders' K R steps (weak)
         or their strong events (strong); disjoint clients give the worst client's guarantee.
@@ -187,22 +201,8 @@ class PriFedSyncPrivacy:
         if not self.private or self.delta is None:
             return []
         if rounds not in self._cache:
-            counted = max(rounds, 1)
-            results = []
-            for method in self.accountants:
-                for scope, colluders in (("weak", 1), ("strong", self.num_clients - 1)):
-                    events = {int(n): e for n, e in zip(
-                        np.unique(self.client_sizes),
-                        self.client_events(counted, colluders=colluders), strict=True)}
-                    note = ("paper's strong composition over (m-1)·K·R steps (valid but very "
-                            "loose)" if scope == "strong" else "")
-                    results += worst_record_results(
-                        lambda j, _h, events=events: events[int(self.client_sizes[j])],
-                        self.num_clients, self.sharing.holder_sets, self.delta,
-                        methods=method, options=self.options, scope=scope,
-                        note="; ".join(filter(None, ("max over clients of the per-client "
-                                                     "composition", note))),
-                    )
+            results = evaluate(self.event(max(rounds, 1)), self.delta,
+                               methods=self.accountants, options=self.options)
             self._cache[rounds] = zero_rounds(results) if rounds == 0 else results
         return self._cache[rounds]
 

@@ -82,9 +82,9 @@ from privfl.accounting.contraction import (
     RELEASES,
     SCHEDULES,
     ProjectedNoisySGD,
-    run_report,
 )
-from privfl.accounting.events import Unit
+from privfl.accounting.dispatch import evaluate
+from privfl.accounting.events import LastIterateRelease, Unit
 from privfl.accounting.methods import AccountingOptions
 from privfl.accounting.results import PrivacyResult
 from privfl.attacks.metrics import attack_monitor
@@ -500,8 +500,9 @@ class ProjectedSgdPrivacy:
                 self._cache[0] = zero_rounds(self.results(1))
             else:
                 methods = tuple(a for a in self.accountants if a not in _LAST_ITERATE)
-                report = run_report(self.run(rounds), self.delta, release=self.release,
-                                    methods=methods, options=self.options, unit=Unit.CLIENT)
+                node = LastIterateRelease(self.run(rounds), release=self.release,
+                                          unit=Unit.CLIENT, methods=methods)
+                report = evaluate(node, self.delta, options=self.options)
                 self._cache[rounds] = [
                     replace(r, extras={**r.extras, "scope": "last-iterate"
                                        if r.method in _LAST_ITERATE else "all-iterates"})

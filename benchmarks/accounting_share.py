@@ -1,0 +1,111 @@
+"""The accountants' share of every demo's wall time, before and after a change.
+
+Run ``python benchmarks/accounting_share.py [--rounds N] [--before REV]`` from the repository
+root. For every demo config (``configs/demo.yaml`` and ``configs/demo-*.yaml``, their own
+number of rounds) it builds the experiment (no run directory), computes the planned privacy as
+``privfl run`` does before its first round (untimed: it also pays the one-off imports), runs the
+first ``N`` rounds (default 4) of ``run_round`` and times, inside them, every call of the
+privacy plan's ``results`` (the per-round accounting: what summary.json reports as
+``accounting_seconds``). The timer wraps the plan class's ``results`` method, so it measures any
+version of the code alike.
+
+``--before REV`` also measures the sources of git revision REV (default: ``main``), checked out
+with ``git worktree add --detach`` into a temporary folder that is removed afterwards, in the
+same process environment and one after the other (each measurement in its own interpreter, with
+``PYTHONPATH`` set to that tree's ``src``). It prints, per demo, the wall time of the rounds,
+the accounting seconds and their share, before and after, and the ratio of accounting times.
+Planned cards (the privacy of the configured number of rounds, computed once before the loop)
+are not counted: ``wall_seconds`` does not count them either.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMOS = ["demo.yaml", "demo-dp-dsgd.yaml", "demo-dp-fedavg.yaml", "demo-insdp-fedavg.yaml",
+         "demo-insdp-fedsgd.yaml", "demo-projected-sgd.yaml"]
+
+
+def measure(config: str, rounds: int) -> dict:
+    """Wall and accounting seconds of ``rounds`` rounds of ``config`` (in this interpreter)."""
+    from privfl.config.loader import load_config
+    from privfl.report.experiment import Experiment
+    from privfl.report.rundir import RunDirectory
+
+    cfg = load_config(ROOT / "configs" / config)
+    with tempfile.TemporaryDirectory() as tmp:
+        experiment = Experiment(cfg, RunDirectory(Path(tmp) / "run"))
+    experiment.planned_privacy()  # as privfl run does before round 1 (not timed)
+    algorithm = experiment.algorithm
+    plan_class = type(algorithm.plan)
+    original = plan_class.results
+    spent = [0.0]
+
+    def timed(self, r):
+        started = time.perf_counter()
+        try:
+            return original(self, r)
+        finally:
+            spent[0] += time.perf_counter() - started
+
+    plan_class.results = timed
+    started = time.perf_counter()
+    for _ in range(rounds):
+        algorithm.run_round()
+    wall = time.perf_counter() - started
+    return {"config": config, "wall": wall, "accounting": spent[0]}
+
+
+def _run_tree(src: Path, config: str, rounds: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run([sys.executable, __file__, "--one", config, "--rounds", str(rounds)],
+                         env=env, check=True, capture_output=True, text=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--before", default=None, help="git revision to compare with (main)")
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one, args.rounds)))
+        return
+    trees = {"after": ROOT / "src"}
+    tmp = None
+    if args.before:
+        tmp = Path(tempfile.mkdtemp(prefix="privfl-before-"))
+        subprocess.run(["git", "worktree", "add", "--detach", str(tmp / "tree"), args.before],
+                       cwd=ROOT, check=True, capture_output=True)
+        trees = {"before": tmp / "tree" / "src", **trees}
+    try:
+        print(f"{args.rounds} rounds per demo; seconds (share of the rounds' wall time)")
+        header = f"{'demo':28s}" + "".join(f"{name + ' wall':>13s}{name + ' acct':>20s}"
+                                           for name in trees)
+        print(header + ("  acct after/before" if len(trees) == 2 else ""))
+        for config in DEMOS:
+            rows = {name: _run_tree(src, config, args.rounds) for name, src in trees.items()}
+            line = f"{config:28s}"
+            for row in rows.values():
+                share = row["accounting"] / row["wall"]
+                line += f"{row['wall']:13.2f}{row['accounting']:11.2f} ({share:5.1%})"
+            if len(rows) == 2:
+                line += f"  {rows['after']['accounting'] / rows['before']['accounting']:.2f}"
+            print(line, flush=True)
+    finally:
+        if tmp is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tmp / "tree")],
+                           cwd=ROOT, check=False, capture_output=True)
+
+
+if __name__ == "__main__":
+    main()
