@@ -26,6 +26,11 @@ from privfl.cli.audit import audit_app
 from privfl.cli.certify import certify_app
 from privfl.cli.common import JsonOpt, user_errors
 from privfl.cli.noise import one_noise
+from privfl.config.algorithms import register_builtin_algorithms
+
+# the application: every command validates configurations of the built-in algorithms, whose
+# models (privfl.config.algorithms) import no torch, so a typo is answered before torch loads
+register_builtin_algorithms()
 
 app = typer.Typer(
     help="privfl: differentially private federated learning with trustworthy privacy numbers.",

@@ -267,10 +267,12 @@ def _setting_warnings(plan: Any, data: Any) -> list[str]:
 def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
     """What the user does next after a fault that left the run directory resumable: a full
     disk, or a Ray system process that died (:mod:`privfl.backends.ray_backend`)."""
+    if experiment is None:  # before the runner (and torch) was imported: nothing to resume
+        return error
     from privfl.backends.ray_backend import RayClusterError
     from privfl.report.rundir import DiskFullError
 
-    if not isinstance(error, (DiskFullError, RayClusterError)) or experiment is None:
+    if not isinstance(error, (DiskFullError, RayClusterError)):
         return error
     if discarded:
         return type(error)(f"{error}; no round had completed, so nothing was kept: run again")
@@ -324,7 +326,6 @@ def run_command(
 ) -> None:
     from privfl.cli.common import fail
     from privfl.config import load_config
-    from privfl.report.experiment import Experiment
 
     console = Console(stderr=as_json)
     display = _Display(console, progress)
@@ -341,7 +342,11 @@ def run_command(
             raise fail(error) from None
         return
     try:
+        # the configuration first: a typo is answered before torch is imported (the runner, the
+        # backends and the algorithms import it)
+        resolved = load_config(config, overrides) if resume is None else None
         from privfl.backends import check_algorithm, check_options
+        from privfl.report.experiment import Experiment
 
         if backend == "flower":  # the whole run as Flower apps (privfl.flower, docs/flower.md)
             from privfl.flower.apps import check_options as check_flower
@@ -360,7 +365,6 @@ def run_command(
                                  "its own directory")
             experiment = Experiment.resume(resume, overrides)
         else:
-            resolved = load_config(config, overrides)
             if progress:
                 console.print(f"privfl run {escape(resolved.name)}: loading "
                               f"{escape(resolved.data.dataset)}, building the model, planning "

@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from privfl.attacks.config import AttackConfig
+from privfl.config.model_names import current_model_name
 from privfl.config.protection import ProtectionConfig
 from privfl.config.sections import federated_model
 
@@ -147,15 +148,9 @@ class ModelConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known(cls, value: str) -> str:
-        import warnings
-
-        from privfl.models import MODELS, resolve_model_name
-
-        if value not in MODELS:
-            raise ValueError(f"must be one of {', '.join(MODELS)}")
-        with warnings.catch_warnings():  # a deprecated alias is stored as its current name
-            warnings.simplefilter("ignore", DeprecationWarning)
-            return resolve_model_name(value)
+        # names known without torch (privfl.config.model_names); a deprecated alias is stored
+        # as its current name
+        return current_model_name(value)
 
 
 class TrainingConfig(_Section):

@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
 from privfl._validation import check_int
 from privfl.config.loader import load_config
 from privfl.report.card import format_number, format_percent
