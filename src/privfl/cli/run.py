@@ -77,6 +77,7 @@ class _Display:
         self.total_rounds = 0
         self.rounds_done = 0
         self.seconds_done = 0.0
+        self.card_shown: dict[str, Any] | None = None  # the planned card (rows, notes) printed
 
     # RunCallbacks interface
     def on_start(self, experiment) -> None:
@@ -98,8 +99,8 @@ class _Display:
         self.total_rounds = rounds
         for warning in _setting_warnings(algo.plan, experiment.data):
             self.console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
-        render_card(self.console, f"privacy card: planned, {rounds} rounds",
-                    experiment.card(rounds), experiment.planned_privacy())
+        self.card_shown = render_card(self.console, f"privacy card: planned, {rounds} rounds",
+                                      experiment.card(rounds), experiment.planned_privacy())
         trainer = getattr(algo, "trainer", None)
         if self.show_progress and hasattr(trainer, "progress"):
             trainer.progress = self.on_clients
@@ -181,7 +182,7 @@ class _Display:
             if headline.get("advice"):
                 self.console.print(escape(headline["advice"]), highlight=False)
         render_card(self.console, f"privacy card: spent, {summary['rounds_completed']} rounds",
-                    result.card, result.privacy)
+                    result.card, result.privacy, previous=self.card_shown)
         final = summary["final"]
         accuracies = ", ".join(
             f"{key.removesuffix('_accuracy').replace('_', ' ')} {_fmt(final.get(key), True)}"
