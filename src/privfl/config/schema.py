@@ -306,7 +306,10 @@ class RunConfig(_Section):
         "this process may use); the result is bit-identical for every value",
     )
     checkpoint_every: int = Field(1, ge=1)
-    keep_checkpoints: int = Field(2, ge=1)
+    keep_checkpoints: int = Field(
+        1, ge=1, description="newest checkpoints kept: a resume needs only the last (an older "
+        "one is deleted only after the new one and its digest record are on disk; keep 2 for a "
+        "fallback if the newest is damaged later)")
     max_rounds: int | None = Field(
         None, ge=1, description="rounds to run in this invocation, then stop (resume later)"
     )
