@@ -29,8 +29,10 @@ def pytest_configure(config):
         empty = Path(tempfile.mkdtemp(prefix="privfl-no-data-"))
         os.environ["PRIVFL_DATA"] = str(empty)
         sources.FASHION_MNIST_SYSTEM_DIR = empty / "fashion-mnist"
-    # as every entry point does: register the algorithms' config models (privfl.config.sections)
-    import privfl.fl.algorithms  # noqa: F401
+    # as the application layer does: register the built-in algorithms' config models (torch-free)
+    from privfl.config.algorithms import register_builtin_algorithms
+
+    register_builtin_algorithms()
 
 
 def _skip_if_data_absent(error: BaseException) -> None:

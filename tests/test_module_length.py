@@ -25,8 +25,6 @@ TO_SPLIT = {
     "privfl/accounting/rdp.py",  # one module per sampling scheme's RDP would do
     "privfl/accounting/tradeoff.py",  # trade-off classes, subsampling, tabulation, composition
     "privfl/cli/main.py",  # account/calibrate commands (one dispatcher: issue 23 item 2)
-    "privfl/fl/algorithms/dp_fedavg.py",  # config, plan, rules and the streamed round in one file
-    "privfl/fl/algorithms/projected_sgd.py",  # config, privacy plan and algorithm in one file
     "privfl/report/experiment.py",  # runner: run, resume, stops, finish, the outputs table
 }
 

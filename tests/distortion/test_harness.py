@@ -49,6 +49,14 @@ def points(result, mechanism):
 def test_writes_json_plot_and_report(tiny):
     result, out = tiny
     assert result["files"]["plot"].endswith("frontier.png")
+    assert result["files"]["html"].endswith("report.html")
+    html = (out / "report.html").read_text()
+    for fragment in ('id="plot-frontier"', 'id="points"', 'id="outputs"', "gaussian-paper",
+                     "no differential-privacy guarantee covers them"):
+        assert fragment in html, fragment
+    outputs = json.loads((out / "tradeoff.json").read_text())["outputs"]
+    assert sorted(o["name"] for o in outputs) == sorted(p.name for p in out.iterdir())
+    assert not any(o["covered"] for o in outputs)
     assert (out / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     saved = json.loads((out / "tradeoff.json").read_text())
     assert saved["points"] == result["points"]

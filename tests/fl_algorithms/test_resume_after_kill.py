@@ -23,7 +23,9 @@ from privfl.report.rundir import RunDirectory
 def _config(raw, secure=False, **run):
     raw = copy.deepcopy(raw)
     raw["privacy"] = {**raw["privacy"], "secure": secure, "accountants": ["gdp-clt"]}
-    raw["run"] = {**raw.get("run", {}), **run}
+    # a kill before round R's checkpoint leaves round R-1's (pruned only after R's is written):
+    # keeping several lets _kill_before_checkpoints simulate kills at any earlier round
+    raw["run"] = {"keep_checkpoints": 5, **raw.get("run", {}), **run}
     return config_from_dict(raw)
 
 

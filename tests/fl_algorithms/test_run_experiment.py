@@ -105,7 +105,7 @@ def test_run_directory_contents(tmp_path, tiny_config_dict):
     report = (run / "report.md").read_text()
     assert "bound" in report and "estimate" in report and "replace-one" in report
     assert result.summary["privacy"] == privacy["results"]
-    assert sorted(r for r, _ in RunDirectory(run).list_checkpoints()) == [2, 3]  # keep 2
+    assert sorted(r for r, _ in RunDirectory(run).list_checkpoints()) == [3]  # keep 1 (default)
 
 
 def test_existing_run_directory_is_refused(tmp_path, tiny_config_dict):

@@ -123,7 +123,7 @@ def test_a_secure_run_resumes(tmp_path, tiny_config_dict):
 @pytest.mark.parametrize("secure", [False, True])
 def test_rounds_run_again_after_a_lost_checkpoint_are_noted_in_secure_mode(
         tmp_path, tiny_config_dict, secure):
-    config = _config(tiny_config_dict, secure, run={"checkpoint_every": 2})
+    config = _config(tiny_config_dict, secure, run={"checkpoint_every": 2, "keep_checkpoints": 2})
     Experiment.create(config, tmp_path / "run").run()
     directory = RunDirectory(tmp_path / "run")
     assert [r for r, _ in directory.list_checkpoints()] == [2, 3]

@@ -200,3 +200,7 @@ def test_report_markdown(private_algorithm):
     assert "81.00 %" in text and "42.00 %" in text
     assert "privacy budget" in text and "accuracy.png" in text and "privacy.png" in text
     assert "--resume runs/t" in text and "**bound**" in text and "**estimate**" in text
+    # the last round's (released) model, labelled; no "best" round picked on the test set
+    assert "| personalised (mean over clients), last round (5: the released model) | 81.00 % |" \
+        in text
+    assert "| best " not in text

@@ -70,7 +70,7 @@ def test_cli_prints_table_writes_markdown_plot_and_json(two_runs, tmp_path):
     assert [row["round"] for row in payload["rows"]] == [1, 5, 10]
     assert payload["runs"][1] == {
         "name": "nonprivate", "path": str(two_runs[1]), "algorithm": "prifedsync",
-        "private": False, "delta": None, "unit": "-", "sampling": "-",
+        "dataset": "mnist-5k", "private": False, "delta": None, "unit": "-", "sampling": "-",
         "metrics": {"personalised_accuracy": "personalised (mean over clients)",
                     "global_accuracy": "global model (mean over clients)",
                     "personalised_accuracy_cohort": "personalised, this round's cohort"}}
@@ -111,3 +111,45 @@ def test_an_infinite_logged_epsilon_compares_as_infinity(tmp_path):
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     table = comparison_rows([load_run(run)], [2])
     assert table[0]["inf"]["epsilon"] == math.inf
+
+
+def _write_dp_fedavg_run(path, dataset, evaluate_every=1):
+    """A DP-FedAvg-like run: no mu logged, accuracy only every ``evaluate_every`` rounds."""
+    path.mkdir()
+    config = {"name": path.name, "data": {"dataset": dataset},
+              "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+              "federated": {"algorithm": "dp-fedavg", "rounds": 4}}
+    (path / "config.yaml").write_text(yaml.safe_dump(config))
+    with open(path / "metrics.jsonl", "w") as stream:
+        for r in range(1, 5):
+            row = {"round": r, "epsilon": 0.5 * r, "epsilon_method": "rdp"}
+            if r % evaluate_every == 0:
+                row["global_accuracy"] = 0.5 + r / 100
+            stream.write(json.dumps(row) + "\n")
+    return path
+
+
+def test_missing_cells_show_a_dash_with_its_reason_and_no_empty_mu_column(tmp_path):
+    every = _write_dp_fedavg_run(tmp_path / "every", "digits")
+    sparse = _write_dp_fedavg_run(tmp_path / "sparse", "digits", evaluate_every=2)
+    result = CliRunner().invoke(app, ["compare", str(every), str(sparse), "--every", "1"])
+    assert result.exit_code == 0, result.output
+    assert "| nan" not in result.stdout and "nan |" not in result.stdout
+    assert "mu (estimate)" not in result.stdout  # DP-FedAvg logs no mu: no column of dashes
+    table = [line for line in result.stdout.splitlines() if line.startswith("| 1 |")]
+    assert table == ["| 1 | 51.00 | 0.5 (rdp) | — | 0.5 (rdp) |"]
+    assert "—: not measured at that round" in result.stdout
+    assert "warning" not in result.stderr
+
+
+def test_runs_on_different_datasets_are_flagged(tmp_path):
+    digits = _write_dp_fedavg_run(tmp_path / "digits-run", "digits")
+    mnist = _write_dp_fedavg_run(tmp_path / "mnist-run", "mnist-5k")
+    result = CliRunner().invoke(app, ["compare", str(digits), str(mnist), "--json"])
+    assert result.exit_code == 0, result.output
+    expected = ("the runs use different datasets (digits-run: digits, mnist-run: mnist-5k): "
+                "their accuracies are not comparable")
+    assert f"privfl: warning: {expected}" in result.stderr
+    assert json.loads(result.stdout)["warnings"] == [expected]
+    text = CliRunner().invoke(app, ["compare", str(digits), str(mnist)]).stdout
+    assert text.startswith(f"**Warning:** {expected}.")

@@ -1,7 +1,8 @@
 """report.html in a real browser: Debian's chromium (``apt-get install chromium
 chromium-driver``), driven by selenium; run with ``make test-browser`` (marker ``browser``).
 
-For a small run's report.html the test checks that every plot renders (an SVG with one legend
+For a small run's report.html (and those of `privfl compare`, `privfl certify` and `privfl
+tradeoff`) the tests check that every plot renders (an SVG with one legend
 entry per trace, and the visible traces drawn), that the headline is the run's, that the log
 toggle and a legend click work, that no request leaves the file (Chrome's performance log: every
 ``Network.requestWillBeSent`` is for the file itself or a ``data:`` URL) and that the console shows
@@ -168,3 +169,70 @@ def test_screenshot_of_the_demo_report(driver, run_dir, tmp_path):
     shot = tmp_path / "report.png"
     assert driver.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+CERTIFY_TINY = {
+    "name": "certify-tiny", "seed": 0,
+    "data": {"dataset": "mnist-5k", "classes": [0, 1], "partition": "iid", "clients": 12,
+             "train_size": 20, "test_size": 5},
+    "model": {"name": "logreg"},
+    "training": {"local_steps": 3, "batch_size": 10, "optimizer": "sgd", "lr": 0.2},
+    "privacy": {"noise_multiplier": 1.0, "clip_norm": 1.0, "delta": 1e-3, "accountants": ["rdp"]},
+    "federated": {"algorithm": "dp-fedavg", "rounds": 2, "client_sampling": "fixed-size",
+                  "cohort_size": 6},
+    "run": {"threads": 1},
+}
+
+TRADEOFF_TINY = {
+    "name": "tradeoff-tiny", "seed": 1,
+    "data": {"dataset": "digits", "partition": "iid", "clients": 4, "train_size": 40,
+             "test_size": 20},
+    "model": {"name": "logreg"},
+    "training": {"local_steps": 2, "batch_size": 10, "optimizer": "sgd", "lr": 0.1,
+                 "weight_decay": 0.01},
+    "privacy": {"enabled": False},
+    "federated": {"algorithm": "dp-fedavg", "rounds": 3, "client_rate": 1.0},
+    "run": {"threads": 1},
+    "tradeoff": {"replicas": 32, "gaussian": [0.1, 1.0e+5], "mask": [0.999], "sampling": [0.9],
+                 "gaps": [0.005], "protected_rounds": 2},
+}
+
+
+def _cli(*args: str) -> None:
+    from typer.testing import CliRunner
+
+    from privfl.cli.main import app
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+
+
+def test_certify_html_renders_every_plot_offline_without_errors(driver, tmp_path):
+    import yaml
+
+    config = tmp_path / "certify.yaml"
+    config.write_text(yaml.safe_dump(CERTIFY_TINY))
+    out = tmp_path / "cert"
+    _cli("certify", str(config), "--models", "4", "--attack", "backdoor", "--attackers", "1",
+         "--out", str(out))
+    page = out / "report.html"
+    plots = _open_and_check_plots(driver, page)
+    assert plots == ["plot-certified", "plot-inefficacy"]
+    data = json.loads((out / "certify.json").read_text())
+    assert data["privacy_lines"][0] in driver.find_element("id", "privacy").text
+    assert "attacked replicas" in driver.find_element("id", "outputs").text
+    _check_offline_and_quiet(driver, page)
+
+
+def test_tradeoff_html_renders_every_plot_offline_without_errors(driver, tmp_path):
+    import yaml
+
+    config = tmp_path / "tradeoff.yaml"
+    config.write_text(yaml.safe_dump(TRADEOFF_TINY))
+    out = tmp_path / "tradeoff"
+    _cli("tradeoff", str(config), "--out", str(out))
+    page = out / "report.html"
+    plots = _open_and_check_plots(driver, page)
+    assert plots == ["plot-frontier"]
+    assert "gaussian-paper" in driver.find_element("id", "points").text
+    _check_offline_and_quiet(driver, page)

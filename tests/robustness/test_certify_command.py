@@ -55,7 +55,20 @@ def test_certify_writes_the_certification_and_checks_the_bounds(tiny, tmp_path):
                                       strict=False))  # non-increasing in k
     assert {p.name for p in out.iterdir()} == {"certify.json", "certified_accuracy.png",
                                                 "attack_inefficacy.png", "report.md",
-                                                "replicas"}
+                                                "report.html", "replicas"}
+    # every file is classified; with measured attacks the reports are outside the guarantee
+    outputs = json.loads((out / "certify.json").read_text())["outputs"]
+    written = {p.name + ("/" if p.is_dir() else "") for p in out.iterdir()}
+    assert {o["name"] for o in outputs} == written
+    covered = {o["name"]: o["covered"] for o in outputs}
+    assert covered == {"certify.json": False, "report.md": False, "report.html": False,
+                       "certified_accuracy.png": True, "attack_inefficacy.png": False,
+                       "replicas/": False}
+    html = (out / "report.html").read_text()
+    for fragment in (data["privacy_lines"][0], 'id="plot-certified"', 'id="plot-inefficacy"',
+                     'id="outputs"', "measured attack success", "attacked replicas"):
+        assert fragment in html, fragment
+    assert "https://" not in html.split("<script", 1)[0]  # nothing loaded from the network
     assert {p.name for p in (out / "replicas").iterdir()} == {"clean", "attack-1", "attack-2"}
     report = (out / "report.md").read_text()
     assert "## Certified accuracy" in report and "## Attack inefficacy (Theorem 6)" in report

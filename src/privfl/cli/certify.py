@@ -187,15 +187,15 @@ def certify_run_command(
 
     from rich.console import Console
 
-    import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
-    from privfl.backends import check_options
     from privfl.config import load_config
+
+    console = Console(stderr=True)
+    resolved = load_config(config, list(set_ or []))  # a typo is answered before torch loads
+    from privfl.backends import check_options
     from privfl.report.certify import write_certification
     from privfl.robustness.pipeline import run_certification
 
-    console = Console(stderr=True)
     check_options(backend, address, workers)
-    resolved = load_config(config, list(set_ or []))
     directory = _new_directory(out, resolved.name)
 
     def progress(stage: str, done: int, total: int) -> None:

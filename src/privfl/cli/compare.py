@@ -34,6 +34,7 @@ def compare_command(
     from privfl.report.compare import (
         common_rounds,
         comparison_markdown,
+        comparison_notes,
         comparison_rows,
         distinct_labels,
         load_run,
@@ -41,6 +42,8 @@ def compare_command(
     )
 
     loaded = distinct_labels([load_run(path) for path in runs])  # same names: by directory
+    for note in comparison_notes(loaded):
+        typer.echo(f"privfl: warning: {note}", err=True)
     rows = comparison_rows(loaded, common_rounds(loaded, every))
     text = comparison_markdown(loaded, rows)
     if out is not None:
@@ -48,19 +51,17 @@ def compare_command(
     if plot is not None:
         plot_comparison(loaded, plot)
     if html is not None:
-        from privfl.config import load_config
         from privfl.report.html import write_page
         from privfl.report.html_compare import comparison_html
 
-        datasets = {r.name: load_config(r.path / "config.yaml").data.dataset for r in loaded}
-        write_page(html, comparison_html(loaded, rows, datasets=datasets))
+        write_page(html, comparison_html(loaded, rows))
     if json_output:
         from privfl.cli.output import print_json
 
         print_json({"command": "compare", "runs": [
-            {"name": r.name, "path": str(r.path), "algorithm": r.algorithm,
+            {"name": r.name, "path": str(r.path), "algorithm": r.algorithm, "dataset": r.dataset,
              "private": r.private, "delta": r.delta, "unit": r.unit, "sampling": r.sampling,
              "metrics": dict(r.metric_labels)}
-            for r in loaded], "rows": rows})
+            for r in loaded], "rows": rows, "warnings": comparison_notes(loaded)})
     else:
         typer.echo(text, nl=False)

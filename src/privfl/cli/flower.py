@@ -33,7 +33,6 @@ def new_command(
 ) -> None:
     """Write a Flower app project (pyproject with [tool.flwr.app], privfl's ServerApp and
     ClientApp) of CONFIG into OUT; run it with: flwr run OUT."""
-    import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
     from privfl.config import load_config
     from privfl.flower.project import write_project
 

@@ -27,6 +27,11 @@ from privfl.cli.certify import certify_app
 from privfl.cli.common import JsonOpt, user_errors
 from privfl.cli.correlated import register as register_correlated
 from privfl.cli.noise import one_noise
+from privfl.config.algorithms import register_builtin_algorithms
+
+# the application: every command validates configurations of the built-in algorithms, whose
+# models (privfl.config.algorithms) import no torch, so a typo is answered before torch loads
+register_builtin_algorithms()
 
 app = typer.Typer(
     help="privfl: differentially private federated learning with trustworthy privacy numbers.",
@@ -776,6 +781,7 @@ from privfl.cli.check_privacy import check_privacy_command  # noqa: E402
 from privfl.cli.compare import compare_command  # noqa: E402
 from privfl.cli.distortion import distortion_app  # noqa: E402
 from privfl.cli.flower import flower_app  # noqa: E402
+from privfl.cli.help_text import unwrap_app  # noqa: E402
 from privfl.cli.info import init_command, list_command, version_callback  # noqa: E402
 from privfl.cli.run import run_command  # noqa: E402
 from privfl.cli.sweep import SWEEP_HELP, sweep_command  # noqa: E402
@@ -799,6 +805,7 @@ app.command("check-privacy")(check_privacy_command)
 app.command("tradeoff", help=TRADEOFF_HELP)(tradeoff_command)
 app.add_typer(distortion_app, name="distortion")
 app.add_typer(flower_app, name="flower")
+unwrap_app(app)  # each paragraph of every help on one line: rich wraps it to the terminal
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -77,6 +77,7 @@ class _Display:
         self.total_rounds = 0
         self.rounds_done = 0
         self.seconds_done = 0.0
+        self.card_shown: dict[str, Any] | None = None  # the planned card (rows, notes) printed
 
     # RunCallbacks interface
     def on_start(self, experiment) -> None:
@@ -98,8 +99,8 @@ class _Display:
         self.total_rounds = rounds
         for warning in _setting_warnings(algo.plan, experiment.data):
             self.console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
-        render_card(self.console, f"privacy card: planned, {rounds} rounds",
-                    experiment.card(rounds), experiment.planned_privacy())
+        self.card_shown = render_card(self.console, f"privacy card: planned, {rounds} rounds",
+                                      experiment.card(rounds), experiment.planned_privacy())
         trainer = getattr(algo, "trainer", None)
         if self.show_progress and hasattr(trainer, "progress"):
             trainer.progress = self.on_clients
@@ -181,7 +182,7 @@ class _Display:
             if headline.get("advice"):
                 self.console.print(escape(headline["advice"]), highlight=False)
         render_card(self.console, f"privacy card: spent, {summary['rounds_completed']} rounds",
-                    result.card, result.privacy)
+                    result.card, result.privacy, previous=self.card_shown)
         final = summary["final"]
         accuracies = ", ".join(
             f"{key.removesuffix('_accuracy').replace('_', ' ')} {_fmt(final.get(key), True)}"
@@ -267,10 +268,12 @@ def _setting_warnings(plan: Any, data: Any) -> list[str]:
 def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
     """What the user does next after a fault that left the run directory resumable: a full
     disk, or a Ray system process that died (:mod:`privfl.backends.ray_backend`)."""
+    if experiment is None:  # before the runner (and torch) was imported: nothing to resume
+        return error
     from privfl.backends.ray_backend import RayClusterError
     from privfl.report.rundir import DiskFullError
 
-    if not isinstance(error, (DiskFullError, RayClusterError)) or experiment is None:
+    if not isinstance(error, (DiskFullError, RayClusterError)):
         return error
     if discarded:
         return type(error)(f"{error}; no round had completed, so nothing was kept: run again")
@@ -324,7 +327,6 @@ def run_command(
 ) -> None:
     from privfl.cli.common import fail
     from privfl.config import load_config
-    from privfl.report.experiment import Experiment
 
     console = Console(stderr=as_json)
     display = _Display(console, progress)
@@ -341,7 +343,11 @@ def run_command(
             raise fail(error) from None
         return
     try:
+        # the configuration first: a typo is answered before torch is imported (the runner, the
+        # backends and the algorithms import it)
+        resolved = load_config(config, overrides) if resume is None else None
         from privfl.backends import check_algorithm, check_options
+        from privfl.report.experiment import Experiment
 
         if backend == "flower":  # the whole run as Flower apps (privfl.flower, docs/flower.md)
             from privfl.flower.apps import check_options as check_flower
@@ -360,7 +366,6 @@ def run_command(
                                  "its own directory")
             experiment = Experiment.resume(resume, overrides)
         else:
-            resolved = load_config(config, overrides)
             if progress:
                 console.print(f"privfl run {escape(resolved.name)}: loading "
                               f"{escape(resolved.data.dataset)}, building the model, planning "

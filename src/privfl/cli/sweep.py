@@ -252,6 +252,12 @@ def _resumed(root: Path) -> tuple[_SweepFile, list[int]]:
     return sweep, [i for i in range(len(jobs)) if i not in sweep.rows]
 
 
+def _check_backend(backend: str, address: str | None, workers: int | None) -> None:
+    from privfl.backends import check_options  # imports torch
+
+    check_options(backend, address, workers)
+
+
 def sweep_command(
     config: Annotated[Path | None, typer.Argument(
         help="YAML configuration the grid varies (not with --resume).", show_default=False)
@@ -295,15 +301,13 @@ def sweep_command(
                            "to stderr).")
     ] = False,
 ) -> None:
-    import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
-    from privfl.backends import check_options
     from privfl.cli.common import fail
     from privfl.config import load_config
 
     console = Console(stderr=as_json)
     try:
-        check_options(backend, address, workers)
         if resume is not None:
+            _check_backend(backend, address, workers)
             if config is not None or grid or set_ or out is not None:
                 raise ValueError("--resume takes no CONFIG, --grid, --set or --out: the sweep "
                                  "continues as its sweep.json says")
@@ -316,6 +320,7 @@ def sweep_command(
                                  "--resume DIR)")
             points = grid_points(parse_grid(grid or []))
             configs = [load_config(config, list(set_ or []) + point) for point in points]
+            _check_backend(backend, address, workers)  # after the configurations: torch loads
             name = configs[0].name
             root = Path(out) if out is not None else Path("runs") / (
                 f"sweep-{name}-{time.strftime('%Y%m%d-%H%M%S')}")

@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from privfl.attacks.config import AttackConfig
+from privfl.config.model_names import current_model_name
 from privfl.config.protection import ProtectionConfig
 from privfl.config.sections import federated_model
 
@@ -147,15 +148,9 @@ class ModelConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known(cls, value: str) -> str:
-        import warnings
-
-        from privfl.models import MODELS, resolve_model_name
-
-        if value not in MODELS:
-            raise ValueError(f"must be one of {', '.join(MODELS)}")
-        with warnings.catch_warnings():  # a deprecated alias is stored as its current name
-            warnings.simplefilter("ignore", DeprecationWarning)
-            return resolve_model_name(value)
+        # names known without torch (privfl.config.model_names); a deprecated alias is stored
+        # as its current name
+        return current_model_name(value)
 
 
 class TrainingConfig(_Section):
@@ -311,7 +306,10 @@ class RunConfig(_Section):
         "this process may use); the result is bit-identical for every value",
     )
     checkpoint_every: int = Field(1, ge=1)
-    keep_checkpoints: int = Field(2, ge=1)
+    keep_checkpoints: int = Field(
+        1, ge=1, description="newest checkpoints kept: a resume needs only the last (an older "
+        "one is deleted only after the new one and its digest record are on disk; keep 2 for a "
+        "fallback if the newest is damaged later)")
     max_rounds: int | None = Field(
         None, ge=1, description="rounds to run in this invocation, then stop (resume later)"
     )

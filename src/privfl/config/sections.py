@@ -2,15 +2,13 @@
 
 The configuration schema (:mod:`privfl.config.schema`) names no algorithm and imports none.
 Each algorithm registers the model of its ``federated`` section here under its
-``federated.algorithm`` name, and the schema reads the registry. The built-in algorithms
-register when :mod:`privfl.fl.algorithms` is imported (lazily: a loader that imports the
-algorithm's module on first use, so an algorithm whose dependencies are missing fails only when
-a configuration names it); :func:`privfl.fl.algorithms.registry.register` adds a new one.
-
-Every entry point that validates configurations (the commands of :mod:`privfl.cli`, the runner,
-``privfl certify``, the distortion harness) imports :mod:`privfl.fl.algorithms` first, as a
-program imports its plug-ins; a configuration validated before that names an algorithm that is
-"not registered", with that hint.
+``federated.algorithm`` name, and the schema reads the registry. The built-in algorithms' models
+live in torch-free modules (:mod:`privfl.config.algorithms`) and are registered by one call,
+:func:`privfl.config.algorithms.register_builtin_algorithms`, which the application layer makes
+once (the command line, :mod:`privfl.report`, the Flower apps; importing
+:mod:`privfl.fl.algorithms` makes it too); :func:`privfl.fl.algorithms.registry.register` adds
+an algorithm at run time. A configuration validated before that names an algorithm that is
+"not allowed", with that hint.
 """
 
 from __future__ import annotations
@@ -50,7 +48,8 @@ def federated_model(name: Any) -> type:
     ImportError if its loader cannot import the algorithm (a missing optional dependency)."""
     entry = _MODELS.get(name) if isinstance(name, str) else None
     if entry is None:
-        known = ", ".join(_MODELS) or "none: import privfl.fl.algorithms to register the built-ins"
+        known = ", ".join(_MODELS) or ("none registered: call privfl.config.algorithms."
+                                       "register_builtin_algorithms() first")
         raise ValueError(f"federated.algorithm = {name!r} is not allowed: must be one of {known}")
     if isinstance(entry, type):
         return entry

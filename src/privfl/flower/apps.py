@@ -81,7 +81,6 @@ class NodeWork:
     def __init__(self, config_text: str, client: int) -> None:
         import yaml
 
-        import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
         from privfl.config import config_from_dict
         from privfl.flower.wire import config_digest
 
@@ -143,8 +142,10 @@ def make_client_app(config_text: str | Callable[[Any], str]) -> Any:
     from flwr.app import ConfigRecord, Message, RecordDict
     from flwr.clientapp import ClientApp
 
+    from privfl.config.algorithms import register_builtin_algorithms
     from privfl.flower.wire import REGISTER, decode_call, encode_reply
 
+    register_builtin_algorithms()  # a node's process validates the run's configuration
     text_of = config_text if callable(config_text) else (lambda context: config_text)
     app = ClientApp()
 

@@ -34,6 +34,7 @@ from typing import Any
 from torch import nn
 
 from privfl._validation import check_choice
+from privfl.config.model_names import MODEL_ALIASES, register_model_name
 from privfl.models.architectures import (
     MLP,
     LogisticRegression,
@@ -60,15 +61,6 @@ __all__ = [
 ]
 
 ModelEntry = tuple[Callable[..., nn.Module], dict]
-
-#: deprecated model name -> current name (earlier versions named models by internal numbers)
-MODEL_ALIASES: dict[str, str] = {
-    "seed0-mnist-cnn": "zheng2021-mnist-cnn",
-    "seed0-cifar-cnn": "zheng2021-cifar-cnn",
-    "seed2-mnist-cnn": "xie2023-mnist-cnn",
-    "seed2-cifar-cnn": "xie2023-cifar-cnn",
-    "seed3-emnist-cnn": "hasircioglu2022-emnist-cnn",
-}
 
 #: deprecated class name -> current class (``from privfl.models import Seed0MnistCNN`` works)
 _CLASS_ALIASES: dict[str, type[nn.Module]] = {
@@ -147,6 +139,7 @@ def register_model(name: str, factory: Callable[..., nn.Module], **defaults: Any
     if not callable(factory):
         raise ValueError(f"factory = {factory!r} is not callable: must return an nn.Module")
     MODELS.add(name, (factory, dict(defaults)))
+    register_model_name(name)  # model.name accepts it (checked without torch)
 
 
 def list_models() -> list[str]:

@@ -14,9 +14,12 @@ This package sits above the algorithms (:mod:`privfl.fl.algorithms`), the certif
 * :mod:`privfl.report.rundir` — :class:`RunDirectory`: the files of a ``privfl run`` directory.
 * :mod:`privfl.report.markdown` — :func:`run_report_markdown`.
 
-matplotlib is imported only when a plot is drawn.
+matplotlib is imported only when a plot is drawn. Importing this package registers the built-in
+algorithms' configuration models (:func:`privfl.config.algorithms.register_builtin_algorithms`),
+so the runner, compare and tradeoff validate configurations without importing torch.
 """
 
+from privfl.config.algorithms import register_builtin_algorithms
 from privfl.report.card import card_markdown, format_number, render_card
 from privfl.report.markdown import run_report_markdown
 from privfl.report.plots import plot_accuracy, plot_privacy
@@ -32,3 +35,6 @@ __all__ = [
     "render_card",
     "run_report_markdown",
 ]
+
+# the application layer: the built-in algorithms' ``federated`` models (torch-free), once
+register_builtin_algorithms()

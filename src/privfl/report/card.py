@@ -79,13 +79,27 @@ def render_card(
     results: Sequence[PrivacyResult],
     *,
     footnotes: Sequence[str] = (),
-) -> None:
-    """Print the card's rows and a table of labelled results to ``console``."""
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Print the card's rows and a table of labelled results to ``console``; return what was
+    shown (``{"rows": ..., "notes": ...}``).
+
+    ``previous``: what an earlier call on the same console returned (the planned card of a
+    run, printed before its spent card). Rows whose values are unchanged and notes already
+    printed are left out, with one line saying so, instead of printing the card twice.
+    """
+    rows = dict(rows)
+    seen_rows = dict(previous.get("rows", {})) if previous else {}
+    seen_notes = set(previous.get("notes", ())) if previous else set()
+    shown = {key: value for key, value in rows.items()
+             if key not in seen_rows or seen_rows[key] != value}
     card = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)
     card.add_column(style="bold", no_wrap=True)
     card.add_column(overflow="fold")
-    for key, value in rows.items():
+    for key, value in shown.items():
         card.add_row(escape(str(key)), escape(format_number(value)))
+    if len(shown) < len(rows):
+        card.add_row("", f"[dim]{len(rows) - len(shown)} more rows as in the card above[/dim]")
     console.print(card)
     if results:
         table = Table(show_lines=False)
@@ -100,9 +114,11 @@ def render_card(
                 format_number(row["mu"]),
             )
         console.print(table)
-    notes = list(dict.fromkeys(r.note for r in results if r.note)) + list(footnotes)
+    notes = list(dict.fromkeys([*(r.note for r in results if r.note), *footnotes]))
     for note in notes:
-        console.print(f"[dim]• {escape(note)}[/dim]")
+        if note not in seen_notes:
+            console.print(f"[dim]• {escape(note)}[/dim]")
+    return {"rows": rows, "notes": [*seen_notes, *notes]}
 
 
 def card_markdown(rows: Mapping[str, Any], results: Sequence[PrivacyResult]) -> str:

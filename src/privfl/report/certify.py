@@ -1,5 +1,5 @@
-"""The files of a certification (``privfl certify CONFIG``): certify.json, two plots and
-report.md, written into one directory."""
+"""The files of a certification (``privfl certify CONFIG``): certify.json, two plots, report.md
+and report.html (:mod:`privfl.report.html_certify`), written into one directory."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ __all__ = ["certification_lines", "certification_markdown", "write_certification
 
 
 def write_certification(result: Any, directory: str | Path) -> Path:
-    """Write ``certify.json``, ``certified_accuracy.png``, ``attack_inefficacy.png`` and
-    ``report.md`` for a :class:`~privfl.robustness.pipeline.CertificationRun`."""
+    """Write ``certify.json`` (with ``outputs``: each file classified), ``certified_accuracy.png``,
+    ``attack_inefficacy.png``, ``report.md`` and ``report.html`` for a
+    :class:`~privfl.robustness.pipeline.CertificationRun`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -22,8 +23,12 @@ def write_certification(result: Any, directory: str | Path) -> Path:
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
+    from privfl.report.html import write_page
+    from privfl.report.html_certify import certification_html, certification_outputs
+
     data = result.to_dict()
-    (out / "certify.json").write_text(json.dumps(json_safe(data), indent=2) + "\n")
+    saved = {**data, "outputs": [o.to_dict() for o in certification_outputs(data)]}
+    (out / "certify.json").write_text(json.dumps(json_safe(saved), indent=2) + "\n")
     acc = data["certified_accuracy"]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.step(acc["k"], [100 * a for a in acc["certified_accuracy"]], where="post")
@@ -52,6 +57,7 @@ def write_certification(result: Any, directory: str | Path) -> Path:
     fig.savefig(out / "attack_inefficacy.png", dpi=120)
     plt.close(fig)
     (out / "report.md").write_text(certification_markdown(data))
+    write_page(out / "report.html", certification_html(data))
     return out
 
 

@@ -16,15 +16,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
 from privfl._validation import check_int
 from privfl.config.loader import load_config
 from privfl.report.card import format_number, format_percent
 from privfl.report.plots import _figure, _series
 from privfl.report.rundir import RunDirectory, logged_number
 
-__all__ = ["RunRecord", "common_rounds", "comparison_markdown", "comparison_rows",
-           "distinct_labels", "load_run", "plot_comparison"]
+__all__ = ["MISSING", "RunRecord", "common_rounds", "comparison_markdown", "comparison_notes",
+           "comparison_rows", "distinct_labels", "load_run", "number_cell", "percent_cell",
+           "plot_comparison", "reports_mu"]
+
+#: A table cell with no number: not measured at that round, or not reported by that run.
+MISSING = "—"
+MISSING_NOTE = (f"{MISSING}: not measured at that round (e.g. an algorithm that evaluates "
+                "every k rounds) or not reported by that run's accountants.")
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class RunRecord:
     sampling: str
     metric_labels: tuple[tuple[str, str], ...]
     metrics: tuple[dict[str, Any], ...]
+    dataset: str = "-"
 
     @property
     def headline(self) -> tuple[str, ...]:
@@ -87,7 +93,7 @@ def load_run(path: str | Path) -> RunRecord:
     labels = tuple(algorithm_class(config.federated.algorithm).metric_labels.items())
     return RunRecord(Path(path), config.name, config.federated.algorithm, private,
                      config.privacy.delta if private else None, unit, sampling, labels,
-                     tuple(metrics))
+                     tuple(metrics), dataset=config.data.dataset)
 
 
 def distinct_labels(runs: Sequence[RunRecord]) -> list[RunRecord]:
@@ -126,6 +132,41 @@ def _value(row: dict[str, Any], key: str) -> float:
     return math.nan
 
 
+def number_cell(value: Any) -> str:
+    """:func:`format_number` of a finite number, else :data:`MISSING` (never ``nan``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return format_number(float(value))
+    return MISSING
+
+
+def percent_cell(value: Any) -> str:
+    """A fraction as a percentage (2 decimals, no sign), else :data:`MISSING`."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return format_percent(value, suffix="")
+    return MISSING
+
+
+def reports_mu(run: RunRecord) -> bool:
+    """Whether ``run`` logged a finite Gaussian-DP ``mu`` at any round (a column is shown)."""
+    return run.private and any(math.isfinite(_value(row, "mu")) for row in run.metrics)
+
+
+def comparison_notes(runs: Sequence[RunRecord]) -> list[str]:
+    """Warnings about runs that are not comparable: private runs protecting different units
+    (record or client), runs on different datasets."""
+    notes = []
+    units = {run.unit for run in runs if run.private}
+    if len(units) > 1:
+        notes.append(f"the private runs protect different units ({', '.join(sorted(units))}): "
+                     "their epsilons are not comparable")
+    datasets = {run.dataset for run in runs}
+    if len(datasets) > 1:
+        notes.append("the runs use different datasets ("
+                     + ", ".join(f"{run.name}: {run.dataset}" for run in runs)
+                     + "): their accuracies are not comparable")
+    return notes
+
+
 def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[dict[str, Any]]:
     """One dict per round: ``{"round": r, run name: {accuracies, epsilon, epsilon_method,
     mu}}``."""
@@ -146,33 +187,41 @@ def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[di
 
 def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table: accuracies (%) of every run per round, privacy of the private runs."""
-    lines = ["| run | algorithm | directory | private | unit | sampling | rounds completed | "
-             "delta |", "|---|---|---|---|---|---|---|---|"]
+    lines = [f"**Warning:** {note}." for note in comparison_notes(runs)]
+    lines += [""] if lines else []
+    lines += ["| run | algorithm | dataset | directory | private | unit | sampling | "
+              "rounds completed | delta |", "|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
         delta = format_number(run.delta) if run.private else "-"
-        lines.append(f"| {run.name} | {run.algorithm} | `{run.path}` | "
+        lines.append(f"| {run.name} | {run.algorithm} | {run.dataset} | `{run.path}` | "
                      f"{'yes' if run.private else 'no'} | {run.unit} | {run.sampling} | "
                      f"{run.metrics[-1]['round']} | {delta} |")
     header = ["round"]
     for run in runs:
         header += [f"{run.name} {dict(run.metric_labels)[k]} %" for k in run.headline]
         if run.private:
-            header += [f"{run.name} eps (bound)", f"{run.name} mu (estimate)"]
+            header += [f"{run.name} eps (bound)"]
+            header += [f"{run.name} mu (estimate)"] if reports_mu(run) else []
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    missing = False
     for row in rows:
         cells = [str(row["round"])]
         for run in runs:
             entry = row[run.name]
-            cells += [format_percent(entry[key], suffix="") for key in run.headline]
+            cells += [percent_cell(entry[key]) for key in run.headline]
             if run.private:
-                method = f" ({entry['epsilon_method']})" if entry.get("epsilon_method") else ""
-                cells += [format_number(entry["epsilon"]) + method, format_number(entry["mu"])]
+                eps = number_cell(entry["epsilon"])
+                method = entry.get("epsilon_method")
+                cells += [eps + (f" ({method})" if method and eps != MISSING else "")]
+                cells += [number_cell(entry["mu"])] if reports_mu(run) else []
+        missing = missing or MISSING in cells
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Accuracy: test accuracy as each algorithm defines it (mean over clients' own "
               "test sets). Privacy: eps is the tightest rigorous bound at delta in the "
               "algorithm's primary scope (the accountant in brackets), with each run's unit "
               "(record or client) — runs with different units are not comparable; mu is a "
               "Gaussian-DP estimate where one is reported."]
+    lines += [MISSING_NOTE] if missing else []
     return "\n".join(lines) + "\n"
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Cell", "Figure", "HtmlTable", "Row", "Section", "line_figure", "render_page",
-           "table", "write_page"]
+__all__ = ["Cell", "Figure", "HtmlTable", "Row", "Section", "line_figure", "outputs_table",
+           "render_page", "table", "write_page"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,15 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, id: str = "",
                       for i, v in enumerate(values))
         built.append(Row(cells, cls))
     return HtmlTable(tuple(header), tuple(built), id)
+
+
+def outputs_table(outputs: Sequence[Mapping[str, Any]]) -> HtmlTable:
+    """The classified outputs (``Output.to_dict()`` rows of :mod:`privfl.fl.algorithms.outputs`)
+    as a table: output, kind, covered, why; the rows outside the guarantee highlighted."""
+    rows = [(o["name"], o["kind"], "yes" if o["covered"] else "no", o["reason"])
+            for o in outputs]
+    return table(("output", "kind", "covered", "why"), rows, id="outputs",
+                 row_classes=["" if o["covered"] else "outside" for o in outputs])
 
 
 def _finite(values: Sequence[float]) -> list[float]:

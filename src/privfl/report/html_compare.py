@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from privfl.report.card import format_number, format_percent
-from privfl.report.compare import RunRecord
+from privfl.report.card import format_number
+from privfl.report.compare import (
+    MISSING,
+    MISSING_NOTE,
+    RunRecord,
+    comparison_notes,
+    number_cell,
+    percent_cell,
+)
 from privfl.report.html import Cell, Section, line_figure, render_page, table
 from privfl.report.plots import _series
 
@@ -44,17 +52,10 @@ def _tradeoff(run: RunRecord, key: str) -> dict[str, list[float]]:
 def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]], *,
                     datasets: Mapping[str, str] | None = None) -> str:
     """The HTML text (``rows``: :func:`privfl.report.compare.comparison_rows`; ``datasets``:
-    run name -> dataset, to flag runs on different data)."""
-    datasets = dict(datasets or {})
-    notes = []
-    units = {run.unit for run in runs if run.private}
-    if len(units) > 1:
-        notes.append(f"The private runs protect different units ({', '.join(sorted(units))}): "
-                     "their epsilons are not comparable.")
-    if len(set(datasets.values())) > 1:
-        notes.append("The runs use different datasets ("
-                     + ", ".join(f"{k}: {v}" for k, v in datasets.items())
-                     + "): their accuracies are not comparable.")
+    run name -> dataset, where it differs from the run's own ``dataset``)."""
+    datasets = {run.name: run.dataset for run in runs} | dict(datasets or {})
+    runs = [replace(run, dataset=datasets[run.name]) for run in runs]
+    notes = [f"Warning: {note}." for note in comparison_notes(runs)]
     overview = Section("runs", "Runs", tables=(table(
         ("run", "headline", "algorithm", "dataset", "unit", "sampling", "delta", "rounds"),
         [(run.name, _headline(run), run.algorithm, datasets.get(run.name, "-"), run.unit,
@@ -93,11 +94,13 @@ def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]]
         line: list[Any] = [row["round"]]
         for run in runs:
             entry = row[run.name]
-            line += [Cell(format_percent(entry[k], suffix=""), "num") for k in run.headline]
+            line += [Cell(percent_cell(entry[k]), "num") for k in run.headline]
             if run.private:
-                line.append(Cell(format_number(entry["epsilon"]), "num"))
+                line.append(Cell(number_cell(entry["epsilon"]), "num"))
         cells.append(line)
+    missing = any(isinstance(c, Cell) and c.text == MISSING for line in cells for c in line)
     compared = Section("rounds", "Compared rounds", figures=tuple(figures),
-                       tables=(table(header, cells, id="compared"),))
+                       tables=(table(header, cells, id="compared"),),
+                       notes=(MISSING_NOTE,) if missing else ())
     return render_page(f"privfl compare: {', '.join(run.name for run in runs)}",
                        [overview, compared])

@@ -17,7 +17,7 @@ from typing import Any
 
 from privfl.accounting.results import PrivacyResult
 from privfl.report.card import format_number, format_percent
-from privfl.report.html import Cell, Section, line_figure, render_page, table
+from privfl.report.html import Cell, Section, line_figure, outputs_table, render_page, table
 from privfl.report.markdown import STOP_TEXT
 from privfl.report.plots import _number, _series, health_keys, privacy_series
 
@@ -111,15 +111,12 @@ def run_report_html(summary: Mapping[str, Any], card: Mapping[str, Any],
               "hidden": True, **_xy(metrics, key)} for key in keys],
             title="health signals per round", ytitle="value", log=False),))
 
-    output_rows = [(o["name"], o["kind"], "yes" if o["covered"] else "no", o["reason"])
-                   for o in outputs]
     output_section = Section(
         "outputs", "What the guarantee covers",
         text=("Everything a run writes is a release. Outputs marked no are outside the printed "
               "guarantee: do not publish them with it (run.outputs: guarantee-only keeps them "
               "out of the run directory).",),
-        tables=(table(("output", "kind", "covered", "why"), output_rows, id="outputs",
-                      row_classes=["" if o["covered"] else "outside" for o in outputs]),))
+        tables=(outputs_table(outputs),))
 
     provenance = dict(summary.get("provenance") or {})
     if _number(summary.get("wall_seconds")):

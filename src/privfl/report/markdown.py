@@ -61,8 +61,10 @@ def run_report_markdown(
         "|---|---|",
     ]
     labels = dict(summary.get("metric_labels") or {"global_accuracy": "global model"})
+    last = final.get("round", summary.get("rounds_completed"))
     for key, label in labels.items():
-        lines.append(f"| {label} | {format_percent(final.get(key))} |")
+        lines.append(f"| {label}, last round ({last}: the released model) | "
+                     f"{format_percent(final.get(key))} |")
     if summary.get("target_accuracy") is not None:
         reached = summary.get("rounds_to_target")
         lines.append(
@@ -70,15 +72,13 @@ def run_report_markdown(
             f"{format_percent(summary['target_accuracy'])} | "
             f"{reached if reached else 'not reached'} |"
         )
-    first = next(iter(labels))
-    best = max((m.get(first, float("nan")) for m in metrics), default=None,
-               key=lambda v: v if isinstance(v, float) and math.isfinite(v) else -1.0)
-    if best is not None:
-        lines.append(f"| best {labels[first]} | {format_percent(best)} |")
     lines += [
         "",
         "Accuracies are measured without noise on held-out test data (as each metric's label "
-        "says); whether the guarantee covers each one is in the table of outputs below.",
+        "says) at the last round, whose model is the one released; no round is picked by its "
+        "test accuracy (a \"best round\" chosen on the test set would overstate the accuracy "
+        "of the released model). Whether the guarantee covers each one is in the table of "
+        "outputs below.",
         "",
         "![accuracy per round](accuracy.png)",
         "",

@@ -16,7 +16,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
 from privfl.config import ConfigError, ExperimentConfig, apply_overrides, config_from_dict
 from privfl.config.loader import read_yaml
 

@@ -257,12 +257,18 @@ def report_markdown(result: Mapping[str, Any]) -> str:
 
 
 def write_outputs(result: Mapping[str, Any], out: str | Path) -> dict[str, str]:
-    """Write ``tradeoff.json``, ``frontier.png`` and ``report.md`` into ``out``."""
+    """Write ``tradeoff.json`` (with ``outputs``: each file classified), ``frontier.png``,
+    ``report.md`` and ``report.html`` (:mod:`privfl.report.html_tradeoff`) into ``out``."""
+    from privfl.report.html import write_page
+    from privfl.report.html_tradeoff import tradeoff_html, tradeoff_outputs
+
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     files = {"json": folder / "tradeoff.json", "plot": folder / "frontier.png",
-             "report": folder / "report.md"}
-    files["json"].write_text(json.dumps(json_safe(result), indent=1) + "\n", encoding="utf-8")
+             "report": folder / "report.md", "html": folder / "report.html"}
+    saved = {**result, "outputs": [o.to_dict() for o in tradeoff_outputs()]}
+    files["json"].write_text(json.dumps(json_safe(saved), indent=1) + "\n", encoding="utf-8")
     plot_frontier(result, files["plot"])
     files["report"].write_text(report_markdown(result), encoding="utf-8")
+    write_page(files["html"], tradeoff_html(result))
     return {k: str(v) for k, v in files.items()}

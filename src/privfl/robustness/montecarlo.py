@@ -99,7 +99,6 @@ def replica_config(config: Any, seed: int) -> Any:
 
 # ------------------------------------------------------------------------------ preparation
 def _config(config: Any) -> Any:
-    import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
     from privfl.config import ExperimentConfig, load_config
 
     if isinstance(config, (str, Path)):

@@ -103,7 +103,6 @@ def recompute_certification(replicas: str | Path, about: dict[str, Any], *,
 
 def _stored_config(replicas: Any, where: Path) -> Any:
     """The configuration stored with a replica set, validated and matched to its digest."""
-    import privfl.fl.algorithms  # noqa: F401  (registers the algorithms' config models)
     from privfl.config import config_from_dict
     from privfl.robustness.replica_cache import config_digest
 

@@ -45,11 +45,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from pydantic import Field
 from torch import nn
 
 from privfl._validation import (
@@ -66,6 +65,7 @@ from privfl.accounting.methods import AccountingOptions, resolve_methods
 from privfl.accounting.results import PrivacyResult
 from privfl.attacks.metrics import PersonalisedAttack, attack_monitor
 from privfl.backends import train_clients
+from privfl.config.algorithms.prifedsync import EMPTY_COHORT_POLICIES, PriFedSyncConfig
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.data.sharing import RecordSharing
@@ -92,31 +92,7 @@ from privfl.mechanisms.secure import SECURE_RANDOM, randomness_text
 
 __all__ = ["EMPTY_COHORT_POLICIES", "PriFedSync", "PriFedSyncConfig", "PriFedSyncPrivacy"]
 
-#: What to do when Poisson client sampling selects nobody.
-EMPTY_COHORT_POLICIES = ("redraw", "skip")
 _MAX_REDRAWS = 100_000
-
-
-class PriFedSyncConfig(FederatedConfig):
-    """``federated`` section of PriFedSync (Zheng et al. 2021, Algorithm 1)."""
-
-    algorithm: Literal["prifedsync"] = "prifedsync"
-    client_rate: float = Field(0.5, gt=0, le=1, description="p: Poisson client sampling rate")
-    empty_cohort: Literal["redraw", "skip"] = "redraw"
-    server_lr: float = Field(1.0, gt=0, le=1, description="eta: aggregation step")
-    helper: Literal["interpolation", "identity"] = "interpolation"
-    alpha: float = Field(0.1, ge=0, le=1, description="interpolation weight of the global model")
-
-    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt", "pld", "rdp")
-    DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt", "pld")
-    TARGET_METRICS: ClassVar[tuple[str, ...]] = ("personalised", "global")
-    PAPER_SIGMA: ClassVar[bool] = True
-    ATTACKS: ClassVar[tuple[str, ...]] = ("backdoor", "label-flip", "dba")
-
-    def check(self, config: ExperimentConfig) -> None:
-        privacy = config.privacy
-        if privacy.enabled and privacy.sigma is None and privacy.noise_multiplier is None:
-            privacy.sigma = 1.0  # the default: Zheng et al.'s sigma = 1 (noise multiplier 2)
 
 
 class PriFedSyncPrivacy:

@@ -1,10 +1,11 @@
 """The registry of federated algorithms, keyed by ``federated.algorithm``.
 
-Built-in algorithms are imported lazily (``module:Class``); :func:`register` adds one at run
-time (a class following :class:`~privfl.fl.algorithms.base.FederatedAlgorithm` with a
-``config_class``: the pydantic model of its ``federated`` section). Both also register that
-model with :mod:`privfl.config.sections`, which the configuration schema reads (the schema
-imports no algorithm).
+Built-in algorithms are imported lazily (``module:Class``); their ``federated`` models live in
+the torch-free :mod:`privfl.config.algorithms`, registered with :mod:`privfl.config.sections`
+by :func:`~privfl.config.algorithms.register_builtin_algorithms`. :func:`register` adds an
+algorithm at run time (a class following :class:`~privfl.fl.algorithms.base.FederatedAlgorithm`
+with a ``config_class``: the pydantic model of its ``federated`` section) and registers that
+model too (the schema imports no algorithm).
 
 ========================  ==========================================================
 ``prifedsync``            PriFedSync, record-level federated f-DP (Zheng et al. 2021)
@@ -23,6 +24,7 @@ import importlib
 from typing import Any
 
 from privfl._validation import check_choice
+from privfl.config.algorithms import builtin_config, register_builtin_algorithms
 from privfl.config.sections import register_federated_model, unregister_federated_model
 
 __all__ = ["ALGORITHM_NAMES", "algorithm_class", "available", "config_class", "register",
@@ -57,7 +59,7 @@ def unregister(name: str) -> None:
     """Remove an algorithm added with :func:`register` (built-ins stay)."""
     _REGISTERED.pop(name, None)
     if name in _BUILTIN:
-        register_federated_model(name, functools.partial(config_class, name))
+        register_federated_model(name, functools.partial(builtin_config, name))
     else:
         unregister_federated_model(name)
 
@@ -94,6 +96,6 @@ def config_class(name: str) -> Any:
     return algorithm_class(name).config_class
 
 
-# the schema validates ``federated`` with these (privfl.config.sections); built-ins load lazily
-for _name in _BUILTIN:
-    register_federated_model(_name, functools.partial(config_class, _name))
+# the schema validates ``federated`` with these (privfl.config.sections): the built-ins' torch-free
+# models (privfl.config.algorithms), so that importing the algorithms is enough in a script
+register_builtin_algorithms()

@@ -1,0 +1,71 @@
+"""A configuration typo is answered before torch is imported (issue: a slow, silent start).
+
+Each case runs the command line in a fresh interpreter (pytest itself has imported torch) and,
+after the command exits, checks ``sys.modules``: the error is on stderr with exit status 2 and
+``torch`` (and privfl's torch-importing packages) were never imported. A regression, e.g. the
+schema importing :mod:`privfl.models` or the ``federated`` section needing
+:mod:`privfl.fl.algorithms`, imports torch before the message and fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Runs ``privfl ARGS`` in-process, then reports the exit code and the modules torch brought.
+_PROBE = """
+import json, sys
+from privfl.cli.main import main
+sys.argv = ["privfl", *json.loads(sys.argv[1])]
+try:
+    main()
+    code = 0
+except SystemExit as stop:
+    code = stop.code
+loaded = sorted(m for m in sys.modules
+                if m == "torch" or m in ("privfl.models", "privfl.fl", "privfl.backends"))
+print(json.dumps({"code": code, "loaded": loaded}))
+"""
+
+
+def _probe(args: list[str]) -> tuple[dict, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "configs/demo-dp-fedavg.yaml", "--set", "federated.roundz=3"],
+     "federated.roundz is not a known key"),
+    (["run", "configs/demo-dp-fedavg.yaml", "--dry-run", "--set", "federated.client_rate=2"],
+     "federated.client_rate = 2"),
+    (["run", "--set", "model.name=mlpp"], "model.name = 'mlpp' is not allowed"),
+    (["run", "configs/demo.yaml", "--set", "federated.alpha=7"], "federated.alpha = 7"),
+    (["run", "configs/demo-dp-fedavg.yaml", "--set", "federated.algorithm=dp-fedavgg"],
+     "federated.algorithm = 'dp-fedavgg' is not allowed"),
+    (["sweep", "configs/demo-dp-fedavg.yaml", "--grid", "seed=1,2", "--set",
+      "training.lrr=0.1"], "training.lrr is not a known key"),
+    (["certify", "run", "configs/demo-dp-fedavg.yaml", "--models", "2", "--set",
+      "federated.roundz=3"], "federated.roundz is not a known key"),
+])
+def test_a_config_typo_is_answered_before_torch_is_imported(args, message):
+    result, stderr = _probe(args)
+    assert result["code"] == 2, stderr
+    assert message in stderr
+    assert result["loaded"] == [], f"imported before the error: {result['loaded']}"
+
+
+def test_a_valid_config_still_reaches_torch():
+    """The probe can fail: a dry run of a valid configuration does import torch (it plans)."""
+    result, stderr = _probe(["run", "configs/demo-dp-fedavg.yaml", "--dry-run",
+                             "--set", "federated.rounds=2"])
+    assert result["code"] == 0, stderr
+    assert "torch" in result["loaded"]

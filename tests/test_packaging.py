@@ -1,0 +1,38 @@
+"""pyproject.toml's metadata builds without setuptools' deprecation banner: the license is an
+SPDX expression (PEP 639), not the deprecated ``{ text = ... }`` table that printed a banner
+during every install."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_license_is_an_spdx_expression_and_the_build_needs_a_setuptools_that_reads_it():
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["license"] == "Apache-2.0"
+    assert "setuptools>=77" in project["build-system"]["requires"]  # PEP 639 support
+
+
+def test_metadata_builds_without_a_license_warning(tmp_path):
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "src" / "privfl").mkdir(parents=True)
+    (tmp_path / "src" / "privfl" / "__init__.py").write_text("")
+    (tmp_path / "meta").mkdir()
+    code = ("import warnings, setuptools.build_meta as b\n"
+            "warnings.simplefilter('always')\n"
+            "print(b.prepare_metadata_for_build_wheel('meta'))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "license" not in done.stderr.lower(), done.stderr
+    metadata = (tmp_path / "meta" / done.stdout.strip().splitlines()[-1] / "METADATA").read_text()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
