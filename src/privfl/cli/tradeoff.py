@@ -71,7 +71,7 @@ def tradeoff_command(
                f"{len(result['leakage_orderings'])}")
     for row in unresolved:
         typer.echo(f"  {row['first']} vs {row['second']}: difference {row['difference']:+.2g}"
-                   f", s.e. {row['se']:.2g} (about {row['draws_to_resolve']:g} draws to "
+                   f", s.e. {row['se']:.2g} (about {row['draws_to_resolve']:.2g} draws to "
                    "resolve)")
     typer.echo(f"\nwrote {files['json']}, {files['plot']}, {files['report']} "
                f"({result['seconds']['total']:.1f} s)")
