@@ -51,6 +51,16 @@ def test_the_series_are_used_and_their_bound_is_tiny():
     assert np.allclose(fast, terms_direct(lam, 0.3, u, np.ones(lam.size)), rtol=0, atol=1e-12)
 
 
+def test_a_few_large_coordinates_go_through_the_series_in_one_over_x():
+    lam = np.array([-30.0, 1e-3, 0.02, 0.5, 40.0])  # at u = 1: two large, two small, one direct
+    k = np.array([1.0, 3.0, 2.0, 1.0, 1.0])
+    u = np.array([0.7, 1.0, 2.0])
+    fast, bound = PowerSums(lam, k).terms(-0.4, u)
+    direct = terms_direct(lam, -0.4, u, k)
+    assert np.all(bound < 1e-20) and np.all(np.abs(direct) > 1e-3)
+    assert np.allclose(fast, direct, rtol=1e-13, atol=0)
+
+
 def test_a_spread_too_wide_for_the_powers_is_evaluated_directly():
     lam = np.array([1e-9, 1.0, 1e4])
     sums = PowerSums(lam, np.ones(3))
