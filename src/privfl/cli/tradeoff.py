@@ -65,6 +65,14 @@ def tradeoff_command(
         typer.echo(f"  {row['name']:<36} held {row['held']:>4}/{row['cases']:<4} clear "
                    f"violations {row['clear_violations']:>4}  hypothesis held "
                    f"{row['hypothesis']:>4}  ({kind})")
+    unresolved = [row for row in result["leakage_orderings"] if row["within_one_se"]]
+    typer.echo(f"\nleakage orderings within one standard error (not resolved by "
+               f"{settings.replicas} draws; set tradeoff.replicas): {len(unresolved)} of "
+               f"{len(result['leakage_orderings'])}")
+    for row in unresolved:
+        typer.echo(f"  {row['first']} vs {row['second']}: difference {row['difference']:+.2g}"
+                   f", s.e. {row['se']:.2g} (about {row['draws_to_resolve']:.2g} draws to "
+                   "resolve)")
     typer.echo(f"\nwrote {files['json']}, {files['plot']}, {files['report']} "
                f"({result['seconds']['total']:.1f} s)")
 

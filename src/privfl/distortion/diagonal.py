@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -38,8 +39,10 @@ from scipy import integrate, optimize
 
 from privfl._validation import check_int, check_range
 from privfl.distortion.divergence import tv_gaussian_isotropic
+from privfl.distortion.imhof import PowerSums, terms_direct
 
 __all__ = [
+    "INTEGRANDS",
     "DiagonalTV",
     "check_variances",
     "noise_variance_diagonal",
@@ -55,6 +58,9 @@ _TAIL = 1e-13
 #: Gauss-Legendre rules per piece of Imhof's integral (the pair estimates the error).
 _GL_COARSE = np.polynomial.legendre.leggauss(8)
 _GL_FINE = np.polynomial.legendre.leggauss(16)
+#: How Imhof's integrand is evaluated: by power sums with a certified truncation bound (the
+#: default, :class:`~privfl.distortion.imhof.PowerSums`), or directly (the reference).
+INTEGRANDS = ("power sums", "direct")
 #: Beyond this many standard-deviation widths, Imhof's integrand decays too slowly for pieces.
 _MAX_PIECES = 2000
 
@@ -168,24 +174,21 @@ def _tail_bound(lam: np.ndarray, u: float, k: np.ndarray) -> float:
     return math.exp(-0.25 * float(k @ np.log1p(x2))) / m
 
 
-def _imhof_terms(lam: np.ndarray, shift: float, u: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """``sin(theta(u)) / (u rho(u))`` at the nodes ``u > 0`` (rows of ``lam u`` in chunks;
-    ``k``: multiplicities of the ``lam``)."""
-    out = np.empty(u.size)
-    chunk = max(1, 4_000_000 // lam.size)
-    for start in range(0, u.size, chunk):
-        uu = u[start:start + chunk, None]
-        x = lam[None, :] * uu
-        theta = 0.5 * ((np.arctan(x) - x) @ k) + 0.5 * uu[:, 0] * shift
-        log_rho = 0.25 * (np.log1p(x * x) @ k)
-        out[start:start + chunk] = np.sin(theta) * np.exp(-log_rho) / uu[:, 0]
-    return out
+def _integrands(lam_p: np.ndarray, lam_q: np.ndarray, k: np.ndarray, integrand: str
+                ) -> tuple[Callable, Callable]:
+    """The two laws' Imhof integrands ``u -> (values, truncation bound)``: by power sums
+    (:class:`~privfl.distortion.imhof.PowerSums`, certified truncation) or ``direct``."""
+    if integrand == "direct":
+        return tuple((lambda shift, u, lam=lam: (terms_direct(lam, shift, u, k), 0.0))
+                     for lam in (lam_p, lam_q))
+    return tuple(PowerSums(lam, k).terms for lam in (lam_p, lam_q))
 
 
-def _imhof_pass(lam_p: np.ndarray, lam_q: np.ndarray, shift_p: float, shift_q: float,
-                cut: float, width: float, k: np.ndarray) -> tuple[float, float]:
+def _imhof_pass(terms: tuple[Callable, Callable], shift_p: float, shift_q: float, cut: float,
+                width: float) -> tuple[float, float]:
     """One Gauss-Legendre pass over ``[0, cut]`` (pieces of ``width`` up to ``8 width``, then
-    growing by 1.5): the 16-node value and its difference from the 8-node one."""
+    growing by 1.5): the 16-node value and its error (its difference from the 8-node one plus
+    the integrand's truncation bound, integrated by the 16-node rule)."""
     edges = [0.0]
     step = width
     while edges[-1] < cut:
@@ -194,19 +197,23 @@ def _imhof_pass(lam_p: np.ndarray, lam_q: np.ndarray, shift_p: float, shift_q: f
             step *= 1.5
     lo, hi = np.array(edges[:-1]), np.array(edges[1:])
     half, mid = 0.5 * (hi - lo), 0.5 * (hi + lo)
-    estimates = []
+    estimates, truncation = [], 0.0
     for nodes, weights in (_GL_COARSE, _GL_FINE):
         u = (mid[:, None] + half[:, None] * nodes[None, :]).ravel()
-        f = _imhof_terms(lam_q, shift_q, u, k) - _imhof_terms(lam_p, shift_p, u, k)
-        estimates.append(float(np.sum(half * (f.reshape(lo.size, -1) @ weights))))
-    return estimates[1], abs(estimates[1] - estimates[0])
+        (fp, ep), (fq, eq) = terms[0](shift_p, u), terms[1](shift_q, u)
+        estimates.append(float(np.sum(half * ((fq - fp).reshape(lo.size, -1) @ weights))))
+        bound = np.broadcast_to(np.asarray(ep + eq, dtype=float), u.shape)
+        truncation = float(np.sum(half * (bound.reshape(lo.size, -1) @ weights)))
+    return estimates[1], abs(estimates[1] - estimates[0]) + truncation
 
 
-def _imhof_difference(r: np.ndarray, k: np.ndarray) -> tuple[float, float]:
+def _imhof_difference(r: np.ndarray, k: np.ndarray, integrand: str = "power sums"
+                      ) -> tuple[float, float]:
     """``Q(T > t*) - P(T > t*)`` by Imhof 1961 and its error: Gauss-Legendre on pieces of
     ``[0, cut]`` (the difference of two rules estimates the quadrature error; pieces are halved
     until it is below 1e-10) plus the certified bound on the tail beyond ``cut``. ``r``: the
-    ratios, ``k``: how many coordinates have each."""
+    ratios, ``k``: how many coordinates have each; ``integrand``: how Imhof's integrand is
+    evaluated, see :data:`INTEGRANDS`)."""
     e = r - 1.0
     lam_p = 0.5 * e / r
     lam_q = 0.5 * e
@@ -219,10 +226,11 @@ def _imhof_difference(r: np.ndarray, k: np.ndarray) -> tuple[float, float]:
     while _tail_bound(lam_p, cut, k) + _tail_bound(lam_q, cut, k) > _TAIL * math.pi:
         cut *= 1.5
     width = 1.0 / scale
+    terms = _integrands(lam_p, lam_q, k, integrand)
     if cut > _MAX_PIECES * width:  # slow decay (few coordinates): oscillatory quadrature
         return _imhof_fourier(lam_p, lam_q, 0.25 * float(k @ np.log(r)), 8.0 * width, k)
     for _ in range(5):
-        value, error = _imhof_pass(lam_p, lam_q, shift_p, shift_q, cut, width, k)
+        value, error = _imhof_pass(terms, shift_p, shift_q, cut, width)
         if error <= 1e-10 * math.pi:
             break
         width /= 2.0
@@ -290,13 +298,23 @@ class DiagonalTV:
         return asdict(self)
 
 
-def tv_gaussian_diagonal(variances: object, distorted_variances: object) -> DiagonalTV:
+def _integrand(integrand: object) -> str:
+    if integrand not in INTEGRANDS:
+        raise ValueError(f"integrand = {integrand!r} is not allowed: must be one of "
+                         f"{', '.join(map(repr, INTEGRANDS))}")
+    return str(integrand)
+
+
+def tv_gaussian_diagonal(variances: object, distorted_variances: object, *,
+                         integrand: str = "power sums") -> DiagonalTV:
     """``TV(N(mu, diag(a)), N(mu, diag(b)))`` (same mean ``mu``), one variance per coordinate.
 
     Exact by the chi-square form when all ratios ``b_i / a_i`` are equal, else by Imhof's
-    inversion (see the module docstring); always with the certified bracket of
-    :func:`tv_diagonal_bracket`.
+    inversion (see the module docstring; ``integrand``: one of :data:`INTEGRANDS`, the same
+    value to the reported ``error``, which includes the power sums' truncation bound); always
+    with the certified bracket of :func:`tv_diagonal_bracket`.
     """
+    how = _integrand(integrand)
     r = _ratios(variances, distorted_variances)
     lower, low_source, upper, up_source = tv_diagonal_bracket(variances, distorted_variances)
     d = int(r.size)
@@ -310,7 +328,7 @@ def tv_gaussian_diagonal(variances: object, distorted_variances: object) -> Diag
         return DiagonalTV(upper / 2, upper / 2, "bracket: TV below 1e-12", **common)
     if lower >= 1.0 - 1e-12:
         return DiagonalTV(1.0, 1.0 - lower, "bracket: TV above 1 - 1e-12", **common)
-    tv, error = _imhof_difference(r, np.ones(r.size))
+    tv, error = _imhof_difference(r, np.ones(r.size), how)
     if not math.isfinite(tv) or error >= 0.5 * (upper - lower):
         return DiagonalTV(0.5 * (lower + upper), 0.5 * (upper - lower),
                           "bracket: midpoint (the numerical inversion did not converge)",
@@ -351,14 +369,17 @@ def _compressed(variances: np.ndarray, bins: int = 512) -> tuple[np.ndarray, np.
     return sums[keep] / counts[keep], counts[keep]
 
 
-def noise_variance_diagonal(variances: object, target_tv: float) -> float:
+def noise_variance_diagonal(variances: object, target_tv: float, *,
+                            integrand: str = "power sums") -> float:
     """The isotropic noise ``sigma_eps^2`` with ``TV(N(mu, diag(a)), N(mu, diag(a +
     sigma_eps^2))) = target_tv`` (to 1e-9 relative in the TV, by :func:`tv_gaussian_diagonal`).
 
     Brent's method on ``log sigma_eps^2`` with the variances grouped into 512 log-spaced bins
     (Imhof's inversion with multiplicities: cheap), then secant steps on the exact TV.
-    ``target_tv <= 0`` gives 0; ``>= 1`` is infeasible (ValueError).
+    ``target_tv <= 0`` gives 0; ``>= 1`` is infeasible (ValueError). ``integrand``: as in
+    :func:`tv_gaussian_diagonal`.
     """
+    how = _integrand(integrand)
     a = check_variances("variances", variances)
     target = check_range("target_tv", target_tv, -1.0, 1.0)
     if target <= 0:
@@ -372,9 +393,9 @@ def noise_variance_diagonal(variances: object, target_tv: float) -> float:
         r = 1.0 + math.exp(log_noise) / grouped
         if float(r.max()) / float(r.min()) - 1.0 <= _EQUAL_RATIOS:
             return tv_gaussian_isotropic(1.0, float(r[0]), a.size) - target
-        tv = _imhof_difference(r, counts)[0]
+        tv = _imhof_difference(r, counts, how)[0]
         return (tv if math.isfinite(tv) else tv_gaussian_diagonal(
-            a, a + math.exp(log_noise)).tv) - target
+            a, a + math.exp(log_noise), integrand=how).tv) - target
 
     # for small x the TV is about x / (2 sqrt(pi)), x = sigma_eps^2 sqrt(d) / sigma^2
     low = math.log(target * float(a.min()) / math.sqrt(a.size))
@@ -388,7 +409,8 @@ def noise_variance_diagonal(variances: object, target_tv: float) -> float:
     x = optimize.brentq(approximate, low, high, xtol=1e-12, rtol=1e-12, maxiter=200)
 
     def exact(log_noise: float) -> float:
-        return math.log(tv_gaussian_diagonal(a, a + math.exp(log_noise)).tv / target)
+        return math.log(tv_gaussian_diagonal(a, a + math.exp(log_noise), integrand=how).tv
+                        / target)
 
     if grouped.size == a.size:
         return math.exp(x)

@@ -161,6 +161,28 @@ _KIND = {
 }
 
 
+def _yes(flag: object) -> str:
+    return "-" if flag is None else ("**yes**" if flag else "no")
+
+
+def _orderings_section(result: Mapping[str, Any]) -> list[str]:
+    """The leakage orderings that the draws do not resolve (within one standard error)."""
+    rows = result.get("leakage_orderings", [])
+    unresolved = [r for r in rows if r["within_one_se"]]
+    lines = ["", "### Leakage orderings within one standard error", "",
+             f"{len(unresolved)} of {len(rows)} compared pairs (each point against its C1, and "
+             "against the next point of its mechanism) differ by at most one standard error "
+             f"(sqrt(s.e.^2 + s.e.^2)) with {result['setting']['replicas']} draws: their "
+             "order may flip with another seed. More draws (tradeoff.replicas) resolve them; "
+             "the last column is about how many (standard errors fall as 1 / sqrt(draws))."]
+    if unresolved:
+        lines += ["", "| first | second | difference | s.e. | draws to resolve |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['first']} | {r['second']} | {_fmt(r['difference'], 2)} | "
+                  f"{_fmt(r['se'], 2)} | {_fmt(r['draws_to_resolve'], 3)} |" for r in unresolved]
+    return lines
+
+
 def report_markdown(result: Mapping[str, Any]) -> str:
     """The report section: setting, which bounds held, every point, Theorem 6.11's p."""
     s, un = result["setting"], result["unprotected"]
@@ -207,16 +229,18 @@ def report_markdown(result: Mapping[str, Any]) -> str:
         "",
         "### Points (means over clients)",
         "",
-        "| mechanism | parameter | noise var | eps_p (s.e.; bias) | C1 | TV [certified "
+        "| mechanism | parameter | noise var | eps_p (s.e.; bias) | C1 | within 1 s.e. of C1 "
+        "| TV [certified "
         "bracket] | TV isotropic model | TV 2-sample | eps_u (s.e.) | proxy | accuracy, 1 round "
         "| accuracy, trained | upload bytes | gradients | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in result["points"]:
         lines.append(
             f"| {p['mechanism']} | {p['parameter']} = {_fmt(p['value'], 6)} | "
             f"{_fmt(p['noise_variance'])} | {_fmt(p['eps_p'])} ({_fmt(p['eps_p_se'], 2)}; "
-            f"{_fmt(p.get('eps_p_bias'), 2)}) | {_fmt(p['c1'])} | {_fmt(p['tv'])} "
+            f"{_fmt(p.get('eps_p_bias'), 2)}) | {_fmt(p['c1'])} | "
+            f"{_yes(p.get('within_one_se_of_c1'))} | {_fmt(p['tv'])} "
             f"[{_fmt(p.get('tv_lower'))}, {_fmt(p.get('tv_upper'))}] | "
             f"{_fmt(p.get('tv_isotropic'))} | {_fmt(p['tv_two_sample'])} | "
             f"{_fmt(p['eps_u'])} ({_fmt(p['eps_u_se'], 2)}) | {_fmt(p['eps_u_proxy'])} | "
@@ -224,6 +248,7 @@ def report_markdown(result: Mapping[str, Any]) -> str:
             f"{_fmt(p.get('efficiency', {}).get('upload_bytes'), 4)} | "
             f"{_fmt(p.get('efficiency', {}).get('gradients'), 3)} | "
             f"{_fmt(p.get('efficiency', {}).get('measure_seconds'), 2)} |")
+    lines += _orderings_section(result)
     lines += ["", "### Theorem 6.11: sampling probability for each TV target", "",
               "C6 is the configured one or the median over the points; G at the base model, "
               "mean over clients.", "",

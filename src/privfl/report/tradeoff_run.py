@@ -54,6 +54,7 @@ from privfl.distortion.mechanisms import (
     RandomMask,
     aggregate,
 )
+from privfl.distortion.orderings import leakage_orderings, within_one_se
 from privfl.distortion.sampling import sampling_probability
 from privfl.report.tradeoff_config import TradeoffSettings
 
@@ -251,8 +252,9 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
             _, metrics = _train(config, base.data, point.protection, settings.protected_rounds)
             entry["trained_accuracy"] = float(metrics["global_accuracy"])
         results.append(entry)
-        say(f"  {point.label}: eps_p {entry['eps_p']:.4g}, eps_u {entry['eps_u']:.4g}, "
-            f"TV {entry['tv']:.4g}, accuracy {entry['accuracy']:.3f}")
+        say(f"  {point.label}: eps_p {entry['eps_p']:.4g} (s.e. {entry['eps_p_se']:.2g})"
+            f"{' [within 1 s.e. of C1]' if entry['within_one_se_of_c1'] else ''}, eps_u "
+            f"{entry['eps_u']:.4g}, TV {entry['tv']:.4g}, accuracy {entry['accuracy']:.3f}")
     return {
         "name": config.name,
         "description": config.description,
@@ -273,6 +275,7 @@ def run_tradeoff(config: ExperimentConfig, settings: TradeoffSettings,
         },
         "sampling_rules": _sampling_rules(settings, results, c1, clients),
         "points": results,
+        "leakage_orderings": leakage_orderings(results, settings.replicas),
         "bounds": bound_summary(results),
         "seconds": {"training": trained_at - started, "total": time.perf_counter() - started},
     }
@@ -330,6 +333,9 @@ def _summarise(point: GridPoint, measured: list[Measurement], c1: float) -> dict
                 "eps_u_se", "eps_u_proxy", "expected_variance", "xi", "c2", "c6", "cd"):
         entry[key] = mean(key)
     entry["tau"] = c1 - point.value if point.parameter == "gap" else None
+    entry["within_one_se_of_c1"] = all(math.isfinite(entry[k]) for k in (
+        "eps_p", "eps_p_se", "c1", "c1_se")) and within_one_se(
+        entry["eps_p"], entry["eps_p_se"], entry["c1"], entry["c1_se"])
     bounds: dict[str, dict[str, Any]] = {}
     for m in measured:
         for check in m.checks:
