@@ -218,7 +218,8 @@ def calibrate_dp_ftrl(
     schedule: ScheduleOpt = Schedule.any,
     as_json: JsonOpt = False,
 ) -> None:
-    """Smallest noise multiplier z for DP-FTRL (tree) at (epsilon, delta), exact GDP."""
+    """Smallest noise multiplier z = std / clip norm for DP-FTRL (tree) at (epsilon, delta),
+    exact GDP."""
     from privfl.accounting.correlated_noise import (
         calibrate_noise_multiplier,
         gaussian_mechanism_results,
@@ -256,8 +257,8 @@ def calibrate_bandmf(
     schedule: ScheduleOpt = Schedule.any,
     as_json: JsonOpt = False,
 ) -> None:
-    """Smallest noise multiplier z for BandMF at (epsilon, delta): PLD with amplification,
-    exact GDP on the participation bound without it."""
+    """Smallest noise multiplier z = std / clip norm for BandMF at (epsilon, delta): PLD with
+    amplification, exact GDP on the participation bound without it."""
     from privfl.accounting.correlated_noise import (
         bandmf_amplified_results,
         calibrate_bandmf_noise,
