@@ -156,6 +156,11 @@ def _replace_one(plan: Any, rounds: int) -> tuple[float | None, str | None, str]
     else:  # e.g. DP-DSGD's random-participation analysis: no event to re-read
         return None, None, (f"{type(plan).__name__} has no privacy event to re-read under "
                             "replace-one neighbours: only the 2k add/remove reading applies")
+    fixed = [e for e in events if "neighbouring" not in {f.name for f in dataclasses.fields(e)}]
+    if fixed:  # e.g. DP-DSGD's RandomParticipationStep: its analysis fixes the relation
+        return None, None, (f"{type(plan).__name__}'s privacy event ({type(fixed[0]).__name__}) "
+                            "has no neighbouring relation to re-read under replace-one "
+                            "neighbours: only the 2k add/remove reading applies")
     events = [dataclasses.replace(e, neighbouring=Neighbouring.REPLACE_ONE) for e in events]
     results, reasons = [], []
     for method in plan.accountants:
