@@ -32,8 +32,10 @@ data:
 			"dataset-fashion-mnist): its tests will skip" >&2; \
 	fi
 
+# the default suite on every core (pytest-xdist; a test file stays on one worker): about twice as
+# fast as one process on 2 cores. Mutants and the other targets run one process.
 test:
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 test-slow:
 	$(PY) -m pytest -m slow
