@@ -82,8 +82,12 @@ class NodeWork:
         import yaml
 
         from privfl.config import config_from_dict
+        from privfl.config.algorithms import register_builtin_algorithms
         from privfl.flower.wire import config_digest
 
+        # here, in the node's own process: Flower's simulation runs the ClientApp in Ray actors,
+        # whose fresh registry make_client_app's call (in the driver) never reached
+        register_builtin_algorithms()
         self.config = config_from_dict(yaml.safe_load(config_text))
         check_config(self.config)
         self.client = check_int("partition-id", client, 0, self.config.data.clients - 1)
@@ -142,10 +146,8 @@ def make_client_app(config_text: str | Callable[[Any], str]) -> Any:
     from flwr.app import ConfigRecord, Message, RecordDict
     from flwr.clientapp import ClientApp
 
-    from privfl.config.algorithms import register_builtin_algorithms
     from privfl.flower.wire import REGISTER, decode_call, encode_reply
 
-    register_builtin_algorithms()  # a node's process validates the run's configuration
     text_of = config_text if callable(config_text) else (lambda context: config_text)
     app = ClientApp()
 
