@@ -196,7 +196,7 @@ def test_run_report_check_privacy_and_compare(toy, tmp_path):
         assert [e["method"] for e in row["privacy"]] == ["rdp", "pld"]
     assert summary["final"]["epsilon"] == rows[-1]["epsilon"]
     report = (out / "report.md").read_text()
-    assert "toy: toy mean estimation" in report and "| toy accuracy |" in report
+    assert "toy: toy mean estimation" in report and "| toy accuracy, last round (6: " in report
     assert "| unit | client |" in report
     for png in ("accuracy.png", "privacy.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
