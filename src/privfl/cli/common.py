@@ -12,6 +12,8 @@ import typer
 F = TypeVar("F", bound=Callable[..., Any])
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
+TargetDeltaOpt = Annotated[float, typer.Option(help="Target delta, in (0, 1).")]
+TargetEpsilonOpt = Annotated[float, typer.Option(help="Target epsilon, > 0.")]
 
 
 def _one_line(error: BaseException) -> str:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from privfl.cli.common import JsonOpt, user_errors
+from privfl.cli.common import JsonOpt, TargetDeltaOpt, TargetEpsilonOpt, user_errors
 
 Z_HELP = "z: noise std on each coordinate of C x divided by the clip norm of each client update."
 ROUNDS_HELP = "T: rounds (all noisy prefix sums / model iterates are released)."
@@ -107,7 +107,7 @@ def _emit(as_json: bool, command: str, setting: dict[str, Any], results: list) -
 def account_dp_ftrl(
     rounds: Annotated[int, typer.Option(help=ROUNDS_HELP)],
     noise_multiplier: Annotated[float, typer.Option(help=Z_HELP)],
-    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    delta: TargetDeltaOpt,
     participations: ParticipationsOpt = 1,
     min_separation: SeparationOpt = None,
     schedule: ScheduleOpt = Schedule.any,
@@ -153,7 +153,7 @@ def account_bandmf(
     rounds: Annotated[int, typer.Option(help=ROUNDS_HELP)],
     band: Annotated[int, typer.Option(help="b: non-zero diagonals of the lower-triangular C.")],
     noise_multiplier: Annotated[float, typer.Option(help=Z_HELP)],
-    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    delta: TargetDeltaOpt,
     sampling_rate: Annotated[
         float | None,
         typer.Option(
@@ -211,8 +211,8 @@ def account_bandmf(
 @user_errors
 def calibrate_dp_ftrl(
     rounds: Annotated[int, typer.Option(help=ROUNDS_HELP)],
-    epsilon: Annotated[float, typer.Option(help="Target epsilon, > 0.")],
-    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    epsilon: TargetEpsilonOpt,
+    delta: TargetDeltaOpt,
     participations: ParticipationsOpt = 1,
     min_separation: SeparationOpt = None,
     schedule: ScheduleOpt = Schedule.any,
@@ -246,8 +246,8 @@ def calibrate_dp_ftrl(
 def calibrate_bandmf(
     rounds: Annotated[int, typer.Option(help=ROUNDS_HELP)],
     band: Annotated[int, typer.Option(help="b: non-zero diagonals of the lower-triangular C.")],
-    epsilon: Annotated[float, typer.Option(help="Target epsilon, > 0.")],
-    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")],
+    epsilon: TargetEpsilonOpt,
+    delta: TargetDeltaOpt,
     sampling_rate: Annotated[
         float | None, typer.Option(help="q: Poisson rate within each group (amplification).")
     ] = None,

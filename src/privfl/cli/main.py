@@ -24,7 +24,7 @@ from privfl.accounting.events import (
 from privfl.accounting.methods import AccountingOptions, account
 from privfl.cli.audit import audit_app
 from privfl.cli.certify import certify_app
-from privfl.cli.common import JsonOpt, user_errors
+from privfl.cli.common import JsonOpt, TargetDeltaOpt, user_errors
 from privfl.cli.correlated import register as register_correlated
 from privfl.cli.noise import one_noise
 from privfl.config.algorithms import register_builtin_algorithms
@@ -97,7 +97,6 @@ UnitOpt = Annotated[
 DiscretizationOpt = Annotated[
     float, typer.Option(help="PLD value discretisation interval (smaller: tighter, slower).")
 ]
-TargetDeltaOpt = Annotated[float, typer.Option(help="Target delta, in (0, 1).")]
 
 #: --noise-multiplier, the one name of the noise setting in every command
 Z_HELP = (
