@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+import mpmath
 import pytest
 import torch
 
@@ -69,3 +70,13 @@ def _restore_torch_threads():
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _restore_mpmath_precision():
+    """Tests that set mpmath's (global) precision must not leak it into the next test: under
+    pytest-xdist the next test is a different one in each run (a 15-digit reference once failed
+    an 8-ulp check of a 50-digit test)."""
+    before = mpmath.mp.prec
+    yield
+    mpmath.mp.prec = before

@@ -32,7 +32,14 @@ from privfl.accounting.events import (
 from privfl.accounting.methods import account
 
 FAST = settings(max_examples=int(os.environ.get("PRIVFL_HYPOTHESIS_EXAMPLES", "20")), deadline=None)
-mpmath.mp.dps = 40
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _mpmath_40_digits():
+    """This module's references use 40 digits (a scoped setting: mpmath's precision is global)."""
+    with mpmath.workdps(40):
+        yield
+
 
 
 # ---------------------------------------------------------------------------------------------

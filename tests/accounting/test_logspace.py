@@ -15,7 +15,13 @@ from privfl.accounting.logspace import LOG_2, log1mexp, log_expm1, logsubexp, lo
 from privfl.accounting.safe_epsilon import EPSILON_MAX, smallest_safe_epsilon
 from privfl.accounting.tradeoff import from_epsilon_delta
 
-mpmath.mp.dps = 50
+
+@pytest.fixture(autouse=True, scope="module")
+def _mpmath_50_digits():
+    """This module's references use 50 digits (a scoped setting: mpmath's precision is global)."""
+    with mpmath.workdps(50):
+        yield
+
 U = 2.0**-52
 
 
