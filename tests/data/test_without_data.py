@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the default suite's tests that read Fashion-MNIST (the whole suite: the slow test below)
-NEEDS_DATA = ["tests/fl_algorithms/test_xie2023_configs.py",
+NEEDS_DATA = ["tests/fl/algorithms/test_xie2023_configs.py",
               "tests/data/test_data_sources.py", "tests/data/test_data_download.py"]
 
 

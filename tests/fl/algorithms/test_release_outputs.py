@@ -23,7 +23,7 @@ from privfl.report.check import check_run_privacy
 from privfl.report.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 #: projected noisy SGD on 40 digits users, 4 rounds of 8 (trains in well under a second)
 PSGD = {

@@ -24,7 +24,7 @@ from privfl.config import (
 )
 from privfl.report.experiment import build_spec
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 @pytest.mark.parametrize(

@@ -452,7 +452,7 @@ def test_corollary1_gap_on_l2_regularised_logistic_regression():
 
 
 # ------------------------------------------------------------------------------ shipped configs
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 def test_demo_config_is_valid_and_small():

@@ -23,7 +23,7 @@ from privfl.fl.algorithms.builders import build_dataset
 from privfl.fl.algorithms.insdp_plan import PAPER_OPTIONS
 from privfl.report.experiment import privacy_plan
 
-FOLDER = Path(__file__).resolve().parents[2] / "configs" / "xie2023"
+FOLDER = Path(__file__).resolve().parents[3] / "configs" / "xie2023"
 SHIPPED = sorted(FOLDER.glob("*.yaml"))
 
 #: Spec seed2 section 7.1 (Tables 4-8) and 7.3 (Figure 9): setting -> {sigma: epsilon}, typed in

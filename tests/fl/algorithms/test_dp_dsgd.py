@@ -463,7 +463,7 @@ def test_evaluation_uses_the_pooled_test_sets():
 
 
 # ------------------------------------------------------------------------------ shipped configs
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 @pytest.mark.parametrize("path", sorted((CONFIGS / "hasircioglu2022").glob("*.yaml")),

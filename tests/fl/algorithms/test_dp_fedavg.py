@@ -431,7 +431,7 @@ def test_legacy_options_are_what_the_paper_uses():
 
 
 # ------------------------------------------------------------------------- shipped configs
-_ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("sigma,expected", [(0.5, 6.9269), (0.6, 4.8913), (0.8, 2.8305),
