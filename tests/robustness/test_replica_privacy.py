@@ -60,3 +60,26 @@ def test_dp_dsgd_one_iteration_bound_is_not_the_certified_epsilon():
     run_bounds = [r.epsilon for r in results
                   if r.kind == "bound" and r.extras.get("scope") == "run"]
     assert statement.epsilon == min(run_bounds)
+
+
+@pytest.mark.parametrize("name", ALGORITHM_NAMES)
+def test_each_plan_declares_its_replace_one_reading(name):
+    """A plan re-reads its own events under replace-one (``replace_one_events``) or declares
+    none, and then the certificate says only the 2k add/remove reading applies."""
+    overrides = [] if name == "projected-sgd" else ["federated.rounds=2"]
+    config = load_config(_demo(name), overrides)
+    plan = privacy_plan(config)
+    rounds = config.federated.rounds
+    statement = replica_privacy(plan, rounds, 10)
+    reread = getattr(plan, "replace_one_events", None)
+    if name in ("dp-dsgd", "projected-sgd"):  # analyses that fix the neighbouring relation
+        assert reread is None and statement.replace_epsilon is None
+        if statement.neighbouring == "add-remove":  # projected SGD's epsilon is replace-one
+            assert "declares no replace-one reading" in statement.replace_note
+            assert "2k add/remove reading applies" in statement.replace_note
+        return
+    events = reread(rounds)
+    assert events and {e.neighbouring.value for e in events} == {"replace-one"}
+    if statement.neighbouring == "add-remove":
+        # replace-one is at most twice the add/remove epsilon (group privacy) and above it
+        assert statement.epsilon < statement.replace_epsilon <= 2 * statement.epsilon + 1e-9

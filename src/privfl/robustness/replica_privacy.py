@@ -20,12 +20,11 @@ can certify more than two add/remove steps (:mod:`privfl.robustness.adversary`).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from privfl._validation import check_int
-from privfl.accounting.events import AccountingLimitError, Neighbouring, UnsupportedEventError
+from privfl.accounting.events import AccountingLimitError, UnsupportedEventError
 from privfl.accounting.parallel import worst_client_results
 from privfl.fl.algorithms.base import budget_results, privacy_entries, tightest_bound
 
@@ -148,20 +147,14 @@ def replica_privacy(plan: Any, rounds: int, models: int) -> ReplicaPrivacy:
 
 def _replace_one(plan: Any, rounds: int) -> tuple[float | None, str | None, str]:
     """The tightest rigorous replace-one (epsilon, method) of the plan's own events (its primary
-    scope) through its accountants at its delta, or (None, None, why not)."""
-    if hasattr(plan, "client_events"):
-        events = plan.client_events(rounds)
-    elif hasattr(plan, "event"):
-        events = [plan.event(rounds)]
-    else:  # e.g. DP-DSGD's random-participation analysis: no event to re-read
-        return None, None, (f"{type(plan).__name__} has no privacy event to re-read under "
-                            "replace-one neighbours: only the 2k add/remove reading applies")
-    fixed = [e for e in events if "neighbouring" not in {f.name for f in dataclasses.fields(e)}]
-    if fixed:  # e.g. DP-DSGD's RandomParticipationStep: its analysis fixes the relation
-        return None, None, (f"{type(plan).__name__}'s privacy event ({type(fixed[0]).__name__}) "
-                            "has no neighbouring relation to re-read under replace-one "
-                            "neighbours: only the 2k add/remove reading applies")
-    events = [dataclasses.replace(e, neighbouring=Neighbouring.REPLACE_ONE) for e in events]
+    scope, re-read by the plan's ``replace_one_events``) through its accountants at its delta,
+    or (None, None, why not)."""
+    reread = getattr(plan, "replace_one_events", None)
+    if reread is None:  # the plan declares none: e.g. DP-DSGD's random participation
+        return None, None, (f"{type(plan).__name__} declares no replace-one reading of its "
+                            "privacy events (its analysis fixes the neighbouring relation): only "
+                            "the 2k add/remove reading applies")
+    events = reread(rounds)
     results, reasons = [], []
     for method in plan.accountants:
         try:

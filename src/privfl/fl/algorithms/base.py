@@ -22,6 +22,7 @@ tightest rigorous bound in the plan's primary scope (``metrics["epsilon_method"]
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ __all__ = [
     "FederatedAlgorithm",
     "PrivacyPlan",
     "RoundAlgorithm",
+    "as_replace_one",
     "budget_results",
     "headline_scopes",
     "privacy_metrics",
@@ -69,6 +71,13 @@ class PrivacyPlan(Protocol):
         runner then deletes that state when the run finishes (:mod:`.outputs`).
     delta
         The delta of the reported (epsilon, delta) pairs (None: accounting off).
+
+    A plan whose events may be re-read under replace-one neighbours (certification of
+    privfl's replacing attackers, Xie et al. 2023 with the replace adversary) also defines
+    ``replace_one_events(rounds)``: its primary scope's events with the relation set to
+    replace-one (:func:`as_replace_one`). A plan without it declares that its analysis fixes
+    the relation (e.g. DP-DSGD's random participation), so only the 2k add/remove reading
+    applies.
     """
 
     private: bool
@@ -247,6 +256,13 @@ def headline_scopes(plan: PrivacyPlan) -> tuple[str, ...]:
     """The scopes whose results bound what is released: ``plan.headline_scopes`` if the plan
     names them, else its primary scope alone."""
     return tuple(getattr(plan, "headline_scopes", None) or (plan.primary_scope,))
+
+
+def as_replace_one(events: Iterable[Any]) -> list[Any]:
+    """The same privacy events under replace-one neighbours (every other field kept)."""
+    from privfl.accounting.events import Neighbouring
+
+    return [dataclasses.replace(event, neighbouring=Neighbouring.REPLACE_ONE) for event in events]
 
 
 def budget_results(plan: PrivacyPlan, results: Sequence[PrivacyResult]) -> list[PrivacyResult]:

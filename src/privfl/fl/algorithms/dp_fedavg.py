@@ -79,7 +79,7 @@ from privfl.fl.aggregation import (
     UpdateClipping,
     update_noise_multiplier,
 )
-from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
+from privfl.fl.algorithms.base import RoundAlgorithm, as_replace_one, zero_rounds
 from privfl.fl.algorithms.common import (
     ClientTensors,
     FlatPredictor,
@@ -265,6 +265,10 @@ class DpFedAvgPrivacy:
         return PrivacyEvent(((self.step, rounds),), neighbouring=self.neighbouring,
                             unit=Unit.CLIENT, release=_RELEASE,
                             description="client-level DP-FedAvg rounds")
+
+    def replace_one_events(self, rounds: int) -> list[PrivacyEvent]:
+        """The rounds' event re-read under replace-one neighbours (certification)."""
+        return as_replace_one([self.event(rounds)])
 
     def paper_event(self, rounds: int) -> PrivacyEvent:
         """Xie et al. 2023's view: Poisson client sampling at rate q, add/remove neighbours."""

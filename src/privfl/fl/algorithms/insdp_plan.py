@@ -75,7 +75,7 @@ from privfl.accounting.methods import AccountingOptions, resolve_methods
 from privfl.accounting.parallel import worst_record_results
 from privfl.accounting.results import PrivacyResult
 from privfl.data.sharing import RecordSharing
-from privfl.fl.algorithms.base import zero_rounds
+from privfl.fl.algorithms.base import as_replace_one, zero_rounds
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.mechanisms.secure import randomness_text
 
@@ -283,6 +283,10 @@ class InsDpPrivacy:
         pairs = sorted({(int(n), int(c))
                         for n, c in zip(self.client_sizes, charged, strict=True) if c > 0})
         return [self._event(n, c, scope) for n, c in pairs]
+
+    def replace_one_events(self, rounds: int) -> list[PrivacyEvent]:
+        """The primary scope's client events re-read under replace-one neighbours."""
+        return as_replace_one(self.client_events(rounds))
 
     def _worst_record(self, rounds: int, accounted: str, **kwargs: Any) -> list[PrivacyResult]:
         """:func:`~privfl.accounting.parallel.worst_record_results` in scope ``accounted``:

@@ -69,7 +69,7 @@ from privfl.config.algorithms.prifedsync import EMPTY_COHORT_POLICIES, PriFedSyn
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.data.sharing import RecordSharing
-from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
+from privfl.fl.algorithms.base import RoundAlgorithm, as_replace_one, zero_rounds
 from privfl.fl.algorithms.common import (
     ClientTensors,
     FlatPredictor,
@@ -152,6 +152,10 @@ class PriFedSyncPrivacy:
         release = WEAK_RELEASE if colluders == 1 else STRONG_RELEASE
         return [self.spec.privacy_event(int(n), colluders * rounds, release=release)
                 for n in np.unique(self.client_sizes)]
+
+    def replace_one_events(self, rounds: int) -> list[Any]:
+        """The weak scope's client events re-read under replace-one neighbours."""
+        return as_replace_one(self.client_events(rounds))
 
     def event(self, rounds: int) -> Scopes:
         """What the run releases after ``rounds`` >= 1 rounds, as the event tree that
