@@ -101,6 +101,7 @@ from privfl.fl.algorithms.common import (
     seeded_generators,
 )
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer, cross_entropy_loss
@@ -211,7 +212,9 @@ class DpDsgdPrivacy:
             check_int(f"client_sizes[{j}]", int(n), minimum=1)
         self.client_sizes = sizes.astype(np.int64)
         self.num_clients = int(sizes.size)
-        self.client_rate = check_rate("client_rate", client_rate)
+        #: participation: client i takes part iff u_i < p; the event reads the same p
+        self.sampler = CohortSampler.poisson(self.num_clients, client_rate)
+        self.client_rate = self.sampler.sampling_rate
         self.record_rate = check_rate("record_rate", record_rate)
         self.noise_multiplier = check_nonnegative("noise_multiplier", noise_multiplier)
         if clip_norm is None:
@@ -582,7 +585,7 @@ class DpDsgd(RoundAlgorithm):
     def select_cohort(self) -> Cohort:
         """Participation ``u_i < p`` per client, then ``u_s < q`` per record of each
         participant (float64 uniforms, 53 random bits; ``os.urandom`` in secure mode)."""
-        participants = np.flatnonzero(self._uniforms(self.num_clients) < self.plan.client_rate)
+        participants = self.plan.sampler.draw(self._uniforms)
         owned = [self._owned[j] for j in participants]
         keep = self._uniforms(int(sum(o.size for o in owned))) < self.plan.record_rate
         records, lo = [], 0

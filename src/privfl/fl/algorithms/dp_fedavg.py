@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from privfl._validation import check_choice, check_delta, check_int, check_range, check_rate
+from privfl._validation import check_choice, check_delta, check_int, check_range
 from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import Neighbouring, NoisyStep, PrivacyEvent, Sampling, Unit
 from privfl.accounting.methods import (
@@ -94,6 +94,7 @@ from privfl.fl.algorithms.common import (
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.algorithms.protection import protected_local_models
 from privfl.fl.algorithms.streamed import CohortStream, StatsRows
+from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
@@ -170,22 +171,13 @@ class DpFedAvgPrivacy:
     ) -> None:
         self.num_clients = check_int("num_clients", num_clients, 1)
         self.client_sampling = check_choice("client_sampling", client_sampling, CLIENT_SAMPLING)
-        if self.client_sampling == "poisson":
-            if cohort_size is not None:
-                raise ValueError(f"cohort_size = {cohort_size!r} is not allowed with Poisson "
-                                 "client sampling (give client_rate)")
-            self.client_rate = check_rate("client_rate", client_rate)
-            self.cohort_size = None
-            self.expected_cohort = self.client_rate * self.num_clients
-            self.sampling_rate = self.client_rate
-        else:
-            if client_rate is not None:
-                raise ValueError(f"client_rate = {client_rate!r} is not allowed with fixed-size "
-                                 "cohorts (give cohort_size)")
-            self.cohort_size = check_int("cohort_size", cohort_size, 1, self.num_clients)
-            self.client_rate = None
-            self.expected_cohort = float(self.cohort_size)
-            self.sampling_rate = self.cohort_size / self.num_clients
+        # one sampler: select_cohort draws from it, the accountant's step reads it
+        self.sampler = (CohortSampler.poisson(self.num_clients, client_rate)
+                        if self.client_sampling == "poisson"
+                        else CohortSampler.fixed_size(self.num_clients, cohort_size))
+        self.client_rate, self.cohort_size = self.sampler.rate, self.sampler.size
+        self.expected_cohort = self.sampler.expected_size
+        self.sampling_rate = self.sampler.sampling_rate
         self.noise_multiplier = check_range("noise_multiplier", noise_multiplier, 0.0)
         self.clip_norm = check_range("clip_norm", clip_norm, 0.0, low_open=True)
         self.clipping = check_choice("clipping", clipping, CLIPPINGS)
@@ -242,15 +234,13 @@ class DpFedAvgPrivacy:
 
     @property
     def sampling(self) -> Sampling:
-        """The client sampling scheme as the accountant names it."""
-        return (Sampling.POISSON if self.client_sampling == "poisson"
-                else Sampling.WITHOUT_REPLACEMENT)
+        """The client sampling scheme as the accountant names it (the sampler's)."""
+        return self.sampler.sampling
 
     @property
     def neighbouring(self) -> Neighbouring:
         """Add/remove one client for Poisson cohorts, replace one for fixed-size cohorts."""
-        return (Neighbouring.ADD_REMOVE if self.sampling is Sampling.POISSON
-                else Neighbouring.REPLACE_ONE)
+        return self.sampler.neighbouring
 
     @property
     def step(self) -> NoisyStep:
@@ -584,10 +574,7 @@ class DpFedAvg(RoundAlgorithm):
         joins iff ``u_j < q`` (Poisson), or the m smallest of N uniforms (fixed-size, uniform
         without replacement); uniforms from the seeded generator or ``os.urandom``."""
         source = SECURE_RANDOM if self.plan.secure else self.rng
-        keys = source.random(self.num_clients)
-        if self.plan.client_sampling == "poisson":
-            return np.flatnonzero(keys < self.plan.client_rate)
-        return np.sort(np.argsort(keys, kind="stable")[: self.plan.cohort_size])
+        return self.plan.sampler.draw(source.random)
 
     def round_info(self, cohort: np.ndarray) -> dict[str, Any]:
         return {"cohort_size": int(cohort.size)}

@@ -272,8 +272,7 @@ class _InsDp(RoundAlgorithm):
         if self.plan.full_participation or self.plan.client_sampling == "cyclic":
             return self.plan.scheduled_cohort(self.round + 1)
         source = SECURE_RANDOM if self.secure else self.rng
-        order = np.argsort(source.random(self.num_clients), kind="stable")
-        return np.sort(order[: self.clients_per_round])
+        return self.plan.sampler.draw(source.random)
 
     def round_info(self, cohort: np.ndarray) -> dict[str, Any]:
         return {"cohort_size": int(cohort.size)}

@@ -76,6 +76,7 @@ from privfl.accounting.parallel import worst_record_results
 from privfl.accounting.results import PrivacyResult
 from privfl.data.sharing import RecordSharing
 from privfl.fl.algorithms.base import as_replace_one, zero_rounds
+from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.mechanisms.secure import randomness_text
 
@@ -220,6 +221,11 @@ class InsDpPrivacy:
         return self.clients_per_round == self.num_clients
 
     # ------------------------------------------------------------------ cohorts and charges
+    @property
+    def sampler(self) -> CohortSampler:
+        """The random (``uniform``) cohorts' sampler: m of N without replacement."""
+        return CohortSampler.fixed_size(self.num_clients, self.clients_per_round)
+
     def scheduled_cohort(self, round_: int) -> np.ndarray:
         """The cohort of round ``round_`` (1-based) when it is fixed in advance (m = N, or
         ``cyclic``: clients ``(round_-1) m ... round_ m - 1`` modulo N), sorted."""

@@ -105,6 +105,7 @@ from privfl.fl.algorithms.common import (
     seeded_generators,
 )
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer, cross_entropy_loss
@@ -590,8 +591,7 @@ class ProjectedSgd(RoundAlgorithm):
                 raise ValueError(f"round {t + 1} is out of range: the one-pass schedule has "
                                  f"{self._batches} rounds (every user once)")
             return np.sort(self.order[t * m: (t + 1) * m])
-        keys = self._uniforms(self.plan.users)
-        return np.sort(np.argpartition(keys, m - 1)[:m])
+        return CohortSampler.fixed_size(self.plan.users, m).draw(self._uniforms)
 
     def round_info(self, cohort: np.ndarray) -> dict[str, Any]:
         return {"users": int(cohort.size)}
