@@ -83,3 +83,18 @@ def test_closed_form_arguments_are_checked():
         gdp_closed_form(-1.0, delta=1e-5)
     assert gdp_closed_form(math.inf, delta=1e-5) == (math.inf, 1e-5)
     assert gdp_closed_form(0.0, epsilon=1.0) == (1.0, 0.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(z=st.floats(0.5, 20.0), rounds=st.integers(2, 8), per_round=st.integers(1, 200))
+def test_closed_form_round_by_round_is_monotone_and_equals_one_event(z, rounds, per_round):
+    """A run asks round 1, 2, ... in turn: each answer is the one of the rounds given as
+    separate groups (to the rounding of summing mu^2 in another order), and one more round
+    never lowers epsilon."""
+    accountant = PldAccountant()
+    got = [accountant.epsilon(dpsgd_event(z, 1.0, r * per_round, sampling="none"), 1e-6)
+           for r in range(1, rounds + 1)]
+    split = PrivacyEvent(tuple(dpsgd_event(z, 1.0, per_round, sampling="none").steps * rounds))
+    assert accountant.epsilon(split, 1e-6).epsilon == pytest.approx(got[-1].epsilon, rel=1e-12)
+    epsilons = [r.epsilon for r in got]
+    assert epsilons == sorted(epsilons) and epsilons[0] < epsilons[-1]
