@@ -185,3 +185,31 @@ def test_one_calibration_over_any_event():
     assert below[0].epsilon > 3.0
     with pytest.raises(ValueError, match="scopes = \\['nope'\\] is not allowed"):
         calibrate_event_noise(tree, 3.0, 1e-5, method="rdp", scopes=["nope"])
+
+
+def test_delta_at_epsilon_goes_through_the_dispatcher():
+    """``account participation --epsilon`` (delta at epsilon) asks the dispatcher, which hands
+    the node to the participation accountant: the same numbers as participation_report."""
+    node = RandomParticipationStep(0.5, 0.1, 100, 1.0, iterations=3, schemes=("wcs", "cs"),
+                                   composition=("rdp",))
+    direct = participation_report(0.5, 0.1, 100, 1.0, epsilon=2.0, iterations=3,
+                                  methods=("wcs", "cs"), accountants=("rdp",))
+    got = evaluate(node, epsilon=2.0)
+    assert [r.to_dict() for r in got] == [r.to_dict() for r in direct]
+    assert all(r.epsilon == 2.0 and 0.0 < r.delta < 1.0 for r in got)
+    cli = _cli(["account", "participation", "--client-rate", "0.5", "--record-rate", "0.1",
+                "--records", "100", "--noise-multiplier", "1", "--iterations", "3",
+                "--epsilon", "2", "--json"])["results"]
+    wanted = {(r.method, r.steps): r.delta for r in got}
+    assert {(r["method"], r["steps"]): r["delta"] for r in cli
+            if (r["method"], r["steps"]) in wanted} == wanted
+    leaf = dpsgd_event(1.0, 0.01, 100)
+    assert ([r.to_dict() for r in evaluate(Scope("run", leaf), epsilon=1.0, methods="rdp")]
+            == [{**r.to_dict(), "scope": "run"}
+                for r in account(leaf, epsilon=1.0, methods="rdp").results])
+    with pytest.raises(ValueError, match="exactly one of epsilon and delta"):
+        evaluate(node, 1e-5, epsilon=1.0)
+    with pytest.raises(ValueError, match="exactly one of epsilon and delta"):
+        evaluate(node)
+    with pytest.raises(ValueError, match="ask for epsilon at a delta"):
+        evaluate(WorstOverClients((leaf,)), epsilon=1.0)

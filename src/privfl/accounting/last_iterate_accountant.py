@@ -16,10 +16,14 @@ from privfl.accounting.results import PrivacyResult
 __all__ = ["account_last_iterate"]
 
 
-def account_last_iterate(node: LastIterateRelease, delta: float,
-                         options: AccountingOptions | None) -> list[PrivacyResult]:
+def account_last_iterate(node: LastIterateRelease, delta: float | None,
+                         options: AccountingOptions | None, *,
+                         epsilon: float | None = None) -> list[PrivacyResult]:
     """Epsilon at ``delta`` of ``node``'s last-iterate release, then its baselines under the
-    step accountants ``node.methods``."""
+    step accountants ``node.methods`` (delta at an epsilon is not answered here)."""
+    if epsilon is not None or delta is None:
+        raise ValueError(f"epsilon = {epsilon!r} is not allowed for a last-iterate release: "
+                         "ask for epsilon at a delta")
     if not isinstance(node, LastIterateRelease):
         raise ValueError(f"node = {node!r} is not a LastIterateRelease")
     return run_report(node.run, delta, release=node.release,

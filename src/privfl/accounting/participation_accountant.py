@@ -17,12 +17,14 @@ from privfl.accounting.results import PrivacyResult
 __all__ = ["account_participation"]
 
 
-def account_participation(node: RandomParticipationStep, delta: float,
-                          options: AccountingOptions | None) -> list[PrivacyResult]:
-    """Epsilon at ``delta`` of every scheme of ``node`` (per iteration, then composed)."""
+def account_participation(node: RandomParticipationStep, delta: float | None,
+                          options: AccountingOptions | None, *,
+                          epsilon: float | None = None) -> list[PrivacyResult]:
+    """Epsilon at ``delta`` (or, given ``epsilon`` instead, delta at ``epsilon``) of every
+    scheme of ``node`` (per iteration, then composed)."""
     if not isinstance(node, RandomParticipationStep):
         raise ValueError(f"node = {node!r} is not a RandomParticipationStep")
     return participation_report(
         node.client_rate, node.record_rate, node.records, node.noise, clip=node.clip,
-        delta=delta, iterations=node.iterations, methods=node.schemes,
+        epsilon=epsilon, delta=delta, iterations=node.iterations, methods=node.schemes,
         accountants=node.composition, server=node.server, options=options)

@@ -33,7 +33,9 @@ Supported steps (``step.effective_sampling``)
 * Gaussian, no sampling: the T-fold composition of ``N(0, z^2)`` vs ``N(s, z^2)`` is exactly
   mu-GDP with ``mu = s sqrt(T) / z`` (s = 1 add/remove, s = 2 replace-one, where the sum moves
   by ``v' - v`` with ``||v' - v|| <= 2``); all unsampled Gaussian steps of an event are merged
-  into one Gaussian PLD with ``mu^2 = sum count s^2 / z^2`` (no composition error).
+  into one Gaussian PLD with ``mu^2 = sum count s^2 / z^2`` (no composition error), and an
+  event made of such steps only is answered in closed form, from the exact mu-GDP profile with
+  no grid and no FFT (:mod:`privfl.accounting.gaussian_closed_form`).
 * Gaussian, fixed-size batches without replacement (B of n, q = B/n), replace-one: the step is
   ``C_q(G_{2/z})``-DP (Dong, Roth & Su 2019, Thm 4.2: an f-DP mechanism run on a uniformly random
   size-B subset is C_{B/n}(f)-DP under replace-one; the unsampled step is G_{2/z}). Seed 000
@@ -166,6 +168,11 @@ from privfl.accounting.events import (
     NoisyStep,
     PrivacyEvent,
     Sampling,
+)
+from privfl.accounting.gaussian_closed_form import (
+    gdp_closed_form,
+    unsampled_gaussian,
+    unsampled_gaussian_mu,
 )
 from privfl.accounting.pld_compose import (
     MAX_FFT_LENGTH,
@@ -727,19 +734,14 @@ class PldAccountant(Accountant):
         self, event: PrivacyEvent, interval: float
     ) -> list[tuple[PrivacyLossDistribution, int]]:
         dots = self.connect_dots
-        replace = event.neighbouring is Neighbouring.REPLACE_ONE
         parts: list[tuple[PrivacyLossDistribution, int]] = []
-        gdp_mu2 = 0.0
         for step, count in event.steps:
-            if count == 0:
-                continue
-            if step.noise is Noise.GAUSSIAN and step.effective_sampling is Sampling.NONE:
-                sensitivity = 2.0 if replace else 1.0
-                gdp_mu2 += count * (sensitivity / step.noise_multiplier) ** 2
+            if count == 0 or unsampled_gaussian(step):
                 continue
             parts.append((_step_pld(step, event.neighbouring, interval, dots), count))
-        if gdp_mu2 > 0.0:
-            parts.append((_gaussian_gdp(math.sqrt(gdp_mu2), interval, dots), 1))
+        mu = unsampled_gaussian_mu(event)
+        if mu > 0.0:
+            parts.append((_gaussian_gdp(mu, interval, dots), 1))
         return parts
 
     def _directions(
@@ -814,7 +816,11 @@ class PldAccountant(Accountant):
         return self._guarded(self._answer, event, delta_upper, epsilon)
 
     def _answer(self, event: PrivacyEvent, solve, value: float) -> PrivacyResult:
-        """Ask ``solve`` (epsilon_upper or delta_upper) for each direction; keep the worst."""
+        """Ask ``solve`` (epsilon_upper or delta_upper) for each direction; keep the worst.
+        An event of unsampled Gaussian steps only is answered in closed form
+        (:func:`gdp_closed_form`), with no discretisation and no FFT."""
+        if all(count == 0 or unsampled_gaussian(step) for step, count in event.steps):
+            return self._closed_form(event, solve is epsilon_upper, value)
         interval, tail = self.grid(event), self.tail_mass_truncation
         answers = [
             solve(parts, interval, tail, value) for parts in self._directions(event, interval)
@@ -831,6 +837,15 @@ class PldAccountant(Accountant):
                 )
             return self._result(event, worst, value, answers)
         return self._result(event, value, worst, answers)
+
+    def _closed_form(self, event: PrivacyEvent, for_epsilon: bool, value: float
+                     ) -> PrivacyResult:
+        mu = unsampled_gaussian_mu(event)
+        epsilon, delta = (gdp_closed_form(mu, delta=value) if for_epsilon
+                          else gdp_closed_form(mu, epsilon=value))
+        return PrivacyResult.for_event(
+            event, method=self.name, kind=self.kind, epsilon=epsilon, delta=delta, mu=mu,
+            closed_form="exact mu-GDP (no step is subsampled)")
 
 
 #: Finest step grid the automatic refinement of :meth:`PldAccountant.grid` will build.

@@ -508,20 +508,15 @@ def account_participation(
     """
     from privfl.accounting.dispatch import evaluate
     from privfl.accounting.events import RandomParticipationStep
-    from privfl.accounting.participation import participation_report
 
     choice = one_noise(noise_multiplier, paper_sigma, paper_meaning=HASIRCIOGLU_SIGMA,
                        deprecated=("--noise", noise))
     clip = check_positive("clip", clip)  # the conversion needs C
     z, sigma = choice.convert(choice.value, lambda s: s / clip, lambda z: z * clip)
-    if delta is not None and epsilon is None:  # epsilon at delta: the run's own path
-        results = evaluate(RandomParticipationStep(client_rate, record_rate, records, sigma,
-                                                   clip=clip, iterations=iterations,
-                                                   server=server.value), delta)
-    else:  # delta at epsilon (or a clear error for both / neither)
-        results = participation_report(client_rate, record_rate, records, sigma, clip=clip,
-                                       epsilon=epsilon, delta=delta, iterations=iterations,
-                                       server=server.value)
+    # epsilon at delta or delta at epsilon (a clear error for both / neither): the run's path
+    results = evaluate(RandomParticipationStep(client_rate, record_rate, records, sigma,
+                                               clip=clip, iterations=iterations,
+                                               server=server.value), delta, epsilon=epsilon)
     card = _participation_card(
         client_rate,
         record_rate,
