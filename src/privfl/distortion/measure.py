@@ -4,7 +4,9 @@ The measurement tools of ``privfl tradeoff``, on one client k and one round:
 
 * **parameter sampler**: ``R`` draws of the unprotected parameter ``W = W_{t-1} - eta
   mean_{i in S} g_i`` (``S`` Poisson at rate ``p0``, Algorithm 2) from the per-record gradients
-  at the fixed previous model, and of the protected one ``W~``;
+  at the fixed previous model, and of the protected one ``W~``: all ``R`` scored by the
+  attacker, most of them in its ``J``-dimensional projection (:mod:`privfl.distortion.draws`),
+  the first :data:`SIDE_DRAWS` built for the other measurements;
 * **Bayesian leakage meter**: the private information is WHICH of ``J`` candidate records is the
   client's target record (the true one, or ``J - 1`` records of other clients), uniform prior.
   The attacker knows everything else and uses a Gaussian kernel: ``W | candidate j ~
@@ -19,7 +21,10 @@ The measurement tools of ``privfl tradeoff``, on one client k and one round:
   bounds), so ``C1`` is per point with ``matched``; ``F`` and ``F~`` are the posteriors
   averaged over the draws; ``C1 = sqrt(JS(F || prior))``, ``eps_p = sqrt(JS(F~ || prior))``,
   each with a bootstrap standard error over the draws (and an upward Monte Carlo bias of the
-  same order: an average of ``R`` noisy posteriors is never exactly the prior).
+  same order: an average of ``R`` noisy posteriors is never exactly the prior). Each client
+  draws one set of bootstrap weights for all points, so the replicates of two points (and of
+  ``C1``) are paired and the standard error of a difference is that of its replicates
+  (:mod:`privfl.distortion.orderings`).
   A Gaussian kernel's ``xi`` is infinite, so the attacker TEMPERS its posterior,
   ``(1 - t) posterior + t prior`` (``tradeoff.tempering``): then ``xi = max(log((1 - t) J + t),
   -log t)`` exactly when the ``J`` centres are affinely independent (checked; generic in high

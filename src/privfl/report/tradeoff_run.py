@@ -20,6 +20,11 @@
    ``protected_rounds``, the accuracy of training from scratch with the protection applied every
    round through the client-side hook (:mod:`privfl.fl.algorithms.protection`).
 
+Every point draws its protection from the same seed (common random numbers): within a
+mechanism the points share their noise, mask and sampling draws, so the standard error of a
+difference of two leakages, from paired bootstrap replicates, is far smaller than either's
+(:mod:`privfl.distortion.orderings`).
+
 Nothing here is a privacy guarantee: the leakage is the paper's Bayesian measure for one finite
 attacker, estimated by Monte Carlo (see :mod:`privfl.distortion.measure` for the attacker and
 what each number is).
