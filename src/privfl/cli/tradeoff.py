@@ -65,10 +65,14 @@ def tradeoff_command(
         typer.echo(f"  {row['name']:<36} held {row['held']:>4}/{row['cases']:<4} clear "
                    f"violations {row['clear_violations']:>4}  hypothesis held "
                    f"{row['hypothesis']:>4}  ({kind})")
+    from privfl.distortion.orderings import largest_unresolved
+
     unresolved = [row for row in result["leakage_orderings"] if row["within_one_se"]]
-    typer.echo(f"\nleakage orderings within one standard error (not resolved by "
-               f"{settings.replicas} draws; set tradeoff.replicas): {len(unresolved)} of "
-               f"{len(result['leakage_orderings'])}")
+    typer.echo(f"\nleakage orderings within one standard error of their difference (paired "
+               f"draws; not resolved by {settings.replicas} draws; set tradeoff.replicas): "
+               f"{len(unresolved)} of {len(result['leakage_orderings'])}"
+               + (f"; each differs by less than {largest_unresolved(unresolved):.2g} "
+                  "(|difference| + one s.e.)" if unresolved else ""))
     for row in unresolved:
         typer.echo(f"  {row['first']} vs {row['second']}: difference {row['difference']:+.2g}"
                    f", s.e. {row['se']:.2g} (about {row['draws_to_resolve']:.2g} draws to "

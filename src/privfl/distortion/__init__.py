@@ -58,6 +58,7 @@ from privfl.distortion.diagonal import (
 from privfl.distortion.divergence import (
     js_divergence,
     sqrt_js,
+    sqrt_js_rows,
     tv_discrete,
     tv_gaussian_devroye,
     tv_gaussian_isotropic,
@@ -125,6 +126,7 @@ __all__ = [
     "sampling_probability",
     "sampling_variance",
     "sqrt_js",
+    "sqrt_js_rows",
     "tradeoff_upper_bound",
     "tv_diagonal_bracket",
     "tv_diagonal_monte_carlo",

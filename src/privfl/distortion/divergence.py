@@ -33,6 +33,7 @@ __all__ = [
     "check_leakage",
     "js_divergence",
     "sqrt_js",
+    "sqrt_js_rows",
     "tv_discrete",
     "tv_gaussian_devroye",
     "tv_gaussian_isotropic",
@@ -88,11 +89,16 @@ def js_divergence(p: object, q: object) -> float:
     """``JS(p || q) = (KL(p || m) + KL(q || m)) / 2``, ``m = (p + q) / 2``, natural log
     (scipy's ``rel_entr``), in ``[0, ln 2]``."""
     p, q = _pair(p, q)
+    return float(_js(p, q))
+
+
+def _js(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """JS over the last axis (broadcast), clipped to ``[0, ln 2]``; inputs already checked."""
     # KL(p || m) = sum p log(2p / (p + q)) = rel_entr(2p, p + q) / 2: halving p + q would
     # flush a subnormal entry to 0 (and make the divergence infinite)
     s = p + q
-    js = 0.25 * (special.rel_entr(2.0 * p, s).sum() + special.rel_entr(2.0 * q, s).sum())
-    return float(min(max(js, 0.0), math.log(2.0)))
+    js = 0.25 * (special.rel_entr(2.0 * p, s).sum(-1) + special.rel_entr(2.0 * q, s).sum(-1))
+    return np.clip(js, 0.0, math.log(2.0))
 
 
 def sqrt_js(p: object, q: object) -> float:
@@ -102,6 +108,22 @@ def sqrt_js(p: object, q: object) -> float:
     (which can return NaN for nearly equal inputs, where rounding makes JS slightly negative).
     """
     return math.sqrt(js_divergence(p, q))
+
+
+def sqrt_js_rows(rows: object, q: object) -> np.ndarray:
+    """:func:`sqrt_js` of each row of ``rows`` ``[B, J]`` against ``q`` ``[J]``, vectorised
+    (``[B]``). Each row is normalised to sum 1 first (rows of averaged posteriors, as the
+    bootstrap of :mod:`privfl.distortion.measure` gives them); rows must be finite, ``>= 0``
+    and not all zero."""
+    q = check_distribution("q", q)
+    p = np.asarray(rows, dtype=float)
+    if p.ndim != 2 or p.shape[1] != q.size:
+        raise ValueError(f"rows has shape {p.shape}: must be [B, {q.size}] (one distribution "
+                         "per row, on the support of q)")
+    totals = p.sum(1, keepdims=True)
+    if not (np.isfinite(p).all() and (p >= 0).all() and (totals > 0).all()):
+        raise ValueError("rows must be finite, >= 0 and have a positive sum in every row")
+    return np.sqrt(_js(p / totals, q[None, :]))
 
 
 def tv_discrete(p: object, q: object) -> float:

@@ -4,7 +4,9 @@ The measurement tools of ``privfl tradeoff``, on one client k and one round:
 
 * **parameter sampler**: ``R`` draws of the unprotected parameter ``W = W_{t-1} - eta
   mean_{i in S} g_i`` (``S`` Poisson at rate ``p0``, Algorithm 2) from the per-record gradients
-  at the fixed previous model, and of the protected one ``W~``;
+  at the fixed previous model, and of the protected one ``W~``: all ``R`` scored by the
+  attacker, most of them in its ``J``-dimensional projection (:mod:`privfl.distortion.draws`),
+  the first :data:`SIDE_DRAWS` built for the other measurements;
 * **Bayesian leakage meter**: the private information is WHICH of ``J`` candidate records is the
   client's target record (the true one, or ``J - 1`` records of other clients), uniform prior.
   The attacker knows everything else and uses a Gaussian kernel: ``W | candidate j ~
@@ -19,7 +21,10 @@ The measurement tools of ``privfl tradeoff``, on one client k and one round:
   bounds), so ``C1`` is per point with ``matched``; ``F`` and ``F~`` are the posteriors
   averaged over the draws; ``C1 = sqrt(JS(F || prior))``, ``eps_p = sqrt(JS(F~ || prior))``,
   each with a bootstrap standard error over the draws (and an upward Monte Carlo bias of the
-  same order: an average of ``R`` noisy posteriors is never exactly the prior).
+  same order: an average of ``R`` noisy posteriors is never exactly the prior). Each client
+  draws one set of bootstrap weights for all points, so the replicates of two points (and of
+  ``C1``) are paired and the standard error of a difference is that of its replicates
+  (:mod:`privfl.distortion.orderings`).
   A Gaussian kernel's ``xi`` is infinite, so the attacker TEMPERS its posterior,
   ``(1 - t) posterior + t prior`` (``tradeoff.tempering``): then ``xi = max(log((1 - t) J + t),
   -log t)`` exactly when the ``J`` centres are affinely independent (checked; generic in high
@@ -70,10 +75,12 @@ from privfl.distortion.bounds import (
 from privfl.distortion.diagonal import tv_gaussian_diagonal
 from privfl.distortion.divergence import (
     sqrt_js,
+    sqrt_js_rows,
     tv_gaussian_isotropic,
     tv_random_mask,
     tv_record_sampling,
 )
+from privfl.distortion.draws import diagonal_gaussian_loglik, protected_loglik
 from privfl.distortion.mechanisms import (
     GaussianDistortion,
     PoissonRecordSampling,
@@ -92,18 +99,6 @@ ATTACKERS = ("matched", "fixed")
 _VARIANCE_FLOOR = 1e-9
 #: Bootstrap resamples of the draws for the standard errors of the leakages.
 _BOOTSTRAP = 200
-
-
-def diagonal_gaussian_loglik(w: torch.Tensor, centres: torch.Tensor, variances: torch.Tensor,
-                             ignore_zeros: bool = False) -> np.ndarray:
-    """``log N(w_r; mu_j, diag(v))`` up to a term constant in ``j``: ``[R, J]``
-    (``sum_c w_c mu_jc / v_c - sum_c mu_jc^2 / (2 v_c)``; posteriors are unchanged). With
-    ``ignore_zeros`` the sums skip each row's zero coordinates (a mask's erased entries)."""
-    scaled = centres / variances  # [J, d]
-    if not ignore_zeros:
-        return (w @ scaled.T - 0.5 * (centres * scaled).sum(1)).numpy()
-    keep = (w != 0).to(w.dtype)
-    return (w @ scaled.T - 0.5 * keep @ (centres * scaled).T).numpy()
 
 
 @dataclass(frozen=True)
@@ -142,11 +137,19 @@ class ClientModel:
     gaps: torch.Tensor = field(repr=False)  # ||W_r - W*||^2
     #: per-coordinate variances of W (delta method, Algorithm 2 at rate p0): the diagonal model
     variances: np.ndarray = field(default_factory=lambda: np.ones(1), repr=False)
+    #: ``[B, R]`` bootstrap weights, drawn once per client and used at every grid point, so
+    #: the bootstrap replicates of two points (and of ``C1``) are paired
+    boot: np.ndarray = field(default_factory=lambda: np.ones((1, 1)), repr=False)
+    c1_replicates: np.ndarray = field(default_factory=lambda: np.zeros(1), repr=False)
 
     def posterior(self, w: torch.Tensor, kernel: Kernel | None = None) -> np.ndarray:
         """The attacker's (tempered) log posteriors ``[R, J]`` of parameters ``w``."""
         k = kernel or self.kernel
-        loglik = diagonal_gaussian_loglik(w, self.centres, k.variances, k.ignore_zeros)
+        return self.posterior_of(diagonal_gaussian_loglik(w, self.centres, k.variances,
+                                                          k.ignore_zeros))
+
+    def posterior_of(self, loglik: np.ndarray) -> np.ndarray:
+        """The attacker's (tempered) log posteriors ``[R, J]`` from log-likelihoods."""
         return tempered_log_posteriors(log_posteriors(loglik, self.prior), self.prior,
                                        self.tempering)
 
@@ -161,18 +164,29 @@ class ClientModel:
                                              per_coordinate=True))
 
 
-def _leakage(log_post: np.ndarray, prior: np.ndarray, rng: np.random.Generator
-             ) -> tuple[np.ndarray, float, float, float]:
-    """``(belief, sqrt(JS(belief || prior)), bootstrap standard error, bootstrap bias)`` of
-    draws' posteriors. The bias estimate (mean of the bootstrap values minus the value) shows
-    the upward Monte Carlo bias of a leakage averaged over finitely many draws."""
+@dataclass(frozen=True)
+class Leakage:
+    """A Monte Carlo leakage ``sqrt(JS(belief || prior))`` of draws' posteriors, its bootstrap
+    standard error and bias (mean of the bootstrap values minus the value: the upward Monte
+    Carlo bias of a leakage averaged over finitely many draws) and the ``[B]`` bootstrap
+    values themselves (``replicates``; paired with those of every other leakage computed with
+    the same weights on draws that correspond row by row)."""
+
+    belief: np.ndarray
+    value: float
+    se: float
+    bias: float
+    replicates: np.ndarray
+
+
+def _leakage(log_post: np.ndarray, prior: np.ndarray, weights: np.ndarray) -> Leakage:
+    """The leakage of the posteriors ``[R, J]``, bootstrapped with ``weights`` ``[B, R]``."""
     post = np.exp(log_post)
     belief = post.mean(0)
     belief /= belief.sum()
-    boot = _resampling_weights(rng, post.shape[0]).numpy() @ post
-    values = [sqrt_js(b / b.sum(), prior) for b in boot]
+    values = sqrt_js_rows(weights @ post, prior)
     value = sqrt_js(belief, prior)
-    return belief, value, float(np.std(values)), float(np.mean(values)) - value
+    return Leakage(belief, value, float(np.std(values)), float(np.mean(values)) - value, values)
 
 
 def _gradients(trainer: Any, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
@@ -224,8 +238,12 @@ def prepare_client(k: int, trainer: Any, tensors: Any, w_prev: torch.Tensor, wei
         float((grads * grads).sum()), float(gaps.mean()), gaps)
     client.variances = client.step_variances(settings.sampling_rate)
     client.kernel = client.sampling_kernel(settings.sampling_rate)
+    client.boot = _resampling_weights(rng, settings.replicas).numpy()
     log_post = client.posterior(samples)
-    client.belief, client.c1, client.c1_se, client.c1_bias = _leakage(log_post, prior, rng)
+    base = _leakage(log_post, prior, client.boot)
+    client.belief, client.c1, client.c1_se, client.c1_bias = (base.belief, base.value, base.se,
+                                                              base.bias)
+    client.c1_replicates = base.replicates
     if not exact:
         client.xi = max_log_ratio(log_post, prior)
     return client
@@ -257,6 +275,9 @@ class Measurement:
     c6: float
     cd: float
     checks: list[dict[str, Any]]
+    #: ``[B]`` bootstrap values of eps_p and C1, paired across the points of one client
+    eps_p_replicates: np.ndarray = field(default_factory=lambda: np.zeros(1), repr=False)
+    c1_replicates: np.ndarray = field(default_factory=lambda: np.zeros(1), repr=False)
 
 
 def _single(point: Any) -> Any:
@@ -318,10 +339,16 @@ def _two_sample(client: ClientModel, protected: torch.Tensor) -> float:
                      stats.ks_2samp(zeros_a, zeros_b, method="asymp").statistic))
 
 
+#: Draws per client and point built in d dimensions (the first ones; at most R) for everything
+#: but the leakage: the utility loss, the TV two-sample estimate, the held-out draws of C6 and
+#: the aggregated models' accuracy. The leakage uses all R draws, most of them scored in the
+#: attacker's J-dimensional projection (:mod:`privfl.distortion.draws`), so more leakage draws
+#: cost little; a fixed count keeps C6's largest norm from growing with R.
+SIDE_DRAWS = 48
 #: How C6 is fitted when not configured: on held-out draws, so the checks that use it test.
 C6_HELD_OUT = ("C6 fitted on held-out draws (C3 = largest norm, C4 = largest bias, Bias = C5 TV "
-               "at equality, from R fresh unprotected and protected draws that the check does "
-               "not use)")
+               f"at equality, from min(R, {SIDE_DRAWS}) fresh unprotected and protected "
+               "draws that the check does not use)")
 #: A bound counts as clearly violated when it misses by more than this many standard errors.
 CLEAR = 2.0
 
@@ -341,9 +368,12 @@ def _check(name: str, bound: Bound, measured: float, se: float, kind: str = "tes
 
 
 def _utility(client: ClientModel, protected: torch.Tensor, w_star: torch.Tensor,
-             coupled: bool, rng: np.random.Generator) -> tuple[float, float, float, float, float]:
-    """``(eps_u, its standard error, the Appendix L proxy, its bootstrap standard error,
-    tr Var[W~ | W_{t-1}])``."""
+             coupled: bool) -> tuple[float, float, float, float, float]:
+    """``(eps_u, its standard error, the Appendix L proxy, its standard error, tr Var[W~ |
+    W_{t-1}])``. The proxy ``||mean_r W~_r - W*||^2 - mean_r ||W_r - W*||^2`` gets the delta
+    method's standard error, ``std_r(2 (m - W*).(W~_r - m) - ||W_r - W*||^2) / sqrt(R)`` (``m``
+    the mean of ``W~``; the two terms' errors add in quadrature where ``W~`` and ``W`` are drawn
+    independently): ``O(R d)``, where a bootstrap of the mean costs ``O(B R d)``."""
     gaps = ((protected - w_star) ** 2).sum(1)
     r = gaps.shape[0]
     if coupled:  # W~ = M(W): paired differences
@@ -352,11 +382,15 @@ def _utility(client: ClientModel, protected: torch.Tensor, w_star: torch.Tensor,
     else:
         eps_u = float(gaps.mean() - client.gaps.mean())
         se = float(math.sqrt((gaps.var() + client.gaps.var()) / r))
-    proxy = float(((protected.mean(0) - w_star) ** 2).sum()) - client.gap
-    weights = _resampling_weights(rng, r)
-    other = weights if coupled else _resampling_weights(rng, r)
-    boot = ((weights @ protected - w_star) ** 2).sum(1) - other @ client.gaps
-    return eps_u, se, proxy, float(boot.std()), float(protected.var(0, unbiased=False).sum())
+    centre = protected.mean(0)
+    proxy = float(((centre - w_star) ** 2).sum()) - client.gap
+    linear = 2.0 * ((protected - centre) @ (centre - w_star))
+    if coupled:
+        proxy_se = float((linear - client.gaps).std(unbiased=False)) / math.sqrt(r)
+    else:
+        proxy_se = math.sqrt(float(linear.var(unbiased=False))
+                             + float(client.gaps.var(unbiased=False))) / math.sqrt(r)
+    return eps_u, se, proxy, proxy_se, float(protected.var(0, unbiased=False).sum())
 
 
 def _resampling_weights(rng: np.random.Generator, r: int) -> torch.Tensor:
@@ -393,23 +427,35 @@ def _discrepancy(held: tuple[torch.Tensor, torch.Tensor] | None, w_star: torch.T
     return (discrepancy / tv if tv > 0 else math.inf), discrepancy
 
 
+def _side(client: ClientModel) -> ClientModel:
+    """The client restricted to its first :data:`SIDE_DRAWS` unprotected draws."""
+    gaps = client.gaps[:SIDE_DRAWS]
+    return dataclasses.replace(client, samples=client.samples[:SIDE_DRAWS], gaps=gaps,
+                               gap=float(gaps.mean()))
+
+
 def measure_point(client: ClientModel, point: Any, w_star: torch.Tensor, settings: Any,
                   generator: torch.Generator) -> tuple[Measurement, torch.Tensor]:
     """Every measurement and bound check of one client at one grid point, and the protected
     draws ``[R, d]``."""
     mechanism = _single(point)
-    protected = _protect(client, mechanism, generator)
+    kernel = _matched(client, mechanism) if settings.attacker == "matched" else client.kernel
+    # every draw scored for the leakage; the first SIDE_DRAWS built for the other measurements
+    loglik, protected = protected_loglik(client, mechanism, kernel, generator, SIDE_DRAWS)
     rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
+    side = _side(client)
     if settings.attacker == "matched":
-        kernel = _matched(client, mechanism)
         log_base = client.posterior(client.samples, kernel)
-        reference, c1, c1_se, c1_bias = _leakage(log_base, client.prior, rng)
+        base = _leakage(log_base, client.prior, client.boot)
+        reference, c1, c1_se, c1_bias, c1_reps = (base.belief, base.value, base.se, base.bias,
+                                                  base.replicates)
     else:
-        kernel, log_base = client.kernel, None
+        log_base = None
         reference, c1, c1_se = client.belief, client.c1, client.c1_se
-        c1_bias = client.c1_bias
-    log_post = client.posterior(protected, kernel)
-    belief, eps_p, eps_p_se, eps_p_bias = _leakage(log_post, client.prior, rng)
+        c1_bias, c1_reps = client.c1_bias, client.c1_replicates
+    log_post = client.posterior_of(loglik)
+    leak = _leakage(log_post, client.prior, client.boot)
+    belief, eps_p, eps_p_se, eps_p_bias = leak.belief, leak.value, leak.se, leak.bias
     xi = client.xi
     if not client.xi_exact:
         xi = max(max_log_ratio(log_post, client.prior), client.xi if log_base is None
@@ -417,10 +463,10 @@ def measure_point(client: ClientModel, point: Any, w_star: torch.Tensor, setting
     c2 = c2_from_xi(xi)
     tv, tv_method, tv_lower, tv_upper, tv_isotropic = _tv(client, mechanism)
     eps_u, se, proxy, proxy_se, variance = _utility(
-        client, protected, w_star, not isinstance(mechanism, PoissonRecordSampling), rng)
+        side, protected, w_star, not isinstance(mechanism, PoissonRecordSampling))
     held = None  # drawn last, from a seed of its own: the other values do not move
     if settings.c6 is None:
-        held = _held_out(client, mechanism, int(rng.integers(2**62)))
+        held = _held_out(side, mechanism, int(rng.integers(2**62)))
     c6, discrepancy = _discrepancy(held, w_star, tv, settings.c6)
     cd = math.nan
     if math.isfinite(c2) and math.isfinite(c6):
@@ -435,8 +481,9 @@ def measure_point(client: ClientModel, point: Any, w_star: torch.Tensor, setting
     checks = _checks(point, mechanism, values)
     return Measurement(eps_p, eps_p_se, eps_p_bias, c1, c1_se, c1_bias,
                        sqrt_js(belief, reference), tv, tv_method,
-                       tv_lower, tv_upper, tv_isotropic, _two_sample(client, protected),
-                       eps_u, se, proxy, variance, xi, c2, c6, cd, checks), protected
+                       tv_lower, tv_upper, tv_isotropic, _two_sample(side, protected),
+                       eps_u, se, proxy, variance, xi, c2, c6, cd, checks,
+                       leak.replicates, c1_reps), protected
 
 
 def _checks(point: Any, mechanism: Any, v: dict[str, float]) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ DEFAULT_TRADEOFF: dict[str, Any] = {
     "federated": {"algorithm": "dp-fedavg", "rounds": 20, "client_rate": 1.0},
     "run": {"threads": 1},
     "tradeoff": {
-        "replicas": 48,
+        "replicas": 480,
         "sampling_rate": 0.5,
         "candidates": 4,
         "gaussian": [0.01, 0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7],
@@ -60,7 +60,7 @@ class TradeoffSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
-    replicas: int = Field(48, ge=2, le=100_000, description="Monte Carlo draws of the measured "
+    replicas: int = Field(480, ge=2, le=100_000, description="Monte Carlo draws of the measured "
                           "round per client and grid point")
     sampling_rate: float = Field(0.5, gt=0, lt=1, description="p0: record sampling rate of the "
                                  "unprotected step (Algorithm 2)")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from privfl.distortion.orderings import largest_unresolved
 from privfl.report.rundir import json_safe
 
 __all__ = ["MECHANISM_LABELS", "plot_frontier", "report_markdown", "write_outputs"]
@@ -169,12 +170,21 @@ def _orderings_section(result: Mapping[str, Any]) -> list[str]:
     """The leakage orderings that the draws do not resolve (within one standard error)."""
     rows = result.get("leakage_orderings", [])
     unresolved = [r for r in rows if r["within_one_se"]]
+    tie = largest_unresolved(rows)
+    c1 = result["unprotected"]["c1"]
     lines = ["", "### Leakage orderings within one standard error", "",
              f"{len(unresolved)} of {len(rows)} compared pairs (each point against its C1, and "
              "against the next point of its mechanism) differ by at most one standard error "
-             f"(sqrt(s.e.^2 + s.e.^2)) with {result['setting']['replicas']} draws: their "
-             "order may flip with another seed. More draws (tradeoff.replicas) resolve them; "
-             "the last column is about how many (standard errors fall as 1 / sqrt(draws))."]
+             "of their difference with "
+             f"{result['setting']['replicas']} draws: their order may flip with another seed. "
+             "The standard error of a difference is that of paired bootstrap replicates: the "
+             "points share their draws and noise (common random numbers), so a difference is "
+             "far less noisy than either leakage. "
+             + (f"Every unresolved pair differs by less than {_fmt(tie, 2)} (|difference| + "
+                f"one s.e.; {_fmt(100 * tie / c1, 2)} % of C1 = {_fmt(c1, 3)}): a tie at this "
+                "precision. " if unresolved and c1 > 0 else "")
+             + "More draws (tradeoff.replicas) resolve them; the last column is about how many "
+             "(standard errors fall as 1 / sqrt(draws))."]
     if unresolved:
         lines += ["", "| first | second | difference | s.e. | draws to resolve |",
                   "|---|---|---|---|---|"]
