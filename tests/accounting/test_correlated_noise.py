@@ -129,7 +129,10 @@ def test_validation() -> None:
     with pytest.raises(ValueError, match="participation"):
         gaussian_mechanism_results(1.0, 1.0, 1e-5, steps=1, participation="")
     with pytest.raises(ValueError, match="band"):
-        bandmf_amplified_results(10, 11, 0.1, 1.0, 1e-5)
+        bandmf_amplified_results(10, 0, 0.1, 1.0, 1e-5)
+    # a band wider than the rounds: one participation, as with band = rounds
+    assert [r.epsilon for r in bandmf_amplified_results(10, 11, 0.1, 1.0, 1e-5)] == [
+        r.epsilon for r in bandmf_amplified_results(10, 10, 0.1, 1.0, 1e-5)]
     with pytest.raises(ValueError, match="epsilon"):
         calibrate_noise_multiplier(0.0, 1e-5, 1.0)
     assert np.all(np.diff(ORDERS) > 0)

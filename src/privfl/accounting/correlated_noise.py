@@ -214,7 +214,7 @@ def bandmf_amplified_results(
     """BandMF with amplification (module docstring): k = ceil(T / b) Poisson-subsampled
     Gaussian steps with rate q and noise multiplier ``z / max_column_norm``."""
     steps = check_int("steps", steps, minimum=1)
-    band = check_int("band", band, minimum=1, maximum=steps)
+    band = check_int("band", band, minimum=1)  # band > steps: one step per client
     q = check_rate("sampling_rate", sampling_rate)
     z = check_positive("noise_multiplier", noise_multiplier)
     m = check_positive("max_column_norm", max_column_norm)
