@@ -256,3 +256,12 @@ def test_configuration_errors_name_the_key():
         _config("bandmf-fedavg", rounds=9, band=3, min_separation=4, sampling_rate=0.5)
     with pytest.raises(ValueError, match="federated.min_separation = 13"):
         _config("dp-ftrl", rounds=20, min_separation=13)
+
+
+def test_a_sampled_cohort_size_is_outside_the_guarantee():
+    """With cyclic Poisson sampling the realised cohort size is secret (the amplified bound
+    assumes it); without sampling it is the public group size."""
+    sampled = build_algorithm(_config("bandmf-fedavg", rounds=4, band=2, sampling_rate=0.5))
+    plain = build_algorithm(_config("bandmf-fedavg", rounds=4, band=2))
+    assert sampled.output_classes()["cohort_size"][0] is False
+    assert plain.output_classes()["cohort_size"][0] is True
