@@ -28,7 +28,6 @@ import argparse
 import os
 import platform
 import time
-
 from pathlib import Path
 
 import numpy as np
