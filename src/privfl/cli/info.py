@@ -144,7 +144,8 @@ _MLP_100 = {"name": "mlp", "kwargs": {"hidden": [100]}}
 #: DP-FTRL's and BandMF's starters (their demos' data and local training)
 _CORRELATED_DATA = {"dataset": "fashion-mnist", "partition": "iid", "clients": 2000,
                     "train_size": 20, "test_size": 2}
-_CORRELATED_TRAINING = {"local_steps": 5, "batch_size": 10, "optimizer": "sgd", "lr": 0.05}
+_CORRELATED_TRAINING = {"local_steps": 5, "batch_size": 10, "sampling": "without-replacement",
+                        "optimizer": "sgd", "lr": 0.05}
 STARTER_SETTINGS: dict[str, dict[str, Any]] = {
     # client level: E[m] = 0.3 * 100 = 30 clients per round for z = 1.5 (20 clients at the
     # default rate 0.1 gave E[m] = 2, which cannot learn); delta < 0.1 / 100 clients
