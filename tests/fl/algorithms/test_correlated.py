@@ -265,3 +265,14 @@ def test_a_sampled_cohort_size_is_outside_the_guarantee():
     plain = build_algorithm(_config("bandmf-fedavg", rounds=4, band=2))
     assert sampled.output_classes()["cohort_size"][0] is False
     assert plain.output_classes()["cohort_size"][0] is True
+
+
+def test_restarted_tree_plan_equals_account_dp_ftrl_with_restarts():
+    """Trees restarted every 4 rounds, a client every 4th round: one participation per tree,
+    s = sqrt(2 trees x 3 levels) = sqrt(6); the plan and the command agree."""
+    config = _config("dp-ftrl", rounds=8, min_separation=4, restart_every=4)
+    cli = _cli(["account", "dp-ftrl", "--rounds", "8", "--noise-multiplier", "1.0", "--delta",
+                "1e-05", "--participations", "2", "--min-separation", "4", "--schedule",
+                "cyclic", "--restart-every", "4"])
+    assert [r.to_dict() for r in privacy_plan(config).results(8)] == cli["results"]
+    assert cli["setting"]["sensitivity"] == pytest.approx(np.sqrt(6.0), rel=1e-12)
