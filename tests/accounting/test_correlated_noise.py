@@ -129,7 +129,40 @@ def test_validation() -> None:
     with pytest.raises(ValueError, match="participation"):
         gaussian_mechanism_results(1.0, 1.0, 1e-5, steps=1, participation="")
     with pytest.raises(ValueError, match="band"):
-        bandmf_amplified_results(10, 11, 0.1, 1.0, 1e-5)
+        bandmf_amplified_results(10, 0, 0.1, 1.0, 1e-5)
+    # a band wider than the rounds: one participation, as with band = rounds
+    assert [r.epsilon for r in bandmf_amplified_results(10, 11, 0.1, 1.0, 1e-5)] == [
+        r.epsilon for r in bandmf_amplified_results(10, 10, 0.1, 1.0, 1e-5)]
     with pytest.raises(ValueError, match="epsilon"):
         calibrate_noise_multiplier(0.0, 1e-5, 1.0)
     assert np.all(np.diff(ORDERS) > 0)
+
+
+def test_step_accountants_read_replace_with_zero_soundly() -> None:
+    """Neighbouring.REPLACE_WITH_ZERO on ordinary steps: zeroing a Poisson-sampled clipped
+    contribution is add/remove's pair (PLD gives the same number), and an unsampled Gaussian
+    step has sensitivity 1 as under add/remove (RDP, PLD); where an accountant has no analysis
+    for the relation it refuses (RDP with Poisson) or doubles the sensitivity (gdp-clt without
+    sampling), never reports less."""
+    from privfl.accounting.events import (
+        Neighbouring,
+        NoisyStep,
+        PrivacyEvent,
+        Sampling,
+        UnsupportedEventError,
+    )
+    from privfl.accounting.methods import account
+
+    def eps(sampling, q, relation, method):
+        event = PrivacyEvent(((NoisyStep(1.0, q, sampling), 20),), neighbouring=relation)
+        try:
+            return account(event, delta=1e-5, methods=(method,)).results[0].epsilon
+        except UnsupportedEventError:
+            return None
+
+    zero, add = Neighbouring.REPLACE_WITH_ZERO, Neighbouring.ADD_REMOVE
+    assert eps(Sampling.POISSON, 0.1, zero, "pld") == eps(Sampling.POISSON, 0.1, add, "pld")
+    assert eps(Sampling.POISSON, 0.1, zero, "rdp") is None
+    for method in ("rdp", "pld"):
+        assert eps(Sampling.NONE, 1.0, zero, method) == eps(Sampling.NONE, 1.0, add, method)
+    assert eps(Sampling.NONE, 1.0, zero, "gdp-clt") >= eps(Sampling.NONE, 1.0, add, "gdp-clt")

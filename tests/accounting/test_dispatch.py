@@ -95,7 +95,7 @@ def test_the_participation_node_is_participation_report():
 
 def test_registry_names_and_refusals():
     assert METHODS == ("rdp", "pld", "gdp-clt")
-    assert registry.registered(nodes=True) == ("participation", "contraction")
+    assert registry.registered(nodes=True) == ("participation", "contraction", "correlated-noise")
     with pytest.raises(ValueError, match="method = 'nope' is not allowed"):
         registry.step_factory("nope")
     with pytest.raises(ValueError, match="is not allowed: must be a new"):

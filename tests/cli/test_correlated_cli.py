@@ -167,7 +167,7 @@ def test_errors_are_one_line(app: typer.Typer) -> None:
             "5",
         ],
     )
-    assert result.exit_code == 2 and "--min-separation 5 is below --band 10" in result.output
+    assert result.exit_code == 2 and "min_separation = 5 is below band = 10" in result.output
     result = CliRunner().invoke(
         app,
         [

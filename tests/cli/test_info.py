@@ -26,7 +26,7 @@ def test_version():
     ("algorithms", list(available())),
     ("models", list_models()),
     ("accountants", ["pld", "rdp", "gdp-clt", "per-s1-convexity", "wcs", "ols", "theorem-4.1",
-                     "cs", "contraction", "contraction-sharpened"]),
+                     "cs", "contraction", "contraction-sharpened", "gdp"]),
     ("datasets", ["mnist-5k", "digits", "synthetic", "fashion-mnist", "mnist", "cifar10"]),
 ])
 def test_list_names_what_a_config_accepts(what, expected):

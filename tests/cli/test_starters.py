@@ -30,6 +30,8 @@ LEARNS = {
     "dp-dsgd": ("global_accuracy", 0.7),  # 0.845
     # one pass, 5 noisy steps of a projected logistic regression (Asoodeh et al. 2021)
     "projected-sgd": ("global_accuracy", 0.35),  # 0.435
+    "dp-ftrl": ("global_accuracy", 0.65),  # 0.739 (configs/demo-dp-ftrl.yaml)
+    "bandmf-fedavg": ("global_accuracy", 0.7),  # 0.79 (configs/demo-bandmf.yaml)
 }
 
 

@@ -18,7 +18,8 @@ CONFIGS = Path(__file__).parents[2] / "configs"
 
 
 def _demo(name: str) -> Path:
-    return CONFIGS / ("demo.yaml" if name == "prifedsync" else f"demo-{name}.yaml")
+    special = {"prifedsync": "demo.yaml", "bandmf-fedavg": "demo-bandmf.yaml"}
+    return CONFIGS / special.get(name, f"demo-{name}.yaml")
 
 
 @pytest.mark.parametrize("name", ALGORITHM_NAMES)

@@ -11,6 +11,11 @@ of Kairouz et al. 2021 and Choquette-Choo et al. 2023 (dp-accounting's ``REPLACE
 a replace-one guarantee follows with sensitivity 2 s. Unit: the client (user-level DP).
 Sampling: none; the guarantee rests on the participation bound holding in deployment.
 
+The event node is :class:`~privfl.accounting.events.CorrelatedNoiseRelease` (built by
+:mod:`privfl.mechanisms.correlated_privacy` from the same schedule the training samples
+cohorts with); the dispatcher answers it with :func:`account_correlated_noise`, registered as
+``correlated-noise`` in :mod:`privfl.accounting.registry`.
+
 Three answers, all for ``mu = s / z``:
 
 * ``gdp``: the Gaussian mechanism is exactly mu-GDP, and ``epsilon(delta)`` inverts the exact
@@ -44,13 +49,14 @@ import numpy as np
 from scipy import optimize
 
 from privfl._validation import check_delta, check_epsilon, check_int, check_positive, check_rate
+from privfl.accounting.events import CorrelatedNoiseRelease, Neighbouring
 from privfl.accounting.gdp import gdp_epsilon, gdp_mu_for
 from privfl.accounting.pld import composed_epsilon, poisson_gaussian_pld
 from privfl.accounting.rdp import epsilon_from_rdp, rdp_gaussian, rdp_poisson_gaussian
 from privfl.accounting.results import PrivacyResult
 
-#: the neighbouring relation of every number here
-NEIGHBOURING = "replace-with-zero (one client's contributions zeroed)"
+#: the neighbouring relation of every number here (one client's contributions zeroed)
+NEIGHBOURING = Neighbouring.REPLACE_WITH_ZERO.value
 #: default RDP orders
 ORDERS = tuple([1.25, 1.5, 1.75, *range(2, 64), 80, 128, 256, 512, 1024])
 METHODS = ("gdp", "pld", "rdp")
@@ -208,7 +214,7 @@ def bandmf_amplified_results(
     """BandMF with amplification (module docstring): k = ceil(T / b) Poisson-subsampled
     Gaussian steps with rate q and noise multiplier ``z / max_column_norm``."""
     steps = check_int("steps", steps, minimum=1)
-    band = check_int("band", band, minimum=1, maximum=steps)
+    band = check_int("band", band, minimum=1)  # band > steps: one step per client
     q = check_rate("sampling_rate", sampling_rate)
     z = check_positive("noise_multiplier", noise_multiplier)
     m = check_positive("max_column_norm", max_column_norm)
@@ -298,3 +304,26 @@ def calibrate_bandmf_noise(
     while gap(math.log(z)) > 0:
         z *= 1 + 1e-4
     return z
+
+
+def account_correlated_noise(
+    node: CorrelatedNoiseRelease, delta: float, options: object = None
+) -> list[PrivacyResult]:
+    """The ``correlated-noise`` node accountant: :func:`bandmf_amplified_results` when the node
+    carries BandMF's amplification (``sampling_rate < 1``; methods pld, rdp), else
+    :func:`gaussian_mechanism_results` on the node's sensitivity. ``options`` is unused (the
+    orders are :data:`ORDERS`)."""
+    if not isinstance(node, CorrelatedNoiseRelease):
+        raise ValueError(f"node = {node!r} is not allowed: must be a CorrelatedNoiseRelease")
+    if node.neighbouring is not Neighbouring.REPLACE_WITH_ZERO:
+        raise ValueError(f"node.neighbouring = {node.neighbouring.value!r} is not allowed: these "
+                         "accountants are for replace-with-zero (double the sensitivity for "
+                         "replace-one)")
+    if node.sampling_rate < 1.0:
+        return bandmf_amplified_results(
+            node.steps, node.band, node.sampling_rate, node.noise_multiplier, delta,
+            max_column_norm=node.max_column_norm,
+            methods=tuple(m for m in node.methods if m != "gdp"))
+    return gaussian_mechanism_results(
+        node.noise_multiplier, node.sensitivity, delta, steps=node.steps,
+        participation=node.participation, methods=node.methods)

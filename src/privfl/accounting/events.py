@@ -41,6 +41,7 @@ class Neighbouring(str, Enum):
 
     ADD_REMOVE = "add-remove"
     REPLACE_ONE = "replace-one"
+    REPLACE_WITH_ZERO = "replace-with-zero"  # one client's contributions zeroed (DP-FTRL, MF)
 
 
 class Sampling(str, Enum):
@@ -313,6 +314,34 @@ class LastIterateRelease:
             object.__setattr__(self, "baselines", tuple(self.baselines))
 
 
+@dataclass(frozen=True)
+class CorrelatedNoiseRelease:
+    """Every iterate of a correlated-noise mechanism without sampling (DP-FTRL's tree, (Band)MF):
+    ``C x + N(0, z^2)`` over ``steps`` rounds, ``sensitivity`` the L2 sensitivity of C under the
+    participation bound ``participation`` (a label saying exact or bound), replace-with-zero,
+    client level; ``sampling_rate`` < 1: BandMF's cyclic Poisson amplification in ``band``
+    groups. Answered by the ``correlated-noise`` accountant
+    (:mod:`privfl.accounting.correlated_noise`)."""
+
+    noise_multiplier: float
+    sensitivity: float
+    steps: int
+    participation: str
+    sampling_rate: float = 1.0
+    band: int = 1
+    max_column_norm: float = 1.0
+    methods: tuple[str, ...] = ("gdp", "pld", "rdp")
+    neighbouring: Neighbouring = Neighbouring.REPLACE_WITH_ZERO
+
+    def __post_init__(self) -> None:
+        check_int("steps", self.steps, minimum=1, maximum=MAX_COUNT)
+        check_positive("noise_multiplier", self.noise_multiplier)
+        check_positive("sensitivity", self.sensitivity)
+        check_rate("sampling_rate", self.sampling_rate)
+        object.__setattr__(self, "methods", tuple(self.methods))
+        object.__setattr__(self, "neighbouring", Neighbouring(self.neighbouring))
+
+
 #: Every node :func:`privfl.accounting.dispatch.evaluate` reads.
 EVENT_TYPES = (PrivacyEvent, WorstOverClients, HeldByClients, Scope, Scopes,
-               RandomParticipationStep, LastIterateRelease)
+               RandomParticipationStep, LastIterateRelease, CorrelatedNoiseRelease)

@@ -25,7 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from privfl.accounting.events import LastIterateRelease, RandomParticipationStep
+from privfl.accounting.events import (
+    CorrelatedNoiseRelease,
+    LastIterateRelease,
+    RandomParticipationStep,
+)
 
 __all__ = ["Registered", "node_accountant", "register", "registered", "step_factory"]
 
@@ -95,3 +99,5 @@ register("participation", "privfl.accounting.participation_accountant:account_pa
          node=RandomParticipationStep)
 register("contraction", "privfl.accounting.last_iterate_accountant:account_last_iterate",
          node=LastIterateRelease)
+register("correlated-noise", "privfl.accounting.correlated_noise:account_correlated_noise",
+         node=CorrelatedNoiseRelease)

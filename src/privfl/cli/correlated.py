@@ -20,13 +20,6 @@ Z_HELP = "z: noise std on each coordinate of C x divided by the clip norm of eac
 ROUNDS_HELP = "T: rounds (all noisy prefix sums / model iterates are released)."
 
 
-#: how the CLI's BandMF sensitivity m sqrt(k) is obtained
-BAND_NOTE = (
-    "sensitivity m sqrt(k): band <= separation, so a client's columns never share a row "
-    "(exact when its columns have norm m)"
-)
-
-
 class Schedule(str, Enum):
     any = "any"
     cyclic = "cyclic"
@@ -70,19 +63,22 @@ def _participation(rounds: int, k: int, separation: int | None, schedule: Schedu
     return Participation(rounds, k, separation, "any")
 
 
-def _tree_sensitivity(rounds: int, participation: Any) -> tuple[float, str]:
-    from privfl.mechanisms.sensitivity import sensitivity
-    from privfl.mechanisms.tree import tree_encoder, tree_sensitivity
+RestartOpt = Annotated[
+    int, typer.Option(help="R: restart the tree every R rounds (0: one tree over the T rounds).")
+]
 
-    if participation.max_participations == 1:
-        return tree_sensitivity(rounds), "exact, sqrt(ceil(log2(T + 1)))"
-    if rounds > 2048:
-        raise ValueError(
-            f"--rounds {rounds} with --participations > 1: allowed range 1..2048 (the tree's "
-            "T x T Gram matrix)"
-        )
-    found = sensitivity(tree_encoder(rounds), participation)
-    return found.value, ("exact" if found.exact else "upper bound") + f", {found.method}"
+
+def _tree(participation: Any, z: float, restart_every: int,
+          methods: tuple[str, ...] = ("gdp", "pld", "rdp")) -> Any:
+    from privfl.mechanisms.correlated_privacy import tree_release
+
+    return tree_release(participation, z, restart_every=restart_every, methods=methods)
+
+
+def _evaluate(event: Any, delta: float) -> list:
+    from privfl.accounting.dispatch import evaluate
+
+    return evaluate(event, delta)
 
 
 def _emit(as_json: bool, command: str, setting: dict[str, Any], results: list) -> None:
@@ -111,41 +107,23 @@ def account_dp_ftrl(
     participations: ParticipationsOpt = 1,
     min_separation: SeparationOpt = None,
     schedule: ScheduleOpt = Schedule.any,
+    restart_every: RestartOpt = 0,
     method: MethodOpt = Method.all,
     as_json: JsonOpt = False,
 ) -> None:
     """Epsilon of DP-FTRL with tree aggregation (Kairouz et al. 2021): one Gaussian mechanism
     on the tree's sensitivity, sqrt(ceil(log2(T + 1))) for one participation."""
-    from privfl.accounting.correlated_noise import gaussian_mechanism_results
-
     participation = _participation(rounds, participations, min_separation, schedule)
-    s, how = _tree_sensitivity(rounds, participation)
-    results = gaussian_mechanism_results(
-        noise_multiplier,
-        s,
-        delta,
-        steps=rounds,
-        participation=f"{participation.label}; sensitivity {how}",
-        methods=_methods(method),
-    )
+    event = _tree(participation, noise_multiplier, restart_every, _methods(method))
+    results = _evaluate(event, delta)
     setting = {
         "mechanism": "tree aggregation",
         "rounds": rounds,
         "noise_multiplier": noise_multiplier,
-        "sensitivity": s,
+        "sensitivity": event.sensitivity,
         "delta": delta,
     }
     _emit(as_json, "account dp-ftrl", setting, results)
-
-
-def _bandmf_sensitivity(rounds: int, band: int, participation: Any, norm: float) -> float:
-    if participation.max_participations > 1 and participation.min_separation < band:
-        raise ValueError(
-            f"--min-separation {participation.min_separation} is below --band {band}: the "
-            "columns overlap, compute the sensitivity of your C with privfl.mechanisms."
-            "sensitivity.sensitivity"
-        )
-    return norm * participation.max_participations**0.5
 
 
 @user_errors
@@ -169,10 +147,7 @@ def account_bandmf(
     as_json: JsonOpt = False,
 ) -> None:
     """Epsilon of banded matrix factorization (BandMF, Choquette-Choo et al. 2023)."""
-    from privfl.accounting.correlated_noise import (
-        bandmf_amplified_results,
-        gaussian_mechanism_results,
-    )
+    from privfl.mechanisms.correlated_privacy import banded_release
 
     setting: dict[str, Any] = {
         "mechanism": f"banded MF (band {band})",
@@ -180,31 +155,15 @@ def account_bandmf(
         "noise_multiplier": noise_multiplier,
         "delta": delta,
     }
-    if sampling_rate is not None:
-        if method is Method.gdp:
-            raise ValueError("--method gdp with --sampling-rate: allowed methods pld, rdp, all")
-        methods = ("pld", "rdp") if method is Method.all else (method.value,)
-        results = bandmf_amplified_results(
-            rounds,
-            band,
-            sampling_rate,
-            noise_multiplier,
-            delta,
-            max_column_norm=max_column_norm,
-            methods=methods,
-        )
-    else:
-        participation = _participation(rounds, participations, min_separation, schedule)
-        s = _bandmf_sensitivity(rounds, band, participation, max_column_norm)
-        setting["sensitivity"] = s
-        results = gaussian_mechanism_results(
-            noise_multiplier,
-            s,
-            delta,
-            steps=rounds,
-            participation=f"{participation.label}; {BAND_NOTE}",
-            methods=_methods(method),
-        )
+    if sampling_rate is not None and method is Method.gdp:
+        raise ValueError("--method gdp with --sampling-rate: allowed methods pld, rdp, all")
+    participation = _participation(rounds, participations, min_separation, schedule)
+    event = banded_release(participation, band, noise_multiplier,
+                           max_column_norm=max_column_norm, sampling_rate=sampling_rate,
+                           methods=_methods(method))
+    if sampling_rate is None:
+        setting["sensitivity"] = event.sensitivity
+    results = _evaluate(event, delta)
     _emit(as_json, "account bandmf", setting, results)
 
 
@@ -216,21 +175,20 @@ def calibrate_dp_ftrl(
     participations: ParticipationsOpt = 1,
     min_separation: SeparationOpt = None,
     schedule: ScheduleOpt = Schedule.any,
+    restart_every: RestartOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Smallest noise multiplier z = std / clip norm for DP-FTRL (tree) at (epsilon, delta),
     exact GDP."""
-    from privfl.accounting.correlated_noise import (
-        calibrate_noise_multiplier,
-        gaussian_mechanism_results,
-    )
+    from dataclasses import replace
+
+    from privfl.accounting.correlated_noise import calibrate_noise_multiplier
 
     participation = _participation(rounds, participations, min_separation, schedule)
-    s, how = _tree_sensitivity(rounds, participation)
+    event = _tree(participation, 1.0, restart_every)
+    s = event.sensitivity
     z = calibrate_noise_multiplier(epsilon, delta, s)
-    results = gaussian_mechanism_results(
-        z, s, delta, steps=rounds, participation=f"{participation.label}; sensitivity {how}"
-    )
+    results = _evaluate(replace(event, noise_multiplier=z), delta)
     setting = {
         "mechanism": "tree aggregation",
         "rounds": rounds,
@@ -259,12 +217,13 @@ def calibrate_bandmf(
 ) -> None:
     """Smallest noise multiplier z = std / clip norm for BandMF at (epsilon, delta): PLD with
     amplification, exact GDP on the participation bound without it."""
+    from dataclasses import replace
+
     from privfl.accounting.correlated_noise import (
-        bandmf_amplified_results,
         calibrate_bandmf_noise,
         calibrate_noise_multiplier,
-        gaussian_mechanism_results,
     )
+    from privfl.mechanisms.correlated_privacy import banded_release
 
     setting: dict[str, Any] = {
         "mechanism": f"banded MF (band {band})",
@@ -272,24 +231,16 @@ def calibrate_bandmf(
         "target_epsilon": epsilon,
         "delta": delta,
     }
+    participation = _participation(rounds, participations, min_separation, schedule)
+    event = banded_release(participation, band, 1.0, max_column_norm=max_column_norm,
+                           sampling_rate=sampling_rate)
     if sampling_rate is not None:
         z = calibrate_bandmf_noise(
             epsilon, delta, rounds, band, sampling_rate, max_column_norm=max_column_norm
         )
-        results = bandmf_amplified_results(
-            rounds, band, sampling_rate, z, delta, max_column_norm=max_column_norm
-        )
     else:
-        participation = _participation(rounds, participations, min_separation, schedule)
-        s = _bandmf_sensitivity(rounds, band, participation, max_column_norm)
-        z = calibrate_noise_multiplier(epsilon, delta, s)
-        results = gaussian_mechanism_results(
-            z,
-            s,
-            delta,
-            steps=rounds,
-            participation=f"{participation.label}; {BAND_NOTE}",
-        )
+        z = calibrate_noise_multiplier(epsilon, delta, event.sensitivity)
+    results = _evaluate(replace(event, noise_multiplier=z), delta)
     setting["noise_multiplier"] = z
     _emit(as_json, "calibrate bandmf", setting, results)
 

@@ -47,6 +47,8 @@ ACCOUNTANTS = {
                    "(Asoodeh et al. 2021): a bound",
     "contraction-sharpened": "projected-sgd: the same contraction with privfl's sharpened "
                              "chain rule: a bound",
+    "gdp": "dp-ftrl, bandmf-fedavg: the exact Gaussian-DP curve of the correlated-noise "
+           "mechanism on its sensitivity (replace-with-zero): a bound",
 }
 
 
@@ -139,6 +141,11 @@ _MLP_100 = {"name": "mlp", "kwargs": {"hidden": [100]}}
 #: settings a starter needs beyond the schema's defaults to be valid and to learn as written on
 #: its built-in data (the shipped demos' settings, configs/demo-*.yaml; the schema's defaults
 #: are PriFedSync's); tests/cli/test_starters.py runs each one
+#: DP-FTRL's and BandMF's starters (their demos' data and local training)
+_CORRELATED_DATA = {"dataset": "fashion-mnist", "partition": "iid", "clients": 2000,
+                    "train_size": 20, "test_size": 2}
+_CORRELATED_TRAINING = {"local_steps": 5, "batch_size": 10, "sampling": "without-replacement",
+                        "optimizer": "sgd", "lr": 0.05}
 STARTER_SETTINGS: dict[str, dict[str, Any]] = {
     # client level: E[m] = 0.3 * 100 = 30 clients per round for z = 1.5 (20 clients at the
     # default rate 0.1 gave E[m] = 2, which cannot learn); delta < 0.1 / 100 clients
@@ -168,6 +175,19 @@ STARTER_SETTINGS: dict[str, dict[str, Any]] = {
         "model": _MLP_100,
         "federated": {"rounds": 60, "client_rate": 0.5, "record_rate": 0.1, "server_lr": 0.1,
                       "server_momentum": 0.9},
+    },
+    # no sampling: 2,000 Fashion-MNIST clients in 40 groups of 50 (one participation each);
+    # z calibrated to epsilon 2 at delta 1e-5 (configs/demo-dp-ftrl.yaml)
+    "dp-ftrl": {
+        "data": _CORRELATED_DATA, "model": {"name": "logreg"}, "training": _CORRELATED_TRAINING,
+        "privacy": {"noise_multiplier": 4.883823134642171, "delta": 1e-5},
+        "federated": {"rounds": 40, "min_separation": 40},
+    },
+    # 10 groups of 200, band 10: each client 4 times, 10 rounds apart (configs/demo-bandmf.yaml)
+    "bandmf-fedavg": {
+        "data": _CORRELATED_DATA, "model": {"name": "logreg"}, "training": _CORRELATED_TRAINING,
+        "privacy": {"noise_multiplier": 3.987624891291062, "delta": 1e-5},
+        "federated": {"rounds": 40, "band": 10, "min_separation": 10, "server_lr": 0.1},
     },
     # one pass over 1,400 single-record users, 280 per round (Asoodeh et al. 2021's setting)
     "projected-sgd": {

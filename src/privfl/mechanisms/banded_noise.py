@@ -109,3 +109,16 @@ class BandedNoise:
         w = w.reshape(self.shape)
         self.steps += 1
         return w
+
+    def state_dict(self) -> dict[str, object]:
+        """The step count and the last ``band - 1`` noise vectors (for an exact resume)."""
+        return {"steps": self.steps, "history": self._history.copy()}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore :meth:`state_dict` output (same band and shape)."""
+        history = np.asarray(state["history"], dtype=float)
+        if history.shape != self._history.shape:
+            raise ValueError(f"state['history'] has shape {history.shape}: must be "
+                             f"{self._history.shape} (band {self.band}, shape {self.shape})")
+        self.steps = check_int("state['steps']", state["steps"], minimum=0)
+        self._history = history.copy()

@@ -5,6 +5,11 @@ bound) feeds the Gaussian-mechanism accountant of
 :mod:`privfl.accounting.correlated_noise`; the sampling label says which participation bound
 the guarantee assumes and whether the sensitivity is exact or a bound (both are bounds on
 epsilon: an upper bound on s only makes epsilon larger).
+
+:func:`tree_release` and :func:`banded_release` build the accountant's event
+(:class:`~privfl.accounting.events.CorrelatedNoiseRelease`) for DP-FTRL and BandMF; ``privfl
+account|calibrate dp-ftrl|bandmf`` and the ``dp-ftrl`` / ``bandmf-fedavg`` training plans call
+the same builders and the same dispatcher, so one setting gives one number.
 """
 
 from __future__ import annotations
@@ -16,8 +21,19 @@ from privfl.accounting.correlated_noise import (
     calibrate_noise_multiplier,
     gaussian_mechanism_results,
 )
+from privfl.accounting.events import CorrelatedNoiseRelease
 from privfl.accounting.results import PrivacyResult
 from privfl.mechanisms.sensitivity import Participation, Sensitivity, sensitivity
+from privfl.mechanisms.tree import restarted_tree_encoder, tree_sensitivity
+
+#: the largest T for which a tree's sensitivity under k > 1 participations is computed (its
+#: T x T Gram matrix)
+MAX_TREE_GRAM = 2048
+#: how BandMF's sensitivity m sqrt(k) is obtained
+BAND_NOTE = (
+    "sensitivity m sqrt(k): band <= separation, so a client's columns never share a row "
+    "(exact when its columns have norm m)"
+)
 
 
 def participation_label(participation: Participation, found: Sensitivity) -> str:
@@ -63,3 +79,67 @@ def calibrate_factorization(
         participation=participation_label(participation, found),
     )
     return z, found, results
+
+
+def tree_release(
+    participation: Participation,
+    noise_multiplier: float,
+    *,
+    restart_every: int = 0,
+    methods: Sequence[str] = METHODS,
+) -> CorrelatedNoiseRelease:
+    """DP-FTRL's event: tree aggregation over ``participation.steps`` rounds (restarted every
+    ``restart_every`` rounds, 0: never) under ``participation``. The sensitivity is
+    ``sqrt(ceil(log2(T + 1)))`` for one participation in one tree, else
+    :func:`~privfl.mechanisms.sensitivity.sensitivity` of the (restarted) tree encoder."""
+    if not isinstance(participation, Participation):
+        raise ValueError(f"participation = {participation!r}: must be a Participation")
+    rounds = participation.steps
+    if participation.max_participations == 1 and not restart_every:
+        s, how = tree_sensitivity(rounds), "exact, sqrt(ceil(log2(T + 1)))"
+    else:
+        if rounds > MAX_TREE_GRAM:
+            raise ValueError(f"rounds = {rounds} with more than one participation or restarts: "
+                             f"allowed range 1..{MAX_TREE_GRAM} (the tree's T x T Gram matrix)")
+        found = sensitivity(restarted_tree_encoder(rounds, restart_every), participation)
+        s = found.value
+        how = ("exact" if found.exact else "upper bound") + f", {found.method}"
+    label = f"{participation.label}; sensitivity {how}"
+    if restart_every:
+        label += f"; tree restarted every {restart_every} rounds"
+    return CorrelatedNoiseRelease(noise_multiplier, s, rounds, label, methods=tuple(methods))
+
+
+def banded_release(
+    participation: Participation,
+    band: int,
+    noise_multiplier: float,
+    *,
+    max_column_norm: float = 1.0,
+    sampling_rate: float | None = None,
+    methods: Sequence[str] = METHODS,
+) -> CorrelatedNoiseRelease:
+    """BandMF's event: a lower-triangular C with ``band`` diagonals and column norms at most
+    ``max_column_norm`` m over ``participation.steps`` rounds. Without ``sampling_rate``: the
+    participation bound with sensitivity ``m sqrt(k)`` (needs band <= the separation when
+    k > 1); with it: the amplified accounting over ``band`` cyclic groups (pld, rdp)."""
+    if not isinstance(participation, Participation):
+        raise ValueError(f"participation = {participation!r}: must be a Participation")
+    k, b = participation.max_participations, participation.min_separation
+    if sampling_rate is not None:
+        methods = tuple(m for m in methods if m != "gdp")
+        if not methods:
+            raise ValueError("methods: gdp alone with a sampling rate: allowed methods pld, rdp")
+        label = f"cyclic Poisson in {band} groups; {participation.label}"
+        return CorrelatedNoiseRelease(noise_multiplier, max_column_norm * k**0.5,
+                                      participation.steps, label, sampling_rate=sampling_rate,
+                                      band=band, max_column_norm=max_column_norm,
+                                      methods=tuple(methods))
+    if k > 1 and b < band:
+        raise ValueError(
+            f"min_separation = {b} is below band = {band}: the columns overlap, compute the "
+            "sensitivity of your C with privfl.mechanisms.sensitivity.sensitivity")
+    return CorrelatedNoiseRelease(noise_multiplier, max_column_norm * k**0.5,
+                                  participation.steps, f"{participation.label}; {BAND_NOTE}",
+                                  band=band, max_column_norm=max_column_norm,
+                                  methods=tuple(methods))

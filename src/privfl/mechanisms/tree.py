@@ -89,6 +89,20 @@ def tree_encoder(steps: int) -> np.ndarray:
     return c
 
 
+def restarted_tree_encoder(steps: int, restart_every: int = 0) -> np.ndarray:
+    """``C`` of trees restarted every R = ``restart_every`` steps (0: one tree): block diagonal,
+    one :func:`tree_encoder` block per tree (the last one over the remaining steps)."""
+    steps = check_int("steps", steps, minimum=1)
+    period = check_int("restart_every", restart_every, minimum=0) or steps
+    blocks = [tree_encoder(min(period, steps - start)) for start in range(0, steps, period)]
+    c = np.zeros((sum(b.shape[0] for b in blocks), steps))
+    row = 0
+    for start, block in zip(range(0, steps, period), blocks, strict=True):
+        c[row : row + block.shape[0], start : start + block.shape[1]] = block
+        row += block.shape[0]
+    return c
+
+
 def honaker_variances(levels: int) -> np.ndarray:
     """``v_h / sigma^2`` for h < levels: ``v_0 = 1``, ``v_h = 2 v_{h-1} / (2 v_{h-1} + 1)``."""
     levels = check_int("levels", levels, minimum=1)
@@ -236,3 +250,22 @@ class TreeAggregator:
             self._stack.clear()
             self._within = 0
         return result
+
+    def state_dict(self) -> dict[str, object]:
+        """Everything :meth:`step` reads besides the noise source (for an exact resume):
+        numpy arrays and ints."""
+        return {"steps": self.steps, "within": self._within, "carry": self._carry.copy(),
+                "stack": [(n.level, n.index, n.total.copy(), n.estimate.copy())
+                          for n in self._stack]}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore :meth:`state_dict` output (same shape)."""
+        carry = np.asarray(state["carry"], dtype=float)
+        if carry.shape != self.shape:
+            raise ValueError(f"state['carry'] has shape {carry.shape}: must be {self.shape}")
+        self.steps = check_int("state['steps']", state["steps"], minimum=0)
+        self._within = check_int("state['within']", state["within"], minimum=0)
+        self._carry = carry.copy()
+        self._stack = [_Node(int(h), int(j), np.asarray(t, dtype=float).reshape(self.shape),
+                             np.asarray(e, dtype=float).reshape(self.shape))
+                       for h, j, t, e in state["stack"]]  # type: ignore[union-attr]

@@ -180,7 +180,8 @@ def test_valid_convex_claims_still_pass():
 
 # ------------------------------------------------------------------ every output classified
 DEMOS = ["demo.yaml", "demo-dp-fedavg.yaml", "demo-insdp-fedsgd.yaml", "demo-insdp-fedavg.yaml",
-         "demo-dp-dsgd.yaml", "demo-projected-sgd.yaml"]
+         "demo-dp-dsgd.yaml", "demo-projected-sgd.yaml", "demo-dp-ftrl.yaml",
+         "demo-bandmf.yaml"]
 
 #: keys that must be outside the guarantee, per demo
 MUST_BE_UNCOVERED = {
@@ -190,6 +191,8 @@ MUST_BE_UNCOVERED = {
     "demo-insdp-fedsgd.yaml": {"train_loss", "clipped_fraction"},
     "demo-insdp-fedavg.yaml": {"train_loss", "clipped_fraction"},
     "demo-projected-sgd.yaml": set(),
+    "demo-dp-ftrl.yaml": {"update_norm", "train_loss", "clipped_fraction"},
+    "demo-bandmf.yaml": {"update_norm", "train_loss", "clipped_fraction"},
 }
 
 

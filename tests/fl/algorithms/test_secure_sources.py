@@ -79,11 +79,22 @@ CONFIGS = {
         "federated": {"algorithm": "projected-sgd", "rounds": 4, "users_per_round": 8,
                       "radius": 0.3, "lr": 0.5, "input_bound": 1.0,
                       "schedule": "independent"}},
+    "dp-ftrl": {  # no sampling: the cohort is the round's group, only the noise is secret
+        "data": {**_SYNTHETIC, "clients": 6, "test_size": 5}, "model": {"name": "logreg"},
+        "training": {"local_steps": 2, "batch_size": 6, "optimizer": "sgd", "lr": 0.1},
+        "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+        "federated": {"algorithm": "dp-ftrl", "rounds": 3, "min_separation": 3}},
+    "bandmf-fedavg": {  # cyclic Poisson sampling within 2 groups: one uniform per member
+        "data": {**_SYNTHETIC, "clients": 6, "test_size": 5}, "model": {"name": "logreg"},
+        "training": {"local_steps": 2, "batch_size": 6, "optimizer": "sgd", "lr": 0.1},
+        "privacy": {"noise_multiplier": 1.0, "delta": 1e-5},
+        "federated": {"algorithm": "bandmf-fedavg", "rounds": 3, "band": 2,
+                      "sampling_rate": 0.7}},
 }
 
 #: every algorithm the project ships must be covered here
 ALGORITHMS = ("prifedsync", "dp-fedavg", "insdp-fedsgd", "insdp-fedavg", "dp-dsgd",
-              "projected-sgd")
+              "projected-sgd", "dp-ftrl", "bandmf-fedavg")
 
 
 def _config(name: str):
@@ -180,8 +191,10 @@ def _expected_uniforms(name: str, algorithm, cohort, t: int) -> int:
     """The uniforms a secure round ``t`` must read: cohort keys, batch keys, stop draws."""
     f = algorithm.plan if name.startswith("projected") else None
     sizes = np.asarray(algorithm.data.client_sizes)
-    if name == "insdp-fedavg":  # every client, every round: no cohort draw
+    if name in ("insdp-fedavg", "dp-ftrl"):  # every client (of the group): no cohort draw
         cohort_keys = 0
+    elif name == "bandmf-fedavg":  # one key per member of the round's group
+        cohort_keys = algorithm.plan.schedule.group(t - 1).size
     elif name.startswith("projected"):  # one pass: the order was drawn at build
         cohort_keys = f.users if f.schedule == "independent" else 0
     elif name == "prifedsync":  # an empty cohort is drawn again
@@ -231,7 +244,7 @@ def test_a_secure_round_reads_only_the_secure_source(monkeypatch, name):
         assert moved == [], f"{name}: a secure round {t} moved {moved}"
         assert sum(spy.uniforms) == _expected_uniforms(name, algorithm, cohorts[-1], t)
         cohort = _clients(cohorts[-1])
-        if name.startswith(("prifedsync", "dp-fedavg", "insdp")):  # rows of the engine
+        if name.startswith(("prifedsync", "dp-fedavg", "insdp", "dp-ftrl", "bandmf")):
             streams = 2 + noise_streams(config.run.device)
             assert spy.seeds == ([cohort.size * streams] if cohort.size else [])
         else:

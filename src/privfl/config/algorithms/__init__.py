@@ -21,6 +21,8 @@ algorithms is enough in a script. Each model is imported on first use.
 ``insdp-fedavg``          :mod:`~privfl.config.algorithms.insdp`          ``InsDpFedAvgConfig``
 ``dp-dsgd``               :mod:`~privfl.config.algorithms.dp_dsgd`        ``DpDsgdConfig``
 ``projected-sgd``         :mod:`~privfl.config.algorithms.projected_sgd`  ``ProjectedSgdConfig``
+``dp-ftrl``               :mod:`~privfl.config.algorithms.correlated`     ``DpFtrlConfig``
+``bandmf-fedavg``         :mod:`~privfl.config.algorithms.correlated`     ``BandMfFedAvgConfig``
 ========================  ==============================================  ====================
 """
 
@@ -42,6 +44,8 @@ BUILTIN_CONFIGS: dict[str, str] = {
     "insdp-fedavg": "privfl.config.algorithms.insdp:InsDpFedAvgConfig",
     "dp-dsgd": "privfl.config.algorithms.dp_dsgd:DpDsgdConfig",
     "projected-sgd": "privfl.config.algorithms.projected_sgd:ProjectedSgdConfig",
+    "dp-ftrl": "privfl.config.algorithms.correlated:DpFtrlConfig",
+    "bandmf-fedavg": "privfl.config.algorithms.correlated:BandMfFedAvgConfig",
 }
 
 

@@ -14,6 +14,8 @@ model too (the schema imports no algorithm).
 ``insdp-fedavg``          record-level DP-SGD in each client, FedAvg (Xie et al. 2023 Alg. 3)
 ``dp-dsgd``               DP distributed SGD with random participation (Hasircioglu and Gunduz 2022)
 ``projected-sgd``         projected noisy SGD, last iterate released (Asoodeh et al. 2021)
+``dp-ftrl``               DP-FTRL, tree aggregation, no sampling (Kairouz et al. 2021)
+``bandmf-fedavg``         banded matrix-factorization noise (Choquette-Choo et al. 2023)
 ========================  ==========================================================
 """
 
@@ -38,6 +40,8 @@ _BUILTIN: dict[str, str] = {
     "insdp-fedavg": "privfl.fl.algorithms.insdp:InsDpFedAvg",
     "dp-dsgd": "privfl.fl.algorithms.dp_dsgd:DpDsgd",
     "projected-sgd": "privfl.fl.algorithms.projected_sgd:ProjectedSgd",
+    "dp-ftrl": "privfl.fl.algorithms.dp_ftrl:DpFtrl",
+    "bandmf-fedavg": "privfl.fl.algorithms.bandmf_fedavg:BandMfFedAvg",
 }
 ALGORITHM_NAMES: tuple[str, ...] = tuple(_BUILTIN)
 _REGISTERED: dict[str, Any] = {}

@@ -1,0 +1,260 @@
+"""Federated training with correlated noise and no sampling: the shared round of ``dp-ftrl``
+(:mod:`.dp_ftrl`) and ``bandmf-fedavg`` (:mod:`.bandmf_fedavg`).
+
+One round t (0-based)::
+
+    cohort  <- plan.schedule.cohort(t): group t mod b (BandMF with q < 1: each member with
+               probability q, uniforms from the seeded generator or os.urandom)
+    for k in cohort (together, on the vectorised engine):
+        u_k <- K local non-private steps from w_t, minus w_t
+    x_t     <- sum_k clip(u_k, S)                       (flat clipping, float64)
+    w_t+1   <- the subclass's server step on x_t plus its correlated noise
+               (DP-FTRL: the tree's noisy prefix sum; BandMF: row t of C^-1 Z)
+
+The noise is drawn with :func:`privfl.mechanisms.gaussian_noise` from the run's torch generator,
+or from os.urandom in secure mode; the cohorts and the noise come from the plan
+(:class:`~.correlated_plan.CorrelatedPrivacy`), whose event the accountant answers. Metrics:
+the global accuracy (a released model on test data) and monitoring values computed without noise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from privfl._validation import check_int, check_range
+from privfl.config.schema import ExperimentConfig
+from privfl.data.datasets import FederatedDataset
+from privfl.fl.aggregation import UpdateClipping
+from privfl.fl.algorithms.base import RoundAlgorithm
+from privfl.fl.algorithms.common import (
+    ClientTensors,
+    FlatPredictor,
+    check_model_and_data,
+    check_partition,
+    checkpoint_streams,
+    checkpoint_tensor,
+    flat_model,
+    restore_streams,
+    seeded_generators,
+)
+from privfl.fl.algorithms.correlated_plan import CorrelatedPrivacy
+from privfl.fl.algorithms.dp_fedavg import local_spec
+from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.fl.algorithms.streamed import CohortStream, StatsRows
+from privfl.fl.params import trainable_parameters
+from privfl.fl.spec import LocalTrainingSpec
+from privfl.fl.trainer import CohortTrainer
+from privfl.mechanisms.noise import gaussian_noise
+from privfl.mechanisms.secure import SECURE_RANDOM
+
+__all__ = ["CorrelatedFedAvg"]
+
+
+class CorrelatedFedAvg(RoundAlgorithm):
+    """The round shared by DP-FTRL and BandMF-FedAvg; subclasses set the plan's mechanism and
+    implement :meth:`_new_noise`, :meth:`_server_step` and the noise state's checkpoint."""
+
+    mechanism: ClassVar[str] = ""
+    local_only: ClassVar[str | None] = (
+        "the server's correlated-noise state (the tree's nodes, BandMF's last b - 1 noise "
+        "vectors) is not carried by the distributed backends or privfl.flower's apps yet")
+    metric_labels: ClassVar[dict[str, str]] = {
+        "global_accuracy": "global model (mean over clients)"}
+    METRIC_OUTPUTS: ClassVar[dict[str, tuple[bool, str]]] = {
+        "global_accuracy": RELEASED_ACCURACY,
+        "cohort_size": (True, "the size of the round's group: public (the schedule)"),
+        "train_loss": UNNOISED_TRAINING,
+        "clipped_fraction": UNNOISED_TRAINING,
+        "update_norm": (False, "norm of the unnoised mean of the clients' updates"),
+        "noise_std": (True, "z S: public settings"),
+    }
+
+    def __init__(self, model: nn.Module, spec: LocalTrainingSpec, data: FederatedDataset,
+                 plan: CorrelatedPrivacy, *, server_lr: float = 1.0,
+                 server_momentum: float = 0.0, seed: int = 0,
+                 device: str | torch.device = "cpu", eval_batch_size: int = 1000,
+                 trainer_options: dict[str, Any] | None = None,
+                 stream: CohortStream | None = None) -> None:
+        check_model_and_data(model, data)
+        if not isinstance(spec, LocalTrainingSpec) or spec.clip_norm is not None:
+            raise ValueError(f"spec = {spec!r} is not allowed: must be a non-private "
+                             "LocalTrainingSpec (clip_norm=None); the server clips and noises")
+        if not isinstance(plan, CorrelatedPrivacy) or plan.mechanism != self.mechanism:
+            raise ValueError(f"plan = {plan!r} is not allowed: must be a CorrelatedPrivacy "
+                             f"with mechanism {self.mechanism!r}")
+        if plan.schedule.num_clients != data.num_clients:
+            raise ValueError(f"plan.schedule.num_clients = {plan.schedule.num_clients}: data "
+                             f"has {data.num_clients} clients")
+        if plan.secure != spec.secure:
+            raise ValueError(f"plan.secure = {plan.secure} and spec.secure = {spec.secure} "
+                             "disagree: secure mode covers cohorts, batches and noise")
+        self.spec, self.data, self.plan = spec, data, plan
+        self.num_clients = data.num_clients
+        self.server_lr = check_range("server_lr", server_lr, 0.0, low_open=True)
+        self.server_momentum = check_range("server_momentum", server_momentum, 0.0, 1.0,
+                                           high_open=True)
+        self.seed = check_int("seed", seed, 0)
+        self.device = torch.device(device)
+        for j, n in enumerate(data.client_sizes):
+            spec.check_records(int(n), f"data.client_sizes[{j}]")
+        self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
+        self.dtype = self.trainer.dtype
+        self.clipping = UpdateClipping("flat")
+        self.tensors = ClientTensors(data, self.dtype, self.device)
+        self.predictor = FlatPredictor(model, self.trainer.unflatten, self.device,
+                                       check_int("eval_batch_size", eval_batch_size, 1))
+        self.stream = stream or CohortStream()
+        self.round = 0
+        self.initial_model = flat_model(self.trainer, trainable_parameters(model), self.device)
+        self.global_model = self.initial_model.clone()
+        self.velocity = torch.zeros_like(self.global_model)
+        self.rng, self.generator = seeded_generators(self.seed, self.device)
+        self.noise = self._new_noise(self.global_model.numel()) if plan.private else None
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _new_noise(self, size: int) -> Any:
+        raise NotImplementedError
+
+    def _server_step(self, total: np.ndarray) -> None:
+        """Fold the round's clipped sum ``x_t`` (float64, [d]) into the model."""
+        raise NotImplementedError
+
+    def _draw(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Fresh i.i.d. N(0, (z S)^2) for one noise vector: the run's generator, or os.urandom
+        in secure mode."""
+        return gaussian_noise(shape, self.plan.noise_std, generator=self.generator,
+                              secure=self.plan.secure, dtype=torch.float64,
+                              device="cpu").numpy()
+
+    def _noise_state(self) -> dict[str, Any]:
+        return {}
+
+    def _load_noise_state(self, state: dict[str, Any]) -> None:
+        del state
+
+    # ------------------------------------------------------------------ the seam
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> CorrelatedFedAvg:
+        from privfl.fl.algorithms.builders import build_model, trainer_options
+
+        f = config.federated
+        return cls(build_model(config, data), local_spec(config), data,
+                   cls.privacy_plan(config, data), server_lr=f.server_lr,
+                   server_momentum=f.server_momentum, seed=config.seed,
+                   device=config.run.device, eval_batch_size=config.run.eval_batch_size,
+                   trainer_options=trainer_options(config),
+                   stream=CohortStream.from_config(config))
+
+    @classmethod
+    def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> CorrelatedPrivacy:
+        return CorrelatedPrivacy.from_config(config, data.num_clients)
+
+    def setup(self) -> dict[str, str]:
+        spec, plan = self.spec, self.plan
+        return {
+            "model": f"{type(self.predictor.model).__name__} ({self.trainer.num_params:,} "
+                     "parameters)",
+            "local training": f"K = {spec.local_steps}, B = {spec.batch_size} ({spec.sampling}),"
+                              f" {spec.optimizer} lr {spec.lr:g}, non-private",
+            "clients": plan.schedule.label(),
+            "server": f"eta = {self.server_lr:g}, momentum {self.server_momentum:g}",
+            "privacy": (f"client-level, z = {plan.noise_multiplier:g}, S = {plan.clip_norm:g}"
+                        if plan.private else "none (non-private baseline)"),
+        }
+
+    def output_classes(self) -> dict[str, tuple[bool, str]]:
+        out = dict(self.METRIC_OUTPUTS)
+        if self.plan.schedule.sampled:
+            out["cohort_size"] = (False, "the realised Poisson cohort size within the group: "
+                                  "the amplified guarantee's sampling is secret")
+        return out
+
+    # ------------------------------------------------------------------ one round
+    def select_cohort(self) -> np.ndarray:
+        """Round ``self.round``'s cohort from the plan's schedule."""
+        schedule = self.plan.schedule
+        if not schedule.sampled:
+            return schedule.cohort(self.round)
+        source = SECURE_RANDOM if self.plan.secure else self.rng
+        return schedule.cohort(self.round, source.random(schedule.group(self.round).size))
+
+    def round_info(self, cohort: np.ndarray) -> dict[str, Any]:
+        return {"cohort_size": int(cohort.size)}
+
+    def local_work(self, cohort: np.ndarray) -> dict[str, Any]:
+        """The cohort's local training, clipped to S and summed (float64) chunk by chunk."""
+        d = self.global_model.numel()
+        total = torch.zeros(d, dtype=torch.float64, device=self.device)
+        stats, norms, clipped = StatsRows(), [], []
+        for _, _, models, _, part in self.stream.run(
+                self.trainer, self.global_model, self.tensors.train, cohort, None,
+                self.generator, keep_states=False):
+            updates = models.sub_(self.global_model)
+            if self.plan.private:
+                result = self.clipping.clip(updates, self.plan.clip_norm)
+                updates = result.updates
+                norms.append(result.norms)
+                clipped.append(~result.unclipped)
+            total += updates.double().sum(0)
+            stats.add(part)
+        return {"total": total, "stats": stats.merged() if cohort.size else None,
+                "norms": torch.cat(norms) if norms else None,
+                "clipped": torch.cat(clipped) if clipped else None}
+
+    def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:
+        total = updates["total"].cpu().numpy()
+        if not self.plan.private:  # the plain mean over the public group size
+            step = torch.as_tensor(total / max(cohort.size, 1), dtype=self.dtype)
+            self.velocity.mul_(self.server_momentum).add_(step.to(self.device))
+            self.global_model.add_(self.velocity, alpha=self.server_lr)
+            return
+        self._server_step(total)
+
+    def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:
+        accs = self.tensors.accuracies(lambda x: self.predictor(self.global_model, x))
+        stats = updates["stats"]
+        metrics: dict[str, Any] = {
+            "global_accuracy": self.tensors.mean_accuracy(accs),
+            "train_loss": float(stats.loss.mean()) if stats is not None else math.nan,
+        }
+        if self.plan.private:
+            norms, clipped = updates["norms"], updates["clipped"]
+            metrics.update(
+                noise_std=self.plan.noise_std,
+                clipped_fraction=float(clipped.double().mean()) if clipped is not None
+                else math.nan,
+                update_norm=float(norms.double().mean()) if norms is not None else math.nan)
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "global_model": self.global_model.detach().cpu().clone(),
+            "initial_model": self.initial_model.detach().cpu().clone(),
+            "velocity": self.velocity.detach().cpu().clone(),
+            "noise": self._noise_state() if self.noise is not None else {},
+            **checkpoint_streams(self.data, self.rng, self.generator),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        check_partition(state, self.data)
+        self.global_model = checkpoint_tensor(state, "global_model", self.global_model)
+        self.initial_model = checkpoint_tensor(state, "initial_model", self.initial_model)
+        self.velocity = checkpoint_tensor(state, "velocity", self.velocity)
+        self.round = check_int("round", state["round"], 0)
+        if self.noise is not None:
+            self._load_noise_state(state["noise"])
+        restore_streams(state, self.rng, self.generator)
+
+    def global_params(self) -> dict[str, torch.Tensor]:
+        return {n: v.clone() for n, v in self.predictor.params(self.global_model).items()}
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(clients={self.num_clients}, round={self.round}, "
+                f"private={self.plan.private})")
