@@ -22,6 +22,7 @@ from privfl.distortion import (
 from privfl.distortion.layers import LayerGaussianDistortion, resolve_layer_stds
 from privfl.fl.algorithms.builders import build_algorithm
 from privfl.fl.algorithms.dp_fedavg import DpFedAvg
+from privfl.fl.algorithms.registry import algorithm_class
 
 
 def raw_config(name: str, protection: dict | None = None, **privacy) -> dict:
@@ -69,7 +70,21 @@ def test_equal_layer_stds_give_the_isotropic_numbers():
     torch.testing.assert_close(iso.global_model, per.global_model, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name", list(CONFIGS))
+PROTECTING = [n for n, raw in CONFIGS.items()
+              if algorithm_class(raw["federated"].get("algorithm", "prifedsync"))
+              .applies_protection]
+
+
+@pytest.mark.parametrize("name", sorted(set(CONFIGS) - set(PROTECTING)))
+def test_an_algorithm_without_client_side_protection_refuses_the_section(name):
+    """DP-FTRL and BandMF add their noise on the server only: a protection section is refused
+    by name, never silently ignored."""
+    with pytest.raises(ConfigError, match=f"federated.algorithm = '{name}'.*remove the "
+                                          "protection section"):
+        build_algorithm(config_from_dict(raw_config(name, {"noise_std": 0.25})))
+
+
+@pytest.mark.parametrize("name", PROTECTING)
 def test_every_algorithm_takes_the_section_and_its_stds_reach_the_right_parameters(
         name, monkeypatch):
     """The standard normals of the per-layer distortion are replaced by ones: what each
