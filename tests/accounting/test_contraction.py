@@ -389,7 +389,9 @@ def test_theorem2_between_trivial_bounds(run, eps):
     one_shot = run.one_shot_delta(eps)
     plain = run.delta(eps)
     sharp = run.delta(eps, sharpened=True)
-    tol = 1e-10
+    # the all-iterates baseline of an unsampled run is the PLD accountant's closed form, whose
+    # delta carries a 1e-9 relative safety margin (accounting/gaussian_closed_form.py)
+    tol = 1e-8
     assert one_shot / run.rounds * (1 - tol) <= plain <= one_shot * (1 + tol)
     assert sharp <= plain * (1 + tol)
     assert run.delta(eps, release="random-stop") <= plain * (1 + tol)

@@ -73,9 +73,11 @@ def test_each_plan_declares_its_replace_one_reading(name):
     rounds = config.federated.rounds
     statement = replica_privacy(plan, rounds, 10)
     reread = getattr(plan, "replace_one_events", None)
-    if name in ("dp-dsgd", "projected-sgd"):  # analyses that fix the neighbouring relation
-        assert reread is None and statement.replace_epsilon is None
-        if statement.neighbouring == "add-remove":  # projected SGD's epsilon is replace-one
+    if reread is None:  # DP-DSGD: its analysis fixes the relation; projected SGD is
+        # replace-one already; DP-FTRL/BandMF: replace-with-zero (a replacement is 2 steps)
+        assert name in ("dp-dsgd", "projected-sgd", "dp-ftrl", "bandmf-fedavg")
+        assert statement.replace_epsilon is None
+        if statement.neighbouring == "add-remove":
             assert "declares no replace-one reading" in statement.replace_note
             assert "2k add/remove reading applies" in statement.replace_note
         return
