@@ -32,8 +32,18 @@ every 10 ms): the pages of a memory-mapped file count in the resident size while
 cached, but they are page cache the kernel writes back and reclaims under pressure, not memory
 the process holds.
 
-Run: ``python benchmarks/scale.py`` (``--cohorts 50 200`` for a subset, ``--no-population``,
-``--budget 512MiB`` to set ``run.memory_budget``, ``--prifedsync 200``).
+``--dp-dsgd R`` adds DP-DSGD rows (Hasircioglu and Gunduz 2022, the same CNN, one iteration of
+about R sampled records over 200 Fashion-MNIST clients) at ``run.memory_budget`` 64 MiB and
+1 GiB: the summation units of 64 records per engine call follow the budget
+(:mod:`privfl.fl.unit_sums`), so the peak should too; "cohort" is then the realised records.
+
+Run: ``python benchmarks/scale.py`` measures the short default, cohorts of 50, 200 and 1,000
+(a few minutes on a quiet 2-core machine); ``--full`` adds issue 24's big rows, the cohort of
+5,000 and the population of 100,000 (``--population N --per-round M`` for another one; about
+20 minutes more here). ``--cohorts 50 5000`` picks rows, ``--budget 512MiB`` sets
+``run.memory_budget``, ``--prifedsync 200`` adds the PriFedSync rows. Peak memory is what a
+loaded machine still measures reliably; the speed column needs a quiet one (the load average
+is printed at the start and the end).
 """
 
 from __future__ import annotations
@@ -83,6 +93,16 @@ def prifedsync_args(clients: int) -> list[str]:
             "--set", f"federated.client_rate={min(1.0, 10 / clients)}"]
 
 
+def dp_dsgd_args(records: int) -> list[str]:
+    """One DP-DSGD iteration of about ``records`` records: 200 clients of ``records / 50``,
+    p = q = 0.5."""
+    return ["configs/demo-dp-dsgd.yaml", "--set", "data.dataset=fashion-mnist",
+            "--set", "model.name=zheng2021-mnist-cnn", "--set", "model.kwargs={}",
+            "--set", "federated.rounds=1", "--set", "data.clients=200",
+            "--set", f"data.train_size={max(1, records // 50)}", "--set", "data.test_size=0",
+            "--set", "federated.client_rate=0.5", "--set", "federated.record_rate=0.5"]
+
+
 def _rss_anon() -> int:
     """Bytes of anonymous resident memory of this process (0 where /proc is missing)."""
     try:
@@ -111,12 +131,14 @@ def _timed(cls, train: list[float]) -> None:
 def child(args: list[str]) -> None:
     """Run ``privfl run`` in this process; print peak memory and the round's numbers."""
     from privfl.cli.main import app
+    from privfl.fl.algorithms.dp_dsgd import DpDsgd
     from privfl.fl.algorithms.dp_fedavg import DpFedAvg
     from privfl.fl.algorithms.prifedsync import PriFedSync
 
     train = [0.0]
     _timed(DpFedAvg, train)
     _timed(PriFedSync, train)
+    _timed(DpDsgd, train)
     anon = [_rss_anon()]
     done = threading.Event()
 
@@ -138,7 +160,8 @@ def child(args: list[str]) -> None:
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     row = rows[-1]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-    print(json.dumps({"cohort": row["cohort_size"], "round_s": row["seconds"], "wall_s": wall,
+    cohort = row["cohort_size"] if "cohort_size" in row else row["records"]
+    print(json.dumps({"cohort": cohort, "round_s": row["seconds"], "wall_s": wall,
                       "train_s": train[0], "peak": peak, "anon": anon[0]}))
 
 
@@ -155,17 +178,27 @@ def measure(args: list[str], budget: str | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--cohorts", type=int, nargs="+", default=[50, 200, 1000, 5000])
-    parser.add_argument("--population", type=int, default=100_000)
+    parser.add_argument("--cohorts", type=int, nargs="+", default=None,
+                        help="expected cohort sizes (default 50 200 1000; --full adds 5000)")
+    parser.add_argument("--full", action="store_true",
+                        help="issue 24's rows: cohorts 50 200 1000 5000 and the population")
+    parser.add_argument("--population", type=int, default=None,
+                        help="also a population of this many clients (--full: 100,000)")
     parser.add_argument("--per-round", type=int, default=1000)
     parser.add_argument("--no-population", action="store_true")
     parser.add_argument("--budget", default=None, help="run.memory_budget (default: privfl's)")
     parser.add_argument("--prifedsync", type=int, default=None,
                         help="also PriFedSync over this many clients, store in memory / mapped")
+    parser.add_argument("--dp-dsgd", type=int, default=None, metavar="R",
+                        help="also DP-DSGD, about R records an iteration, budgets 64MiB / 1GiB")
     opts = parser.parse_args()
     if opts.child:
         child(json.loads(opts.child))
         return
+    if opts.cohorts is None:
+        opts.cohorts = [50, 200, 1000, 5000] if opts.full else [50, 200, 1000]
+    if opts.population is None and opts.full:
+        opts.population = 100_000
     import torch
 
     print(f"zheng2021-mnist-cnn, DP-FedAvg, K = 1, B = 2, one round per process; torch "
@@ -175,7 +208,7 @@ def main() -> None:
           f"{'updates/s':>10} {'peak/ref':>9} {'speed/ref':>10}")
     ref = None
     runs = [(f"cohort ~{c} of {2 * c}", cohort_args(c)) for c in opts.cohorts]
-    if not opts.no_population:
+    if opts.population and not opts.no_population:
         runs.append((f"population {opts.population:,}",
                      population_args(opts.population, opts.per_round)))
     for label, args in runs:
@@ -196,6 +229,14 @@ def main() -> None:
             print(f"{label:>28} {r['cohort']:>7} {r['peak'] / 1e6:>8.0f} "
                   f"{r['anon'] / 1e6:>8.0f} {r['round_s']:>8.2f} {r['wall_s']:>8.2f}",
                   flush=True)
+    if opts.dp_dsgd:
+        print(f"DP-DSGD, one iteration of about {opts.dp_dsgd:,} records (units of 64)")
+        print(f"{'run.memory_budget':>28} {'records':>7} {'peak MB':>8} {'round s':>8} "
+              f"{'train s':>8} {'records/s':>10}")
+        for budget in ("64MiB", "1GiB"):
+            r = measure(dp_dsgd_args(opts.dp_dsgd), budget)
+            print(f"{budget:>28} {r['cohort']:>7} {r['peak'] / 1e6:>8.0f} {r['round_s']:>8.2f} "
+                  f"{r['train_s']:>8.2f} {r['cohort'] / r['train_s']:>10.1f}", flush=True)
     print(f"load average at end {os.getloadavg()[0]:.2f}; targets: peak/ref <= 1.3 at 5,000, "
           "speed/ref >= 0.8")
 

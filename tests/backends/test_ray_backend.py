@@ -70,14 +70,16 @@ def test_ray_runs_equal_local_runs(tmp_path, backend, raw):
     records = backend.records[before:]
     assert [r.rows for r in records] == [m["cohort_size"] for m in remote.metrics]
     assert all(r.shards == min(2, r.rows) for r in records)
-    assert backend.put_bytes > 0  # the clients' data went to the object store once
+    assert backend.put_bytes > 0  # the trainer's settings went to the object store once
+    assert all(r.data_bytes > 0 for r in records)  # each shard brought its clients' records
 
 
 def test_streamed_cohort_on_ray_equals_local_unchunked(tmp_path, backend):
     """DP-FedAvg with ``run.memory_budget: 1MiB``: a model of 12,730 parameters and clients of
     30 MNIST-sized records make chunks of 2 rows (``privfl.fl.streaming``), each cut into one
     shard per Ray worker, so a worker holds one row at a time. Models, states, metrics and
-    privacy equal the local run that trains each cohort in one chunk, bit for bit."""
+    privacy equal the local run that trains each cohort in one chunk, bit for bit; each call
+    ships the records of its two clients only (a worker never holds the population's)."""
     mlp = {"name": "mlp", "kwargs": {"hidden": [16]}}
     local = run(config(DP_FEDAVG, model=mlp, run={"memory_budget": "1GiB"}),
                 tmp_path / "local")
@@ -90,6 +92,11 @@ def test_streamed_cohort_on_ray_equals_local_unchunked(tmp_path, backend):
     assert max(cohorts) > 2 and max(r.rows for r in records) == 2
     assert sum(r.rows for r in records) == sum(cohorts)
     assert all(r.shards == r.rows for r in records)  # one row per worker
+    pairs = remote.algorithm.tensors.train
+    client_bytes = [x.numel() * x.element_size() + y.numel() * y.element_size() + 8
+                    for x, y in pairs]
+    assert 0 < max(r.data_bytes for r in records) <= 2 * max(client_bytes)
+    assert max(r.data_bytes for r in records) < sum(client_bytes) / 2
 
 
 def test_worker_killed_during_a_round_is_replaced(tmp_path, backend):

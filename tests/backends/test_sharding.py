@@ -108,10 +108,47 @@ def test_shards_equal_local_bit_for_bit(shards, one_start):
     record = backend.records[-1]
     assert (record.rows, record.shards) == (m, min(shards, m))
     d = trainer.num_params
-    # sent: start (once or per row), Adam states (2 d + 1 per row), 6 seeds, id, lr per row
+    # sent: start (once or per row), Adam states (2 d + 1 per row), 6 seeds, id, lr per row,
+    # and each client's records once (36 float32 inputs and an int64 label each, its size)
     per_row = 4 * (2 * d) + 8 + 8 * 6 + 8 + 4
-    assert record.bytes_sent == (4 * d if one_start else 4 * d * m) + per_row * m
+    assert record.data_bytes == sum((36 * 4 + 8) * SIZES[j] + 8 for j in cohort)
+    assert record.bytes_sent == (4 * d if one_start else 4 * d * m) + per_row * m + (
+        record.data_bytes)
     assert len(record.compute_seconds) == record.shards
+
+
+def test_a_worker_receives_only_its_shards_records(monkeypatch):
+    """Shipped data: each shard's call carries the records of its own distinct clients (a
+    client repeated in the shard, e.g. Monte Carlo replicas, once), and the worker holds no
+    other data; the result equals the local one."""
+    from privfl.backends import base
+
+    model, spec, data = _engine_case()
+    trainer = CohortTrainer(model, spec)
+    cohort = [3, 3, 1, 0, 1, 4]
+    start = trainer.flatten(perturbed_params(model, 1))[0]
+    calls, workers = [], []
+    train = base.ShardWorker.train
+
+    def spy(self, call, start_row=None):
+        calls.append(call)
+        workers.append(self)
+        return train(self, call, start_row)
+
+    monkeypatch.setattr(base.ShardWorker, "train", spy)
+    local, _ = _call(LocalBackend(), trainer, start, data, cohort, None, 4)
+    sharded, _ = _call(InProcessShards(2), trainer, start, data, cohort, None, 4)
+    assert torch.equal(sharded[0], local[0])
+    assert [c["clients"] for c in calls] == [[0, 0, 1], [0, 1, 2]]
+    for call, clients in zip(calls, ([3, 1], [0, 1, 4]), strict=True):
+        shipped = call["data"]
+        assert torch.equal(shipped["x"], torch.cat([data[j][0] for j in clients]))
+        assert torch.equal(shipped["y"], torch.cat([data[j][1] for j in clients]))
+        assert shipped["sizes"].tolist() == [SIZES[j] for j in clients]
+    assert all(w.pool is None for w in workers)  # nothing held between calls
+    with pytest.raises(ValueError, match="must ship each shard's records"):
+        base.ShardWorker(base.trainer_settings(trainer)).train(
+            {**calls[0], "data": None}, start)
 
 
 def test_discarded_states_are_not_returned():

@@ -51,6 +51,7 @@ __all__ = [
     "active_backend",
     "merge_stats",
     "shard_bounds",
+    "shard_data",
     "train_clients",
     "use_backend",
 ]
@@ -328,6 +329,23 @@ class Shard:
     states: dict[str, torch.Tensor] | None
     seeds: torch.Tensor  #: [hi - lo, 2 + S] int64
     lr: torch.Tensor | float | None
+    #: the records of the shard's distinct clients (:func:`shard_data`), for a backend that
+    #: ships them with the call (``ships_data``); None: the worker holds the clients' data
+    data: dict[str, torch.Tensor] | None = None
+    positions: list[int] | None = None  #: row j's client among ``data``'s clients
+
+
+def shard_data(data: Sequence, clients: Sequence[int]) -> tuple[dict[str, torch.Tensor], list]:
+    """``({"x", "y", "sizes"}, positions)``: the records of the distinct clients among
+    ``clients`` (each once, in order of first appearance, concatenated as
+    :meth:`DataPool.from_clients <privfl.fl.DataPool.from_clients>` does, in their own dtype)
+    and each row's position among them. A worker that receives them holds its shard's records
+    only, however large the population (replicas of one client share its records)."""
+    distinct = list(dict.fromkeys(int(c) for c in clients))
+    where = {c: k for k, c in enumerate(distinct)}
+    pool, _ = DataPool.from_clients([data[c] for c in distinct], device="cpu")
+    sizes = torch.tensor([int(data[c][1].shape[0]) for c in distinct], dtype=torch.int64)
+    return {"x": pool.x, "y": pool.y, "sizes": sizes}, [where[int(c)] for c in clients]
 
 
 @dataclass
@@ -336,10 +354,12 @@ class CallRecord:
 
     rows: int
     shards: int
-    bytes_sent: int  #: tensors sent to the workers (start rows or row, states, seeds, ids, lr)
+    bytes_sent: int  #: tensors sent to the workers (start rows or row, states, seeds, ids, lr,
+    #: and the shards' records where the backend ships them)
     bytes_received: int  #: tensors sent back (flat models, states, statistics)
     seconds: float  #: wall time of the call on the driver
     compute_seconds: list[float] = field(default_factory=list)  #: per shard, on its worker
+    data_bytes: int = 0  #: of ``bytes_sent``: the shards' records (:func:`shard_data`)
 
 
 def _nbytes(value: Any) -> int:
@@ -368,6 +388,9 @@ class ShardedBackend(Backend):
     name = "sharded"
     #: every call's :class:`CallRecord` (bytes and times), newest last
     records: list[CallRecord]
+    #: True: each shard's call carries its clients' records (:func:`shard_data`), so a worker
+    #: never holds the population's data; False: the workers hold the data (Flower's nodes)
+    ships_data: bool = False
 
     def __init__(self) -> None:
         self.records = []
@@ -432,7 +455,8 @@ class ShardedBackend(Backend):
                 None if states is None else {k: v[lo:hi].detach().cpu()
                                              for k, v in states.items()},
                 seeds[lo:hi],
-                lr[lo:hi].detach().cpu() if isinstance(lr, torch.Tensor) else lr))
+                lr[lo:hi].detach().cpu() if isinstance(lr, torch.Tensor) else lr,
+                *(shard_data(data, clients[lo:hi]) if self.ships_data else (None, None))))
         start_row = start.detach().cpu() if one_row else None
         parts = self.run_shards(trainer, data, start_row, shards, keep_states, count)
         flat = torch.cat([p[0] for p in parts]).to(start.device)
@@ -440,20 +464,22 @@ class ShardedBackend(Backend):
         if new_states is not None:
             new_states = {k: v.to(start.device) for k, v in new_states.items()}
         stats = merge_stats([p[2] for p in parts])
-        sent = _nbytes(start_row) + sum(
+        records = sum(_nbytes(s.data) for s in shards)
+        sent = _nbytes(start_row) + records + sum(
             _nbytes([s.start, s.states, s.seeds, s.lr]) + 8 * len(s.clients) for s in shards)
         self.records.append(CallRecord(
             count, len(shards), sent, sum(_nbytes(p[:3]) for p in parts),
-            time.perf_counter() - started, [float(p[3]) for p in parts]))
+            time.perf_counter() - started, [float(p[3]) for p in parts], records))
         return flat, new_states, stats
 
 
 class InProcessShards(ShardedBackend):
     """A sharded backend whose shards run one after another in this process, each on a fresh
-    trainer: the sharding, seeding and merging of a distributed backend without one (tests,
-    and a reference for what a worker computes)."""
+    trainer: the sharding, seeding, data shipping and merging of a distributed backend without
+    one (tests, and a reference for what a worker computes)."""
 
     name = "in-process shards"
+    ships_data = True
 
     def __init__(self, shards: int = 2) -> None:
         super().__init__()
@@ -464,7 +490,7 @@ class InProcessShards(ShardedBackend):
         return self._shards
 
     def run_shards(self, trainer, data, start_row, shards, keep_states, count):
-        worker = ShardWorker(trainer_settings(trainer), data)
+        worker = ShardWorker(trainer_settings(trainer))
         return [worker.train(shard_call(s, keep_states), start_row) for s in shards]
 
 
@@ -481,14 +507,19 @@ def trainer_settings(trainer: CohortTrainer) -> dict[str, Any]:
 
 def shard_call(shard: Shard, keep_states: bool) -> dict[str, Any]:
     """The arguments of one shard's work (what a worker receives besides the shared start
-    row)."""
-    return {"clients": shard.clients, "start": shard.start, "states": shard.states,
-            "seeds": shard.seeds, "lr": shard.lr, "rows": shard.hi - shard.lo,
-            "keep_states": keep_states}
+    row). With shipped data (``shard.data``), ``clients`` are the rows' positions among the
+    shipped clients and ``data`` their records; otherwise ``clients`` index the worker's own
+    data."""
+    shipped = shard.data is not None
+    return {"clients": shard.positions if shipped else shard.clients, "start": shard.start,
+            "states": shard.states, "seeds": shard.seeds, "lr": shard.lr,
+            "rows": shard.hi - shard.lo, "keep_states": keep_states,
+            **({"data": shard.data} if shipped else {})}
 
 
 class ShardWorker:
-    """Holds a trainer and the clients' data (as one pool) once; trains shards.
+    """Holds a trainer (and, where the clients' data live with the worker, their pool) once;
+    trains shards.
 
     Parameters
     ----------
@@ -496,25 +527,27 @@ class ShardWorker:
         :func:`trainer_settings` of the driver's trainer (``options["workers"]``: the torch
         threads of this worker; the result does not depend on it).
     data
-        Every client's ``(x, y)`` pair, or ``(x_all, y_all, sizes)`` already concatenated in
-        client order (what a remote worker receives from the object store).
+        Every client's ``(x, y)`` pair held by this worker (a Flower node's own client), or
+        None: every call carries its shard's records (``call["data"]``, :func:`shard_data`),
+        which the worker keeps only for that call.
     """
 
-    def __init__(self, settings: Mapping[str, Any], data: Any, device: str = "cpu") -> None:
+    def __init__(self, settings: Mapping[str, Any], data: Any = None, device: str = "cpu"
+                 ) -> None:
         self.trainer = CohortTrainer(settings["model"], settings["spec"], **settings["options"])
-        if isinstance(data, tuple) and len(data) == 3:
-            x, y, sizes = data
-            self.pool = DataPool(torch.as_tensor(x), torch.as_tensor(y), device=device,
-                                 dtype=self.trainer.dtype)
-            offsets = [0]
-            for n in sizes:
-                offsets.append(offsets[-1] + int(n))
-            self.indices = [torch.arange(lo, hi, device=self.pool.device)
-                            for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)]
-        else:
-            self.pool, self.indices = DataPool.from_clients(data, device=device,
-                                                            dtype=self.trainer.dtype)
         self.device = torch.device(device)
+        self.pool, self.indices = (None, []) if data is None else DataPool.from_clients(
+            data, device=device, dtype=self.trainer.dtype)
+
+    def _shipped(self, data: Mapping[str, torch.Tensor]) -> tuple[DataPool, list]:
+        """The pool of a call's shipped records and each shipped client's pool rows."""
+        pool = DataPool(torch.as_tensor(data["x"]), torch.as_tensor(data["y"]),
+                        device=self.device, dtype=self.trainer.dtype)
+        offsets = [0]
+        for n in torch.as_tensor(data["sizes"]).tolist():
+            offsets.append(offsets[-1] + int(n))
+        return pool, [torch.arange(lo, hi, device=pool.device)
+                      for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)]
 
     def train(self, call: Mapping[str, Any], start_row: torch.Tensor | None = None) -> tuple:
         """``(flat [m, d], states or None, stats, compute seconds)`` of one shard
@@ -522,9 +555,16 @@ class ShardWorker:
         started = time.perf_counter()
         start = call["start"] if call["start"] is not None else _rows(start_row, call["rows"])
         lr = call["lr"]
+        if call.get("data") is not None:
+            pool, indices = self._shipped(call["data"])
+        elif self.pool is not None:
+            pool, indices = self.pool, self.indices
+        else:
+            raise ValueError("call has no data and this worker holds none: a backend without "
+                             "data on its workers must ship each shard's records")
         params, states, stats = self.trainer.train_streams(
-            self.trainer.unflatten(start.to(self.device)), self.pool,
-            [self.indices[j] for j in call["clients"]], ClientStreams(call["seeds"]),
+            self.trainer.unflatten(start.to(self.device)), pool,
+            [indices[j] for j in call["clients"]], ClientStreams(call["seeds"]),
             None if call["states"] is None else {k: v.to(self.device)
                                                  for k, v in call["states"].items()},
             lr=lr.to(self.device) if isinstance(lr, torch.Tensor) else lr)

@@ -1,17 +1,22 @@
 """The Ray backend: a round's cohort sharded across Ray actors, each running the vectorised engine.
 
-Per run (the first call with a given trainer and client data), the driver puts the clients'
-training data, concatenated in client order, and the trainer's settings (model template, local
-training spec, layout) into Ray's object store **once**, and starts ``workers`` actors
-(:class:`ShardActor`, ``cpus_per_worker`` CPUs each); every actor builds one
-:class:`~privfl.fl.CohortTrainer` and one :class:`~privfl.fl.DataPool` from them and keeps both
-for the run. Per round (:meth:`RayBackend.run_shards`):
+Per run (the first call with a given trainer), the driver puts the trainer's settings (model
+template, local training spec, layout) into Ray's object store **once**, and starts ``workers``
+actors (:class:`ShardActor`, ``cpus_per_worker`` CPUs each); every actor builds one
+:class:`~privfl.fl.CohortTrainer` from them and keeps it for the run. No actor holds the
+population's data: per call (:meth:`RayBackend.run_shards`):
 
 * driver -> workers: the starting model once through the object store when every client starts
   from it (the global model), otherwise each shard's starting rows; each shard's optimizer
-  states (persistent ones only), client ids, per-client seeds and learning rates;
-* each actor runs ``trainer.train_streams`` on its shard (noise, where the local training has
-  any, drawn inside from each client's own streams);
+  states (persistent ones only), per-client seeds and learning rates, and **the records of the
+  shard's clients** (each distinct client once, :func:`~privfl.backends.base.shard_data`), so a
+  worker's memory is that of its shard, however many clients the population has (streamed
+  cohorts: one shard of one chunk at a time). The records travel once per call instead of once
+  per run: for a client of ``n`` records of ``r`` bytes that is ``n r`` bytes against the
+  ``4 d`` bytes of the model it sends back (``d`` parameters);
+* each actor runs ``trainer.train_streams`` on its shard over a pool of the shipped records
+  (noise, where the local training has any, drawn inside from each client's own streams) and
+  drops the records when the call ends;
 * workers -> driver: the shard's trained flat models, optimizer states (unless discarded) and
   monitoring statistics. The driver puts the shards back in order; the algorithm aggregates
   (and adds server-side noise) once, and the runner accounts once per completed round.
@@ -38,7 +43,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+import pickle
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -66,22 +72,18 @@ class RayClusterError(OSError):
 
 
 class ShardActor:
-    """The state of one Ray worker: a trainer and the clients' data, built once (see
-    :class:`~privfl.backends.base.ShardWorker`)."""
+    """The state of one Ray worker: a trainer, built once (see
+    :class:`~privfl.backends.base.ShardWorker`); each call brings its shard's records."""
 
-    def __init__(self, settings: dict[str, Any], x: np.ndarray, y: np.ndarray,
-                 sizes: list[int], device: str) -> None:
-        self.load(settings, x, y, sizes, device)
+    def __init__(self, settings: dict[str, Any], device: str) -> None:
+        self.load(settings, device)
 
-    def load(self, settings: dict[str, Any], x: np.ndarray, y: np.ndarray, sizes: list[int],
-             device: str) -> int:
-        """Build the trainer and the data pool (at the start, and when the driver's trainer
-        or client data change: the process, with torch imported, is kept); returns the pid."""
+    def load(self, settings: dict[str, Any], device: str) -> int:
+        """Build the trainer (at the start, and when the driver's trainer changes: the
+        process, with torch imported, is kept); returns the pid."""
         torch.set_num_threads(settings["options"]["workers"])
-        # the object store hands out read-only views: copy once into torch-owned memory
-        data = (torch.from_numpy(np.array(x)), torch.from_numpy(np.array(y)), sizes)
-        self.worker = None  # the old pool's memory is freed before the new one is built
-        self.worker = ShardWorker(settings, data, device)
+        self.worker = None
+        self.worker = ShardWorker(settings, None, device)
         return os.getpid()
 
     def pid(self) -> int:
@@ -137,6 +139,7 @@ class RayBackend(ShardedBackend):
     """
 
     name = "ray"
+    ships_data = True
 
     def __init__(self, address: str | None = None, workers: int | None = None, *,
                  cpus_per_worker: int = 1, max_restarts: int = 3, start_timeout: float = 300.0,
@@ -159,9 +162,11 @@ class RayBackend(ShardedBackend):
         self.connection: RayConnection = connect(address, cpus=cpus)
         self.workers = requested or max(1, self.connection.cpus // self.cpus_per_worker)
         self._actors: list[Any] = []
-        self._key: tuple | None = None
-        self._held: tuple = ()  # the trainer and data the actors were built for (keeps ids)
-        self.put_bytes = 0  #: bytes put into the object store once per run (the clients' data)
+        self._key: int | None = None
+        self._held: tuple = ()  # the trainer the actors were built for (keeps its id)
+        #: bytes put into the object store once per run (the trainer's pickled settings; the
+        #: clients' records travel with each shard, ``CallRecord.data_bytes``)
+        self.put_bytes = 0
         self.replaced = 0  #: dead workers replaced (their shards computed again)
         #: optional ``on_submit(actors)``, called once a call's shards are submitted (tests kill
         #: a worker there, i.e. during the round)
@@ -176,43 +181,37 @@ class RayBackend(ShardedBackend):
                 f"{self.connection.describe()})")
 
     # ------------------------------------------------------------------ workers
-    def _start_workers(self, trainer: Any, data: Sequence) -> None:
-        """Put the data and trainer settings into the object store once and start the actors;
-        when the trainer or the data list changes (e.g. the next training of a certification),
-        put the new ones and reload the running actors with them."""
-        key = (id(trainer), id(data))
+    def _start_workers(self, trainer: Any) -> None:
+        """Put the trainer settings into the object store once and start the actors; when the
+        trainer changes (e.g. the next training of a certification), put the new settings and
+        reload the running actors with them."""
+        key = id(trainer)
         if key == self._key and self._actors:
             return
         ray = self.connection.ray
-        from privfl.fl.pool import DataPool
-
-        pool, _ = DataPool.from_clients(data, device="cpu")
-        sizes = [int(y.shape[0]) for _, y in data]
-        x, y = pool.x.numpy(), pool.y.numpy()
-        self.put_bytes = int(x.nbytes + y.nbytes)
         settings = trainer_settings(trainer)
         settings["options"]["workers"] = self.cpus_per_worker
-        refs = (ray.put(settings), ray.put(x), ray.put(y))
-        del pool, x, y
-        self._refs, self._sizes = refs, sizes
+        self.put_bytes = len(pickle.dumps(settings))
+        refs = (ray.put(settings),)
+        self._refs = refs
         if self._actors:  # reload: no new processes (each would import torch again)
             self._key, self._held = None, ()
             try:
                 self._wait_ready(self._actors, [
-                    a.load.remote(*refs, sizes, self.device) for a in self._actors])
+                    a.load.remote(*refs, self.device) for a in self._actors])
             except ray.exceptions.RayActorError:  # one died meanwhile: start all afresh
                 self._stop_workers()
-                self._refs, self._sizes = refs, sizes
+                self._refs = refs
         if not self._actors:
             self._actors = [self._new_actor() for _ in range(self.workers)]
             self._wait_ready(self._actors)
-        self._key, self._held = key, (trainer, data)
+        self._key, self._held = key, (trainer,)
 
     def _new_actor(self) -> Any:
-        """One actor built from the run's object-store entries (put once)."""
+        """One actor built from the run's object-store entry (put once)."""
         actor = self.connection.ray.remote(ShardActor).options(
             num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker)
-        return actor.remote(*self._refs, self._sizes, self.device)
+        return actor.remote(*self._refs, self.device)
 
     def _wait_ready(self, actors: list[Any], calls: list[Any] | None = None) -> None:
         """Wait for ``calls`` (default: every actor's ``pid``, i.e. its start)."""
@@ -299,7 +298,7 @@ class RayBackend(ShardedBackend):
 
     def _run_shards(self, trainer, data, start_row, shards, keep_states, count):
         ray = self.connection.ray
-        self._start_workers(trainer, data)
+        self._start_workers(trainer)
         start_ref = ray.put(_arrays(start_row)) if start_row is not None else None
 
         def submit(shard):

@@ -730,21 +730,28 @@ class CohortTrainer:
         mask: torch.Tensor | None = None,
         *,
         generators: Sequence[torch.Generator | None] | None = None,
+        single_rows: bool = True,
     ) -> GradientResult:
         """Per-client sums of flat-clipped per-example gradients of one batch (no noise).
 
         ``params``: ``name -> [m, ...]``; ``x``: ``[m, b, *input_shape]``; ``y``: ``[m, b]``;
         ``mask``: ``[m, b]`` (False for padded slots). Requires ``spec.clip_norm``. Dropout
         masks come from ``generators`` (one per client; default torch's global RNG).
+        ``single_rows=False``: a call with one row runs the stacked kernels (``bmm``) like a
+        call with many, so a row's bits do not depend on how many rows share the call
+        (:mod:`privfl.fl.unit_sums`); True: one row uses the single-row kernels.
         """
         if self.spec.clip_norm is None:
             raise ValueError("clip_norm = None: clipped_sums needs a spec with a clip norm")
+        if not isinstance(single_rows, bool):
+            raise ValueError(f"single_rows = {single_rows!r} is not allowed: must be a bool")
         m, b, xf, yf, real = self._batch_inputs(params, x, y, mask)
-        self._single_rows = True
+        self._single_rows = single_rows
         gens = list(generators) if generators is not None else [None] * m
         params = {n: params[n].to(self.dtype) for n in self.param_names}
         mask_b = None if mask is None else mask.to(torch.bool)
-        return clipped(self.model, self.spec.clip_norm, params, xf, yf, mask_b, real, gens, True)
+        return clipped(self.model, self.spec.clip_norm, params, xf, yf, mask_b, real, gens,
+                       single_rows)
 
     def per_example_gradients(
         self,

@@ -101,10 +101,19 @@ from privfl.fl.algorithms.common import (
     seeded_generators,
 )
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.fl.algorithms.streamed import CohortStream
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer, cross_entropy_loss
+from privfl.fl.unit_sums import (
+    RECORD_UNIT,
+    clipped_units,
+    plain_units,
+    record_units,
+    unit_bytes,
+    units_per_chunk,
+)
 from privfl.mechanisms.noise import standard_normal_
 from privfl.mechanisms.secure import SECURE_RANDOM, randomness_text
 
@@ -126,8 +135,6 @@ _SECURE_AGGREGATION_NOTE = (
     "secure aggregation: the trusted-server analysis of the sum; assumes no client reveals its "
     "noise share to the server and no client drops out"
 )
-#: Records per forward/backward of the engine (chunking never changes what is computed).
-_CHUNK_RECORDS = 2048
 #: Clients whose noise messages are drawn per block (bounded temporary memory).
 _NOISE_BLOCK = 64
 
@@ -438,6 +445,11 @@ class DpDsgd(RoundAlgorithm):
     device, eval_batch_size, trainer_options
         Where tensors live; evaluation batch size; options of
         :class:`~privfl.fl.CohortTrainer`.
+    stream
+        :class:`~privfl.fl.algorithms.streamed.CohortStream`: the memory budget
+        (``run.memory_budget``) that sets how many summation units of
+        :data:`~privfl.fl.unit_sums.RECORD_UNIT` records one engine call takes (or a fixed
+        number of units); the result is the same bits for any (:mod:`privfl.fl.unit_sums`).
     """
 
     #: why the local work runs in the driver's process, not through privfl.backends'
@@ -445,9 +457,9 @@ class DpDsgd(RoundAlgorithm):
     #: a sharded call's overhead 70-130 ms); a distributed backend refuses the algorithm
     local_only: ClassVar[str | None] = (
         "a round is one clipped gradient of the sampled records at the server's model "
-        "(no local steps), summed in fixed chunks of records; a shard must be whole "
-        "chunks to keep the result identical, and a round of the shipped configurations "
-        "samples fewer records than one chunk (Ray would add about 0.1 s a call to 1-5 ms "
+        "(no local steps), summed in fixed units of records; a shard must be whole "
+        "units to keep the result identical, and a round of the shipped configurations "
+        "samples a few units of records (Ray would add about 0.1 s a call to 1-5 ms "
         "of work)")
 
     name: ClassVar[str] = "dp-dsgd"
@@ -481,8 +493,12 @@ class DpDsgd(RoundAlgorithm):
         eval_batch_size: int = 1000,
         trainer_options: dict[str, Any] | None = None,
         init_params: dict[str, torch.Tensor] | None = None,
+        stream: CohortStream | None = None,
     ) -> None:
         check_model_and_data(model, data)
+        if stream is not None and not isinstance(stream, CohortStream):
+            raise ValueError(f"stream = {stream!r} is not allowed: must be a CohortStream")
+        self.stream = stream or CohortStream()
         if not isinstance(plan, DpDsgdPrivacy):
             raise ValueError(f"plan = {plan!r} is not allowed: must be a DpDsgdPrivacy")
         if not np.array_equal(plan.client_sizes, data.client_sizes):
@@ -563,7 +579,7 @@ class DpDsgd(RoundAlgorithm):
             server_lr=f.server_lr, server_momentum=f.server_momentum, seed=config.seed,
             eval_every=f.eval_every, last_round=f.rounds, device=config.run.device,
             eval_batch_size=config.run.eval_batch_size,
-            trainer_options=trainer_options(config),
+            trainer_options=trainer_options(config), stream=CohortStream.from_config(config),
         )
 
     def setup(self) -> dict[str, str]:
@@ -600,21 +616,20 @@ class DpDsgd(RoundAlgorithm):
 
     def local_work(self, cohort: Cohort) -> GradientSum:
         """Sum over participants of their clipped per-record gradient sums at w_t, all
-        sampled records of the iteration on the engine together (chunks of records); with a
-        client-side protection, participant by participant, each sum distorted before the
-        server adds it."""
+        sampled records of the iteration on the engine together (units of records, as many
+        per call as the memory budget allows); with a client-side protection, participant by
+        participant, each sum distorted before the server adds it."""
         index = torch.as_tensor(cohort.indices, device=self.device)
         count = int(index.numel())
         if count == 0 and self.protection is None:
             return GradientSum(self._zeros(), 0, math.nan, math.nan)
-        params = self.trainer.unflatten(self.params)
         if self.protection is None:
-            total, loss, clipped = self._record_sums(params, index)
+            total, loss, clipped = self._record_sums(index, 0)
         else:  # each participant's message distorted (privfl.fl.algorithms.protection)
             total, loss, clipped = self._zeros(), 0.0, 0.0
-            for records in cohort.records:
+            for k, records in enumerate(cohort.records, start=1):
                 part, part_loss, part_clipped = self._record_sums(
-                    params, torch.as_tensor(records, dtype=torch.long, device=self.device))
+                    torch.as_tensor(records, dtype=torch.long, device=self.device), k)
                 total += self.protection.distort(part.unsqueeze(0), self.generator)[0]
                 loss, clipped = loss + part_loss, clipped + part_clipped
         if count == 0:
@@ -625,25 +640,33 @@ class DpDsgd(RoundAlgorithm):
     def _zeros(self) -> torch.Tensor:
         return torch.zeros(self.trainer.num_params, dtype=self.dtype, device=self.device)
 
-    def _record_sums(self, params, index: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+    def _record_sums(self, index: torch.Tensor, domain: int
+                     ) -> tuple[torch.Tensor, float, float]:
         """The (clipped) gradient sum ``[d]`` of records ``index`` at w_t, their loss sum and
-        the number of clipped records, in chunks of records on the engine."""
-        total, loss, clipped = self._zeros(), 0.0, 0.0
-        for lo in range(0, int(index.numel()), _CHUNK_RECORDS):
-            rows = index[lo: lo + _CHUNK_RECORDS]
-            x, y = self._x[rows], self._y[rows]
-            if self.plan.clip_norm is None:
-                sums, losses = self._plain_sums(x, y)
-            else:
-                result = self.trainer.clipped_sums(params, x.unsqueeze(0), y.unsqueeze(0))
-                sums, losses = result.sums, result.losses
-                clipped += float((result.norms > self.plan.clip_norm).sum())
-            total += self.trainer.flatten(sums)[0]
-            loss += float(losses.sum())
-        return total, loss, clipped
+        the number of clipped records: units of :data:`RECORD_UNIT` records in order, as many
+        per engine call as the memory budget allows (:mod:`privfl.fl.unit_sums`; dropout
+        masks from the run's seed, the iteration and ``domain``)."""
+        if index.numel() == 0:
+            return self._zeros(), 0.0, 0.0
+        units, mask = record_units(index, RECORD_UNIT)
+        per_unit = unit_bytes(self.trainer, self._x[:1], self._y[:1], RECORD_UNIT)
+        chunk = units_per_chunk(units.shape[0], per_unit, self.stream.budget(self.device),
+                                self.stream.chunk)
+        if self.plan.clip_norm is None:
+            def unit_sum(u):
+                rows = units[u][mask[u]]
+                sums, losses = self._plain_sums(self._x[rows], self._y[rows])
+                return self.trainer.flatten(sums)[0], losses, torch.ones_like(losses)
+
+            totals = plain_units(self.trainer.num_params, self.device, units.shape[0], chunk,
+                                 unit_sum, seed=self.seed, round=self.round, domain=domain)
+        else:
+            totals = clipped_units(self.trainer, self.params, self._x, self._y, units, mask,
+                                   chunk, seed=self.seed, round=self.round, domain=domain)
+        return totals.total.result(self.dtype), totals.loss, float(totals.clipped)
 
     def _plain_sums(self, x: torch.Tensor, y: torch.Tensor):
-        """Unclipped gradient sum of a chunk (the non-private baseline)."""
+        """Unclipped gradient sum of one unit of records (the non-private baseline)."""
         leaves = {n: v[0].detach().requires_grad_(True)
                   for n, v in self.trainer.unflatten(self.params).items()}
         with torch.enable_grad():

@@ -105,17 +105,19 @@ from privfl.fl.algorithms.common import (
     seeded_generators,
 )
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.fl.algorithms.streamed import CohortStream
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer, cross_entropy_loss
+from privfl.fl.unit_sums import clipped_units, plain_units, unit_bytes, units_per_chunk
 from privfl.mechanisms.noise import standard_normal_
 from privfl.mechanisms.secure import SECURE_RANDOM, randomness_text
 
 __all__ = ["ACCOUNTANTS", "ProjectedSgd", "ProjectedSgdConfig", "ProjectedSgdPrivacy",
            "check_settings", "project_"]
 
-#: Users per forward/backward of the engine (chunking never changes what is computed).
+#: Users per forward of :meth:`ProjectedSgd.objective` (a monitoring value, not the round's sum).
 _CHUNK_USERS = 1024
 
 
@@ -409,6 +411,11 @@ class ProjectedSgd(RoundAlgorithm):
         Scale every input (train and test) to L2 norm <= this (part of the loss).
     evaluate
         ``"final"`` (accuracy after round ``plan.rounds`` only) or ``"every-round"``.
+    stream
+        :class:`~privfl.fl.algorithms.streamed.CohortStream`: the memory budget
+        (``run.memory_budget``) that sets how many users one engine call takes (or a fixed
+        number); every user is a summation unit, so the result is the same bits for any
+        (:mod:`privfl.fl.unit_sums`).
     """
 
     #: why the local work runs in the driver's process, not through privfl.backends'
@@ -416,10 +423,9 @@ class ProjectedSgd(RoundAlgorithm):
     #: a sharded call's overhead 70-130 ms); a distributed backend refuses the algorithm
     local_only: ClassVar[str | None] = (
         "a round is one clipped gradient per user at the server's model (no local "
-        "steps), summed in fixed chunks of users; a shard must be whole "
-        "chunks to keep the result identical, and a round of the shipped "
-        "configurations has fewer users than one chunk (Ray would add about 0.1 s "
-        "a call to 1-5 ms of work)")
+        "steps), summed user by user in cohort order; a round of the shipped "
+        "configurations is one engine call of a few hundred small users (Ray would add "
+        "about 0.1 s a call to 1-5 ms of work)")
 
     name: ClassVar[str] = "projected-sgd"
     title: ClassVar[str] = ("projected noisy SGD, only the final model released (Asoodeh et al. "
@@ -448,8 +454,12 @@ class ProjectedSgd(RoundAlgorithm):
                  seed: int = 0, input_bound: float | None = None, evaluate: str = "final",
                  device: str | torch.device = "cpu", eval_batch_size: int = 1000,
                  trainer_options: dict[str, Any] | None = None,
-                 init_params: dict[str, torch.Tensor] | None = None) -> None:
+                 init_params: dict[str, torch.Tensor] | None = None,
+                 stream: CohortStream | None = None) -> None:
         check_model_and_data(model, data)
+        if stream is not None and not isinstance(stream, CohortStream):
+            raise ValueError(f"stream = {stream!r} is not allowed: must be a CohortStream")
+        self.stream = stream or CohortStream()
         if not isinstance(plan, ProjectedSgdPrivacy):
             raise ValueError(f"plan = {plan!r} is not allowed: must be a ProjectedSgdPrivacy")
         if plan.users != data.num_clients:
@@ -557,7 +567,8 @@ class ProjectedSgd(RoundAlgorithm):
         return cls(build_model(config, data), data, cls.privacy_plan(config, data),
                    seed=config.seed, input_bound=f.input_bound, evaluate=f.evaluate,
                    device=config.run.device, eval_batch_size=config.run.eval_batch_size,
-            trainer_options=trainer_options(config))
+                   trainer_options=trainer_options(config),
+                   stream=CohortStream.from_config(config))
 
     def setup(self) -> dict[str, str]:
         plan = self.plan
@@ -598,43 +609,42 @@ class ProjectedSgd(RoundAlgorithm):
 
     def local_work(self, cohort: np.ndarray) -> Update:
         """Every user's mean clipped record gradient at W_{t-1} (users as rows of the engine),
-        averaged over the m users; with a client-side protection, each user's gradient is
-        distorted before the server adds it."""
-        total = torch.zeros(self.trainer.num_params, dtype=self.dtype, device=self.device)
-        loss = clipped = records = 0.0
-        max_norm = 0.0
+        averaged over the m users. Each user is a summation unit, added in cohort order, as
+        many users per engine call as the memory budget allows (:mod:`privfl.fl.unit_sums`);
+        with a client-side protection, each user's gradient is distorted (one user at a time)
+        before the server adds it."""
         users = torch.as_tensor(cohort, device=self.device)
-        for lo in range(0, users.numel(), _CHUNK_USERS):
-            rows = users[lo: lo + _CHUNK_USERS]
-            index, mask = self._index[rows], self._mask[rows]
-            sizes = self.sizes[rows].to(self.dtype)
-            x, y = self._x[index], self._y[index]
-            if self.plan.clip_norm is None:
-                grad, losses = self._plain(x, y, mask, sizes)
-                if self.protection is not None:  # each user's gradient, then distorted
-                    grad = self.protection.distort(torch.stack([
-                        self._plain(x[j: j + 1], y[j: j + 1], mask[j: j + 1],
-                                    sizes[j: j + 1])[0] for j in range(rows.numel())]),
-                        self.generator).sum(0)
-            else:
-                k = rows.numel()
-                stacked = self.trainer.unflatten(self.params.expand(k, -1))
-                result = self.trainer.clipped_sums(stacked, x, y, mask)
-                per_user = self.trainer.flatten(result.sums) / sizes.unsqueeze(1)
-                if self.protection is not None:  # privfl.fl.algorithms.protection
-                    per_user = self.protection.distort(per_user, self.generator)
-                grad = per_user.sum(0)
-                losses = result.losses
-                norms = result.norms[mask]
-                clipped += float((norms > self.plan.clip_norm).sum())
-                max_norm = max(max_norm, float(norms.max()))
-            total += grad
-            loss += float((losses * mask).sum())
-            records += float(mask.sum())
-        m = self.plan.users_per_round
+        index, mask = self._index[users], self._mask[users]
+        sizes = self.sizes[users].to(self.dtype)
+        per_unit = unit_bytes(self.trainer, self._x[:1], self._y[:1], index.shape[1])
+        chunk = units_per_chunk(users.numel(), per_unit, self.stream.budget(self.device),
+                                self.stream.chunk)
         if self.plan.clip_norm is None:
-            return Update(total / m, loss / records, math.nan, math.nan)
-        return Update(total / m, loss / records, clipped / records, max_norm)
+            def unit_sum(u):
+                grad, losses = self._plain(self._x[index[u: u + 1]], self._y[index[u: u + 1]],
+                                           mask[u: u + 1], sizes[u: u + 1])
+                return self._distorted(grad.unsqueeze(0))[0], losses, mask[u: u + 1]
+
+            totals = plain_units(self.trainer.num_params, self.device, users.numel(), chunk,
+                                 unit_sum, seed=self.seed, round=self.round)
+        else:
+            totals = clipped_units(
+                self.trainer, self.params, self._x, self._y, index, mask, chunk,
+                transform=lambda rows, lo, hi: self._distorted(rows / sizes[lo:hi, None]),
+                seed=self.seed, round=self.round)
+        m, records = self.plan.users_per_round, max(1, totals.records)
+        mean = totals.total.result(self.dtype) / m
+        if self.plan.clip_norm is None:
+            return Update(mean, totals.loss / records, math.nan, math.nan)
+        return Update(mean, totals.loss / records, totals.clipped / records, totals.max_norm)
+
+    def _distorted(self, per_user: torch.Tensor) -> torch.Tensor:
+        """Each user's gradient (a row) distorted alone by the client-side protection
+        (:mod:`privfl.fl.algorithms.protection`), so the draws do not depend on the chunks."""
+        if self.protection is None:
+            return per_user
+        return torch.cat([self.protection.distort(per_user[j: j + 1], self.generator)
+                          for j in range(per_user.shape[0])])
 
     def _plain(self, x, y, mask, sizes):
         """Sum over users of their mean unclipped gradients (the non-private baseline)."""
