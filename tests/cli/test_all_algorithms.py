@@ -20,7 +20,8 @@ runner = CliRunner()
 
 
 def _demo(name: str) -> Path:
-    return CONFIGS / ("demo.yaml" if name == "prifedsync" else f"demo-{name}.yaml")
+    special = {"prifedsync": "demo.yaml", "bandmf-fedavg": "demo-bandmf.yaml"}
+    return CONFIGS / special.get(name, f"demo-{name}.yaml")
 
 
 def _rows(run_dir: Path) -> list[dict]:
