@@ -175,9 +175,6 @@ class DpFedAvgPrivacy:
         self.sampler = (CohortSampler.poisson(self.num_clients, client_rate)
                         if self.client_sampling == "poisson"
                         else CohortSampler.fixed_size(self.num_clients, cohort_size))
-        self.client_rate, self.cohort_size = self.sampler.rate, self.sampler.size
-        self.expected_cohort = self.sampler.expected_size
-        self.sampling_rate = self.sampler.sampling_rate
         self.noise_multiplier = check_range("noise_multiplier", noise_multiplier, 0.0)
         self.clip_norm = check_range("clip_norm", clip_norm, 0.0, low_open=True)
         self.clipping = check_choice("clipping", clipping, CLIPPINGS)
@@ -231,6 +228,24 @@ class DpFedAvgPrivacy:
     @property
     def private(self) -> bool:
         return self.noise_multiplier > 0.0
+
+    @property
+    def client_rate(self) -> float | None:
+        """q of Poisson cohorts (None for fixed-size ones): the sampler's."""
+        return self.sampler.rate
+
+    @property
+    def cohort_size(self) -> int | None:
+        """m of fixed-size cohorts (None for Poisson ones): the sampler's."""
+        return self.sampler.size
+
+    @property
+    def expected_cohort(self) -> float:
+        return self.sampler.expected_size
+
+    @property
+    def sampling_rate(self) -> float:
+        return self.sampler.sampling_rate
 
     @property
     def sampling(self) -> Sampling:
