@@ -166,3 +166,22 @@ def test_step_accountants_read_replace_with_zero_soundly() -> None:
     for method in ("rdp", "pld"):
         assert eps(Sampling.NONE, 1.0, zero, method) == eps(Sampling.NONE, 1.0, add, method)
     assert eps(Sampling.NONE, 1.0, zero, "gdp-clt") >= eps(Sampling.NONE, 1.0, add, "gdp-clt")
+
+
+@pytest.mark.parametrize(("z", "s", "delta"), [(2.0, math.sqrt(10.0), 1e-5), (4.88, 1.0, 1e-12),
+                                               (0.5, 3.0, 1e-6)])
+def test_pld_row_is_the_pld_accountants_answer_for_the_same_gaussian(z, s, delta) -> None:
+    """One path: the correlated-noise ``pld`` row is what the PLD accountant answers for one
+    unsampled Gaussian step of noise multiplier z/s (exact GDP in closed form, on the safe
+    side): equal to it (to the rounding of mu), at most 1e-9 relative above the exact GDP
+    value, never below."""
+    from privfl.accounting.events import dpsgd_event
+    from privfl.accounting.pld import PldAccountant
+
+    rows = _by_method(gaussian_mechanism_results(z, s, delta, steps=3, participation="single"))
+    event = dpsgd_event(noise_multiplier=z / s, sampling_rate=1.0, steps=1)
+    accountant = PldAccountant().epsilon(event, delta)
+    # equal up to the last bit of mu (s/z here, sqrt((1/(z/s))^2) there)
+    assert rows["pld"].epsilon == pytest.approx(accountant.epsilon, rel=1e-15)
+    assert rows["pld"].extras["closed_form"] == accountant.extras["closed_form"]
+    assert rows["gdp"].epsilon <= rows["pld"].epsilon <= rows["gdp"].epsilon * (1 + 1e-9)

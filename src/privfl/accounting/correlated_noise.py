@@ -21,7 +21,9 @@ Three answers, all for ``mu = s / z``:
 * ``gdp``: the Gaussian mechanism is exactly mu-GDP, and ``epsilon(delta)`` inverts the exact
   curve ``delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (Balle and Wang 2018,
   "Improving the Gaussian mechanism", Thm 8; Dong, Roth, Su 2019, Cor. 2.13): exact, a bound.
-* ``pld``: privfl's pessimistic PLD of the same Gaussian (a bound, slightly above gdp).
+* ``pld``: what the PLD accountant answers for an unsampled Gaussian: the same exact mu-GDP
+  curve, read at delta lowered by its relative error allowance 1e-9 (a bound, at most 1e-9
+  relative above gdp; :func:`privfl.accounting.gaussian_closed_form.gdp_closed_form`, no grid).
 * ``rdp``: ``alpha s^2 / (2 z^2)`` (Mironov 2017) converted to (epsilon, delta) (a bound,
   looser); for a single-epoch tree this is dp-accounting's RDP of
   ``SingleEpochTreeAggregationDpEvent`` (``s^2 = ceil(log2(T + 1))``).
@@ -50,6 +52,7 @@ from scipy import optimize
 
 from privfl._validation import check_delta, check_epsilon, check_int, check_positive, check_rate
 from privfl.accounting.events import CorrelatedNoiseRelease, Neighbouring
+from privfl.accounting.gaussian_closed_form import CLOSED_FORM, gdp_closed_form
 from privfl.accounting.gdp import gdp_epsilon, gdp_mu_for
 from privfl.accounting.pld import composed_epsilon, poisson_gaussian_pld
 from privfl.accounting.rdp import epsilon_from_rdp, rdp_gaussian, rdp_poisson_gaussian
@@ -136,10 +139,11 @@ def gaussian_mechanism_results(
                 )
             )
         elif method == "pld":
-            eps = composed_epsilon(poisson_gaussian_pld(z / s, 1.0), 1, delta)
+            eps, _ = gdp_closed_form(mu, delta=delta)
             results.append(
                 _result(
-                    "pld", "bound", eps, delta, **common, mu=mu, sensitivity=s, noise_multiplier=z
+                    "pld", "bound", eps, delta, **common, mu=mu, sensitivity=s,
+                    noise_multiplier=z, closed_form=CLOSED_FORM,
                 )
             )
         else:

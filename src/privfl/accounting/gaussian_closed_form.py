@@ -21,7 +21,10 @@ from privfl._validation import check_delta, check_range
 from privfl.accounting.events import Neighbouring, Noise, NoisyStep, PrivacyEvent, Sampling
 from privfl.accounting.gdp import gdp_delta, gdp_epsilon
 
-__all__ = ["gdp_closed_form", "unsampled_gaussian", "unsampled_gaussian_mu"]
+__all__ = ["CLOSED_FORM", "gdp_closed_form", "unsampled_gaussian", "unsampled_gaussian_mu"]
+
+#: The ``closed_form`` label of a PLD result answered here instead of on a grid.
+CLOSED_FORM = "exact mu-GDP (no step is subsampled)"
 
 #: Relative error allowed for the computed mu-GDP profile: :func:`privfl.accounting.gdp.gdp_delta`
 #: is accurate to about 1e-12 relative (checked against mpmath in tests/accounting/test_gdp.py).

@@ -170,6 +170,7 @@ from privfl.accounting.events import (
     Sampling,
 )
 from privfl.accounting.gaussian_closed_form import (
+    CLOSED_FORM,
     gdp_closed_form,
     unsampled_gaussian,
     unsampled_gaussian_mu,
@@ -845,7 +846,7 @@ class PldAccountant(Accountant):
                           else gdp_closed_form(mu, epsilon=value))
         return PrivacyResult.for_event(
             event, method=self.name, kind=self.kind, epsilon=epsilon, delta=delta, mu=mu,
-            closed_form="exact mu-GDP (no step is subsampled)")
+            closed_form=CLOSED_FORM)
 
 
 #: Finest step grid the automatic refinement of :meth:`PldAccountant.grid` will build.
