@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from privfl._validation import MAX_COUNT, check_int, check_positive
-from privfl.accounting import rdp as rdp_module
+from privfl.accounting import rdp_poisson, rdp_poisson_quadrature
 from privfl.accounting.base import check_event
 from privfl.accounting.events import (
     AccountingLimitError,
@@ -138,7 +138,7 @@ def test_sampled_gaussian_rdp_stays_in_its_bracket_at_small_noise(sigma, q):
 def test_quadrature_resolves_narrow_bumps():
     """The windowed quadrature at a noise where one grid over [0, alpha] would miss the bumps."""
     for sigma in (1e-4, 1e-6, 1e-8):
-        log_am1 = rdp_module._log_a_minus_1_quad(0.01, sigma, 1.18)
+        log_am1 = rdp_poisson_quadrature._log_a_minus_1_quad(0.01, sigma, 1.18)
         rdp = np.logaddexp(0.0, log_am1) / 0.18
         upper = 1.18 / (2 * sigma * sigma)
         assert upper + 1.18 * math.log(0.01) / 0.18 - 1e-11 * upper <= rdp <= upper * (1 + 1e-11)
@@ -190,7 +190,7 @@ def test_the_order_cap_itself_is_evaluated_cheaply():
 
 def test_many_large_orders_are_evaluated_in_bounded_groups():
     alphas = np.array([float(a) for a in range(2, 40)] + [4096.0, 4096.5, 20000.0])
-    groups = rdp_module._order_groups(alphas)
+    groups = rdp_poisson._order_groups(alphas)
     assert sorted(np.concatenate(groups).tolist()) == list(range(len(alphas)))
     for group in groups:
         assert len(group) == 1 or len(group) * (alphas[group].max() + 3) <= (1 << 22)

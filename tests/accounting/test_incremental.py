@@ -1,7 +1,7 @@
 """Per-round accounting with the state kept between rounds equals accounting from scratch,
 to the last bit (hypothesis properties).
 
-What a run keeps between rounds: each step's RDP curve (``rdp._step_curve``; a round's
+What a run keeps between rounds: each step's RDP curve (``rdp_accountant._step_curve``; a round's
 composition is ``count x curve``, the same floats as from scratch), each scheme's per-iteration
 result under random participation (``participation._per_iteration_cached``), and each plan's
 results per round. A run asks for round 1, 2, ..., T in turn with warm caches; here every
@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privfl.accounting import participation, rdp
+from privfl.accounting import participation, rdp_accountant
 from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import RandomParticipationStep, dpsgd_event
 
@@ -28,7 +28,7 @@ def test_rdp_round_by_round_equals_from_scratch(z, q, rounds, per_round, samplin
         warm.append(evaluate(dpsgd_event(z, q, r * per_round, sampling=sampling), 1e-5,
                              methods="rdp"))
     for r, results in enumerate(warm, 1):
-        rdp._step_curve.cache_clear()
+        rdp_accountant._step_curve.cache_clear()
         cold = evaluate(dpsgd_event(z, q, r * per_round, sampling=sampling), 1e-5,
                         methods="rdp")
         assert [x.to_dict() for x in results] == [x.to_dict() for x in cold]
@@ -48,7 +48,7 @@ def test_random_participation_round_by_round_equals_from_scratch(p, q, noise, ro
     warm = [evaluate(node(r), 1e-5) for r in range(1, rounds + 1)]
     for r, results in enumerate(warm, 1):
         participation._per_iteration_cached.cache_clear()
-        rdp._step_curve.cache_clear()
+        rdp_accountant._step_curve.cache_clear()
         assert [x.to_dict() for x in results] == [x.to_dict() for x in evaluate(node(r), 1e-5)]
     composed = [[x.epsilon for x in results if x.steps > 1] for results in warm[1:]]
     assert all(x <= y for a, b in zip(composed[:-1], composed[1:], strict=True)

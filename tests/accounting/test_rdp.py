@@ -11,7 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from privfl.accounting import rdp as rdp_module
+from privfl.accounting import (
+    rdp_accountant,
+    rdp_poisson,
+    rdp_poisson_quadrature,
+    rdp_wor_gaussian,
+)
 from privfl.accounting.events import (
     Neighbouring,
     Noise,
@@ -288,15 +293,15 @@ def test_fractional_orders_match_integration(q, sigma, alpha):
 
 
 def test_regimes_and_both_fractional_methods_agree():
-    _, regimes = rdp_module._log_a(0.5, 100.0, np.array([1.01, 2.0]))
+    _, regimes = rdp_poisson._log_a(0.5, 100.0, np.array([1.01, 2.0]))
     assert regimes == ["quadrature", "integer"]
-    _, regimes = rdp_module._log_a(0.01, 1.0, np.array([1.01, 2.0, 2.5]))
+    _, regimes = rdp_poisson._log_a(0.01, 1.0, np.array([1.01, 2.0, 2.5]))
     assert regimes == ["series", "integer", "series"]
-    _, regimes = rdp_module._log_a(0.01, 1.0, np.array(LEGACY_ORDERS))
+    _, regimes = rdp_poisson._log_a(0.01, 1.0, np.array(LEGACY_ORDERS))
     assert "quadrature" not in regimes
     for q, sigma, alpha in [(0.5, 0.3, 1.1), (0.01, 1.0, 1.5), (0.9, 2.0, 3.3)]:
-        series, error = rdp_module._log_a_minus_1_series(q, sigma, np.array([alpha]))
-        quadrature = rdp_module._log_a_minus_1_quad(q, sigma, alpha)
+        series, error = rdp_poisson._log_a_minus_1_series(q, sigma, np.array([alpha]))
+        quadrature = rdp_poisson_quadrature._log_a_minus_1_quad(q, sigma, alpha)
         assert error[0] < 1e-11
         assert np.logaddexp(0, series[0]) == pytest.approx(np.logaddexp(0, quadrature), rel=1e-11)
 
@@ -452,18 +457,19 @@ def test_wor_gaussian_forward_differences_exact_path():
     """The integer forward differences against mpmath, and the float / exact switch."""
     for c in (0.125, 0.02, 2e-4, 2e-9):
         m = 40
-        ours = rdp_module._log_forward_diffs_exact(c, m)
+        ours = rdp_wor_gaussian._log_forward_diffs_exact(c, m)
         with mp.workdps(200):
             g = [mp.exp(mp.mpf(c) * i * (i - 1)) for i in range(m + 1)]
             for ell in range(2, m + 1, 2):
                 terms = ((-1) ** (ell - i) * mp.binomial(ell, i) * g[i] for i in range(ell + 1))
                 ref = mp.fsum(terms)
                 assert ours[ell] == pytest.approx(float(mp.log(ref)), rel=1e-14, abs=1e-13)
-        combined = rdp_module._log_forward_diffs(c, m)
+        combined = rdp_wor_gaussian._log_forward_diffs(c, m)
         np.testing.assert_allclose(combined[2::2], ours[2::2], rtol=1e-12)
-    _, unreliable = rdp_module._log_forward_diffs_float(2.0, 256)  # z = 1: no cancellation
+    _, unreliable = rdp_wor_gaussian._log_forward_diffs_float(2.0, 256)  # z = 1: no cancellation
     assert unreliable == 0
-    _, unreliable = rdp_module._log_forward_diffs_float(2e-4, 256)  # z = 100: cancels everywhere
+    # z = 100: cancels everywhere
+    _, unreliable = rdp_wor_gaussian._log_forward_diffs_float(2e-4, 256)
     assert unreliable == 256
 
 
@@ -786,9 +792,9 @@ def test_heterogeneous_composition_adds_and_is_cached():
     first = accountant.rdp_curve(both)
     np.testing.assert_allclose(first, expected, rtol=1e-14)
     first[:] = 0.0  # the caller's copy; the cache is untouched
-    hits = rdp_module._step_curve.cache_info().hits
+    hits = rdp_accountant._step_curve.cache_info().hits
     np.testing.assert_allclose(accountant.rdp_curve(both), expected, rtol=1e-14)
-    assert rdp_module._step_curve.cache_info().hits >= hits + 2
+    assert rdp_accountant._step_curve.cache_info().hits >= hits + 2
     assert accountant.epsilon(PrivacyEvent(((a, 0),)), 1e-5).epsilon == 0.0
 
 
