@@ -18,7 +18,6 @@ MARKER = "Long module:"
 
 #: long modules without a reason, to be split (path relative to src/)
 TO_SPLIT = {
-    "privfl/accounting/contraction.py",  # theta, the run's bounds, the report builder
     "privfl/accounting/participation.py",  # each scheme's delta, calibration, the report builder
     "privfl/accounting/pld.py",  # Gaussian step PMFs, the accountant, composition entry points
     "privfl/accounting/rdp.py",  # one module per sampling scheme's RDP would do
