@@ -18,8 +18,6 @@ MARKER = "Long module:"
 
 #: long modules without a reason, to be split (path relative to src/)
 TO_SPLIT = {
-    "privfl/accounting/audit.py",  # mixture laws, crossing search, Monte Carlo audit
-    "privfl/accounting/contraction.py",  # theta, the run's bounds, the report builder
     "privfl/accounting/participation.py",  # each scheme's delta, calibration, the report builder
     "privfl/accounting/pld.py",  # Gaussian step PMFs, the accountant, composition entry points
     "privfl/cli/main.py",  # account/calibrate commands (one dispatcher: issue 23 item 2)
