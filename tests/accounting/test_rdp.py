@@ -833,3 +833,18 @@ def test_unsupported_combinations(step, neighbouring, words):
     ):
         with pytest.raises(UnsupportedEventError, match="rdp accountant cannot handle"):
             call()
+
+
+@pytest.mark.parametrize("conversion", ["classic", "improved"])
+def test_delta_from_rdp_caps_at_one_where_every_order_gives_delta_beyond_floats(conversion):
+    """A curve far above epsilon at every order (log delta > 709, beyond exp's range under the
+    classic conversion) gives delta = 1, not an OverflowError: RdpAccountant.delta of a
+    nearly noiseless event reaches it."""
+    from privfl.accounting.events import dpsgd_event
+    from privfl.accounting.rdp import RdpAccountant, delta_from_rdp
+
+    orders = np.array([2.0, 8.0, 64.0])
+    delta, order = delta_from_rdp(orders, 50.0 * orders, 3.0, conversion=conversion)
+    assert delta == 1.0 and order in orders
+    result = RdpAccountant(conversion=conversion).delta(dpsgd_event(0.05, 0.9, 1000), 3.0)
+    assert result.delta == 1.0

@@ -105,4 +105,4 @@ def delta_from_rdp(
         log_delta = np.minimum(log_delta, log_kl)
     log_delta = np.where(r == 0, -np.inf, log_delta)
     best = int(np.argmin(log_delta))
-    return float(min(math.exp(log_delta[best]), 1.0)), float(a[best])
+    return float(math.exp(min(log_delta[best], 0.0))), float(a[best])
