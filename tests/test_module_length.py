@@ -24,7 +24,6 @@ TO_SPLIT = {
     "privfl/accounting/pld.py",  # Gaussian step PMFs, the accountant, composition entry points
     "privfl/accounting/rdp.py",  # one module per sampling scheme's RDP would do
     "privfl/accounting/tradeoff.py",  # trade-off classes, subsampling, tabulation, composition
-    "privfl/report/experiment.py",  # runner: run, resume, stops, finish, the outputs table
 }
 
 
