@@ -20,8 +20,6 @@ MARKER = "Long module:"
 TO_SPLIT = {
     "privfl/accounting/participation.py",  # each scheme's delta, calibration, the report builder
     "privfl/accounting/pld.py",  # Gaussian step PMFs, the accountant, composition entry points
-    "privfl/cli/main.py",  # account/calibrate commands (one dispatcher: issue 23 item 2)
-    "privfl/report/experiment.py",  # runner: run, resume, stops, finish, the outputs table
 }
 
 

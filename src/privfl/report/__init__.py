@@ -4,7 +4,9 @@ This package sits above the algorithms (:mod:`privfl.fl.algorithms`), the certif
 (:mod:`privfl.robustness`) and the configuration; only the command line sits above it.
 
 * :mod:`privfl.report.experiment` — :class:`~privfl.report.experiment.Experiment`, the runner
-  (``privfl run``: rounds, budget stops, checkpoints, resume).
+  (``privfl run``: rounds, budget stops, checkpoints, resume); its jobs are in
+  :mod:`~privfl.report.run_resume`, :mod:`~privfl.report.run_outputs`,
+  :mod:`~privfl.report.run_stops` and :mod:`~privfl.report.run_finish`.
 * :mod:`privfl.report.check` and :mod:`privfl.report.compare` — ``privfl check-privacy`` and
   ``privfl compare``.
 

@@ -1,0 +1,95 @@
+"""What a run of :class:`~privfl.report.experiment.Experiment` writes, and where.
+
+:class:`RunOutputs` classifies every metrics key and file as covered by the printed guarantee
+or outside it (the table of :mod:`privfl.fl.algorithms.outputs`, privacy.json's ``outputs``),
+and writes each round's metrics row; with ``run.outputs: guarantee-only`` the run directory
+shows only the covered keys and the rest goes to a separate private directory
+(:func:`private_root`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from privfl.config import ConfigError, ExperimentConfig
+from privfl.fl.algorithms.outputs import (
+    GENERIC_METRICS,
+    classify_metrics,
+    file_outputs,
+    private_dir_of,
+    split_row,
+)
+
+
+def private_root(config: ExperimentConfig, run_dir: str | Path) -> Path | None:
+    """The separate private directory of ``run.outputs: guarantee-only`` (None: the run
+    directory itself); refuses the setting where no guarantee could hold for the outputs."""
+    if config.run.outputs != "guarantee-only":
+        return None
+    if not config.privacy.enabled:
+        raise ConfigError("run.outputs = 'guarantee-only' needs a private run (privacy.enabled"
+                          " = false: there is no guarantee to cover anything)")
+    if not config.privacy.secure:
+        raise ConfigError("run.outputs = 'guarantee-only' needs privacy.secure = true: a seeded "
+                          "run's config.yaml holds the seed that regenerates its noise, so no "
+                          "output would be covered")
+    return private_dir_of(Path(run_dir))
+
+
+class RunOutputs:
+    """The outputs of :class:`~privfl.report.experiment.Experiment` (a mixin: it uses the
+    experiment's ``config``, ``dir``, ``algorithm``, ``metrics`` and ``redrawn``)."""
+
+    def covered_metrics(self) -> set[str]:
+        """The metrics keys the printed guarantee covers (:mod:`privfl.fl.algorithms.outputs`)."""
+        table = {**GENERIC_METRICS, **self.algorithm.output_classes()}
+        return {key for key, (covered, _) in table.items() if covered}
+
+    def _split_rows(self, rows: list[dict[str, Any]]
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        """``(what the run directory shows, what the private directory keeps)``: the rows
+        themselves and None unless ``run.outputs: guarantee-only`` separates them."""
+        if not self.dir.separate_private:
+            return rows, None
+        covered = self.covered_metrics()
+        parts = [split_row(row, covered) for row in rows]
+        return [public for public, _ in parts], [private for _, private in parts]
+
+    def _write_metrics(self, rows: list[dict[str, Any]]) -> None:
+        """Rewrite metrics.jsonl (and the private one, see :meth:`_split_rows`)."""
+        public, private = self._split_rows(rows)
+        if private is not None:
+            self.dir.write_metrics(private, self.dir.private_metrics)
+        self.dir.write_metrics(public)
+
+    def _append_metrics(self, row: dict[str, Any]) -> None:
+        """Append one round's row to metrics.jsonl (and the private one)."""
+        public, private = self._split_rows([row])
+        if private is not None:
+            self.dir.append_metrics(private[0], self.dir.private_metrics)
+        self.dir.append_metrics(public[0])
+
+    def outputs(self, *, checkpoints: bool) -> list[dict[str, Any]]:
+        """Every metrics key and file of this run, covered by the guarantee or not, with the
+        reason (privacy.json's ``outputs``)."""
+        keys = [key for row in self.metrics for key in row]
+        metrics = classify_metrics(keys, self.algorithm.output_classes())
+        files = file_outputs(
+            metrics=metrics, accuracy_keys=self.algorithm.metric_labels,
+            secure=self.config.privacy.secure, guarantee_only=self.dir.separate_private,
+            private_name=self.dir.private.name, checkpoints=checkpoints,
+            tensorboard=self.config.run.tensorboard,
+            mlflow=bool(self.config.run.mlflow),
+            model_file=callable(getattr(self.algorithm, "global_params", None)),
+            redrawn=bool(self.redrawn), health=self.health_keys(),
+            client_state=self.dir.client_state.is_dir()
+            and any(self.dir.client_state.iterdir()))
+        return [o.to_dict() for o in metrics + files]
+
+    def health_keys(self) -> list[str]:
+        """The health signals health.png and report.html plot: the numeric keys of the rows the
+        run directory shows that are neither accuracies nor privacy numbers."""
+        from privfl.report.plots import health_keys
+
+        return health_keys(self._split_rows(self.metrics)[0], list(self.algorithm.metric_labels))

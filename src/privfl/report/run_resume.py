@@ -1,0 +1,209 @@
+"""Resume support of :class:`~privfl.report.experiment.Experiment`: checkpoints, rounds run again.
+
+What a resume may change (:data:`RESUMABLE_KEYS`, :func:`check_resumable`), the part of a
+configuration that must stay fixed (its digest is carried by every checkpoint), the refusal to
+continue a run that deleted its private state, and :class:`Checkpointing`: writing a checkpoint,
+loading the newest one whose digests verify (:mod:`privfl.report.checkpoints`), and the rounds
+logged after it, which run again (compared with the logged rows when seeded, composed once more
+in secure mode; see :mod:`privfl.report.experiment`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from privfl.config import ConfigError, ExperimentConfig, parse_override
+from privfl.report.checkpoints import digest_json
+from privfl.report.rundir import RunDirectory, json_safe
+
+#: Keys that ``--set`` may change when resuming (prefixes ending in "." cover a section).
+RESUMABLE_KEYS = ("run.", "stop.", "federated.rounds")
+#: ... except these (where the run's files live)
+FIXED_RUN_KEYS = ("run.outputs",)
+
+
+def _fixed_part(config: ExperimentConfig) -> dict[str, Any]:
+    """The part of a configuration that a resume must not change."""
+    data = config.model_dump(mode="json")
+    data.pop("run")
+    data.pop("stop")
+    data["federated"].pop("rounds")
+    if not config.attack.active:  # runs made before the attack section keep their digests
+        data.pop("attack")
+    return data
+
+
+def check_resumable(overrides: Iterable[str]) -> list[str]:
+    """The ``--set KEY=VALUE`` overrides of a resume, each checked to change only
+    :data:`RESUMABLE_KEYS` and none of :data:`FIXED_RUN_KEYS` (a ConfigError naming the key)."""
+    checked = []
+    for text in overrides:
+        key, _ = parse_override(text)
+        if key in FIXED_RUN_KEYS:
+            raise ConfigError(f"--set {key} is not allowed with --resume: it decides where the "
+                              "run's files live, so it is fixed when the run is created")
+        if not any(key == k or (k.endswith(".") and key.startswith(k)) for k in RESUMABLE_KEYS):
+            raise ConfigError(
+                f"--set {key} is not allowed with --resume: only run.*, stop.* and "
+                "federated.rounds can change when a run continues (anything else would make "
+                "the result differ from an uninterrupted run)"
+            )
+        checked.append(text)
+    return checked
+
+
+#: summary.json's ``private_state`` once a last-iterate run deleted its checkpoints
+STATE_DELETED = "deleted"
+
+
+def check_private_state_kept(directory: RunDirectory) -> None:
+    """Refuse to resume a run that finished and deleted its private state."""
+    try:
+        summary = json.loads(directory.summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(summary, dict) and summary.get("private_state") == STATE_DELETED:
+        raise ConfigError(
+            f"resume = {str(directory.path)!r}: this run finished and deleted its private state "
+            "(its checkpoints held intermediate models and the secret schedule, which its "
+            "last-iterate guarantee assumes never published), so it cannot be continued or "
+            "extended; start a new run, with federated.keep_private_state: true if you need to "
+            "extend it later (the headline is then the all-iterates bound)"
+        )
+
+
+class Checkpointing:
+    """Checkpoints and resume of :class:`~privfl.report.experiment.Experiment`.
+
+    A mixin: it reads and sets the experiment's ``config``, ``dir``, ``store``, ``algorithm``,
+    ``metrics``, ``redrawn`` and resume fields (``resumed_from``, ``resume_warnings``,
+    ``resume_notes``), and rewrites metrics.jsonl with
+    :meth:`~privfl.report.run_outputs.RunOutputs._write_metrics`."""
+
+    def save_checkpoint(self) -> Path:
+        """Write the checkpoint of the current round and its digest record; prune old ones."""
+        if self.store is None:
+            raise ValueError("save_checkpoint needs a run directory: use Experiment.create or "
+                             "Experiment.resume")
+        payload = {
+            "algorithm": self.algorithm.state_dict(),
+            "metrics": self.metrics,
+            "torch_rng": torch.get_rng_state(),
+            "fixed_config": _fixed_part(self.config),
+            "redrawn": self.redrawn,
+        }
+        path = self.store.write(self.algorithm.round, payload,
+                                config_digest=digest_json(_fixed_part(self.config)),
+                                metrics=self.metrics)
+        self.dir.prune_checkpoints(self.config.run.keep_checkpoints)
+        return path
+
+    def _load_latest_checkpoint(self) -> None:
+        """Load the newest checkpoint whose digests verify (see
+        :mod:`privfl.report.checkpoints`); each one skipped is reported in
+        :attr:`resume_warnings`. With none written: round 0 as built (the run was killed before
+        its first checkpoint). With none usable: a ConfigError that says how to start again.
+        Rounds logged after the loaded state run again (:meth:`_rounds_after_checkpoint`)."""
+        skipped = []
+        config_digest = digest_json(_fixed_part(self.config))
+        for candidate in self.store.candidates(config_digest):
+            if candidate.payload is not None:
+                try:
+                    self._restore(candidate.payload)
+                except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+                    candidate.problem = ("its contents do not fit this run's algorithm ("
+                                         f"{' '.join(str(error).split())[:160]})")
+                    self.algorithm = self._build_algorithm()  # undo a partial load
+            if candidate.problem is not None:
+                skipped.append(f"{candidate.path.name}: {candidate.problem}")
+                continue
+            self.resumed_from = candidate.round
+            self.resume_warnings = skipped
+            self._rounds_after_checkpoint(candidate.payload.get("redrawn", []))
+            return
+        if skipped:
+            raise ConfigError(
+                f"resume = {str(self.dir.path)!r}: no usable checkpoint ({'; '.join(skipped)}), "
+                f"although {self._logged_rounds()} round(s) were logged: the run cannot continue "
+                f"where it stopped; start it again with privfl run {self.dir.config} --out NEW_DIR"
+            )
+        self.metrics = []  # killed before its first checkpoint: continue from round 0
+        self.resumed_from = 0
+        self.resume_warnings = []
+        self._rounds_after_checkpoint([])
+
+    def _restore(self, payload: dict[str, Any]) -> None:
+        metrics = [dict(m) for m in payload["metrics"]][: payload["round"]]
+        if [m.get("round") for m in metrics] != list(range(1, payload["round"] + 1)):
+            raise ValueError("its metrics rows are not rounds 1..R")
+        redrawn = payload.get("redrawn", [])
+        if not isinstance(redrawn, list) or not all(isinstance(r, dict) for r in redrawn):
+            raise ValueError("its re-drawn rounds are not a list of metrics rows")
+        self.algorithm.load_state_dict(payload["algorithm"])
+        if self.algorithm.round != payload["round"]:
+            raise ValueError(f"the algorithm's state is at round {self.algorithm.round}")
+        torch.set_rng_state(payload["torch_rng"])
+        self.metrics = metrics
+
+    def _logged_rows(self) -> list[dict[str, Any]]:
+        """The rows of metrics.jsonl up to the first damaged line (a kill mid-append)."""
+        rows = []
+        text = (self.dir.metrics.read_text(encoding="utf-8", errors="replace")
+                if self.dir.metrics.is_file() else "")
+        for line in text.splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                break
+            if not isinstance(row, dict) or not isinstance(row.get("round"), int):
+                break
+            rows.append(row)
+        return rows
+
+    def _logged_rounds(self) -> int:
+        return max((row["round"] for row in self._logged_rows()), default=0)
+
+    def _rounds_after_checkpoint(self, saved_redrawn: list[dict[str, Any]]) -> None:
+        """Rounds logged after the loaded state run again. Seeded: they are reproduced and
+        compared (:meth:`_check_reproduced`). Secure: they were released and are drawn again,
+        so their rows join ``redrawn.jsonl`` (written before metrics.jsonl is cut back) and
+        each is composed once more. ``saved_redrawn``: those the checkpoint knew of."""
+        redrawn = self.dir.read_metrics(self.dir.redrawn) if self.dir.redrawn.is_file() else []
+        redrawn += [row for row in saved_redrawn if row not in redrawn]
+        after = [row for row in self._logged_rows() if row["round"] > self.resumed_from]
+        if after and self.config.privacy.secure:
+            redrawn += [row for row in after if row not in redrawn]
+            self.dir.write_metrics(redrawn, self.dir.redrawn)
+            self.resume_notes.append(
+                f"rounds {after[0]['round']}..{after[-1]['round']} were logged after the last "
+                "checkpoint and run again with fresh os.urandom randomness (secure mode): each "
+                f"was released twice and is counted twice ({len(redrawn)} re-drawn round(s) "
+                "composed in all; their first rows are in redrawn.jsonl)")
+        elif after:
+            self._expected = {row["round"]: row for row in after}
+        self.redrawn = redrawn
+        self.algorithm.redrawn = len(redrawn)
+        self._write_metrics(self.metrics)
+
+    def _check_reproduced(self, metrics: dict[str, Any]) -> str | None:
+        """A warning if a seeded round that ran again differs from the row logged before the
+        kill (timing aside)."""
+        logged = self._expected.pop(metrics["round"], None)
+        if logged is None:
+            return None
+        fresh = json.loads(json.dumps(json_safe(metrics)))
+        keys = sorted((set(logged) | set(fresh)) - {"seconds"})
+        differ = [k for k in keys if logged.get(k) != fresh.get(k)]
+        if not differ:
+            return None
+        key = differ[0]
+        return (f"round {metrics['round']} ran again after the resume with the same seed but "
+                f"differs from the row logged before the interruption in {', '.join(differ)} "
+                f"({key}: logged {logged.get(key)!r}, now {fresh.get(key)!r}): both rows were "
+                "released; a seeded round repeats its noise draws only on the same machine and "
+                "privfl version")
