@@ -19,7 +19,6 @@ MARKER = "Long module:"
 #: long modules without a reason, to be split (path relative to src/)
 TO_SPLIT = {
     "privfl/accounting/participation.py",  # each scheme's delta, calibration, the report builder
-    "privfl/accounting/pld.py",  # Gaussian step PMFs, the accountant, composition entry points
 }
 
 

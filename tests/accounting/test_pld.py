@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import optimize, special
 
-from privfl.accounting import pld
+from privfl.accounting import pld, pld_steps
 from privfl.accounting.events import (
     Neighbouring,
     Noise,
@@ -134,9 +134,9 @@ def dp_step_excess(q: float, z: float, relation=NR.ADD_OR_REMOVE_ONE, interval=1
         z, sampling_prob=q, value_discretization_interval=interval, neighboring_relation=relation
     )
     excess = 0.0
-    for pmf in pld._directions(step):
+    for pmf in pld_steps._directions(step):
         if pmf is not None:
-            _, probs, infinity = pld._arrays(pmf)
+            _, probs, infinity = pld_steps._arrays(pmf)
             excess = max(excess, float(probs.sum()) + infinity - 1.0)
     return excess
 
@@ -179,20 +179,20 @@ def test_gaussian_step_pmf_equals_dp_accounting(z, q, replace):
     reference = dp_pld.from_gaussian_mechanism(
         z, sampling_prob=q, value_discretization_interval=1e-4, neighboring_relation=relation
     )
-    mine = pld._gaussian_pld(z, 1.0, q, replace, 1e-4, True)
-    for theirs, ours in zip(pld._directions(reference), pld._directions(mine), strict=True):
+    mine = pld_steps._gaussian_pld(z, 1.0, q, replace, 1e-4, True)
+    for theirs, ours in zip(pld_steps._directions(reference), pld_steps._directions(mine), strict=True):
         assert (theirs is None) == (ours is None)
         if theirs is None:
             continue
-        lower_t, probs_t, inf_t = pld._arrays(theirs)
-        lower_o, probs_o, inf_o = pld._arrays(ours)
+        lower_t, probs_t, inf_t = pld_steps._arrays(theirs)
+        lower_o, probs_o, inf_o = pld_steps._arrays(ours)
         assert lower_t == lower_o
         assert len(probs_t) == len(probs_o)
         # Each entry is (d[i+1] - d[i] - e^h (d[i] - d[i-1])) / (e^h - 1) of profile values
         # d <= 1 that carry about one ulp(1) of rounding each (the vectorised and the scalar
         # profile round differently for sampled replace-one; measured 5.6e-12 = 2.5 eps64 / h).
         # Allow 8 eps64 / (e^h - 1) ~ 1.8e-11 absolute, plus 1e-9 relative. privfl's PMF is
-        # built from the profile raised by 1e-9 relative (pld._PROFILE_RELATIVE_ERROR): its
+        # built from the profile raised by 1e-9 relative (pld_steps._PROFILE_RELATIVE_ERROR): its
         # atom at loss 0 is lower by up to that, every other mass only higher.
         atol = 8 * EPS64 / math.expm1(1e-4)
         zero = -lower_o
@@ -342,9 +342,9 @@ def test_single_step_pld_is_pessimistic_and_tight(q, z, connect_dots):
 @pytest.mark.parametrize("connect_dots", [True, False])
 def test_single_step_pld_is_a_symmetric_probability_pair(connect_dots):
     step_pld = pld.without_replacement_gaussian_pld(2.0, 0.1, connect_dots=connect_dots)
-    remove, add = pld._directions(step_pld)
+    remove, add = pld_steps._directions(step_pld)
     assert add is None
-    lower, probs, infinity = pld._arrays(remove)
+    lower, probs, infinity = pld_steps._arrays(remove)
     losses = (lower + np.arange(len(probs))) * 1e-4
     assert np.all(probs >= 0)
     assert probs.sum() + infinity == pytest.approx(1.0, abs=1e-12)
@@ -568,9 +568,9 @@ def test_result_labels_and_pld_object():
 
 def test_replace_one_pld_is_symmetric_add_remove_is_not():
     accountant = PldAccountant()
-    assert pld._directions(accountant.pld(dpsgd_event(1.0, 0.1, 3)))[1] is not None
+    assert pld_steps._directions(accountant.pld(dpsgd_event(1.0, 0.1, 3)))[1] is not None
     replace = dpsgd_event(1.0, 0.1, 3, neighbouring="replace-one")
-    assert pld._directions(accountant.pld(replace))[1] is None
+    assert pld_steps._directions(accountant.pld(replace))[1] is None
 
 
 def test_zero_steps_is_perfect_privacy():
@@ -585,10 +585,10 @@ def test_step_plds_are_cached():
     accountant = PldAccountant()
     accountant.epsilon(dpsgd_event(1.3, 0.02, 10), 1e-5)
     accountant.epsilon(dpsgd_event(1.3, 0.02, 20), 1e-5)
-    info = pld._step_pld.cache_info()
+    info = pld_steps._step_pld.cache_info()
     assert (info.hits, info.misses) == (1, 1)
     pld.clear_cache()
-    assert pld._step_pld.cache_info().currsize == 0
+    assert pld_steps._step_pld.cache_info().currsize == 0
 
 
 def test_round_up_option_is_an_upper_bound_too():

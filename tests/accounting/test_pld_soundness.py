@@ -221,7 +221,7 @@ def test_gaussian_profile_is_accurate_relative_to_mpmath():
     (the PMF construction allows 1e-9)."""
     from dp_accounting.pld import privacy_loss_mechanism as plm
 
-    from privfl.accounting.pld import _gaussian_profile
+    from privfl.accounting.pld_steps import _gaussian_profile
 
     mpmath.mp.dps = 50
     worst = 0.0
