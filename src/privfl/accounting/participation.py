@@ -90,6 +90,11 @@ from privfl._validation import (
     check_positive,
     check_rate,
 )
+from privfl.accounting.calibrate_search import (
+    RTOL_CLOSED_FORM,
+    NoiseOutOfRangeError,
+    smallest_noise_search,
+)
 from privfl.accounting.events import Neighbouring, NoisyStep, PrivacyEvent, Sampling, Unit
 from privfl.accounting.logspace import log1mexp, logsubexp, logsumexp
 from privfl.accounting.methods import AccountingOptions, account
@@ -743,50 +748,20 @@ _THEOREM41_GRID = np.geomspace(0.005, 100.0, 241)
 
 
 def _noise_for(scheme: str, eps: float, delta: float, p: float, q: float, d: int) -> float | None:
-    """Noise multiplier z = sigma / C for the per-iteration target, or None (never reached)."""
+    """Noise multiplier z = sigma / C for the per-iteration target, or None (never reached),
+    by privfl's one noise search (:func:`~privfl.accounting.calibrate_search.smallest_noise_search`,
+    to relative ``RTOL_CLOSED_FORM``); Theorem 4.1, not monotone in z, scans
+    :data:`_THEOREM41_GRID`."""
     target = math.log(delta)
 
-    def gap(log_z: float) -> float:
-        return _log_delta(scheme, eps, _Setting(p, q, d, math.exp(log_z))) - target
+    def meets(z: float) -> bool:
+        return _log_delta(scheme, eps, _Setting(p, q, d, z)) <= target
 
-    if scheme == "theorem-4.1":
-        # not monotone in sigma: scan a log grid, take the last crossing from above
-        logs = np.log(_THEOREM41_GRID)
-        gaps = np.array([gap(float(x)) for x in logs])
-        above = np.flatnonzero(gaps > 0.0)
-        if above.size == 0:
-            return None
-        last = int(above[-1])
-        if last == logs.size - 1:
-            lo = float(logs[-1])
-            hi = lo + math.log(2.0)
-            while gap(hi) > 0.0:
-                lo, hi = hi, hi + math.log(2.0)
-                if hi > math.log(1e8):
-                    return None
-        else:
-            lo, hi = float(logs[last]), float(logs[last + 1])
-    else:
-        # proven non-increasing in sigma: bracket by doubling / halving
-        lo = hi = 0.0
-        if gap(0.0) > 0.0:
-            while gap(hi) > 0.0:
-                lo, hi = hi, hi + math.log(2.0)
-                if hi > math.log(1e12):
-                    return None
-        else:
-            while gap(lo) <= 0.0:
-                hi, lo = lo, lo - math.log(2.0)
-                if lo < math.log(1e-6):
-                    return None
-    root = float(optimize.brentq(gap, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500))
-    for _ in range(60):  # safe side: delta(root) <= target
-        if gap(root) <= 0.0:
-            break
-        root = min(hi, root + 1e-12)
-    else:
-        root = hi
-    return math.exp(root)
+    scan = _THEOREM41_GRID if scheme == "theorem-4.1" else None
+    try:
+        return smallest_noise_search(meets, rtol=RTOL_CLOSED_FORM, scan=scan)
+    except NoiseOutOfRangeError:
+        return None
 
 
 def participation_noise(
@@ -805,8 +780,10 @@ def participation_noise(
     paper's Theorem 4.1 in spec 6.2 - the formula would claim the target with any noise).
 
     Bounds (all schemes but Theorem 4.1) are non-increasing in sigma (proven), so the answer
-    is a bracketed root; Theorem 4.1 is not monotone, so a log grid of sigma/C in [0.005, 100]
-    is scanned and the last crossing from above is refined.
+    is bracketed on powers of two of sigma/C in [1e-6, 1e6] and bisected; Theorem 4.1 is not
+    monotone, so a log grid of sigma/C in [0.005, 100] is scanned and the last crossing from
+    above is bisected (privfl's one noise search, :mod:`privfl.accounting.calibrate_search`,
+    to relative 1e-13; the returned sigma meets the target when re-evaluated).
     """
     scheme = _check_scheme(scheme)
     eps = check_epsilon("epsilon", epsilon)
