@@ -20,7 +20,6 @@ MARKER = "Long module:"
 TO_SPLIT = {
     "privfl/accounting/audit.py",  # mixture laws, crossing search, Monte Carlo audit
     "privfl/accounting/contraction.py",  # theta, the run's bounds, the report builder
-    "privfl/accounting/participation.py",  # each scheme's delta, calibration, the report builder
     "privfl/accounting/pld.py",  # Gaussian step PMFs, the accountant, composition entry points
     "privfl/accounting/rdp.py",  # one module per sampling scheme's RDP would do
     "privfl/accounting/tradeoff.py",  # trade-off classes, subsampling, tabulation, composition

@@ -1,4 +1,4 @@
-"""privfl's one noise search (accounting/calibrate_search.py): safe side, precision, limits, scan."""
+"""privfl's one noise search (accounting/calibrate_search.py): safe side, limits, scan."""
 
 from __future__ import annotations
 
