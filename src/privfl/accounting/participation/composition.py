@@ -17,6 +17,7 @@ from privfl.accounting.methods import AccountingOptions, account
 from privfl.accounting.participation.labels import (
     _NOTES,
     _RELEASE,
+    _result,
     _sampling_label,
     _scheme_sampling,
     _setting_extras,
@@ -197,15 +198,13 @@ def _composed_results(
             else "pessimistic PLD (1-p) * identity + p * PLD_psg(q), dp-accounting"
         )
         results.append(
-            PrivacyResult(
-                method=f"wcs-{accountant}",
-                kind="bound",
-                epsilon=eps,
-                delta=dlt,
-                unit=Unit.RECORD.value,
-                neighbouring=Neighbouring.ADD_REMOVE.value,
+            _result(
+                f"wcs-{accountant}",
+                "bound",
+                eps,
+                dlt,
                 sampling=_sampling_label(s.p, s.q),
-                release=_RELEASE[server],
+                server=server,
                 steps=steps,
                 extras={**common, "accountant": accountant, **extras},
                 note=f"{_NOTES['wcs']}; composed over {steps} iterations with the {how}",

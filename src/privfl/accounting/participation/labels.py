@@ -4,7 +4,9 @@ per-iteration, composed and calibrated results, the sampling labels and a settin
 
 from __future__ import annotations
 
+from privfl.accounting.events import Neighbouring, Unit
 from privfl.accounting.participation.setting import _Setting
+from privfl.accounting.results import Kind, PrivacyResult
 
 _RELEASE = {
     "trusted": "every aggregated noisy gradient (trusted server)",
@@ -96,3 +98,22 @@ def _setting_extras(scheme: str, s: _Setting, sigma: float, clip: float, server:
         "server": server,
         "random_participation": _RELATION[scheme],
     }
+
+
+def _result(method: str, kind: Kind, epsilon: float, delta: float, *, sampling: str,
+            server: str, steps: int, extras: dict, note: str) -> PrivacyResult:
+    """A labelled result of random participation: record level, add/remove one record, the
+    release of ``server``."""
+    return PrivacyResult(
+        method=method,
+        kind=kind,
+        epsilon=epsilon,
+        delta=delta,
+        unit=Unit.RECORD.value,
+        neighbouring=Neighbouring.ADD_REMOVE.value,
+        sampling=sampling,
+        release=_RELEASE[server],
+        steps=steps,
+        extras=extras,
+        note=note,
+    )

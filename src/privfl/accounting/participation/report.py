@@ -10,13 +10,12 @@ from dataclasses import replace
 from functools import lru_cache
 
 from privfl._validation import check_choice, check_delta, check_epsilon, check_int
-from privfl.accounting.events import Neighbouring, Unit
 from privfl.accounting.methods import AccountingOptions
 from privfl.accounting.participation.composition import _composed_results
 from privfl.accounting.participation.labels import (
     _NOTES,
     _RELATION,
-    _RELEASE,
+    _result,
     _sampling_label,
     _scheme_sampling,
     _setting_extras,
@@ -75,15 +74,13 @@ def _per_iteration_cached(
             extras["z_star"] = _log_theorem41(eps, s)[1] * clip
     if server == "untrusted":
         extras["aggregate_noise"] = "N_t sigma^2 per coordinate (every client adds its own)"
-    return PrivacyResult(
-        method=scheme,
-        kind=scheme_kind(scheme),
-        epsilon=eps,
-        delta=dlt,
-        unit=Unit.RECORD.value,
-        neighbouring=Neighbouring.ADD_REMOVE.value,
+    return _result(
+        scheme,
+        scheme_kind(scheme),
+        eps,
+        dlt,
         sampling=_scheme_sampling(scheme, s.p, s.q),
-        release=_RELEASE[server],
+        server=server,
         steps=1,
         extras=extras,
         note=f"per iteration; {_NOTES[scheme]}",
@@ -110,15 +107,13 @@ def _basic_composition(
         eps, dlt = epsilon, min(1.0, steps * step_dlt)
         per = {"per_iteration_epsilon": epsilon / steps, "per_iteration_delta": step_dlt}
     kind = scheme_kind(scheme)
-    return PrivacyResult(
-        method=f"{scheme}-basic",
-        kind=kind,
-        epsilon=eps,
-        delta=dlt,
-        unit=Unit.RECORD.value,
-        neighbouring=Neighbouring.ADD_REMOVE.value,
+    return _result(
+        f"{scheme}-basic",
+        kind,
+        eps,
+        dlt,
         sampling=_sampling_label(s.p, s.q),
-        release=_RELEASE[server],
+        server=server,
         steps=steps,
         extras={
             "scheme": scheme,
