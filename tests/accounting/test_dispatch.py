@@ -148,16 +148,16 @@ def test_the_dp_dsgd_demos_plan_equals_account_participation():
 def test_the_cached_per_iteration_results_are_those_of_each_setting():
     """The per-iteration cache (one computation per setting, reused every round) hands out
     exactly the uncached result of the setting asked about, as a fresh copy."""
-    from privfl.accounting import participation as part
+    from privfl.accounting.participation import report
 
     for noise in (2.0, 0.8, 1.0, 2.0):
-        s = part._setting(0.5, 0.1, 100, noise, 1.0)
+        s = report._setting(0.5, 0.1, 100, noise, 1.0)
         for scheme in ("wcs", "cs"):
-            cached = part._per_iteration_result(scheme, s, noise, 1.0, None, 1e-5, "trusted")
-            fresh = part._per_iteration_cached.__wrapped__(scheme, s, noise, 1.0, None, 1e-5,
+            cached = report._per_iteration_result(scheme, s, noise, 1.0, None, 1e-5, "trusted")
+            fresh = report._per_iteration_cached.__wrapped__(scheme, s, noise, 1.0, None, 1e-5,
                                                           "trusted")
             assert cached == fresh
-            assert cached.extras is not part._per_iteration_result(
+            assert cached.extras is not report._per_iteration_result(
                 scheme, s, noise, 1.0, None, 1e-5, "trusted").extras
 
 

@@ -3,8 +3,8 @@ to the last bit (hypothesis properties).
 
 What a run keeps between rounds: each step's RDP curve (``rdp_accountant._step_curve``; a round's
 composition is ``count x curve``, the same floats as from scratch), each scheme's per-iteration
-result under random participation (``participation._per_iteration_cached``), and each plan's
-results per round. A run asks for round 1, 2, ..., T in turn with warm caches; here every
+result under random participation (``participation.report._per_iteration_cached``), and each
+plan's results per round. A run asks for round 1, 2, ..., T in turn with warm caches; here every
 answer is compared with the one computed after clearing the caches.
 """
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privfl.accounting import participation, rdp_accountant
+from privfl.accounting import rdp_accountant
 from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import RandomParticipationStep, dpsgd_event
+from privfl.accounting.participation import report
 
 
 @settings(max_examples=25, deadline=None)
@@ -47,7 +48,7 @@ def test_random_participation_round_by_round_equals_from_scratch(p, q, noise, ro
 
     warm = [evaluate(node(r), 1e-5) for r in range(1, rounds + 1)]
     for r, results in enumerate(warm, 1):
-        participation._per_iteration_cached.cache_clear()
+        report._per_iteration_cached.cache_clear()
         rdp_accountant._step_curve.cache_clear()
         assert [x.to_dict() for x in results] == [x.to_dict() for x in evaluate(node(r), 1e-5)]
     composed = [[x.epsilon for x in results if x.steps > 1] for results in warm[1:]]

@@ -180,7 +180,8 @@ def test_gaussian_step_pmf_equals_dp_accounting(z, q, replace):
         z, sampling_prob=q, value_discretization_interval=1e-4, neighboring_relation=relation
     )
     mine = pld_steps._gaussian_pld(z, 1.0, q, replace, 1e-4, True)
-    for theirs, ours in zip(pld_steps._directions(reference), pld_steps._directions(mine), strict=True):
+    pairs = zip(pld_steps._directions(reference), pld_steps._directions(mine), strict=True)
+    for theirs, ours in pairs:
         assert (theirs is None) == (ours is None)
         if theirs is None:
             continue

@@ -6,7 +6,8 @@ method privfl has: RDP is 7-15 % looser in noise for Poisson sampling and 1.7-2x
 batches, which is noise (or steps, or sampling rate) given away for nothing.
 
 Every solution is on the safe side of the target: the returned noise is the smallest found whose
-epsilon is <= the target (never the bracket end below it), the returned steps and rate are the
+epsilon is <= the target (never the bracket end below it; privfl's one noise search,
+:mod:`privfl.accounting.calibrate_search`), the returned steps and rate are the
 largest whose epsilon is <= the target. The epsilon actually certified at the solution is
 returned alongside, so nothing the user asked for is silently changed.
 
@@ -24,11 +25,17 @@ What an answer is, is said, never left implicit (:class:`Calibration`):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from privfl._validation import check_delta, check_epsilon, check_int, check_positive, check_rate
+from privfl.accounting.calibrate_search import (
+    NOISE_MAX,
+    NOISE_MIN,
+    NoiseOutOfRangeError,
+    log_bisect,
+    smallest_noise_search,
+)
 from privfl.accounting.events import Neighbouring, Noise, Sampling, Unit, dpsgd_event
 from privfl.accounting.methods import AccountingOptions, build_accountant, resolve_methods
 from privfl.accounting.results import PrivacyResult
@@ -173,22 +180,6 @@ def _show(value: float) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:.6g}"
 
 
-def _log_bisect(ok: _Probe, bad: float, good: float, rtol: float) -> float:
-    """Shrink [bad, good] (either order) in log space until the ratio is within 1 + rtol.
-
-    ``ok(good)`` is True and ``ok(bad)`` is False; returns the final ``good`` end. Once the
-    accountant has failed to evaluate a point, the search stops at ``good``: the points left
-    lie next to the accountant's limit, where every evaluation is at its most expensive.
-    """
-    while ok.failure is None and abs(math.log(good / bad)) > math.log1p(rtol):
-        middle = math.sqrt(good * bad)
-        if ok(middle):
-            good = middle
-        else:
-            bad = middle
-    return good
-
-
 def calibrate_noise(
     epsilon: float,
     delta: float,
@@ -214,36 +205,28 @@ def calibrate_noise(
 
 
 def smallest_noise(ok: _Probe, epsilon: float, method: str, rtol: float) -> Calibration:
-    """The smallest noise (within relative ``rtol``) that ``ok`` certifies: bracket from 1 by
-    halving or doubling (within [1e-6, 1e6]), then bisect in log space. Every noise
-    calibration of privfl (:func:`calibrate_noise`, and
-    :func:`privfl.accounting.calibrate_event.calibrate_event_noise` over any event) runs this
-    one search."""
-    if ok(1.0):
-        good, bad = 1.0, 0.5
-        while ok(bad):
-            good, bad = bad, bad / 2.0
-            if bad < 1e-6:
-                raise ValueError(
-                    f"epsilon = {epsilon!r} is out of range: met even with noise multiplier "
-                    "1e-6; calibrating below that is not meaningful"
-                )
-    else:
-        bad, good = 1.0, 2.0
-        while not ok(good):
-            bad, good = good, good * 2.0
-            if good > 1e6:
-                raise ValueError(
-                    f"epsilon = {epsilon!r} is out of range: not reached with noise multipliers "
-                    "up to 1e6"
-                    + (
-                        f" (the {method} accountant could not evaluate some of them: "
-                        f"{ok.failure[1]})"
-                        if ok.failure
-                        else ""
-                    )
-                )
-    z = _log_bisect(ok, bad, good, rtol)
+    """The smallest noise (within relative ``rtol``) that ``ok`` certifies, found by privfl's one
+    noise search (:func:`privfl.accounting.calibrate_search.smallest_noise_search`: bracket from
+    1 by halving or doubling within [1e-6, 1e6], then bisection in log space; no bisection next
+    to a limit where the accountant failed). :func:`calibrate_noise` and
+    :func:`privfl.accounting.calibrate_event.calibrate_event_noise` (over any event) run it."""
+    try:
+        z = smallest_noise_search(ok, rtol=rtol, halt=lambda: ok.failure is not None)
+    except NoiseOutOfRangeError as error:
+        if error.side == "below":
+            raise ValueError(
+                f"epsilon = {epsilon!r} is out of range: met even with noise multiplier "
+                f"{NOISE_MIN:g}; calibrating below that is not meaningful"
+            ) from None
+        raise ValueError(
+            f"epsilon = {epsilon!r} is out of range: not reached with noise multipliers "
+            f"up to {NOISE_MAX:g}"
+            + (
+                f" (the {method} accountant could not evaluate some of them: {ok.failure[1]})"
+                if ok.failure
+                else ""
+            )
+        ) from None
     return _finish("noise_multiplier", z, epsilon, method, ok)
 
 
@@ -363,5 +346,6 @@ def max_sampling_rate(
                     f"epsilon = {epsilon!r} is out of range: not reached with sampling rates "
                     "down to 1e-12"
                 )
-        q = _log_bisect(ok, min(1.0, good * 2.0), good, rtol)
+        q = log_bisect(ok, min(1.0, good * 2.0), good, rtol,
+                       halt=lambda: ok.failure is not None)
     return _finish("sampling_rate", q, epsilon, setting.method, ok)

@@ -3,9 +3,10 @@
 ``build(z)`` describes what would run with noise ``z`` (any node of the event tree,
 :mod:`privfl.accounting.events`: a DP-SGD event, PriFedSync's weak/strong scopes, a random
 participation step, ...); :func:`privfl.accounting.dispatch.evaluate` answers it, and the noise
-search is the one of :func:`privfl.accounting.calibrate.calibrate_noise` (bracket by halving or
-doubling from 1, then bisection in log space to relative ``rtol``, always returning a noise
-whose answer is <= the target). The answer checked is the worst (largest epsilon) among the
+search is privfl's one (:mod:`privfl.accounting.calibrate_search`, through
+:func:`privfl.accounting.calibrate.smallest_noise`: bracket by halving or doubling from 1 within
+[1e-6, 1e6], then bisection in log space to relative ``rtol``, always returning a noise whose
+answer is <= the target). The answer checked is the worst (largest epsilon) among the
 results of ``method`` in ``scopes`` (all scopes when None): e.g. PriFedSync's weak scope alone,
 the headline of a run.
 """

@@ -48,9 +48,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize
 
 from privfl._validation import check_delta, check_epsilon, check_int, check_positive, check_rate
+from privfl.accounting.calibrate_search import RTOL, NoiseOutOfRangeError, smallest_noise_search
 from privfl.accounting.events import CorrelatedNoiseRelease, Neighbouring
 from privfl.accounting.gaussian_closed_form import CLOSED_FORM, gdp_closed_form
 from privfl.accounting.gdp import gdp_epsilon, gdp_mu_for
@@ -281,33 +281,29 @@ def calibrate_bandmf_noise(
     *,
     max_column_norm: float = 1.0,
 ) -> float:
-    """Smallest z (to 1e-4 relative) whose amplified BandMF PLD epsilon is <= ``epsilon``."""
+    """Smallest z (to relative 1e-4) whose amplified BandMF PLD epsilon is <= ``epsilon``, by
+    privfl's one noise search (:mod:`privfl.accounting.calibrate_search`: z in [1e-6, 1e6],
+    bisection in log z; the returned z meets the target when re-evaluated)."""
     epsilon = check_epsilon("epsilon", epsilon)
     if epsilon == 0.0:
         raise ValueError("epsilon = 0: must be > 0 for a Gaussian mechanism")
 
-    def gap(log_z: float) -> float:
+    def meets(z: float) -> bool:
         result = bandmf_amplified_results(
             steps,
             band,
             sampling_rate,
-            math.exp(log_z),
+            z,
             delta,
             max_column_norm=max_column_norm,
             methods=("pld",),
         )[0]
-        return result.epsilon - epsilon
+        return result.epsilon <= epsilon
 
-    low, high = math.log(0.3), math.log(3.0)
-    while gap(low) < 0:
-        low -= 1.0
-    while gap(high) > 0:
-        high += 1.0
-    root = optimize.brentq(gap, low, high, xtol=1e-5)
-    z = math.exp(root)
-    while gap(math.log(z)) > 0:
-        z *= 1 + 1e-4
-    return z
+    try:
+        return smallest_noise_search(meets, rtol=RTOL)
+    except NoiseOutOfRangeError as error:
+        raise ValueError(f"epsilon = {epsilon!r} is out of range: {error}") from None
 
 
 def account_correlated_noise(

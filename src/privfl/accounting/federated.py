@@ -43,6 +43,11 @@ from dataclasses import dataclass
 from itertools import combinations_with_replacement
 
 from privfl._validation import check_delta, check_int, check_positive, check_rate
+from privfl.accounting.calibrate_search import (
+    RTOL_CLOSED_FORM,
+    NoiseOutOfRangeError,
+    smallest_noise_search,
+)
 from privfl.accounting.events import (
     HeldByClients,
     Neighbouring,
@@ -249,7 +254,9 @@ def federated_fdp(
 def sigma_for_mu(
     target_mu: float, *, records: int, batch_size: int, local_steps: int, rounds: int
 ) -> float:
-    """The paper sigma whose Theorem 2 CLT mu equals ``target_mu`` (spec seed0 6.5).
+    """The paper sigma whose Theorem 2 CLT mu equals ``target_mu`` (spec seed0 6.5): the
+    smallest sigma with CLT mu <= ``target_mu``, to relative 1e-13, by privfl's one noise search
+    (:mod:`privfl.accounting.calibrate_search`, sigma in [1e-6, 1e6]).
 
     Solved on the CLT **estimate**, so the sigma is an estimate too: it is not certified to
     meet any (epsilon, delta) target. ``privfl calibrate fedfdp --mu`` labels it so; for a
@@ -257,24 +264,16 @@ def sigma_for_mu(
     i.e. :func:`privfl.accounting.calibrate.calibrate_noise` with ``method="pld"``), and read
     the bound at any sigma from :func:`federated_fdp`.
     """
-    from scipy.optimize import brentq
-
     target_mu = check_positive("target_mu", target_mu)
     client = ClientTraining(records, batch_size, local_steps, 1.0)
     steps = check_int("rounds", rounds, minimum=1) * client.local_steps
 
-    def gap(log_sigma: float) -> float:
-        return math.log(fdp_clt_mu(client.sampling_rate, steps, math.exp(log_sigma))) - math.log(
-            target_mu
-        )
+    def meets(sigma: float) -> bool:
+        return fdp_clt_mu(client.sampling_rate, steps, sigma) <= target_mu
 
-    low, high = math.log(0.05), math.log(10.0)
-    while gap(low) < 0:
-        low -= 1.0
-        if low < math.log(1e-3):
-            raise ValueError(f"target_mu = {target_mu!r} is out of range: too large to reach")
-    while gap(high) > 0:
-        high += 1.0
-        if high > math.log(1e6):
-            raise ValueError(f"target_mu = {target_mu!r} is out of range: too small to reach")
-    return math.exp(brentq(gap, low, high, xtol=1e-12, rtol=1e-12))
+    try:
+        return smallest_noise_search(meets, rtol=RTOL_CLOSED_FORM)
+    except NoiseOutOfRangeError as error:
+        reach = "too large" if error.side == "below" else "too small"
+        raise ValueError(f"target_mu = {target_mu!r} is out of range: {reach} to reach "
+                         f"({error})") from None

@@ -95,7 +95,7 @@ def node_accountant(node: object) -> Callable[..., Any]:
 register("rdp", "privfl.accounting.rdp:RdpAccountant.from_options")
 register("pld", "privfl.accounting.pld:PldAccountant.from_options")
 register("gdp-clt", "privfl.accounting.gdp:GdpCltAccountant.from_options")
-register("participation", "privfl.accounting.participation_accountant:account_participation",
+register("participation", "privfl.accounting.participation.accountant:account_participation",
          node=RandomParticipationStep)
 register("contraction", "privfl.accounting.last_iterate_accountant:account_last_iterate",
          node=LastIterateRelease)

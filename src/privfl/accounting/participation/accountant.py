@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from privfl.accounting.events import RandomParticipationStep
 from privfl.accounting.methods import AccountingOptions
-from privfl.accounting.participation import participation_report
+from privfl.accounting.participation.report import participation_report
 from privfl.accounting.results import PrivacyResult
 
 __all__ = ["account_participation"]

@@ -1,0 +1,211 @@
+"""Random participation: the labelled report of every requested scheme, per iteration (cached
+per setting: a run asks for the same step every round) and composed over T iterations
+(rigorous composition where a dominating pair is known, basic composition otherwise)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import replace
+from functools import lru_cache
+
+from privfl._validation import check_choice, check_delta, check_epsilon, check_int
+from privfl.accounting.methods import AccountingOptions
+from privfl.accounting.participation.composition import _composed_results
+from privfl.accounting.participation.labels import (
+    _NOTES,
+    _RELATION,
+    _result,
+    _sampling_label,
+    _scheme_sampling,
+    _setting_extras,
+)
+from privfl.accounting.participation.per_iteration import _both_directions, _log_delta
+from privfl.accounting.participation.setting import (
+    ACCOUNTANTS,
+    COMPOSABLE_SCHEMES,
+    SERVERS,
+    _resolve_schemes,
+    _Setting,
+    _setting,
+    scheme_kind,
+)
+from privfl.accounting.participation.theorem41 import _log_theorem41
+from privfl.accounting.results import PrivacyResult
+from privfl.accounting.safe_epsilon import smallest_safe_epsilon
+
+
+def _per_iteration_result(scheme: str, s: _Setting, *rest: object) -> PrivacyResult:
+    """One iteration's result of ``scheme`` (``rest``: sigma, clip, epsilon, delta, server, as
+    :func:`_per_iteration_cached` takes them): the same at every round of a run, so it is
+    computed once per setting and handed out as a fresh copy (its ``extras`` dict is the
+    caller's to change)."""
+    result = _per_iteration_cached(scheme, s, *rest)
+    return replace(result, extras=dict(result.extras))
+
+
+@lru_cache(maxsize=256)
+def _per_iteration_cached(
+    scheme: str,
+    s: _Setting,
+    sigma: float,
+    clip: float,
+    epsilon: float | None,
+    delta: float | None,
+    server: str,
+) -> PrivacyResult:
+    extras: dict = {
+        "scheme": scheme,
+        **_setting_extras(scheme, s, sigma, clip, server),
+        "direction": "forward only (as stated)" if scheme == "theorem-4.1" else "max of both",
+    }
+    if delta is not None:
+        eps = smallest_safe_epsilon(lambda e: _log_delta(scheme, e, s), delta)
+        dlt = delta
+    else:
+        eps = epsilon
+        dlt = math.exp(_log_delta(scheme, eps, s))
+    if math.isfinite(eps):
+        forward, reverse = _both_directions(scheme, eps, s)
+        extras["delta_forward"] = forward
+        if scheme != "theorem-4.1":
+            extras["delta_reverse"] = reverse
+        if scheme == "theorem-4.1":
+            extras["z_star"] = _log_theorem41(eps, s)[1] * clip
+    if server == "untrusted":
+        extras["aggregate_noise"] = "N_t sigma^2 per coordinate (every client adds its own)"
+    return _result(
+        scheme,
+        scheme_kind(scheme),
+        eps,
+        dlt,
+        sampling=_scheme_sampling(scheme, s.p, s.q),
+        server=server,
+        steps=1,
+        extras=extras,
+        note=f"per iteration; {_NOTES[scheme]}",
+    )
+
+
+def _basic_composition(
+    scheme: str,
+    s: _Setting,
+    sigma: float,
+    clip: float,
+    steps: int,
+    epsilon: float | None,
+    delta: float | None,
+    server: str,
+) -> PrivacyResult:
+    """(T eps, T delta): basic composition of the per-iteration numbers (Dwork et al.)."""
+    if delta is not None:
+        step_eps = smallest_safe_epsilon(lambda e: _log_delta(scheme, e, s), delta / steps)
+        eps, dlt = steps * step_eps, delta
+        per = {"per_iteration_epsilon": step_eps, "per_iteration_delta": delta / steps}
+    else:
+        step_dlt = math.exp(_log_delta(scheme, epsilon / steps, s))
+        eps, dlt = epsilon, min(1.0, steps * step_dlt)
+        per = {"per_iteration_epsilon": epsilon / steps, "per_iteration_delta": step_dlt}
+    kind = scheme_kind(scheme)
+    return _result(
+        f"{scheme}-basic",
+        kind,
+        eps,
+        dlt,
+        sampling=_sampling_label(s.p, s.q),
+        server=server,
+        steps=steps,
+        extras={
+            "scheme": scheme,
+            "iterations": steps,
+            "composition": "basic (T eps, T delta)",
+            "server": server,
+            "random_participation": _RELATION[scheme],
+            **per,
+        },
+        note=(
+            f"basic composition of the per-iteration {scheme} numbers over {steps} iterations"
+            + (
+                "; inherits Theorem 4.1's unsoundness"
+                if scheme == "theorem-4.1"
+                else "; loose: no dominating pair is derived for this scheme, use "
+                "wcs-rdp / wcs-pld for a tight composed bound"
+            )
+        ),
+    )
+
+
+def participation_report(
+    client_rate: float,
+    record_rate: float,
+    records: int,
+    noise: float,
+    *,
+    clip: float = 1.0,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    iterations: int = 1,
+    methods: str | Iterable[str] = "all",
+    accountants: Iterable[str] = ACCOUNTANTS,
+    server: str = "trusted",
+    options: AccountingOptions | None = None,
+) -> list[PrivacyResult]:
+    """Privacy of DP-DSGD with random participation: every requested scheme, labelled.
+
+    Give exactly one of ``epsilon`` (each result gives delta) or ``delta`` (each gives epsilon).
+    Returns, in the order of ``methods`` (default: :data:`SCHEMES` allowed for ``server``), the
+    per-iteration result of each scheme (method = scheme name, ``steps = 1``). With
+    ``iterations`` T > 1 it then adds the composed results over T iterations (at the same
+    epsilon or delta, now for the whole run): ``ols-rdp``, ``ols-pld``, ``wcs-rdp``, ``wcs-pld``
+    (rigorous bounds; ``accountants`` picks rdp / pld), ``cs-rdp``, ``cs-pld`` (kind
+    ``"reference"``: rigorous for centralised sampling only, a lower reference here) and
+    ``theorem-4.1-basic`` (estimate) / ``per-s1-convexity-basic`` (bound; basic composition).
+    Every result carries ``extras["scheme"]`` and its ``steps`` (1 per iteration, else T).
+
+    ``server``: ``"trusted"`` (Algorithm 1), ``"untrusted"`` (spec 4.4: every available client
+    sends each iteration, non-participants pure noise, each adds its own N(0, sigma^2 I); the
+    same numbers hold for the server's view, with ``noise`` the per-client std) or
+    ``"untrusted-participants-only"`` (participation revealed: only ``wcs`` and ``ols``).
+    """
+    server = check_choice("server", server, SERVERS)
+    s = _setting(client_rate, record_rate, records, noise, clip)
+    sigma, clip = float(noise), float(clip)
+    if (epsilon is None) == (delta is None):
+        raise ValueError(
+            f"epsilon = {epsilon!r}, delta = {delta!r}: give exactly one of epsilon and delta"
+        )
+    epsilon = None if epsilon is None else check_epsilon("epsilon", epsilon)
+    delta = None if delta is None else check_delta("delta", delta)
+    steps = check_int("iterations", iterations, minimum=1)
+    schemes = _resolve_schemes(methods, server, "methods")
+    accountant_names = [accountants] if isinstance(accountants, str) else list(accountants)
+    accountant_names = list(
+        dict.fromkeys(check_choice("accountants", a, ACCOUNTANTS) for a in accountant_names)
+    )
+    options = options or AccountingOptions()
+    results = [
+        _per_iteration_result(scheme, s, sigma, clip, epsilon, delta, server) for scheme in schemes
+    ]
+    if steps > 1:
+        for scheme in schemes:
+            if scheme in COMPOSABLE_SCHEMES:
+                if accountant_names:
+                    results.extend(
+                        _composed_results(
+                            scheme,
+                            accountant_names,
+                            s,
+                            sigma,
+                            clip,
+                            steps,
+                            epsilon,
+                            delta,
+                            options,
+                            server,
+                        )
+                    )
+            else:
+                results.append(
+                    _basic_composition(scheme, s, sigma, clip, steps, epsilon, delta, server)
+                )
+    return results
