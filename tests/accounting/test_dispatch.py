@@ -85,6 +85,34 @@ def test_a_record_held_by_two_clients_composes_them():
     assert shared.extras["holders"] == 2
 
 
+def test_a_client_event_that_depends_on_the_holder_count():
+    """by_holders: client j's event when it is one of h holders (InsDP-FedSGD's global model
+    splits the mean's noises among them); a count not listed, and a client alone, use events."""
+    alone, shared = dpsgd_event(2.0, 0.01, 100), dpsgd_event(1.0, 0.01, 100)
+    node = HeldByClients((alone, alone, alone), holder_sets=((0, 1),),
+                         by_holders=((2, (shared, shared, shared)),))
+    assert node.client_event(0, 2) is shared and node.client_event(2, 1) is alone
+    assert node.client_event(1, 3) is alone
+    (result,) = evaluate(node, 1e-5, methods="rdp")
+    composed = account(dpsgd_event(1.0, 0.01, 200), delta=1e-5, methods="rdp").results[0]
+    assert result.epsilon == composed.epsilon and result.extras["holders"] == 2
+    (ignored,) = evaluate(HeldByClients((alone,) * 3, holder_sets=((0, 1),)), 1e-5,
+                          methods="rdp")
+    assert ignored.epsilon < result.epsilon
+    # disjoint clients never read by_holders: the worst client alone
+    (disjoint,) = evaluate(HeldByClients((alone,) * 3, by_holders=((2, (shared,) * 3),)),
+                           1e-5, methods="rdp")
+    assert disjoint.epsilon == account(alone, delta=1e-5, methods="rdp").results[0].epsilon
+    with pytest.raises(ValueError, match=r"by_holders = 1 is out of range"):
+        HeldByClients((alone,), by_holders=((1, (shared,)),))
+    with pytest.raises(ValueError, match=r"must be a sequence of 2 PrivacyEvent"):
+        HeldByClients((alone, alone), by_holders=((2, (shared,)),))
+    with pytest.raises(ValueError, match=r"lists holders = 2 twice"):
+        HeldByClients((alone,), by_holders=((2, (shared,)), (2, (alone,))))
+    with pytest.raises(ValueError, match=r"is not a \(holders, events\) pair"):
+        HeldByClients((alone,), by_holders=(2,))
+
+
 def test_the_participation_node_is_participation_report():
     node = RandomParticipationStep(0.5, 0.1, 100, 1.0, iterations=3, schemes=("wcs", "cs"),
                                    composition=("rdp",))

@@ -8,7 +8,8 @@ How each node is read:
 * :class:`~privfl.accounting.events.PrivacyEvent` (a leaf): every requested step accountant
   (:func:`privfl.accounting.methods.account`);
 * :class:`~privfl.accounting.events.WorstOverClients` / ``HeldByClients``: per method, the
-  worst client (or the worst record, composing its holders' events;
+  worst client (or the worst record, composing its holders' events, each client's event for
+  the record's holder count: ``HeldByClients.client_event``;
   :func:`privfl.accounting.parallel.worst_record_results`);
 * :class:`~privfl.accounting.events.Scope`: its event's results, each labelled with the scope;
 * :class:`~privfl.accounting.events.Scopes`: for each method, every scope in order;
@@ -66,9 +67,12 @@ def evaluate(event: object, delta: float | None = None, *, epsilon: float | None
         if delta is None:
             raise ValueError(f"epsilon = {epsilon!r} is not allowed for a "
                              f"{type(event).__name__} event: ask for epsilon at a delta")
-        events = event.events
-        holder_sets = event.holder_sets if isinstance(event, HeldByClients) else ()
-        return worst_record_results(lambda j, _h: events[j], len(events), holder_sets, delta,
+        if isinstance(event, HeldByClients):
+            client_event, holder_sets = event.client_event, event.holder_sets
+        else:
+            events = event.events
+            client_event, holder_sets = (lambda j, _h: events[j]), ()
+        return worst_record_results(client_event, len(event.events), holder_sets, delta,
                                     methods=methods, options=options, note=event.note)
     if isinstance(event, Scope):
         return [replace(r, extras={**r.extras, "scope": event.name})

@@ -228,15 +228,42 @@ class WorstOverClients:
 @dataclass(frozen=True)
 class HeldByClients(WorstOverClients):
     """A record held by up to k clients (an overlapping partition): each record composes its
-    holders' events (``events[j]`` for client position j); ``holder_sets`` lists the sets of
-    client positions that share a record (empty: :class:`WorstOverClients`). The guarantee is
-    the worst record's."""
+    holders' events; ``holder_sets`` lists the sets of client positions that share a record
+    (empty: :class:`WorstOverClients`). The guarantee is the worst record's.
+
+    Client position j's event is ``events[j]`` when it holds a record alone. ``by_holders``
+    holds ``(h, events_h)`` pairs for a release whose client event depends on the holder count
+    h (InsDP-FedSGD's global model: the mean's m noises are split among the holders in the
+    cohort, Xie et al. 2023 Proposition 2): ``events_h[j]`` is client j's event when it is one
+    of h holders of a record (:meth:`client_event`); a count not listed uses ``events``."""
 
     holder_sets: tuple[tuple[int, ...], ...] = ()
+    by_holders: tuple[tuple[int, tuple[PrivacyEvent, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "holder_sets", tuple(tuple(s) for s in self.holder_sets))
+        pairs = []
+        for entry in self.by_holders:
+            if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
+                raise ValueError(f"by_holders entry {entry!r} is not a (holders, events) pair")
+            holders, events = entry
+            holders = check_int("by_holders", holders, minimum=2, maximum=MAX_COUNT)
+            events = tuple(events) if isinstance(events, (tuple, list)) else None
+            if events is None or len(events) != len(self.events) or not all(
+                    isinstance(e, PrivacyEvent) for e in events):
+                raise ValueError(
+                    f"by_holders entry for holders = {holders} is not allowed: must be a "
+                    f"sequence of {len(self.events)} PrivacyEvent, one per client (as events)")
+            if holders in dict(pairs):
+                raise ValueError(f"by_holders lists holders = {holders} twice")
+            pairs.append((holders, events))
+        object.__setattr__(self, "by_holders", tuple(pairs))
+
+    def client_event(self, client: int, holders: int) -> PrivacyEvent:
+        """Client position ``client``'s event when it is one of ``holders`` holders of a
+        record: ``by_holders``' events for that count, else ``events``."""
+        return dict(self.by_holders).get(holders, self.events)[client]
 
 
 @dataclass(frozen=True)

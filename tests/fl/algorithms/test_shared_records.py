@@ -5,17 +5,19 @@ and a disjoint partition gives exactly the single-client numbers."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 
 import pytest
 
-from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
+from privfl.accounting.dispatch import evaluate
+from privfl.accounting.events import HeldByClients, Neighbouring, Sampling, Scope, dpsgd_event
 from privfl.accounting.gdp import fdp_clt_mu
 from privfl.accounting.methods import build_accountant
 from privfl.config import ConfigError, config_from_dict
 from privfl.fl.algorithms.builders import build_dataset
-from privfl.fl.algorithms.insdp_plan import PAPER_OPTIONS, InsDpPrivacy
+from privfl.fl.algorithms.insdp_plan import PAPER_ACCOUNTING, PAPER_OPTIONS, InsDpPrivacy
 from privfl.fl.algorithms.prifedsync import PriFedSyncPrivacy
 from privfl.report.check import check_run_privacy
 from privfl.report.experiment import Experiment, privacy_plan
@@ -145,6 +147,36 @@ def test_insdp_fedsgd_global_model_splits_the_mean_noise_among_holders():
                                  training={"local_steps": 1}))
     assert _result(alone.results(3), "global-model", "rdp").epsilon == pytest.approx(
         build_accountant("rdp").epsilon(one, DELTA).epsilon, rel=1e-12)
+
+
+def test_insdp_results_are_the_dispatchers_answer_to_its_event():
+    """The plan only builds its event: each scope's results are dispatch.evaluate of
+    plan.event(rounds, scope), whose HeldByClients carries the holder count (the global-model
+    multiplier sigma sqrt(floor(m / h)) of a client that is one of h holders)."""
+    config = _config(disjoint=False, federated={"algorithm": "insdp-fedsgd"},
+                     training={"local_steps": 1})
+    k = _k(config)
+    plan = privacy_plan(config)
+    results = plan.results(3)
+    tree = plan.event(3)
+    assert tree.name == "global-model" and isinstance(tree.event, HeldByClients)
+    primary = evaluate(tree, DELTA, methods=plan.accountants, options=plan.options)
+    paper = evaluate(plan.event(3, "paper"), DELTA, methods="rdp", options=PAPER_OPTIONS)
+    assert results == primary + [
+        dataclasses.replace(r, extras={**r.extras, "accounting": PAPER_ACCOUNTING})
+        for r in paper]
+    assert [r.extras["scope"] for r in results] == ["global-model", "paper"]
+    by_holders = dict(tree.event.by_holders)
+    assert k in by_holders  # the worst record's count, with its own events
+    z = {e.steps[0][0].noise_multiplier for e in by_holders[k]}
+    assert z == {math.sqrt(4 // min(k, 4))}
+    # a tree that forgets the holder count credits every holder the whole mean's noise
+    forgetful = Scope("global-model", dataclasses.replace(tree.event, by_holders=()))
+    assert evaluate(forgetful, DELTA, methods="rdp")[0].epsilon < primary[0].epsilon
+    # client-updates: a client's event does not depend on the holder count
+    updates = privacy_plan(_config(disjoint=False, federated={"algorithm": "insdp-fedavg"}))
+    assert updates.event(3).event.by_holders == ()
+    assert updates.results(3)[0] == evaluate(updates.event(3), DELTA, methods="rdp")[0]
 
 
 def test_insdp_plan_takes_record_sharing_and_checks_it():

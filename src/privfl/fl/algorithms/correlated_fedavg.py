@@ -15,6 +15,8 @@ The noise is drawn with :func:`privfl.mechanisms.gaussian_noise` from the run's 
 or from os.urandom in secure mode; the cohorts and the noise come from the plan
 (:class:`~.correlated_plan.CorrelatedPrivacy`), whose event the accountant answers. Metrics:
 the global accuracy (a released model on test data) and monitoring values computed without noise.
+The constructor's checks, the streamed local work, the metrics and the checkpoints are
+DP-FedAvg's too (:class:`~.server_fedavg.ServerFedAvg`).
 """
 
 from __future__ import annotations
@@ -26,36 +28,22 @@ import numpy as np
 import torch
 from torch import nn
 
-from privfl._validation import check_int, check_range
 from privfl.config.schema import ExperimentConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.aggregation import UpdateClipping
-from privfl.fl.algorithms.base import RoundAlgorithm
-from privfl.fl.algorithms.common import (
-    ClientTensors,
-    FlatPredictor,
-    check_model_and_data,
-    check_partition,
-    checkpoint_streams,
-    checkpoint_tensor,
-    flat_model,
-    restore_streams,
-    seeded_generators,
-)
+from privfl.fl.algorithms.common import checkpoint_tensor
 from privfl.fl.algorithms.correlated_plan import CorrelatedPrivacy
-from privfl.fl.algorithms.dp_fedavg import local_spec
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
-from privfl.fl.algorithms.streamed import CohortStream, StatsRows
-from privfl.fl.params import trainable_parameters
+from privfl.fl.algorithms.server_fedavg import ServerFedAvg
+from privfl.fl.algorithms.streamed import StatsRows
 from privfl.fl.spec import LocalTrainingSpec
-from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.noise import gaussian_noise
 from privfl.mechanisms.secure import SECURE_RANDOM
 
 __all__ = ["CorrelatedFedAvg"]
 
 
-class CorrelatedFedAvg(RoundAlgorithm):
+class CorrelatedFedAvg(ServerFedAvg):
     """The round shared by DP-FTRL and BandMF-FedAvg; subclasses set the plan's mechanism and
     implement :meth:`_new_noise`, :meth:`_server_step` and the noise state's checkpoint."""
 
@@ -75,46 +63,22 @@ class CorrelatedFedAvg(RoundAlgorithm):
     }
 
     def __init__(self, model: nn.Module, spec: LocalTrainingSpec, data: FederatedDataset,
-                 plan: CorrelatedPrivacy, *, server_lr: float = 1.0,
-                 server_momentum: float = 0.0, seed: int = 0,
-                 device: str | torch.device = "cpu", eval_batch_size: int = 1000,
-                 trainer_options: dict[str, Any] | None = None,
-                 stream: CohortStream | None = None) -> None:
-        check_model_and_data(model, data)
-        if not isinstance(spec, LocalTrainingSpec) or spec.clip_norm is not None:
-            raise ValueError(f"spec = {spec!r} is not allowed: must be a non-private "
-                             "LocalTrainingSpec (clip_norm=None); the server clips and noises")
+                 plan: CorrelatedPrivacy, **options: Any) -> None:
+        """``options``: those of :class:`~.server_fedavg.ServerFedAvg` (server_lr,
+        server_momentum, seed, device, eval_batch_size, trainer_options, init_params,
+        stream)."""
+        super().__init__(model, spec, data, plan, **options)
+        self.clipping = UpdateClipping("flat")
+        self.initial_model = self.global_model.clone()
+        self.noise = self._new_noise(self.global_model.numel()) if plan.private else None
+
+    def _check_plan(self, plan: Any, data: FederatedDataset) -> None:
         if not isinstance(plan, CorrelatedPrivacy) or plan.mechanism != self.mechanism:
             raise ValueError(f"plan = {plan!r} is not allowed: must be a CorrelatedPrivacy "
                              f"with mechanism {self.mechanism!r}")
         if plan.schedule.num_clients != data.num_clients:
             raise ValueError(f"plan.schedule.num_clients = {plan.schedule.num_clients}: data "
                              f"has {data.num_clients} clients")
-        if plan.secure != spec.secure:
-            raise ValueError(f"plan.secure = {plan.secure} and spec.secure = {spec.secure} "
-                             "disagree: secure mode covers cohorts, batches and noise")
-        self.spec, self.data, self.plan = spec, data, plan
-        self.num_clients = data.num_clients
-        self.server_lr = check_range("server_lr", server_lr, 0.0, low_open=True)
-        self.server_momentum = check_range("server_momentum", server_momentum, 0.0, 1.0,
-                                           high_open=True)
-        self.seed = check_int("seed", seed, 0)
-        self.device = torch.device(device)
-        for j, n in enumerate(data.client_sizes):
-            spec.check_records(int(n), f"data.client_sizes[{j}]")
-        self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
-        self.dtype = self.trainer.dtype
-        self.clipping = UpdateClipping("flat")
-        self.tensors = ClientTensors(data, self.dtype, self.device)
-        self.predictor = FlatPredictor(model, self.trainer.unflatten, self.device,
-                                       check_int("eval_batch_size", eval_batch_size, 1))
-        self.stream = stream or CohortStream()
-        self.round = 0
-        self.initial_model = flat_model(self.trainer, trainable_parameters(model), self.device)
-        self.global_model = self.initial_model.clone()
-        self.velocity = torch.zeros_like(self.global_model)
-        self.rng, self.generator = seeded_generators(self.seed, self.device)
-        self.noise = self._new_noise(self.global_model.numel()) if plan.private else None
 
     # ------------------------------------------------------------------ subclass hooks
     def _new_noise(self, size: int) -> Any:
@@ -139,28 +103,14 @@ class CorrelatedFedAvg(RoundAlgorithm):
 
     # ------------------------------------------------------------------ the seam
     @classmethod
-    def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> CorrelatedFedAvg:
-        from privfl.fl.algorithms.builders import build_model, trainer_options
-
-        f = config.federated
-        return cls(build_model(config, data), local_spec(config), data,
-                   cls.privacy_plan(config, data), server_lr=f.server_lr,
-                   server_momentum=f.server_momentum, seed=config.seed,
-                   device=config.run.device, eval_batch_size=config.run.eval_batch_size,
-                   trainer_options=trainer_options(config),
-                   stream=CohortStream.from_config(config))
-
-    @classmethod
     def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> CorrelatedPrivacy:
         return CorrelatedPrivacy.from_config(config, data.num_clients)
 
     def setup(self) -> dict[str, str]:
-        spec, plan = self.spec, self.plan
+        plan = self.plan
         return {
-            "model": f"{type(self.predictor.model).__name__} ({self.trainer.num_params:,} "
-                     "parameters)",
-            "local training": f"K = {spec.local_steps}, B = {spec.batch_size} ({spec.sampling}),"
-                              f" {spec.optimizer} lr {spec.lr:g}, non-private",
+            "model": self._model_text(),
+            "local training": f"{self._local_text()}, non-private",
             "clients": plan.schedule.label(),
             "server": f"eta = {self.server_lr:g}, momentum {self.server_momentum:g}",
             "privacy": (f"client-level, z = {plan.noise_multiplier:g}, S = {plan.clip_norm:g}"
@@ -183,25 +133,18 @@ class CorrelatedFedAvg(RoundAlgorithm):
         source = SECURE_RANDOM if self.plan.secure else self.rng
         return schedule.cohort(self.round, source.random(schedule.group(self.round).size))
 
-    def round_info(self, cohort: np.ndarray) -> dict[str, Any]:
-        return {"cohort_size": int(cohort.size)}
-
     def local_work(self, cohort: np.ndarray) -> dict[str, Any]:
         """The cohort's local training, clipped to S and summed (float64) chunk by chunk."""
         d = self.global_model.numel()
         total = torch.zeros(d, dtype=torch.float64, device=self.device)
         stats, norms, clipped = StatsRows(), [], []
-        for _, _, models, _, part in self.stream.run(
-                self.trainer, self.global_model, self.tensors.train, cohort, None,
-                self.generator, keep_states=False):
-            updates = models.sub_(self.global_model)
+        for _, _, updates in self._chunk_updates(cohort, stats):
             if self.plan.private:
                 result = self.clipping.clip(updates, self.plan.clip_norm)
                 updates = result.updates
                 norms.append(result.norms)
                 clipped.append(~result.unclipped)
             total += updates.double().sum(0)
-            stats.add(part)
         return {"total": total, "stats": stats.merged() if cohort.size else None,
                 "norms": torch.cat(norms) if norms else None,
                 "clipped": torch.cat(clipped) if clipped else None}
@@ -216,12 +159,7 @@ class CorrelatedFedAvg(RoundAlgorithm):
         self._server_step(total)
 
     def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:
-        accs = self.tensors.accuracies(lambda x: self.predictor(self.global_model, x))
-        stats = updates["stats"]
-        metrics: dict[str, Any] = {
-            "global_accuracy": self.tensors.mean_accuracy(accs),
-            "train_loss": float(stats.loss.mean()) if stats is not None else math.nan,
-        }
+        metrics = self._global_metrics(updates["stats"])
         if self.plan.private:
             norms, clipped = updates["norms"], updates["clipped"]
             metrics.update(
@@ -232,28 +170,14 @@ class CorrelatedFedAvg(RoundAlgorithm):
         return metrics
 
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "round": self.round,
-            "global_model": self.global_model.detach().cpu().clone(),
-            "initial_model": self.initial_model.detach().cpu().clone(),
-            "velocity": self.velocity.detach().cpu().clone(),
-            "noise": self._noise_state() if self.noise is not None else {},
-            **checkpoint_streams(self.data, self.rng, self.generator),
-        }
+    def _server_state(self) -> dict[str, Any]:
+        return {"initial_model": self.initial_model.detach().cpu().clone(),
+                "noise": self._noise_state() if self.noise is not None else {}}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_partition(state, self.data)
-        self.global_model = checkpoint_tensor(state, "global_model", self.global_model)
+    def _load_server_state(self, state: dict[str, Any]) -> None:
         self.initial_model = checkpoint_tensor(state, "initial_model", self.initial_model)
-        self.velocity = checkpoint_tensor(state, "velocity", self.velocity)
-        self.round = check_int("round", state["round"], 0)
         if self.noise is not None:
             self._load_noise_state(state["noise"])
-        restore_streams(state, self.rng, self.generator)
-
-    def global_params(self) -> dict[str, torch.Tensor]:
-        return {n: v.clone() for n, v in self.predictor.params(self.global_model).items()}
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(clients={self.num_clients}, round={self.round}, "

@@ -79,46 +79,20 @@ from privfl.fl.aggregation import (
     UpdateClipping,
     update_noise_multiplier,
 )
-from privfl.fl.algorithms.base import RoundAlgorithm, as_replace_one, zero_rounds
-from privfl.fl.algorithms.common import (
-    ClientTensors,
-    FlatPredictor,
-    check_model_and_data,
-    check_partition,
-    checkpoint_streams,
-    checkpoint_tensor,
-    flat_model,
-    restore_streams,
-    seeded_generators,
-)
+from privfl.fl.algorithms.base import as_replace_one, zero_rounds
+from privfl.fl.algorithms.common import flat_model
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.algorithms.protection import protected_local_models
-from privfl.fl.algorithms.streamed import CohortStream, StatsRows
+from privfl.fl.algorithms.server_fedavg import ServerFedAvg, local_spec
+from privfl.fl.algorithms.streamed import StatsRows
 from privfl.fl.cohort_sampler import CohortSampler
-from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
-from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.secure import SECURE_RANDOM, randomness_text
 
 __all__ = ["CLIENT_SAMPLING", "DpFedAvg", "DpFedAvgConfig", "DpFedAvgPrivacy", "local_spec"]
 
 _PAPER_OPTIONS = AccountingOptions(orders="legacy", conversion="classic")
 _RELEASE = "all-iterates"
-
-
-def local_spec(config: ExperimentConfig) -> LocalTrainingSpec:
-    """The clients' local training: non-private (no clipping, no noise), from ``training``."""
-    from privfl.config import ConfigError
-
-    t = config.training
-    try:
-        return LocalTrainingSpec(
-            local_steps=t.local_steps, batch_size=t.batch_size, sampling=t.sampling,
-            clip_norm=None, noise_multiplier=0.0, optimizer=t.optimizer, lr=t.lr,
-            momentum=t.momentum, betas=tuple(t.betas), eps=t.eps,
-            weight_decay=t.weight_decay, secure=config.privacy.secure)
-    except ValueError as error:
-        raise ConfigError(f"training settings: {error}") from None
 
 
 # ------------------------------------------------------------------------------ the plan
@@ -396,29 +370,24 @@ def _card(plan: DpFedAvgPrivacy, rounds: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ the algorithm
-class DpFedAvg(RoundAlgorithm):
+class DpFedAvg(ServerFedAvg):
     """Client-level DP-FedAvg over a :class:`~privfl.data.FederatedDataset`.
 
     Parameters
     ----------
-    model
-        Architecture; its parameters (or ``init_params``) are the initial global model.
-    spec
-        The clients' local training; must be non-private (``clip_norm=None``): the guarantee
-        is client level and comes from the server's clipping and noise.
-    data
-        The clients' train/test index sets.
+    model, spec, data
+        As :class:`~privfl.fl.algorithms.server_fedavg.ServerFedAvg`: ``spec`` is non-private
+        (``clip_norm=None``), the guarantee is client level and comes from the server's
+        clipping and noise.
     plan
         :class:`DpFedAvgPrivacy`: client sampling, noise, clipping and accounting. The round
         reads its sampling and noise from this object, the accountant its events.
-    server_lr, server_momentum
-        eta > 0 and beta in [0, 1): ``v <- beta v + Delta; w <- w + eta v``.
-    seed
-        Seeds client sampling (numpy) and all training randomness (one torch generator). In
-        secure mode (``plan.secure``) cohorts, batches and noise come from ``os.urandom``.
-    device, eval_batch_size, trainer_options, init_params
-        Where tensors live; evaluation batch size; keyword arguments of
-        :class:`~privfl.fl.CohortTrainer`; optional ``name -> tensor`` starting model.
+    options
+        :class:`~privfl.fl.algorithms.server_fedavg.ServerFedAvg`'s: ``server_lr`` eta and
+        ``server_momentum`` beta (``v <- beta v + Delta; w <- w + eta v``), ``seed`` (client
+        sampling and all training randomness; in secure mode, ``plan.secure``, cohorts,
+        batches and noise come from ``os.urandom``), ``device``, ``eval_batch_size``,
+        ``trainer_options``, ``init_params``, ``stream``.
     protection
         Optional client-side protection (:mod:`privfl.fl.algorithms.protection`, e.g. a
         :class:`privfl.distortion.ClientProtection`): record sampling before and parameter
@@ -453,44 +422,10 @@ class DpFedAvg(RoundAlgorithm):
         data: FederatedDataset,
         plan: DpFedAvgPrivacy,
         *,
-        server_lr: float = 1.0,
-        server_momentum: float = 0.0,
-        seed: int = 0,
-        device: str | torch.device = "cpu",
-        eval_batch_size: int = 1000,
-        trainer_options: dict[str, Any] | None = None,
-        init_params: dict[str, torch.Tensor] | None = None,
         protection: Any = None,
-        stream: CohortStream | None = None,
+        **options: Any,
     ) -> None:
-        check_model_and_data(model, data)
-        if not isinstance(spec, LocalTrainingSpec):
-            raise ValueError(f"spec = {spec!r} is not allowed: must be a LocalTrainingSpec")
-        if spec.clip_norm is not None:
-            raise ValueError(f"spec.clip_norm = {spec.clip_norm!r} is not allowed: DP-FedAvg's "
-                             "local training is non-private (clip_norm=None); record-level "
-                             "local DP-SGD is insdp-fedavg")
-        if not isinstance(plan, DpFedAvgPrivacy):
-            raise ValueError(f"plan = {plan!r} is not allowed: must be a DpFedAvgPrivacy")
-        if plan.num_clients != data.num_clients:
-            raise ValueError(f"plan.num_clients = {plan.num_clients}: data has "
-                             f"{data.num_clients} clients")
-        if plan.secure != spec.secure:
-            raise ValueError(f"plan.secure = {plan.secure} and spec.secure = {spec.secure} "
-                             "disagree: secure mode covers cohorts, batches and noise")
-        self.spec, self.data, self.plan = spec, data, plan
-        self.num_clients = data.num_clients
-        self.server_lr = check_range("server_lr", server_lr, 0.0, low_open=True)
-        self.server_momentum = check_range("server_momentum", server_momentum, 0.0, 1.0,
-                                           high_open=True)
-        self.seed = check_int("seed", seed, 0)
-        self.device = torch.device(device)
-        self.eval_batch_size = check_int("eval_batch_size", eval_batch_size, 1)
-        for j, n in enumerate(data.client_sizes):
-            spec.check_records(int(n), f"data.client_sizes[{j}]")
-
-        self.trainer = CohortTrainer(model, spec, **(trainer_options or {}))
-        self.dtype = self.trainer.dtype
+        super().__init__(model, spec, data, plan, **options)
         self.aggregation = MeanAggregation(self.num_clients)
         sizes = tuple(math.prod(self.trainer.param_shapes[n]) for n in self.trainer.param_names)
         self.clipping = UpdateClipping(plan.clipping, sizes)
@@ -498,16 +433,7 @@ class DpFedAvg(RoundAlgorithm):
             self.aggregation, self.clipping, noise_multiplier=plan.noise_multiplier,
             clip_norm=plan.clip_norm, expected_cohort=plan.expected_cohort,
             adaptive=plan.adaptive, secure=plan.secure)
-        self.tensors = ClientTensors(data, self.dtype, self.device)
-        self.predictor = FlatPredictor(model, self.trainer.unflatten, self.device,
-                                       self.eval_batch_size)
-        start = init_params if init_params is not None else trainable_parameters(model)
-        self._fresh_state(flat_model(self.trainer, start, self.device))
         self.protection = protection
-        if stream is not None and not isinstance(stream, CohortStream):
-            raise ValueError(f"stream = {stream!r} is not allowed: must be a CohortStream")
-        #: the cohort is trained in chunks sized by its memory budget (privfl.fl.streaming)
-        self.stream = stream or CohortStream()
         # a simulated attack the data carry (privfl.robustness): scaling and success metrics
         self.attack = attack_monitor(data, self.dtype, self.device)
         if self.attack is not None:
@@ -516,13 +442,12 @@ class DpFedAvg(RoundAlgorithm):
             raise ValueError(f"protection = {protection!r} is not secure: secure mode needs "
                              "its randomness from os.urandom too")
 
-    def _fresh_state(self, global_model: torch.Tensor) -> None:
-        """The algorithm state (everything a checkpoint needs) before round 1: the global model
-        ``[d]``, no server momentum, generators seeded from ``self.seed``."""
-        self.round = 0
-        self.global_model = global_model
-        self.velocity = torch.zeros_like(global_model)
-        self.rng, self.generator = seeded_generators(self.seed, self.device)
+    def _check_plan(self, plan: Any, data: FederatedDataset) -> None:
+        if not isinstance(plan, DpFedAvgPrivacy):
+            raise ValueError(f"plan = {plan!r} is not allowed: must be a DpFedAvgPrivacy")
+        if plan.num_clients != data.num_clients:
+            raise ValueError(f"plan.num_clients = {plan.num_clients}: data has "
+                             f"{data.num_clients} clients")
 
     def replica(self, seed: int,
                 init_params: dict[str, torch.Tensor] | None = None) -> DpFedAvg:
@@ -542,19 +467,6 @@ class DpFedAvg(RoundAlgorithm):
 
     # ------------------------------------------------------------------ the seam
     @classmethod
-    def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> DpFedAvg:
-        """DP-FedAvg with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model, trainer_options
-
-        f = config.federated
-        return cls(
-            build_model(config, data), local_spec(config), data,
-            cls.privacy_plan(config, data), server_lr=f.server_lr,
-            server_momentum=f.server_momentum, seed=config.seed, device=config.run.device,
-            eval_batch_size=config.run.eval_batch_size,
-            trainer_options=trainer_options(config), stream=CohortStream.from_config(config))
-
-    @classmethod
     def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> DpFedAvgPrivacy:
         """The plan alone (no model, no training)."""
         return DpFedAvgPrivacy.from_config(config, data.num_clients)
@@ -569,10 +481,8 @@ class DpFedAvg(RoundAlgorithm):
             adaptive = (f", adaptive (gamma = {a.target_quantile:g}, eta_C = "
                         f"{a.learning_rate:g}, sigma_b = {a.count_noise:g})")
         return {
-            "model": f"{type(self.predictor.model).__name__} ({self.trainer.num_params:,} "
-                     "parameters)",
-            "local training": f"K = {spec.local_steps}, B = {spec.batch_size} ({spec.sampling}),"
-                              f" {spec.optimizer} lr {spec.lr:g}"
+            "model": self._model_text(),
+            "local training": self._local_text()
                               + (f", weight decay {spec.weight_decay:g}" if spec.weight_decay
                                  else "") + ", non-private, fresh optimizer state every round",
             "DP-FedAvg": f"clients {sampling}, eta = {self.server_lr:g}"
@@ -590,9 +500,6 @@ class DpFedAvg(RoundAlgorithm):
         without replacement); uniforms from the seeded generator or ``os.urandom``."""
         source = SECURE_RANDOM if self.plan.secure else self.rng
         return self.plan.sampler.draw(source.random)
-
-    def round_info(self, cohort: np.ndarray) -> dict[str, Any]:
-        return {"cohort_size": int(cohort.size)}
 
     def local_work(self, cohort: np.ndarray, *, keep_updates: bool = False) -> dict[str, Any]:
         """K local non-private steps of every sampled client from the global model.
@@ -623,15 +530,12 @@ class DpFedAvg(RoundAlgorithm):
         else:
             acc = MeanRound(self.aggregation, d, self.device)
         stats = StatsRows()
-        for lo, hi, models, _, part in self.stream.run(  # on the active backend
-                self.trainer, self.global_model, self.tensors.train, cohort, None,
-                self.generator, keep_states=False):
-            updates = self._sent(models.sub_(self.global_model), cohort[lo:hi])
+        for lo, hi, sent in self._chunk_updates(cohort, stats):  # on the active backend
+            updates = self._sent(sent, cohort[lo:hi])
             if whole:
                 kept.append(updates)
             else:
                 acc.add(updates, cohort[lo:hi])
-            stats.add(part)
         if whole:
             return {"updates": torch.cat(kept) if kept else self.global_model.new_zeros(0, d),
                     "stats": stats.merged()}
@@ -671,12 +575,8 @@ class DpFedAvg(RoundAlgorithm):
         self.global_model.add_(step, alpha=self.server_lr)
 
     def evaluate(self, cohort: np.ndarray, updates: dict[str, Any]) -> dict[str, Any]:
-        accs = self.tensors.accuracies(lambda x: self.predictor(self.global_model, x))
-        stats, result = updates["stats"], updates.get("dp")
-        metrics: dict[str, Any] = {
-            "global_accuracy": self.tensors.mean_accuracy(accs),
-            "train_loss": float(stats.loss.mean()) if stats is not None else math.nan,
-        }
+        metrics = self._global_metrics(updates["stats"])
+        result = updates.get("dp")
         if result is not None:
             metrics.update(
                 clip_norm=result.clip_norm, noise_std=result.noise_std,
@@ -688,30 +588,12 @@ class DpFedAvg(RoundAlgorithm):
         return metrics
 
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly (in secure mode: to continue, not replay)."""
-        return {
-            "round": self.round,
-            "global_model": self.global_model.detach().cpu().clone(),
-            "velocity": self.velocity.detach().cpu().clone(),
-            "dp": self.dp.state_dict() if self.dp is not None else {},
-            **checkpoint_streams(self.data, self.rng, self.generator),
-        }
+    def _server_state(self) -> dict[str, Any]:
+        return {"dp": self.dp.state_dict() if self.dp is not None else {}}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (same data partition and model required)."""
-        check_partition(state, self.data)
-        model = checkpoint_tensor(state, "global_model", self.global_model)
-        velocity = checkpoint_tensor(state, "velocity", self.velocity)
-        self.round = check_int("round", state["round"], 0)
-        self.global_model, self.velocity = model, velocity
+    def _load_server_state(self, state: dict[str, Any]) -> None:
         if self.dp is not None:
             self.dp.load_state_dict(state["dp"])
-        restore_streams(state, self.rng, self.generator)
-
-    def global_params(self) -> dict[str, torch.Tensor]:
-        """The global model as ``name -> tensor`` (copies)."""
-        return {n: v.clone() for n, v in self.predictor.params(self.global_model).items()}
 
     def __repr__(self) -> str:
         return (f"DpFedAvg(clients={self.num_clients}, {self.plan.client_sampling}, "

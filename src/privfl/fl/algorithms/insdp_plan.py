@@ -5,9 +5,11 @@ noise ``sigma C`` on the sum, divided by the batch size B) from the global model
 averages. The unit of privacy is a **record**. When a record lives in exactly one client, the
 run's record-level guarantee is the worst client's (parallel composition, Xie et al. 2023
 Proposition 3: ``eps_t = max_i eps_t^i``); a record held by several clients composes its
-holders (see below; :func:`privfl.accounting.parallel.worst_record_results`).
-Every client's event is derived from the run's :class:`~privfl.fl.LocalTrainingSpec` (the
-trainer's own object) and the number of rounds the client is charged for.
+holders (see below). Every client's event is derived from the run's
+:class:`~privfl.fl.LocalTrainingSpec` (the trainer's own object) and the number of rounds the
+client is charged for; :meth:`InsDpPrivacy.event` puts them in one event tree (a
+:class:`~privfl.accounting.events.HeldByClients` per scope) and
+:func:`privfl.accounting.dispatch.evaluate` answers it, as for every other plan.
 
 Rounds charged (``participations``)
 -----------------------------------
@@ -53,7 +55,8 @@ split into ``min(h, m)`` disjoint groups of at least ``floor(m / min(h, m))``, o
 the cohort, so the mean is post-processing of ``min(h, m)`` independent sampled Gaussians with
 multiplier ``sigma sqrt(floor(m / min(h, m)))``; the plan composes the h holders at that
 multiplier (every holder every charged round: conservative when fewer are in the cohort).
-h = 1 gives exactly the single-client numbers.
+h = 1 gives exactly the single-client numbers. The event tree carries these per holder count
+(``HeldByClients.by_holders``).
 
 Fixed-size local batches (``sampling = without-replacement``) are accounted under replace-one
 neighbours (never as Poisson); the paper's tables assume Poisson batches, which privfl runs with
@@ -70,9 +73,16 @@ from typing import Any
 import numpy as np
 
 from privfl._validation import check_choice, check_delta, check_int
-from privfl.accounting.events import Neighbouring, NoisyStep, PrivacyEvent, Unit
+from privfl.accounting.dispatch import evaluate
+from privfl.accounting.events import (
+    HeldByClients,
+    Neighbouring,
+    NoisyStep,
+    PrivacyEvent,
+    Scope,
+    Unit,
+)
 from privfl.accounting.methods import AccountingOptions, resolve_methods
-from privfl.accounting.parallel import worst_record_results
 from privfl.accounting.results import PrivacyResult
 from privfl.data.sharing import RecordSharing
 from privfl.fl.algorithms.base import as_replace_one, zero_rounds
@@ -294,65 +304,73 @@ class InsDpPrivacy:
         """The primary scope's client events re-read under replace-one neighbours."""
         return as_replace_one(self.client_events(rounds))
 
-    def _worst_record(self, rounds: int, accounted: str, **kwargs: Any) -> list[PrivacyResult]:
-        """:func:`~privfl.accounting.parallel.worst_record_results` in scope ``accounted``:
-        each record composes the events of the clients holding it (one client when
-        disjoint)."""
-        charged = self._charged(rounds, accounted)
-        if not np.any(charged > 0):
-            raise ValueError(f"rounds = {rounds} charges no client: nothing to account")
-        events: dict[tuple[int, int, int], PrivacyEvent] = {}
-
-        def client_event(j: int, holders: int) -> PrivacyEvent:
-            key = (int(self.client_sizes[j]), int(charged[j]), holders)
-            if key not in events:
-                events[key] = self._event(*key[:2], accounted, holders)
-            return events[key]
-
+    def event(self, rounds: int, scope: str | None = None) -> Scope:
+        """What the run releases after ``rounds`` >= 1 rounds, as ``scope`` (default: the
+        primary scope) accounts it: the worst record over the clients charged a round, each
+        record composing its holders' events (one client when disjoint), every client's event
+        for the record's holder count (``by_holders``: only where it differs, the global-model
+        and paper scopes of InsDP-FedSGD). :meth:`results` is
+        :func:`~privfl.accounting.dispatch.evaluate` of it."""
+        rounds = check_int("rounds", rounds, 1)
+        scope = self._scope(scope)
+        charged = self._charged(rounds, scope)
         # a client charged no round releases nothing: leave it out, and out of holder sets
         keep = np.flatnonzero(charged > 0)
+        if not keep.size:
+            raise ValueError(f"rounds = {rounds} charges no client: nothing to account")
         position = {int(j): i for i, j in enumerate(keep)}
-        sets = [tuple(position[j] for j in s if j in position) for s in self.sharing.holder_sets]
+        sets = tuple(shared for shared in (tuple(position[j] for j in s if j in position)
+                                           for s in self.sharing.holder_sets)
+                     if len(shared) > 1)
+        built: dict[tuple[int, int, int], PrivacyEvent] = {}
 
-        def charged_event(i: int, holders: int) -> PrivacyEvent:
-            return client_event(int(keep[i]), holders)
+        def client_events(holders: int) -> tuple[PrivacyEvent, ...]:
+            events = []
+            for j in keep:
+                key = (int(self.client_sizes[j]), int(charged[j]), holders)
+                if key not in built:
+                    built[key] = self._event(*key[:2], scope, holders)
+                events.append(built[key])
+            return tuple(events)
 
-        return worst_record_results(charged_event, int(keep.size),
-                                    [s for s in sets if len(s) > 1], self.delta, **kwargs)
+        alone = client_events(1)
+        by_holders = tuple((h, events) for h in sorted({len(s) for s in sets})
+                           if (events := client_events(h)) != alone)
+        return Scope(scope, HeldByClients(alone, self._note(scope), sets, by_holders))
+
+    def _note(self, scope: str) -> str:
+        if scope != "paper":
+            return ("max over clients of each client's composition (parallel composition)"
+                    + ("" if self.full_participation or self.client_sampling == "cyclic" else
+                       "; every round charged to every client (cohorts drawn at random)"))
+        if self.algorithm == "fedsgd":
+            return ("paper's accounting: Proposition 2's inputs (rate q m/N, multiplier "
+                    "sigma sqrt(m), T steps) on the sampled-Gaussian RDP")
+        return ("paper's accounting: each client's sampled-Gaussian RDP (rate q, multiplier "
+                "sigma, V steps per round), max over clients (Proposition 3)")
 
     # ------------------------------------------------------------------ results
     def results(self, rounds: int) -> list[PrivacyResult]:
         """Labelled guarantees after ``rounds`` rounds: privfl's accountants in the primary
-        scope, then (``paper_accounting``) the paper's RDP in scope ``paper``. Empty when not
-        private or ``delta`` is None; ``rounds = 0`` gives epsilon 0 with the same labels."""
+        scope, then (``paper_accounting``) the paper's RDP in scope ``paper``, each
+        :func:`~privfl.accounting.dispatch.evaluate` of :meth:`event`. Empty when not private
+        or ``delta`` is None; ``rounds = 0`` gives epsilon 0 with the same labels."""
         rounds = check_int("rounds", rounds, 0)
         if not self.private or self.delta is None:
             return []
         if rounds not in self._cache:
             counted = max(rounds, 1)
-            results = self._worst_record(
-                counted, self.primary_scope, methods=self.accountants,
-                options=self.options, scope=self.primary_scope,
-                note="max over clients of each client's composition (parallel composition)"
-                + ("" if self.full_participation or self.client_sampling == "cyclic" else
-                   "; every round charged to every client (cohorts drawn at random)"),
-            )
+            results = [_ordered(r) for r in evaluate(
+                self.event(counted), self.delta, methods=self.accountants,
+                options=self.options)]
             if self.paper_accounting:
                 results += self._paper_results(counted)
             self._cache[rounds] = zero_rounds(results) if rounds == 0 else results
         return self._cache[rounds]
 
     def _paper_results(self, rounds: int) -> list[PrivacyResult]:
-        if self.algorithm == "fedsgd":
-            note = ("paper's accounting: Proposition 2's inputs (rate q m/N, multiplier "
-                    "sigma sqrt(m), T steps) on the sampled-Gaussian RDP")
-        else:
-            note = ("paper's accounting: each client's sampled-Gaussian RDP (rate q, multiplier "
-                    "sigma, V steps per round), max over clients (Proposition 3)")
-        results = self._worst_record(
-            rounds, "paper", methods="rdp", options=PAPER_OPTIONS, scope="paper",
-            accounting=PAPER_ACCOUNTING, note=note,
-        )
+        results = [_ordered(r, accounting=PAPER_ACCOUNTING) for r in evaluate(
+            self.event(rounds, "paper"), self.delta, methods="rdp", options=PAPER_OPTIONS)]
         if self.algorithm == "fedsgd" and not self.full_participation:
             caveat = ("reference, NOT a guarantee: the rate q m/N assumes a client's "
                       "participation is hidden, but its other records can reveal it; rigorous "
@@ -437,3 +455,11 @@ class InsDpPrivacy:
         return (f"InsDpPrivacy(algorithm={self.algorithm!r}, clients={self.num_clients}, "
                 f"m={self.clients_per_round}, sampling={self.client_sampling!r}, "
                 f"release={self.release!r}, private={self.private})")
+
+
+def _ordered(result: PrivacyResult, **extras: Any) -> PrivacyResult:
+    """``result`` with ``extras`` added after its scope and ``holders`` (a shared record's
+    holder count) last: the key order privacy.json has always had for InsDP."""
+    own = {k: v for k, v in result.extras.items() if k != "holders"}
+    held = {"holders": result.extras["holders"]} if "holders" in result.extras else {}
+    return dataclasses.replace(result, extras={**own, **extras, **held})
