@@ -115,12 +115,19 @@ def smallest_noise_search(
                     "below", f"met even with noise {NOISE_MIN:g}; calibrating below that is not "
                     "meaningful")
     else:
-        bad, good = 1.0, 2.0
-        while not meets(good):
-            bad, good = good, good * 2.0
-            if good > NOISE_MAX:
-                raise NoiseOutOfRangeError("above", f"not reached with noise up to {NOISE_MAX:g}")
+        bad, good = _double_until_met(meets, 1.0)
     return log_bisect(meets, bad, good, rtol, halt=halt)
+
+
+def _double_until_met(meets: Callable[[float], bool], bad: float) -> tuple[float, float]:
+    """``(bad, good)``: double from ``bad`` (which fails) until the target is met, within
+    :data:`NOISE_MAX`."""
+    good = 2.0 * bad
+    while not meets(good):
+        bad, good = good, good * 2.0
+        if good > NOISE_MAX:
+            raise NoiseOutOfRangeError("above", f"not reached with noise up to {NOISE_MAX:g}")
+    return bad, good
 
 
 def _scan_bracket(meets: Callable[[float], bool], scan: Sequence[float]) -> tuple[float, float]:
@@ -132,9 +139,4 @@ def _scan_bracket(meets: Callable[[float], bool], scan: Sequence[float]) -> tupl
     last = failing[-1]
     if last < len(scan) - 1:
         return float(scan[last]), float(scan[last + 1])
-    bad, good = float(scan[-1]), 2.0 * float(scan[-1])
-    while not meets(good):
-        bad, good = good, good * 2.0
-        if good > NOISE_MAX:
-            raise NoiseOutOfRangeError("above", f"not reached with noise up to {NOISE_MAX:g}")
-    return bad, good
+    return _double_until_met(meets, float(scan[-1]))

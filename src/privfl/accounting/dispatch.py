@@ -67,12 +67,8 @@ def evaluate(event: object, delta: float | None = None, *, epsilon: float | None
         if delta is None:
             raise ValueError(f"epsilon = {epsilon!r} is not allowed for a "
                              f"{type(event).__name__} event: ask for epsilon at a delta")
-        if isinstance(event, HeldByClients):
-            client_event, holder_sets = event.client_event, event.holder_sets
-        else:
-            events = event.events
-            client_event, holder_sets = (lambda j, _h: events[j]), ()
-        return worst_record_results(client_event, len(event.events), holder_sets, delta,
+        holder_sets = event.holder_sets if isinstance(event, HeldByClients) else ()
+        return worst_record_results(event.client_event, len(event.events), holder_sets, delta,
                                     methods=methods, options=options, note=event.note)
     if isinstance(event, Scope):
         return [replace(r, extras={**r.extras, "scope": event.name})

@@ -224,6 +224,11 @@ class WorstOverClients:
                              "sequence of PrivacyEvent, one per client")
         object.__setattr__(self, "events", events)
 
+    def client_event(self, client: int, holders: int) -> PrivacyEvent:
+        """Client position ``client``'s event (every record has one holder here, so
+        ``holders`` does not change it; :class:`HeldByClients` reads it)."""
+        return self.events[client]
+
 
 @dataclass(frozen=True)
 class HeldByClients(WorstOverClients):
