@@ -5,8 +5,8 @@ root. For every demo config (``configs/demo.yaml`` and ``configs/demo-*.yaml``, 
 number of rounds) it builds the experiment (no run directory), computes the planned privacy as
 ``privfl run`` does before its first round (untimed: it also pays the one-off imports), runs the
 first ``N`` rounds (default 4) of ``run_round`` and times, inside them, every call of the
-privacy plan's ``results`` (the per-round accounting: what summary.json reports as
-``accounting_seconds``). The timer wraps the plan class's ``results`` method, so it measures any
+privacy plan's ``results`` and ``round_results`` (the per-round accounting: what summary.json
+reports as ``accounting_seconds``). The timer wraps the plan class's methods, so it measures any
 version of the code alike.
 
 ``--before REV`` also measures the sources of git revision REV (default: ``main``), checked out
@@ -89,17 +89,21 @@ def measure(config: str, rounds: int) -> dict:
     experiment.planned_privacy()  # as privfl run does before round 1 (not timed)
     algorithm = experiment.algorithm
     plan_class = type(algorithm.plan)
-    original = plan_class.results
     spent = [0.0]
 
-    def timed(self, r):
-        started = time.perf_counter()
-        try:
-            return original(self, r)
-        finally:
-            spent[0] += time.perf_counter() - started
+    def timer(original):
+        def timed(self, r):
+            started = time.perf_counter()
+            try:
+                return original(self, r)
+            finally:
+                spent[0] += time.perf_counter() - started
+        return timed
 
-    plan_class.results = timed
+    # a per-round row asks round_results where the plan has it (privfl.fl.algorithms.cadence)
+    for name in ("results", "round_results"):
+        if hasattr(plan_class, name):
+            setattr(plan_class, name, timer(getattr(plan_class, name)))
     sizes: list[int] = []
     _record_fft_lengths(sizes)
     started = time.perf_counter()

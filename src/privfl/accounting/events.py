@@ -306,7 +306,9 @@ class RandomParticipationStep:
     ``client_rate`` and each record with ``record_rate``; the server adds N(0, noise^2 I) to the
     sum of gradients clipped to ``clip``. ``schemes`` are the participation accountants to ask
     (per iteration), ``composition`` the composition accountants (rdp, pld) over the
-    iterations; ``server`` the threat model. Answered by the ``participation`` accountant."""
+    iterations, ``basic_composition`` whether schemes without a dominating pair
+    (per-s1-convexity, theorem-4.1) are composed by basic composition; ``server`` the threat
+    model. Answered by the ``participation`` accountant."""
 
     client_rate: float
     record_rate: float
@@ -317,9 +319,13 @@ class RandomParticipationStep:
     schemes: tuple[str, ...] | str = "all"
     composition: tuple[str, ...] = ("rdp", "pld")
     server: str = "trusted"
+    basic_composition: bool = True
 
     def __post_init__(self) -> None:
         check_int("iterations", self.iterations, minimum=1, maximum=MAX_COUNT)
+        if not isinstance(self.basic_composition, bool):
+            raise ValueError(f"basic_composition = {self.basic_composition!r} is not allowed: "
+                             "must be true or false")
         if not isinstance(self.schemes, str):
             object.__setattr__(self, "schemes", tuple(self.schemes))
         object.__setattr__(self, "composition", tuple(self.composition))

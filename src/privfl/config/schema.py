@@ -213,6 +213,13 @@ class PrivacyConfig(_Section):
     accountants: list[str] | None = Field(
         None, description="accountants to report (default and choices: the algorithm's)"
     )
+    full_accounting_every: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="k: the metrics rows of every k-th round (and of the last planned round) "
+        "carry every accountant; the others leave out what is recomputed from scratch each "
+        "round (the sampled PLD, basic compositions). Default: the last round only; 1: every "
+        "round (a PLD composition per round)",
+    )
     secure: bool = Field(
         False,
         description="secure mode: noise, local batches and client sampling from os.urandom "

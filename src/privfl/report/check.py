@@ -5,9 +5,11 @@ from ``RUN_DIR/config.yaml`` (the same plan the training derives its noise, clip
 and step counts from; no model is built, nothing is trained) and asked for round r. Each logged
 entry ``(method, kind, scope) -> epsilon, delta[, mu]`` must equal the fresh one within ``rtol``
 and the two sets of entries must be the same: an entry deleted (or an emptied list), added or
-logged twice is a problem naming it. The logged rounds must be 1, 2, ..., n, each once: a
-deleted or repeated round is a problem too; the first and the last round are always checked.
-Works for every registered algorithm.
+logged twice is a problem naming it. A row whose ``privacy_methods`` is ``"per-round"`` is
+compared with the plan's per-round set (``round_results``, :mod:`privfl.fl.algorithms.cadence`),
+and a round the cadence makes full must not be one. The logged rounds must be 1, 2, ..., n,
+each once: a deleted or repeated round is a problem too; the first and the last round are
+always checked. Works for every registered algorithm.
 
 A resumed secure run may have released rounds twice (``redrawn.jsonl``,
 :mod:`privfl.report.experiment`): a row's ``released_rounds`` is then what its
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from privfl._validation import check_int, check_range
+from privfl.fl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
 from privfl.report.rundir import logged_number
 
 __all__ = ["PrivacyCheck", "check_run_privacy"]
@@ -130,6 +133,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
         raise ValueError(f"run directory = {str(run_dir)!r} has no completed rounds "
                          "(metrics.jsonl is empty or missing)")
     plan = privacy_plan(config)
+    cadence = AccountingCadence(config.federated.rounds, config.privacy.full_accounting_every)
     report = PrivacyCheck(Path(run_dir), config.federated.algorithm, rtol)
     valid = [row.get("round") for row in metrics if _round_index(row.get("round"))]
     last = max(valid, default=None)
@@ -157,7 +161,14 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
         offset = released - r
         if r % every and r not in (1, last):
             continue
-        fresh = privacy_entries(plan.results(released))
+        methods = row.get("privacy_methods", FULL)
+        problem = _methods_problem(methods, r, plan, cadence)
+        if problem:
+            report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
+                                "problems": [problem]})
+            continue
+        fresh = privacy_entries(plan.results(released) if methods == FULL
+                                else plan.round_results(released))
         outcome = _compare(row.get("privacy", []), fresh, rtol)
         report.rows.append({"round": r, **outcome})
     for r in sorted(set(range(1, (last or 0) + 1)) - seen):
@@ -167,6 +178,22 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     if directory.privacy.is_file():
         report.released = _check_released(directory, plan, redrawn, rtol)
     return report
+
+
+def _methods_problem(methods: Any, r: int, plan: Any, cadence: AccountingCadence) -> str:
+    """Why a row's ``privacy_methods`` is wrong ("" if it is not): a full row of the cadence
+    must carry every accountant; a per-round row needs a plan that has a per-round set."""
+    if methods not in (FULL, PER_ROUND):
+        return (f"privacy_methods = {methods!r} is not allowed: must be {FULL!r} or "
+                f"{PER_ROUND!r}")
+    if methods == PER_ROUND and not getattr(plan, "round_skips", ()):
+        return (f"privacy_methods = {PER_ROUND!r}, but this plan has no per-round set: every "
+                "row carries every accountant")
+    if methods == PER_ROUND and cadence.full(r):
+        return (f"privacy_methods = {PER_ROUND!r}, but round {r} must carry every accountant "
+                f"(federated.rounds = {cadence.planned_rounds}, "
+                f"privacy.full_accounting_every = {cadence.every})")
+    return ""
 
 
 def _round_index(value: Any) -> bool:

@@ -62,6 +62,7 @@ from privfl.fl.algorithms.builders import (
     build_spec,
     privacy_plan,
 )
+from privfl.fl.algorithms.cadence import AccountingCadence
 from privfl.fl.client_store import state_directory
 from privfl.report.checkpoints import CheckpointStore
 from privfl.report.run_finish import ExperimentResult, RunArtefacts
@@ -166,7 +167,10 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         """The configuration's algorithm; a memory-mapped per-client store puts its files in
         the run's private ``client-state/`` folder (:mod:`privfl.fl.client_store`)."""
         with state_directory(self.dir.client_state):
-            return build_algorithm(self.config, self.data)
+            algorithm = build_algorithm(self.config, self.data)
+        algorithm.cadence = AccountingCadence(self.config.federated.rounds,
+                                              self.config.privacy.full_accounting_every)
+        return algorithm
 
     @classmethod
     def create(cls, config: ExperimentConfig, run_dir: str | Path,

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from privfl.accounting.results import PrivacyResult
-from privfl.fl.algorithms.base import finite, headline_scopes
+from privfl.fl.algorithms.base import finite, headline_scopes, privacy_metrics
 from privfl.report.run_resume import STATE_DELETED
 from privfl.report.rundir import write_atomically
 
@@ -122,6 +122,8 @@ class RunArtefacts:
         reached = next((m["round"] for m in shown
                         if target is not None and finite(m.get(key)) and m[key] >= target), None)
         headline = plan_headline(algo.plan, results)
+        # every accountant, whether or not the last row carried them all (.cadence)
+        final_privacy = privacy_metrics(algo.plan, results)
         summary: dict[str, Any] = {
             "command": "run",
             "headline": headline.to_dict(),
@@ -144,8 +146,9 @@ class RunArtefacts:
             "final": {
                 "round": last.get("round", 0),
                 **{k: last.get(k, math.nan) for k in labels},
-                **({"epsilon": last["epsilon"], "epsilon_method": last.get("epsilon_method")}
-                   if "epsilon" in last else {}),
+                **({"epsilon": final_privacy["epsilon"],
+                    "epsilon_method": final_privacy["epsilon_method"]}
+                   if last and "epsilon" in final_privacy else {}),
             },
             "metric_labels": labels,
             "target_accuracy": target,

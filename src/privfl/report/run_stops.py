@@ -25,13 +25,21 @@ class StoppingRules:
     def budget_exceeded(self, rounds: int) -> str | None:
         """Why running up to ``rounds`` rounds would exceed the budget (None if it would not).
 
-        The budget applies to the results in the plan's primary scope: ``stop.epsilon`` to the
-        tightest rigorous bound among them, ``stop.mu`` to the largest Gaussian-DP mu among them.
+        The budget applies to the results of every accountant in the plan's primary scope:
+        ``stop.epsilon`` to the tightest rigorous bound among them, ``stop.mu`` to the largest
+        Gaussian-DP mu among them. Without ``stop.mu``, a bound of the per-round set
+        (:mod:`privfl.fl.algorithms.cadence`) within ``stop.epsilon`` settles it (the tightest
+        is no larger), so the accountants recomputed from scratch run only near the budget.
         """
         stop = self.config.stop
         if stop.epsilon is None and stop.mu is None:
             return None
         plan = self.algorithm.plan
+        if stop.mu is None:
+            cheap = tightest_bound(budget_results(plan, self.algorithm.privacy(rounds,
+                                                                                full=False)))
+            if cheap is not None and cheap.epsilon <= stop.epsilon:
+                return None
         primary = budget_results(plan, self.algorithm.privacy(rounds))
         scope = f", {plan.primary_scope}" if plan.primary_scope else ""
         if stop.mu is not None:

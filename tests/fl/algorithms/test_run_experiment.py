@@ -89,9 +89,14 @@ def test_run_directory_contents(tmp_path, tiny_config_dict):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rows] == [1, 2, 3]
     for row in rows:
-        for key in ("personalised_accuracy", "global_accuracy", "mu", "epsilon", "privacy",
-                    "cohort_size"):
+        for key in ("personalised_accuracy", "global_accuracy", "mu", "privacy",
+                    "cohort_size", "privacy_methods"):
             assert key in row
+    # the per-round rows carry the CLT estimate; the last (planned) round every accountant,
+    # with the PLD bound (privfl.fl.algorithms.cadence)
+    assert [r["privacy_methods"] for r in rows] == ["per-round", "per-round", "all"]
+    assert ["epsilon" in r for r in rows] == [False, False, True]
+    assert {e["method"] for e in rows[0]["privacy"]} == {"gdp-clt"}
     privacy = json.loads((run / "privacy.json").read_text())
     assert privacy["command"] == "run" and privacy["rounds"] == 3
     kinds = {(r["method"], r["scope"]): r["kind"] for r in privacy["results"]}

@@ -27,4 +27,5 @@ def account_participation(node: RandomParticipationStep, delta: float | None,
     return participation_report(
         node.client_rate, node.record_rate, node.records, node.noise, clip=node.clip,
         epsilon=epsilon, delta=delta, iterations=node.iterations, methods=node.schemes,
-        accountants=node.composition, server=node.server, options=options)
+        accountants=node.composition, server=node.server, options=options,
+        basic_composition=node.basic_composition)

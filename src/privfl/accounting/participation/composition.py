@@ -4,6 +4,7 @@ closed-form RDP and its exact PLD mixture ``(1-p) * identity + p * PLD_ols`` (sp
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -83,9 +84,18 @@ def wcs_rdp(
 ) -> np.ndarray:
     """RDP of one Weak-Client-Sampling step (participation revealed), add/remove, both directions:
     ``log(1 - p + p exp((a - 1) RDP_psg(a; q, z))) / (a - 1)`` (spec 4.7), exact for the revealed
-    pair and an upper bound for random participation (post-processing)."""
+    pair and an upper bound for random participation (post-processing). Cached per setting
+    (a run asks the same curve every round)."""
     p = check_rate("client_rate", client_rate)
-    inner = rdp_poisson_gaussian(orders, record_rate, noise_multiplier)
+    q = check_rate("record_rate", record_rate)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    key = tuple(float(a) for a in np.asarray(orders, dtype=float).ravel())
+    return _wcs_curve(key, p, q, z).copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _wcs_curve(orders: tuple[float, ...], p: float, q: float, z: float) -> np.ndarray:
+    inner = rdp_poisson_gaussian(orders, q, z)
     a = np.asarray(orders, dtype=float)
     x = (a - 1.0) * inner
     if p == 1.0:

@@ -149,6 +149,7 @@ def participation_report(
     accountants: Iterable[str] = ACCOUNTANTS,
     server: str = "trusted",
     options: AccountingOptions | None = None,
+    basic_composition: bool = True,
 ) -> list[PrivacyResult]:
     """Privacy of DP-DSGD with random participation: every requested scheme, labelled.
 
@@ -159,7 +160,8 @@ def participation_report(
     epsilon or delta, now for the whole run): ``ols-rdp``, ``ols-pld``, ``wcs-rdp``, ``wcs-pld``
     (rigorous bounds; ``accountants`` picks rdp / pld), ``cs-rdp``, ``cs-pld`` (kind
     ``"reference"``: rigorous for centralised sampling only, a lower reference here) and
-    ``theorem-4.1-basic`` (estimate) / ``per-s1-convexity-basic`` (bound; basic composition).
+    ``theorem-4.1-basic`` (estimate) / ``per-s1-convexity-basic`` (bound; basic composition,
+    left out when ``basic_composition`` is False: each T solves a new root at delta / T).
     Every result carries ``extras["scheme"]`` and its ``steps`` (1 per iteration, else T).
 
     ``server``: ``"trusted"`` (Algorithm 1), ``"untrusted"`` (spec 4.4: every available client
@@ -177,6 +179,9 @@ def participation_report(
     epsilon = None if epsilon is None else check_epsilon("epsilon", epsilon)
     delta = None if delta is None else check_delta("delta", delta)
     steps = check_int("iterations", iterations, minimum=1)
+    if not isinstance(basic_composition, bool):
+        raise ValueError(f"basic_composition = {basic_composition!r} is not allowed: must be "
+                         "True or False")
     schemes = _resolve_schemes(methods, server, "methods")
     accountant_names = [accountants] if isinstance(accountants, str) else list(accountants)
     accountant_names = list(
@@ -204,7 +209,7 @@ def participation_report(
                             server,
                         )
                     )
-            else:
+            elif basic_composition:
                 results.append(
                     _basic_composition(scheme, s, sigma, clip, steps, epsilon, delta, server)
                 )

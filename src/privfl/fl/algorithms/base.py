@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from privfl.accounting.results import PrivacyResult, zero_rounds
+from privfl.fl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
 
 if TYPE_CHECKING:  # pragma: no cover
     from privfl.config.schema import ExperimentConfig
@@ -71,6 +72,11 @@ class PrivacyPlan(Protocol):
         runner then deletes that state when the run finishes (:mod:`.outputs`).
     delta
         The delta of the reported (epsilon, delta) pairs (None: accounting off).
+
+    A plan that composes accountants whose answer is recomputed from scratch for every round
+    count (the sampled PLD) also defines ``round_results(rounds)`` and ``round_skips``: what a
+    per-round metrics row carries and what it leaves out
+    (:mod:`privfl.fl.algorithms.plan_results`, :mod:`privfl.fl.algorithms.cadence`).
 
     A plan whose events may be re-read under replace-one neighbours (certification of
     privfl's replacing attackers, Xie et al. 2023 with the replace adversary) also defines
@@ -158,6 +164,9 @@ class RoundAlgorithm:
     #: whether :meth:`local_work` applies :attr:`protection` (an algorithm that does not
     #: refuses the ``protection`` section instead of ignoring it)
     applies_protection: ClassVar[bool] = False
+    #: which rounds' metrics rows carry every accountant (:mod:`.cadence`; the runner sets it
+    #: from the configuration); None: every row does
+    cadence: AccountingCadence | None = None
 
     # the four stages ---------------------------------------------------------------------
     def select_cohort(self) -> Any:
@@ -210,13 +219,18 @@ class RoundAlgorithm:
         ``rounds`` plus the re-drawn ones (:attr:`redrawn`)."""
         return (self.round if rounds is None else rounds) + self.redrawn
 
-    def privacy(self, rounds: int | None = None) -> list[PrivacyResult]:
+    def privacy(self, rounds: int | None = None, *, full: bool = True) -> list[PrivacyResult]:
         """The plan's labelled guarantees after ``rounds`` rounds (default: those completed),
-        composed over every released round (:meth:`released_rounds`). The time spent in the
-        plan's accountants adds up in :attr:`accounting_seconds` (summary.json reports it)."""
+        composed over every released round (:meth:`released_rounds`): every accountant, or
+        (``full`` False) a per-round row's set (``plan.round_results`` where the plan has one,
+        :mod:`.cadence`). The time spent in the plan's accountants adds up in
+        :attr:`accounting_seconds` (summary.json reports it)."""
         started = time.perf_counter()
+        released = self.released_rounds(rounds)
         try:
-            return self.plan.results(self.released_rounds(rounds))
+            if not full and hasattr(self.plan, "round_results"):
+                return self.plan.round_results(released)
+            return self.plan.results(released)
         finally:
             self.accounting_seconds = (getattr(self, "accounting_seconds", 0.0)
                                        + time.perf_counter() - started)
@@ -231,7 +245,10 @@ class RoundAlgorithm:
         self.aggregate(cohort, updates)
         self.round = r
         metrics.update(self.evaluate(cohort, updates))
-        metrics.update(privacy_metrics(self.plan, self.privacy(r)))
+        full = self.cadence is None or self.cadence.full(r)
+        metrics.update(privacy_metrics(self.plan, self.privacy(r, full=full)))
+        if metrics.get("privacy") and getattr(self.plan, "round_skips", ()):
+            metrics["privacy_methods"] = FULL if full else PER_ROUND
         if self.redrawn:
             metrics["released_rounds"] = self.released_rounds(r)
         metrics["seconds"] = time.perf_counter() - started

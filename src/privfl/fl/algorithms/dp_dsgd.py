@@ -82,13 +82,13 @@ from privfl.accounting.methods import AccountingOptions
 from privfl.accounting.participation import (
     ACCOUNTANTS as COMPOSITION_ACCOUNTANTS,
 )
-from privfl.accounting.participation import SCHEMES
+from privfl.accounting.participation import COMPOSABLE_SCHEMES, SCHEMES
 from privfl.accounting.results import PrivacyResult
 from privfl.attacks.metrics import attack_monitor
 from privfl.config.algorithms.dp_dsgd import SERVERS, DpDsgdConfig
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
+from privfl.fl.algorithms.base import RoundAlgorithm
 from privfl.fl.algorithms.common import (
     FlatPredictor,
     as_tensor,
@@ -101,6 +101,7 @@ from privfl.fl.algorithms.common import (
     seeded_generators,
 )
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.fl.algorithms.plan_results import PlanResults
 from privfl.fl.algorithms.streamed import CohortStream
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.params import trainable_parameters
@@ -155,7 +156,7 @@ def refuse_shared_records(data: FederatedDataset) -> None:
             "belongs to one client; use a disjoint partition (data.disjoint: true)")
 
 
-class DpDsgdPrivacy:
+class DpDsgdPrivacy(PlanResults):
     """DP-DSGD's privacy plan: record-level, add/remove, random participation.
 
     The single copy of everything the guarantee depends on: the training reads its sampling
@@ -252,7 +253,7 @@ class DpDsgdPrivacy:
             check_choice("composition", a, COMPOSITION_ACCOUNTANTS) for a in comp))
         self.options = options or AccountingOptions()
         self.seed = seed
-        self._cache: dict[int, list[PrivacyResult]] = {}
+        self._cache: dict[tuple[int, bool], list[PrivacyResult]] = {}
 
     # ------------------------------------------------------------------ what the training uses
     @property
@@ -308,37 +309,48 @@ class DpDsgdPrivacy:
             _SECURE_AGGREGATION_NOTE)
         return replace(result, release=_SECURE_AGGREGATION_RELEASE, extras=extras, note=note)
 
-    def report(self, rounds: int) -> list[PrivacyResult]:
-        """``participation_report`` for this plan after ``rounds`` >= 1 iterations."""
-        return evaluate(self.event(rounds), self.delta, options=self.options)
+    def report(self, rounds: int, full: bool = True) -> list[PrivacyResult]:
+        """``participation_report`` for this plan after ``rounds`` >= 1 iterations (``full``
+        False: a per-round row's, see :meth:`event`)."""
+        return evaluate(self.event(rounds, full), self.delta, options=self.options)
 
-    def event(self, rounds: int) -> RandomParticipationStep:
+    def event(self, rounds: int, full: bool = True) -> RandomParticipationStep:
         """What ``rounds`` >= 1 iterations release, as ``privfl account participation`` builds
-        it too; the ``participation`` accountant answers it."""
+        it too; the ``participation`` accountant answers it. ``full`` False asks only what a
+        per-round row carries: the compositions by ``composition`` without pld, and no basic
+        composition (:attr:`round_skips`)."""
         return RandomParticipationStep(
             self.client_rate, self.record_rate, self.records, self.noise_std,
             clip=self.clip_norm, iterations=check_int("rounds", rounds, 1),
-            schemes=self.schemes, composition=self.composition,
-            server=_ACCOUNTANT_SERVER[self.server])
+            schemes=self.schemes, composition=self._accountants(full),
+            server=_ACCOUNTANT_SERVER[self.server], basic_composition=full)
 
-    def results(self, rounds: int) -> list[PrivacyResult]:
-        """Per-iteration and run-scope guarantees after ``rounds`` iterations (empty when not
-        private; rounds = 0 gives epsilon 0 with the labels of one iteration)."""
-        rounds = check_int("rounds", rounds, 0)
-        if not self.private:
-            return []
-        if rounds not in self._cache:
-            if rounds == 0:
-                self._cache[0] = zero_rounds(self.results(1))
-            else:
-                report = self.report(rounds)
-                per_iteration = [r for r in report if r.steps == 1]
-                composed = per_iteration if rounds == 1 else [r for r in report if r.steps > 1]
-                self._cache[rounds] = (
-                    [self._scoped(r, "iteration") for r in per_iteration]
-                    + [self._scoped(r, "run") for r in composed]
-                )
-        return self._cache[rounds]
+    @property
+    def accountants(self) -> tuple[str, ...]:
+        """The composition accountants (:class:`~privfl.fl.algorithms.plan_results.PlanResults`
+        composes them; the schemes are :attr:`schemes`)."""
+        return self.composition
+
+    @property
+    def round_skips(self) -> tuple[str, ...]:
+        """What a per-round row leaves out: every scheme's pld composition and the basic
+        compositions (each iteration count recomputes them from scratch)."""
+        return (*(f"{s}-pld" for s in self.schemes if s in COMPOSABLE_SCHEMES
+                  and "pld" in self.composition),
+                *(f"{s}-basic" for s in self._basic_schemes))
+
+    @property
+    def _basic_schemes(self) -> tuple[str, ...]:
+        return tuple(s for s in self.schemes if s not in COMPOSABLE_SCHEMES)
+
+    def _compose(self, rounds: int, full: bool) -> list[PrivacyResult]:
+        """Per-iteration and run-scope guarantees after ``rounds`` >= 1 iterations (results
+        and caching: :class:`~privfl.fl.algorithms.plan_results.PlanResults`)."""
+        report = self.report(rounds, full)
+        per_iteration = [r for r in report if r.steps == 1]
+        composed = per_iteration if rounds == 1 else [r for r in report if r.steps > 1]
+        return ([self._scoped(r, "iteration") for r in per_iteration]
+                + [self._scoped(r, "run") for r in composed])
 
     def card(self, rounds: int) -> dict[str, Any]:
         """Privacy-card rows after ``rounds`` iterations."""

@@ -79,9 +79,10 @@ from privfl.fl.aggregation import (
     UpdateClipping,
     update_noise_multiplier,
 )
-from privfl.fl.algorithms.base import as_replace_one, zero_rounds
+from privfl.fl.algorithms.base import as_replace_one
 from privfl.fl.algorithms.common import flat_model
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.fl.algorithms.plan_results import PlanResults
 from privfl.fl.algorithms.protection import protected_local_models
 from privfl.fl.algorithms.server_fedavg import ServerFedAvg, local_spec
 from privfl.fl.algorithms.streamed import StatsRows
@@ -96,7 +97,7 @@ _RELEASE = "all-iterates"
 
 
 # ------------------------------------------------------------------------------ the plan
-class DpFedAvgPrivacy:
+class DpFedAvgPrivacy(PlanResults):
     """DP-FedAvg's privacy plan: client-level, one subsampled Gaussian step per round.
 
     Parameters
@@ -171,7 +172,7 @@ class DpFedAvgPrivacy:
         self.paper_accounting = bool(paper_accounting)
         self.secure = bool(secure)
         self.seed = check_int("seed", seed, 0)
-        self._cache: dict[int, list[PrivacyResult]] = {}
+        self._cache: dict[tuple[int, bool], list[PrivacyResult]] = {}
         if self.private:
             event = self.event(1)
             for method in self.accountants:
@@ -255,18 +256,10 @@ class DpFedAvgPrivacy:
         step = NoisyStep(self.noise_multiplier, self.sampling_rate, Sampling.POISSON)
         return PrivacyEvent(((step, rounds),), unit=Unit.CLIENT, release=_RELEASE)
 
-    def results(self, rounds: int) -> list[PrivacyResult]:
-        """Labelled client-level guarantees after ``rounds`` rounds (empty when not private or
-        ``delta`` is None; rounds = 0 gives epsilon 0 with the same labels)."""
-        rounds = check_int("rounds", rounds, 0)
-        if not self.private or self.delta is None:
-            return []
-        if rounds not in self._cache:
-            results = self._account(max(rounds, 1))
-            self._cache[rounds] = zero_rounds(results) if rounds == 0 else results
-        return self._cache[rounds]
-
-    def _account(self, rounds: int) -> list[PrivacyResult]:
+    def _compose(self, rounds: int, full: bool) -> list[PrivacyResult]:
+        """Labelled client-level guarantees after ``rounds`` >= 1 rounds, each accountant in
+        turn, then (``paper_accounting``) Xie et al. 2023's own RDP in scope ``paper``
+        (results and caching: :class:`~privfl.fl.algorithms.plan_results.PlanResults`)."""
         median = (f"the clipping = {self.clipping!r} threshold is the cohort's median update "
                   "norm, which no accountant charges: not a bound for what ran"
                   if self.clipping in MEDIAN_CLIPPINGS else "")
@@ -275,7 +268,7 @@ class DpFedAvgPrivacy:
         if self.adaptive is not None:
             extras.update(update_noise=self.update_noise, count_noise=self.adaptive.count_noise)
         results = []
-        for method in self.accountants:
+        for method in self._accountants(full):
             for r in evaluate(self.event(rounds), self.delta, methods=method,
                               options=self.options):
                 results.append(_relabel(r, extras, not_a_bound=median))

@@ -85,7 +85,8 @@ from privfl.accounting.events import (
 from privfl.accounting.methods import AccountingOptions, resolve_methods
 from privfl.accounting.results import PrivacyResult
 from privfl.data.sharing import RecordSharing
-from privfl.fl.algorithms.base import as_replace_one, zero_rounds
+from privfl.fl.algorithms.base import as_replace_one
+from privfl.fl.algorithms.plan_results import PlanResults
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.mechanisms.secure import randomness_text
@@ -114,7 +115,7 @@ _RELEASE_TEXT = {
 }
 
 
-class InsDpPrivacy:
+class InsDpPrivacy(PlanResults):
     """Record-level privacy plan of InsDP-FedSGD / InsDP-FedAvg (see the module docstring).
 
     Parameters
@@ -210,7 +211,7 @@ class InsDpPrivacy:
         if not isinstance(self.sharing, RecordSharing):
             raise ValueError(f"sharing = {sharing!r} is not allowed: must be a RecordSharing "
                              "(FederatedDataset.record_sharing())")
-        self._cache: dict[int, list[PrivacyResult]] = {}
+        self._cache: dict[tuple[int, bool], list[PrivacyResult]] = {}
 
     # ------------------------------------------------------------------ the protocol's fields
     @property
@@ -350,23 +351,18 @@ class InsDpPrivacy:
                 "sigma, V steps per round), max over clients (Proposition 3)")
 
     # ------------------------------------------------------------------ results
-    def results(self, rounds: int) -> list[PrivacyResult]:
-        """Labelled guarantees after ``rounds`` rounds: privfl's accountants in the primary
-        scope, then (``paper_accounting``) the paper's RDP in scope ``paper``, each
-        :func:`~privfl.accounting.dispatch.evaluate` of :meth:`event`. Empty when not private
-        or ``delta`` is None; ``rounds = 0`` gives epsilon 0 with the same labels."""
-        rounds = check_int("rounds", rounds, 0)
-        if not self.private or self.delta is None:
-            return []
-        if rounds not in self._cache:
-            counted = max(rounds, 1)
-            results = [_ordered(r) for r in evaluate(
-                self.event(counted), self.delta, methods=self.accountants,
-                options=self.options)]
-            if self.paper_accounting:
-                results += self._paper_results(counted)
-            self._cache[rounds] = zero_rounds(results) if rounds == 0 else results
-        return self._cache[rounds]
+    def _compose(self, rounds: int, full: bool) -> list[PrivacyResult]:
+        """Labelled guarantees after ``rounds`` >= 1 rounds: privfl's accountants in the primary
+        scope (``accountants``, or those of a per-round row), then (``paper_accounting``) the
+        paper's RDP in scope ``paper``, each
+        :func:`~privfl.accounting.dispatch.evaluate` of :meth:`event` (results and caching:
+        :class:`~privfl.fl.algorithms.plan_results.PlanResults`)."""
+        results = [_ordered(r) for r in evaluate(
+            self.event(rounds), self.delta, methods=self._accountants(full),
+            options=self.options)]
+        if self.paper_accounting:
+            results += self._paper_results(rounds)
+        return results
 
     def _paper_results(self, rounds: int) -> list[PrivacyResult]:
         results = [_ordered(r, accounting=PAPER_ACCOUNTING) for r in evaluate(

@@ -57,6 +57,7 @@ GENERIC_METRICS: dict[str, tuple[bool, str]] = {
     "mu": COVERED_ACCOUNTING,
     "mu_method": COVERED_ACCOUNTING,
     "scope": COVERED_ACCOUNTING,
+    "privacy_methods": COVERED_ACCOUNTING,
     "released_rounds": COVERED_ACCOUNTING,
     "seconds": (False, "wall-clock time of the round: grows with the realised cohort and batch "
                 "sizes, which the guarantee may assume secret"),

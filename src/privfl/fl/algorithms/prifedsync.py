@@ -69,7 +69,7 @@ from privfl.config.algorithms.prifedsync import EMPTY_COHORT_POLICIES, PriFedSyn
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.data.sharing import RecordSharing
-from privfl.fl.algorithms.base import RoundAlgorithm, as_replace_one, zero_rounds
+from privfl.fl.algorithms.base import RoundAlgorithm, as_replace_one
 from privfl.fl.algorithms.common import (
     ClientTensors,
     FlatPredictor,
@@ -83,6 +83,7 @@ from privfl.fl.algorithms.common import (
 )
 from privfl.fl.algorithms.helpers import HelperMap, make_helper
 from privfl.fl.algorithms.outputs import UNNOISED_TRAINING
+from privfl.fl.algorithms.plan_results import PlanResults
 from privfl.fl.algorithms.protection import protected_train
 from privfl.fl.client_store import ClientStore
 from privfl.fl.params import put_rows, trainable_parameters
@@ -95,7 +96,7 @@ __all__ = ["EMPTY_COHORT_POLICIES", "PriFedSync", "PriFedSyncConfig", "PriFedSyn
 _MAX_REDRAWS = 100_000
 
 
-class PriFedSyncPrivacy:
+class PriFedSyncPrivacy(PlanResults):
     """PriFedSync's privacy plan: record-level federated f-DP (Zheng et al. 2021 Theorem 2).
 
     Derived from the run's :class:`~privfl.fl.LocalTrainingSpec` (the trainer's own object) and
@@ -136,7 +137,7 @@ class PriFedSyncPrivacy:
         self.accountants = resolve_methods(accountants)
         self.options = options
         self.seed = seed
-        self._cache: dict[int, list[PrivacyResult]] = {}
+        self._cache: dict[tuple[int, bool], list[PrivacyResult]] = {}
 
     @property
     def private(self) -> bool:
@@ -169,22 +170,16 @@ class PriFedSyncPrivacy:
         weak, strong = ([events[int(n)] for n in self.client_sizes] for events in by_size)
         return federated_event(weak, strong, self.sharing.holder_sets)
 
-    def results(self, rounds: int) -> list[PrivacyResult]:
-        """Weak and strong guarantees after ``rounds`` rounds (empty when not private or
-        ``delta`` is None; rounds = 0 gives epsilon 0 with the same labels):
-        :func:`~privfl.accounting.dispatch.evaluate` of :meth:`event`.
+    def _compose(self, rounds: int, full: bool) -> list[PrivacyResult]:
+        """Weak and strong guarantees after ``rounds`` >= 1 rounds:
+        :func:`~privfl.accounting.dispatch.evaluate` of :meth:`event` (results and caching:
+        :class:`~privfl.fl.algorithms.plan_results.PlanResults`).
 
         A record held by several clients (``sharing``) composes its holders' K R steps (weak)
         or their strong events (strong); disjoint clients give the worst client's guarantee.
         """
-        rounds = check_int("rounds", rounds, 0)
-        if not self.private or self.delta is None:
-            return []
-        if rounds not in self._cache:
-            results = evaluate(self.event(max(rounds, 1)), self.delta,
-                               methods=self.accountants, options=self.options)
-            self._cache[rounds] = zero_rounds(results) if rounds == 0 else results
-        return self._cache[rounds]
+        return evaluate(self.event(rounds), self.delta, methods=self._accountants(full),
+                        options=self.options)
 
     def card(self, rounds: int) -> dict[str, Any]:
         return _card(self, rounds)
