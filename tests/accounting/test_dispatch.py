@@ -54,7 +54,7 @@ def test_the_demo_runs_privacy_json_equals_account_fedfdp_bit_for_bit():
 
 def test_federated_fdp_is_the_plans_event_tree():
     setting = FederatedSetting.homogeneous(clients=4, records=100, batch_size=10, local_steps=3,
-                                           sigma=1.0, rounds=7)
+                                           noise_multiplier=2.0, rounds=7)
     results = federated_fdp(setting, 1e-5, methods=("gdp-clt", "rdp"))
     assert [(r.method, r.extras["scope"]) for r in results] == [
         ("gdp-clt", "weak"), ("gdp-clt", "strong"), ("rdp", "weak"), ("rdp", "strong")]
@@ -62,7 +62,8 @@ def test_federated_fdp_is_the_plans_event_tree():
     assert results[2].epsilon == account(weak, delta=1e-5, methods="rdp").results[0].epsilon
     assert results[3].steps == 3 * 3 * 7  # (m - 1) K R
     zero = federated_fdp(FederatedSetting.homogeneous(
-        clients=4, records=100, batch_size=10, local_steps=3, sigma=1.0, rounds=0), 1e-5)
+        clients=4, records=100, batch_size=10, local_steps=3, noise_multiplier=2.0, rounds=0),
+        1e-5)
     assert [(r.epsilon, r.steps) for r in zero] == [(0.0, 0)] * 4
 
 
@@ -203,7 +204,7 @@ def test_one_calibration_over_any_event():
 
     def tree(z: float):
         return setting_event(FederatedSetting.homogeneous(
-            clients=3, records=200, batch_size=20, local_steps=2, sigma=z / 2.0, rounds=5))
+            clients=3, records=200, batch_size=20, local_steps=2, noise_multiplier=z, rounds=5))
 
     solved = calibrate_event_noise(tree, 3.0, 1e-5, method="rdp", scopes=["weak"],
                                    rtol=1e-3)

@@ -8,10 +8,10 @@ from privfl.accounting.federated import (
     ClientTraining,
     FederatedSetting,
     federated_fdp,
-    sigma_for_mu,
+    noise_multiplier_for_mu,
 )
 
-# (n, B, K, sigma, R, paper mu, spec mu) from spec seed0 section 6.1
+# (n, B, K, sigma, R, paper mu, spec mu) from spec seed0 section 6.1; sigma is the paper's = z / 2
 TABLE = [
     (600, 16, 38, 1.0, 93, 2.71, 2.7110),
     (600, 16, 38, 0.9, 83, 3.10, 3.0986),
@@ -37,7 +37,7 @@ TABLE = [
 @pytest.mark.parametrize("n,B,K,sigma,R,paper_mu,spec_mu", TABLE)
 def test_theorem2_mu_matches_paper_tables(n, B, K, sigma, R, paper_mu, spec_mu):
     setting = FederatedSetting.homogeneous(
-        clients=100, records=n, batch_size=B, local_steps=K, sigma=sigma, rounds=R
+        clients=100, records=n, batch_size=B, local_steps=K, noise_multiplier=2 * sigma, rounds=R
     )
     assert abs(setting.mu_max() - paper_mu) <= 0.005
     assert setting.mu_max() == pytest.approx(spec_mu, abs=1e-4)
@@ -45,15 +45,16 @@ def test_theorem2_mu_matches_paper_tables(n, B, K, sigma, R, paper_mu, spec_mu):
 
 
 def test_client_sampling_rate_does_not_enter_theorem2():
-    kwargs = dict(clients=100, records=600, batch_size=16, local_steps=38, sigma=1.0, rounds=194)
+    kwargs = dict(clients=100, records=600, batch_size=16, local_steps=38, noise_multiplier=2.0,
+                  rounds=194)
     full = FederatedSetting.homogeneous(**kwargs)
     half = FederatedSetting.homogeneous(**kwargs, client_rate=0.5)
     assert full.mu_max() == half.mu_max() == pytest.approx(3.9156, abs=1e-4)
 
 
 def test_mu_max_over_heterogeneous_clients():
-    a = ClientTraining(records=600, batch_size=16, local_steps=38, sigma=1.0)
-    b = ClientTraining(records=300, batch_size=16, local_steps=19, sigma=1.0)
+    a = ClientTraining(records=600, batch_size=16, local_steps=38, noise_multiplier=2.0)
+    b = ClientTraining(records=300, batch_size=16, local_steps=19, noise_multiplier=2.0)
     setting = FederatedSetting((a, a, b), rounds=93)
     assert setting.mu_max() == pytest.approx(max(a.mu(93), b.mu(93)))
     assert setting.mu_max() == pytest.approx(b.mu(93))
@@ -62,7 +63,7 @@ def test_mu_max_over_heterogeneous_clients():
 
 def test_weak_and_strong_results_are_labelled():
     setting = FederatedSetting.homogeneous(
-        clients=100, records=600, batch_size=16, local_steps=38, sigma=1.0, rounds=93
+        clients=100, records=600, batch_size=16, local_steps=38, noise_multiplier=2.0, rounds=93
     )
     results = federated_fdp(setting, 1e-5)
     by_key = {(r.method, r.extras["scope"]): r for r in results}
@@ -94,19 +95,21 @@ def test_weak_and_strong_results_are_labelled():
         (1.0, 500, 16, 32, 468, 4.31806),
     ],
 )
-def test_sigma_for_mu_spec_examples(target, n, B, K, R, expected):
-    sigma = sigma_for_mu(target, records=n, batch_size=B, local_steps=K, rounds=R)
-    assert sigma == pytest.approx(expected, abs=1e-5)
+def test_noise_multiplier_for_mu_spec_examples(target, n, B, K, R, expected):
+    """The spec's examples are the paper's sigma = z / 2."""
+    z = noise_multiplier_for_mu(target, records=n, batch_size=B, local_steps=K, rounds=R)
+    assert z / 2 == pytest.approx(expected, abs=1e-5)
 
 
 @pytest.mark.parametrize(
     "kwargs,name",
     [
-        (dict(records=0, batch_size=1, local_steps=1, sigma=1.0), "records"),
-        (dict(records=10, batch_size=11, local_steps=1, sigma=1.0), "batch_size"),
-        (dict(records=10, batch_size=2, local_steps=0, sigma=1.0), "local_steps"),
-        (dict(records=10, batch_size=2, local_steps=1, sigma=0.0), "sigma"),
-        (dict(records=10, batch_size=2, local_steps=1, sigma=float("nan")), "sigma"),
+        (dict(records=0, batch_size=1, local_steps=1, noise_multiplier=2.0), "records"),
+        (dict(records=10, batch_size=11, local_steps=1, noise_multiplier=2.0), "batch_size"),
+        (dict(records=10, batch_size=2, local_steps=0, noise_multiplier=2.0), "local_steps"),
+        (dict(records=10, batch_size=2, local_steps=1, noise_multiplier=0.0), "noise_multiplier"),
+        (dict(records=10, batch_size=2, local_steps=1, noise_multiplier=float("nan")),
+         "noise_multiplier"),
     ],
 )
 def test_client_training_rejects_bad_input(kwargs, name):
@@ -115,7 +118,7 @@ def test_client_training_rejects_bad_input(kwargs, name):
 
 
 def test_setting_rejects_bad_input():
-    client = ClientTraining(records=10, batch_size=2, local_steps=1, sigma=1.0)
+    client = ClientTraining(records=10, batch_size=2, local_steps=1, noise_multiplier=2.0)
     with pytest.raises(ValueError, match="clients"):
         FederatedSetting((client,), rounds=3)
     with pytest.raises(ValueError, match="rounds"):
@@ -134,7 +137,7 @@ def test_multiplicity_composes_the_holders_of_a_record():
     from privfl.accounting.methods import build_accountant
 
     shared = FederatedSetting.homogeneous(clients=100, records=600, batch_size=16,
-                                          local_steps=38, sigma=1.0, rounds=93,
+                                          local_steps=38, noise_multiplier=2.0, rounds=93,
                                           multiplicity=3)
     assert shared.mu_max() == pytest.approx(math.sqrt(3) * 2.7110, abs=2e-4)
     assert shared.mu_strong() == pytest.approx(math.sqrt(99 * 3) * 2.7110, abs=2e-3)
@@ -146,13 +149,13 @@ def test_multiplicity_composes_the_holders_of_a_record():
     assert by["pld", "weak"].steps == 3 * 38 * 93 and "k = 3" in by["pld", "weak"].note
     single = {(r.method, r.extras["scope"]): r for r in federated_fdp(
         FederatedSetting.homogeneous(clients=100, records=600, batch_size=16, local_steps=38,
-                                     sigma=1.0, rounds=93), 1e-5)}
+                                     noise_multiplier=2.0, rounds=93), 1e-5)}
     assert by["pld", "weak"].epsilon > single["pld", "weak"].epsilon
     assert "k =" not in single["pld", "weak"].note
 
 
 def test_multiplicity_with_unequal_clients_takes_the_worst_holders():
-    small, large = ClientTraining(250, 16, 10, 1.0), ClientTraining(500, 16, 10, 1.0)
+    small, large = ClientTraining(250, 16, 10, 2.0), ClientTraining(500, 16, 10, 2.0)
     setting = FederatedSetting((small, large, large), rounds=20, multiplicity=2)
     assert setting.mu_max() == pytest.approx(math.hypot(small.mu(20), large.mu(20)), rel=1e-12)
     assert sorted(c.records for c in setting.worst_holders()) == [250, 500]

@@ -208,13 +208,13 @@ TABLE_6_1 = [
 
 @pytest.mark.parametrize(("sigma", "kappa"), sorted(KAPPAS.items()))
 def test_kappa_values(sigma, kappa):
-    assert fdp_clt_kappa(sigma) == pytest.approx(kappa, abs=1e-6)
+    assert fdp_clt_kappa(2 * sigma) == pytest.approx(kappa, abs=1e-6)  # z = 2 sigma
 
 
 @pytest.mark.parametrize("row", TABLE_6_1)
 def test_paper_mu_table(row):
     n, batch, local_steps, sigma, rounds, mine, paper, eps = row
-    mu = fdp_clt_mu(batch / n, local_steps * rounds, sigma)
+    mu = fdp_clt_mu(batch / n, local_steps * rounds, 2 * sigma)  # the paper's sigma = z / 2
     assert mu == pytest.approx(mine, abs=1e-4)
     assert mu == pytest.approx(paper, abs=0.005)
     assert gdp_epsilon(1e-5, mu) == pytest.approx(eps, abs=0.01)
@@ -222,8 +222,8 @@ def test_paper_mu_table(row):
 
 
 def test_negative_checks_of_the_formula_choice():
-    # (spec 6.1) Opacus multiplier fed as sigma, and the Poisson/add-remove formula, differ
-    assert fdp_clt_mu(16 / 600, 3534, 2.0) == pytest.approx(0.9948, abs=1e-4)
+    # (spec 6.1) Opacus multiplier fed as sigma (z = 4), and the Poisson/add-remove formula, differ
+    assert fdp_clt_mu(16 / 600, 3534, 4.0) == pytest.approx(0.9948, abs=1e-4)
     assert poisson_clt_mu(16 / 600, 2.0, 3534) == pytest.approx(0.8449, abs=1e-4)
 
 
@@ -236,12 +236,12 @@ def test_kappa_is_stable_at_both_ends(sigma):
         ref = mpmath.sqrt(
             mpmath.exp(1 / s**2) * mpmath.ncdf(1.5 / s) + 3 * mpmath.ncdf(-0.5 / s) - 2
         )
-    assert fdp_clt_kappa(sigma) == pytest.approx(float(ref), rel=1e-12)
+    assert fdp_clt_kappa(2 * sigma) == pytest.approx(float(ref), rel=1e-12)
 
 
 def test_overflowing_mu_is_inf():
-    assert fdp_clt_kappa(0.01) == math.inf  # e^5000: beyond doubles, reported as inf
-    assert fdp_clt_mu(0.1, 10, 0.01) == math.inf
+    assert fdp_clt_kappa(0.02) == math.inf  # sigma 0.01, e^5000: beyond doubles, reported as inf
+    assert fdp_clt_mu(0.1, 10, 0.02) == math.inf
     assert poisson_clt_mu(0.1, 0.01, 10) == math.inf
 
 
@@ -254,8 +254,8 @@ def test_poisson_clt_formula():
 
 
 def test_mu_squared_is_additive_in_steps():
-    a, b = fdp_clt_mu(0.02, 1000, 0.8), fdp_clt_mu(0.02, 3000, 0.8)
-    assert gdp_compose(a, b) == pytest.approx(fdp_clt_mu(0.02, 4000, 0.8), rel=1e-12)
+    a, b = fdp_clt_mu(0.02, 1000, 1.6), fdp_clt_mu(0.02, 3000, 1.6)
+    assert gdp_compose(a, b) == pytest.approx(fdp_clt_mu(0.02, 4000, 1.6), rel=1e-12)
 
 
 # --------------------------------------------------------------------------- accountant
@@ -427,8 +427,8 @@ def test_epsilon_non_decreasing_in_steps_and_rate(z, q1, q2, s1, s2, scheme):
         (lambda: poisson_clt_mu(0.1, 1.0, -1), "steps"),
         (lambda: fdp_clt_mu(1.5, 10, 1.0), "sampling_rate"),
         (lambda: fdp_clt_mu(0.1, 2.5, 1.0), "steps"),
-        (lambda: fdp_clt_mu(0.1, 10, float("nan")), "sigma"),
-        (lambda: fdp_clt_kappa(-1.0), "sigma"),
+        (lambda: fdp_clt_mu(0.1, 10, float("nan")), "noise_multiplier"),
+        (lambda: fdp_clt_kappa(-1.0), "noise_multiplier"),
         (lambda: gdp_delta("1", 1.0), "epsilon"),
         (lambda: ACCOUNTANT.epsilon(dpsgd_event(1.0, 0.1, 10), 0.0), "delta"),
         (lambda: ACCOUNTANT.delta(dpsgd_event(1.0, 0.1, 10), -1.0), "epsilon"),

@@ -79,7 +79,7 @@ def test_gdp_clt_of_holders_is_the_composed_mu():
     events = [_event(16 / 500, 360), _event(16 / 250, 360), _event(16 / 500, 360)]
     (result,) = worst_record_results(lambda j, h: events[j], 3, [(0, 1), (0, 1, 2)], DELTA,
                                      methods="gdp-clt")
-    mu = math.sqrt(2 * fdp_clt_mu(16 / 500, 360, 1.0) ** 2 + fdp_clt_mu(16 / 250, 360, 1.0) ** 2)
+    mu = math.sqrt(2 * fdp_clt_mu(16 / 500, 360, 2.0) ** 2 + fdp_clt_mu(16 / 250, 360, 2.0) ** 2)
     assert result.extras["mu"] == pytest.approx(mu, rel=1e-12)
     assert result.epsilon == pytest.approx(gdp_epsilon(DELTA, mu), rel=1e-9)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from privfl.config import config_from_dict
-from privfl.data.population import LEAF_SIZE_SIGMA, leaf_synthetic_partition
+from privfl.data.population import LEAF_SIZE_SPREAD, leaf_synthetic_partition
 from privfl.fl.algorithms.builders import build_dataset
 from privfl.fl.pool import PooledClients
 
@@ -19,7 +19,7 @@ def test_sizes_are_log_normal_with_the_requested_mean():
     sizes = np.array([p.size for p in parts])
     assert len(parts) == 100_000
     assert sizes.mean() == pytest.approx(8, rel=0.02)  # rounding shifts the mean by < 1 %
-    cv = math.sqrt(math.exp(LEAF_SIZE_SIGMA**2) - 1)  # 0.53 for the log-normal
+    cv = math.sqrt(math.exp(LEAF_SIZE_SPREAD**2) - 1)  # 0.53 for the log-normal
     assert sizes.std() / sizes.mean() == pytest.approx(cv, rel=0.1)
     assert sizes.min() >= 1 and sizes.max() > 3 * 8  # a long tail
 
@@ -44,7 +44,7 @@ def test_windows_of_one_shuffled_pool():
     ({"mean_size": 0}, "mean_size = 0"),
     ({"mean_size": 4, "min_size": 0}, "min_size = 0"),
     ({"mean_size": 4, "min_size": 11}, "min_size = 11"),
-    ({"mean_size": 4, "sigma": -1.0}, "sigma = -1.0"),
+    ({"mean_size": 4, "spread": -1.0}, "spread = -1.0"),
 ])
 def test_partition_validation(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):

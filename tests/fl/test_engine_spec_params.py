@@ -31,8 +31,9 @@ def test_privacy_step_is_derived_from_the_spec():
     event = spec.privacy_event(600, rounds=10)
     assert event.total_steps == 380 and event.neighbouring is Neighbouring.REPLACE_ONE
     assert event.unit is Unit.RECORD
-    # Zheng et al. 2021's accounting object for this client (paper sigma = z / 2) has this step
-    assert ClientTraining(records=600, batch_size=16, local_steps=38, sigma=1.0).step() == step
+    # Zheng et al. 2021's accounting object for this client (paper sigma 1, z = 2) has this step
+    client = ClientTraining(records=600, batch_size=16, local_steps=38, noise_multiplier=2.0)
+    assert client.step() == step
     poisson = LocalTrainingSpec(local_steps=2, batch_size=4, sampling="poisson", clip_norm=2.0,
                                 noise_multiplier=1.1)
     assert poisson.privacy_step(40) == NoisyStep(1.1, 0.1, Sampling.POISSON)

@@ -4,10 +4,11 @@ Every calibration that solves for a noise runs :func:`smallest_noise_search`:
 :func:`privfl.accounting.calibrate.calibrate_noise` and
 :func:`privfl.accounting.calibrate_event.calibrate_event_noise` (any accountant, any event),
 random participation's noise per scheme (Hasircioglu and Gunduz 2022,
-:func:`privfl.accounting.participation.participation_noise`), the CLT sigma of Zheng et al. 2021
-(:func:`privfl.accounting.federated.sigma_for_mu`) and BandMF's amplified noise (Choquette-Choo
-et al. 2023, :func:`privfl.accounting.correlated_noise.calibrate_bandmf_noise`). The caller
-passes only its target, ``meets(z) -> bool`` ("the guarantee at noise z meets the target").
+:func:`privfl.accounting.participation.participation_noise`), the CLT noise of Zheng et al.
+2021 (:func:`privfl.accounting.federated.noise_multiplier_for_mu`) and BandMF's amplified
+noise (Choquette-Choo et al. 2023,
+:func:`privfl.accounting.correlated_noise.calibrate_bandmf_noise`). The caller passes only its
+target, ``meets(z) -> bool`` ("the guarantee at noise z meets the target").
 (A noise with a closed-form inverse, the exact Gaussian mechanism of
 :func:`~privfl.accounting.correlated_noise.calibrate_noise_multiplier`, needs no search.)
 

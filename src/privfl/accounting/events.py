@@ -10,7 +10,7 @@ Conventions
   by the clipping norm C, on the *sum* of clipped contributions (the Opacus / TF Privacy
   convention). Under add/remove neighbours the L2 sensitivity of the sum is C, so one unsampled
   Gaussian step is (1/z)-GDP; under replace-one it is 2C, so it is (2/z)-GDP.
-* Seed 000 writes sigma for noise std / (2C); its sigma equals z / 2
+* Zheng et al. 2021 write sigma for noise std / (2C); their sigma equals z / 2
   (:func:`noise_multiplier_from_paper_sigma`).
 * ``sampling_rate`` is q: the Poisson inclusion probability, or B/n for fixed-size batches of B
   drawn uniformly without replacement from n records.
@@ -166,9 +166,10 @@ def dpsgd_event(
     )
 
 
-def noise_multiplier_from_paper_sigma(sigma: float) -> float:
-    """Seed 000 sigma (noise std / 2C) to the Opacus noise multiplier z = 2 sigma (spec 3.2)."""
-    return 2.0 * check_positive("sigma", sigma)
+def noise_multiplier_from_paper_sigma(paper_sigma: float) -> float:
+    """Zheng et al. 2021's sigma (noise std / 2C) to the noise multiplier z = 2 sigma (spec 3.2):
+    the conversion of ``privfl account fedfdp --paper-sigma``."""
+    return 2.0 * check_positive("paper_sigma", paper_sigma)
 
 
 def compose_events(events: Sequence[PrivacyEvent]) -> PrivacyEvent:

@@ -5,9 +5,10 @@ Conventions (seed 000 section 3.2, spec seed0 sections 3.2 and 4.4):
 * neighbours differ by **replacing one record** of one client j;
 * client j runs K local steps per round on fixed-size batches of B_j records drawn uniformly
   **without replacement** from its n_j records;
-* ``sigma`` is the paper's noise scale: the noise std is ``2 * sigma * C`` on the *sum* of
-  clipped per-example gradients, so the Opacus noise multiplier is ``z = 2 * sigma`` and one
-  unsampled step is G_{1/sigma};
+* the paper's noise scale sigma is noise std / (2C): the noise std is ``2 * sigma * C`` on the
+  *sum* of clipped per-example gradients, so privfl's ``noise_multiplier`` is ``z = 2 * sigma``
+  and one unsampled step is G_{1/sigma} = G_{2/z} (privfl takes z everywhere; the paper's sigma
+  enters only as the config key ``privacy.sigma`` and ``--paper-sigma``);
 * every round counts (K·R steps), also for client-sampling probability p < 1: Theorem 2 drops the
   sampling branch of Lemma 3.8, so p does not enter the guarantee.
 
@@ -57,7 +58,6 @@ from privfl.accounting.events import (
     Scope,
     Scopes,
     Unit,
-    noise_multiplier_from_paper_sigma,
 )
 from privfl.accounting.gdp import fdp_clt_mu
 from privfl.accounting.methods import AccountingOptions, resolve_methods
@@ -69,18 +69,22 @@ STRONG_RELEASE = "helper-model streams of all other clients, colluding (strong f
 
 @dataclass(frozen=True)
 class ClientTraining:
-    """Local private training of one client in every round (seed 000 Algorithm 2)."""
+    """Local private training of one client in every round (Zheng et al. 2021, Algorithm 2).
+
+    ``noise_multiplier`` is z = noise std / C on the sum of clipped per-example gradients; the
+    paper's sigma is z / 2 (``noise_multiplier = 2 sigma``).
+    """
 
     records: int
     batch_size: int
     local_steps: int
-    sigma: float
+    noise_multiplier: float
 
     def __post_init__(self) -> None:
         check_int("records", self.records, minimum=1)
         check_int("batch_size", self.batch_size, minimum=1)
         check_int("local_steps", self.local_steps, minimum=1)
-        check_positive("sigma", self.sigma)
+        check_positive("noise_multiplier", self.noise_multiplier)
         if self.batch_size > self.records:
             raise ValueError(
                 f"batch_size = {self.batch_size} is out of range: must be in [1, records = "
@@ -94,7 +98,7 @@ class ClientTraining:
     def step(self) -> NoisyStep:
         """One local DP-SGD step exactly as the accountant sees it."""
         return NoisyStep(
-            noise_multiplier=noise_multiplier_from_paper_sigma(self.sigma),
+            noise_multiplier=self.noise_multiplier,
             sampling_rate=self.sampling_rate,
             sampling=Sampling.WITHOUT_REPLACEMENT,
         )
@@ -114,7 +118,7 @@ class ClientTraining:
     def mu(self, rounds: int) -> float:
         """CLT estimate mu_j of Theorem 2 after ``rounds`` rounds."""
         steps = self.local_steps * check_int("rounds", rounds, minimum=0)
-        return fdp_clt_mu(self.sampling_rate, steps, self.sigma)
+        return fdp_clt_mu(self.sampling_rate, steps, self.noise_multiplier)
 
 
 @dataclass(frozen=True)
@@ -144,13 +148,13 @@ class FederatedSetting:
         records: int,
         batch_size: int,
         local_steps: int,
-        sigma: float,
+        noise_multiplier: float,
         rounds: int,
         client_rate: float = 1.0,
         multiplicity: int = 1,
     ) -> FederatedSetting:
         """``clients`` identical clients (the paper's experiments)."""
-        client = ClientTraining(records, batch_size, local_steps, sigma)
+        client = ClientTraining(records, batch_size, local_steps, noise_multiplier)
         count = check_int("clients", clients, minimum=2)
         return cls((client,) * count, rounds, client_rate, multiplicity)
 
@@ -241,7 +245,7 @@ def federated_fdp(
     path of ``privfl run`` (zero rounds give epsilon 0 with the labels of one round).
 
     ``gdp-clt`` gives the paper's mu (Theorem 2's CLT limit; estimate); ``pld`` (and ``rdp``)
-    give rigorous bounds on the same composition C_{B/n}(G_{1/sigma})^{⊗KR}.
+    give rigorous bounds on the same composition C_{B/n}(G_{2/z})^{⊗KR}.
     """
     from privfl.accounting.dispatch import evaluate
 
@@ -251,28 +255,29 @@ def federated_fdp(
     return zero_rounds(results) if setting.rounds == 0 else results
 
 
-def sigma_for_mu(
+def noise_multiplier_for_mu(
     target_mu: float, *, records: int, batch_size: int, local_steps: int, rounds: int
 ) -> float:
-    """The paper sigma whose Theorem 2 CLT mu equals ``target_mu`` (spec seed0 6.5): the
-    smallest sigma with CLT mu <= ``target_mu``, to relative 1e-13, by privfl's one noise search
+    """The noise multiplier z whose Theorem 2 CLT mu equals ``target_mu`` (spec seed0 6.5):
+    ``z = 2 sigma`` for the smallest paper sigma (noise std / 2C) with CLT mu <= ``target_mu``,
+    to relative 1e-13, by privfl's one noise search over the paper's sigma
     (:mod:`privfl.accounting.calibrate_search`, sigma in [1e-6, 1e6]).
 
-    Solved on the CLT **estimate**, so the sigma is an estimate too: it is not certified to
-    meet any (epsilon, delta) target. ``privfl calibrate fedfdp --mu`` labels it so; for a
-    certified sigma calibrate on the PLD bound (``privfl calibrate fedfdp --epsilon --delta``,
-    i.e. :func:`privfl.accounting.calibrate.calibrate_noise` with ``method="pld"``), and read
-    the bound at any sigma from :func:`federated_fdp`.
+    Solved on the CLT **estimate**, so z is an estimate too: it is not certified to meet any
+    (epsilon, delta) target. ``privfl calibrate fedfdp --mu`` labels it so; for a certified
+    noise calibrate on the PLD bound (``privfl calibrate fedfdp --epsilon --delta``, i.e.
+    :func:`privfl.accounting.calibrate.calibrate_noise` with ``method="pld"``), and read the
+    bound at any noise from :func:`federated_fdp`.
     """
     target_mu = check_positive("target_mu", target_mu)
     client = ClientTraining(records, batch_size, local_steps, 1.0)
     steps = check_int("rounds", rounds, minimum=1) * client.local_steps
 
-    def meets(sigma: float) -> bool:
-        return fdp_clt_mu(client.sampling_rate, steps, sigma) <= target_mu
+    def meets(paper_sigma: float) -> bool:  # searched on the paper's sigma = z / 2
+        return fdp_clt_mu(client.sampling_rate, steps, 2.0 * paper_sigma) <= target_mu
 
     try:
-        return smallest_noise_search(meets, rtol=RTOL_CLOSED_FORM)
+        return 2.0 * smallest_noise_search(meets, rtol=RTOL_CLOSED_FORM)
     except NoiseOutOfRangeError as error:
         reach = "too large" if error.side == "below" else "too small"
         raise ValueError(f"target_mu = {target_mu!r} is out of range: {reach} to reach "

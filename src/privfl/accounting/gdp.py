@@ -215,14 +215,15 @@ def poisson_clt_mu(sampling_rate: float, noise_multiplier: float, steps: int) ->
     return math.exp(log_mu) if log_mu < _LOG_MAX else math.inf
 
 
-def _log_kappa(sigma: float) -> float:
-    """log kappa(sigma), kappa^2 = e^{1/s^2} Phi(1.5/s) + 3 Phi(-0.5/s) - 2, stable for all s."""
-    x = 1.0 / sigma
+def _log_kappa(noise_multiplier: float) -> float:
+    """log kappa(s), kappa^2 = e^{1/s^2} Phi(1.5/s) + 3 Phi(-0.5/s) - 2, stable for all s, at
+    Zheng et al. 2021's ``s = sigma = z / 2`` (``noise_multiplier`` z)."""
+    x = 1.0 / (noise_multiplier / 2.0)  # 1 / s
     x2 = x * x
-    if x < 1e-100:  # huge sigma: kappa^2 = x^2/2 (1 + O(x)), and x^2 may underflow to 0
+    if x < 1e-100:  # huge s: kappa^2 = x^2/2 (1 + O(x)), and x^2 may underflow to 0
         return math.log(x) - 0.5 * math.log(2.0)
     if x2 < 1.0:
-        # Large sigma: kappa^2 ~ x^2/2, so remove the O(1) cancellation analytically:
+        # Large s: kappa^2 ~ x^2/2, so remove the O(1) cancellation analytically:
         # kappa^2 = expm1(x^2) Phi(1.5x) + [Phi(1.5x) - 1/2] - 3 [Phi(0.5x) - 1/2].
         u = x / _SQRT2
         if x < 0.1:  # the erf difference cancels at first order: use its Taylor series
@@ -237,24 +238,26 @@ def _log_kappa(sigma: float) -> float:
             erf_part = 0.5 * math.erf(1.5 * u) - 1.5 * math.erf(0.5 * u)
         kappa2 = math.expm1(x2) * special.ndtr(1.5 * x) + erf_part
         return 0.5 * math.log(kappa2)
-    # Small sigma: factor out e^{x^2} Phi(1.5x) (e^{x^2} alone overflows for sigma < 0.0376).
+    # Small s: factor out e^{x^2} Phi(1.5x) (e^{x^2} alone overflows for s < 0.0376).
     log_lead = x2 + float(special.log_ndtr(1.5 * x))
     rest = (3.0 * special.ndtr(-0.5 * x) - 2.0) * math.exp(-log_lead)  # in (-0.8, 0)
     return 0.5 * (log_lead + math.log1p(rest))
 
 
-def fdp_clt_kappa(sigma: float) -> float:
-    """kappa(sigma) = sqrt(e^{1/sigma^2} Phi(1.5/sigma) + 3 Phi(-0.5/sigma) - 2).
+def fdp_clt_kappa(noise_multiplier: float) -> float:
+    """kappa(sigma) = sqrt(e^{1/sigma^2} Phi(1.5/sigma) + 3 Phi(-0.5/sigma) - 2) of Zheng et al.
+    2021, at their sigma = noise std / (2C) = z / 2 (``noise_multiplier`` z = 2 sigma).
 
     The factor of :func:`fdp_clt_mu`; computed stably (no overflow for small sigma, no cancellation
-    for large sigma). Returns ``inf`` if kappa exceeds the float range (sigma below ~0.027).
+    for large sigma). Returns ``inf`` if kappa exceeds the float range (sigma below ~0.027, z
+    below ~0.054).
     """
-    sigma = check_positive("sigma", sigma)
-    log_kappa = _log_kappa(sigma)
+    noise_multiplier = check_positive("noise_multiplier", noise_multiplier)
+    log_kappa = _log_kappa(noise_multiplier)
     return math.exp(log_kappa) if log_kappa < _LOG_MAX else math.inf
 
 
-def fdp_clt_mu(sampling_rate: float, steps: int, sigma: float) -> float:
+def fdp_clt_mu(sampling_rate: float, steps: int, noise_multiplier: float) -> float:
     """ESTIMATE: CLT mu of T fixed-size-batch Gaussian steps, replace-one neighbours.
 
     ``mu = sqrt(2) q sqrt(T) kappa(sigma)`` with
@@ -262,15 +265,16 @@ def fdp_clt_mu(sampling_rate: float, steps: int, sigma: float) -> float:
     ``C_q(G_{1/sigma})^{(x) T}`` ([DRS19] Cor. 5.4; seed 000 Theorem 2 with the sqrt(2) c typo
     corrected). ``q = B/n`` (batches of fixed size B drawn uniformly without replacement from n
     records), ``T`` steps, and ``sigma`` is the paper's sigma = noise std / (2C) on the summed
-    gradient, i.e. noise_multiplier / 2. An asymptotic approximation, NOT a bound (use the PLD
-    accountant for a guarantee). Computed in log space; returns ``inf`` if mu overflows a float.
+    gradient; the argument is ``noise_multiplier`` z = 2 sigma. An asymptotic approximation,
+    NOT a bound (use the PLD accountant for a guarantee). Computed in log space; returns
+    ``inf`` if mu overflows a float.
     """
     q = check_rate("sampling_rate", sampling_rate)
     steps = check_int("steps", steps, minimum=0)
-    sigma = check_positive("sigma", sigma)
+    z = check_positive("noise_multiplier", noise_multiplier)
     if steps == 0:
         return 0.0
-    log_mu = 0.5 * math.log(2.0) + math.log(q) + 0.5 * math.log(steps) + _log_kappa(sigma)
+    log_mu = 0.5 * math.log(2.0) + math.log(q) + 0.5 * math.log(steps) + _log_kappa(z)
     return math.exp(log_mu) if log_mu < _LOG_MAX else math.inf
 
 
@@ -292,8 +296,8 @@ class GdpCltAccountant(Accountant):
     Per group of identical steps (``count`` repetitions of a :class:`NoisyStep`, Gaussian noise):
 
     * Poisson sampling, add/remove: :func:`poisson_clt_mu` (estimate);
-    * fixed-size batches without replacement, replace-one: :func:`fdp_clt_mu` with
-      ``sigma = z / 2`` (estimate);
+    * fixed-size batches without replacement, replace-one: :func:`fdp_clt_mu` (Zheng et al.
+      2021's ``sigma = z / 2``; estimate);
     * no sampling (q = 1): the exact ``mu = sqrt(count) s / z`` with sensitivity ``s = 1``
       (add/remove) or ``2`` (replace-one).
 
@@ -342,7 +346,7 @@ class GdpCltAccountant(Accountant):
             return poisson_clt_mu(step.sampling_rate, z, count), False
         if z / 2.0 == 0.0:  # z is the smallest subnormal float: mu is beyond the float range
             return math.inf, False
-        return fdp_clt_mu(step.sampling_rate, count, z / 2.0), False
+        return fdp_clt_mu(step.sampling_rate, count, z), False
 
     def mu(self, event: PrivacyEvent) -> tuple[float, bool]:
         """``(mu, is_exact)``: the event's GDP parameter, and whether it is exact (no CLT used)."""

@@ -290,13 +290,13 @@ def _lower_log_cdf(loss: dp_plm.GaussianPrivacyLoss, x: np.ndarray) -> np.ndarra
 
 
 def _gaussian_pmf(
-    sigma: float, sensitivity: float, q: float, adjacency: _Adjacency, interval: float
+    noise_std: float, sensitivity: float, q: float, adjacency: _Adjacency, interval: float
 ) -> pld_pmf.PLDPmf:
     """Pessimistic connect-the-dots Gaussian PMF of dp-accounting's pair, built vectorised."""
 
     def privacy_loss(kind: _Adjacency) -> dp_plm.GaussianPrivacyLoss:
         return dp_plm.GaussianPrivacyLoss(
-            sigma,
+            noise_std,
             sensitivity=sensitivity,
             pessimistic_estimate=True,
             log_mass_truncation_bound=_LOG_MASS_TRUNCATION_BOUND,
@@ -330,7 +330,7 @@ def _pmf_from_profiles(bounds, profile, swapped_profile, interval: float) -> pld
 
 
 def _gaussian_pld(
-    sigma: float,
+    noise_std: float,
     sensitivity: float,
     q: float,
     replace: bool,
@@ -343,7 +343,7 @@ def _gaussian_pld(
             dp_pld.NeighborRel.REPLACE_ONE if replace else dp_pld.NeighborRel.ADD_OR_REMOVE_ONE
         )
         return dp_pld.from_gaussian_mechanism(
-            sigma,
+            noise_std,
             sensitivity=sensitivity,
             pessimistic_estimate=True,
             value_discretization_interval=interval,
@@ -354,13 +354,13 @@ def _gaussian_pld(
         )
     if replace:
         return PrivacyLossDistribution(
-            _gaussian_pmf(sigma, sensitivity, q, _Adjacency.REPLACE, interval)
+            _gaussian_pmf(noise_std, sensitivity, q, _Adjacency.REPLACE, interval)
         )
-    remove = _gaussian_pmf(sigma, sensitivity, q, _Adjacency.REMOVE, interval)
+    remove = _gaussian_pmf(noise_std, sensitivity, q, _Adjacency.REMOVE, interval)
     if q == 1.0:
         return PrivacyLossDistribution(remove)
     return PrivacyLossDistribution(
-        remove, _gaussian_pmf(sigma, sensitivity, q, _Adjacency.ADD, interval)
+        remove, _gaussian_pmf(noise_std, sensitivity, q, _Adjacency.ADD, interval)
     )
 
 

@@ -33,20 +33,21 @@ def seed2_proposition2_epsilon(
     ``eps = min_a  T rdp'(a) + log((a-1)/a) - (log delta + log a) / (a - 1)`` where ``rdp'`` is
     the Wang-Balle-Kasiviswanathan 2019 Theorem 9 bound (:func:`rdp_without_replacement`) at
     sampling rate ``p q`` with the base ``e(a) = a / (2 m sigma^2)`` (Gaussian RDP at multiplier
-    ``sigma sqrt(m)``, sensitivity 1 as the paper prints it) and ``e(inf) = inf``. Orders are
-    the integers 2 ... 256 unless given (the bound is for integer orders).
+    ``sigma sqrt(m)``, sensitivity 1 as the paper prints it) and ``e(inf) = inf``; Xie et al.
+    2023's sigma is the noise multiplier z (``noise_multiplier``). Orders are the integers
+    2 ... 256 unless given (the bound is for integer orders).
 
     This reproduces the paper's formula, NOT its Figure 9: for sigma = 3, p = 0.4, q = 10/30,
     m = 10, T = 200 it gives 3.9697 at delta = 1e-4 (order 4), while the figure's 0.87 matches
     the Poisson sampled-Gaussian accountant. Returns ``(epsilon, optimal order)``.
     """
-    sigma = check_positive("noise_multiplier", noise_multiplier)
+    z = check_positive("noise_multiplier", noise_multiplier)
     p = check_rate("batch_rate", batch_rate)
     q = check_rate("user_rate", user_rate)
     m = check_int("users_per_round", users_per_round, minimum=1)
     t = check_int("rounds", rounds, minimum=0)
     delta = check_delta("delta", delta)
     alphas = np.arange(2.0, 257.0) if orders is None else _orders_array(orders)
-    z = sigma * math.sqrt(m)
-    per_round = rdp_without_replacement(alphas, p * q, lambda a: a / (2.0 * z * z))
+    z_mean = z * math.sqrt(m)  # the multiplier of the mean of the m noisy updates
+    per_round = rdp_without_replacement(alphas, p * q, lambda a: a / (2.0 * z_mean * z_mean))
     return epsilon_from_rdp(alphas, t * per_round, delta, conversion="improved")

@@ -20,6 +20,7 @@ from privfl.accounting.events import (
     Sampling,
     Unit,
     dpsgd_event,
+    noise_multiplier_from_paper_sigma,
 )
 from privfl.accounting.methods import account
 from privfl.cli import accounting_options as opt
@@ -101,7 +102,9 @@ def account_fedfdp(
         float | None,
         typer.Option(help=f"Instead of --noise-multiplier: {ZHENG_SIGMA} (so z = 2 sigma)."),
     ] = None,
-    sigma: Annotated[float | None, typer.Option(hidden=True)] = None,  # deprecated: --paper-sigma
+    deprecated_sigma: Annotated[  # deprecated: --paper-sigma
+        float | None, typer.Option("--sigma", hidden=True)
+    ] = None,
     client_rate: Annotated[
         float, typer.Option(help="p: client sampling rate (does not enter Theorem 2).")
     ] = 1.0,
@@ -118,14 +121,14 @@ def account_fedfdp(
     from privfl.accounting.federated import FederatedSetting, federated_fdp
 
     noise = one_noise(noise_multiplier, paper_sigma, paper_meaning=ZHENG_SIGMA,
-                      deprecated=("--sigma", sigma))
-    z, sigma = noise.convert(noise.value, lambda s: 2.0 * s, lambda z: z / 2.0)
+                      deprecated=("--sigma", deprecated_sigma))
+    z, paper = noise.convert(noise.value, noise_multiplier_from_paper_sigma, lambda z: z / 2.0)
     setting = FederatedSetting.homogeneous(
         clients=clients,
         records=records,
         batch_size=batch_size,
         local_steps=local_steps,
-        sigma=sigma,
+        noise_multiplier=z,
         rounds=rounds,
         client_rate=client_rate,
         multiplicity=multiplicity,
@@ -147,9 +150,9 @@ def account_fedfdp(
         "neighbouring": "replace-one",
         "sampling": f"without-replacement (B/n = {batch_size}/{records}), clients Poisson "
         f"(p = {client_rate:g}, not used by the bound)",
-        "noise": f"noise multiplier {z:g} (Zheng et al. 2021's sigma {sigma:g})",
+        "noise": f"noise multiplier {z:g} (Zheng et al. 2021's sigma {paper:g})",
         "noise_multiplier": z,
-        "paper_sigma": sigma,
+        "paper_sigma": paper,
         "steps": f"K*R = {local_steps}*{rounds} = {local_steps * rounds}",
         "clients": clients,
         "record multiplicity": multiplicity,
@@ -182,7 +185,7 @@ def _show(value: float | list[float]) -> str:
 def _last_iterate_noise(
     multiplier: str | None, paper: str | None, deprecated: str | None, m: int, lipschitz: float
 ) -> tuple[float | list[float], float | list[float]]:
-    """``(z, sigma)`` of `account last-iterate`, each a number or a per-round list."""
+    """``(z, paper sigma)`` of `account last-iterate`, each a number or a per-round list."""
     noise = one_noise(multiplier, paper, paper_meaning=ASOODEH_SIGMA,
                       deprecated=("--noise", deprecated))
     root = math.sqrt(check_int("batch_size", m, 1))  # the conversion needs m and L: check them
@@ -192,8 +195,8 @@ def _last_iterate_noise(
         noise.convert(v, lambda s: s * root / lipschitz, lambda z: z * lipschitz / root)
         for v in (values if isinstance(values, list) else [values])
     ]
-    z, sigma = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
-    return (z, sigma) if isinstance(values, list) else (z[0], sigma[0])
+    z, paper = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+    return (z, paper) if isinstance(values, list) else (z[0], paper[0])
 
 
 Release = opt.choices("Release", "last", "random-stop")
@@ -288,8 +291,8 @@ def account_last_iterate(
 
     methods = {"all": ("rdp", "pld"), "none": ()}.get(method.value, (method.value,))
     total = _rounds(rounds)
-    z, sigma = _last_iterate_noise(noise_multiplier, paper_sigma, noise, batch_size, lipschitz)
-    run = ProjectedNoisySGD(users, batch_size, lipschitz, radius, _float_list("lr", lr), sigma,
+    z, paper = _last_iterate_noise(noise_multiplier, paper_sigma, noise, batch_size, lipschitz)
+    run = ProjectedNoisySGD(users, batch_size, lipschitz, radius, _float_list("lr", lr), paper,
                             convex=convex, smooth=smoothness, rounds=total,
                             schedule=schedule.value)
     results = evaluate(
@@ -310,9 +313,9 @@ def account_last_iterate(
         "neighbouring": "replace-one",
         "sampling": sampling,
         "rounds": contraction.steps,
-        "noise": f"noise multiplier {_show(z)} (Asoodeh et al. 2021's sigma {_show(sigma)})",
+        "noise": f"noise multiplier {_show(z)} (Asoodeh et al. 2021's sigma {_show(paper)})",
         "noise_multiplier": z,
-        "paper_sigma": sigma,
+        "paper_sigma": paper,
         "release": f"{release.value} model only (contraction); all iterates (rdp, pld)",
         "assumptions": "convex, smooth" if convex else "none (relaxed diameter 2(rho + eta L))",
         "delta": delta,
@@ -370,9 +373,9 @@ def account_participation(
     choice = one_noise(noise_multiplier, paper_sigma, paper_meaning=HASIRCIOGLU_SIGMA,
                        deprecated=("--noise", noise))
     clip = check_positive("clip", clip)  # the conversion needs C
-    z, sigma = choice.convert(choice.value, lambda s: s / clip, lambda z: z * clip)
+    z, noise_std = choice.convert(choice.value, lambda s: s / clip, lambda z: z * clip)
     # epsilon at delta or delta at epsilon (a clear error for both / neither): the run's path
-    results = evaluate(RandomParticipationStep(client_rate, record_rate, records, sigma,
+    results = evaluate(RandomParticipationStep(client_rate, record_rate, records, noise_std,
                                                clip=clip, iterations=iterations,
                                                server=server.value), delta, epsilon=epsilon)
     card = opt.participation_card(
@@ -380,9 +383,9 @@ def account_participation(
         record_rate,
         records,
         server,
-        noise=f"noise multiplier {z:g} (sigma = {sigma:g} on the sum, clip C = {clip:g})",
+        noise=f"noise multiplier {z:g} (sigma = {noise_std:g} on the sum, clip C = {clip:g})",
         noise_multiplier=z,
-        paper_sigma=sigma,
+        paper_sigma=noise_std,
         iterations=iterations,
         query=f"delta at epsilon = {epsilon:g}" if epsilon is not None else f"epsilon at "
         f"delta = {delta:g}",

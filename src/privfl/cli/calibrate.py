@@ -185,13 +185,13 @@ def calibrate_fedfdp(
     C_{B/n}(G_{2/z})^{KR} meets the target (a bound).
     """
     from privfl.accounting import calibrate as cal
-    from privfl.accounting.federated import ClientTraining, sigma_for_mu
+    from privfl.accounting.federated import ClientTraining, noise_multiplier_for_mu
 
     if (mu is None) == (epsilon is None):
         raise ValueError("give exactly one target: --mu, or --epsilon with --delta")
     warning = ""
     if mu is not None:
-        sigma = sigma_for_mu(
+        z = noise_multiplier_for_mu(
             mu, records=records, batch_size=batch_size, local_steps=local_steps, rounds=rounds
         )
         delta = 1e-5 if delta is None else delta
@@ -210,7 +210,7 @@ def calibrate_fedfdp(
             neighbouring=Neighbouring.REPLACE_ONE,
             options=AccountingOptions(discretization=discretization),
         )
-        sigma = calibration.value / 2.0
+        z = calibration.value
         method, kind = "pld", calibration.kind
         target = f"epsilon = {epsilon:g} at delta = {delta:g}"
         warning = calibration.warning
@@ -221,7 +221,7 @@ def calibrate_fedfdp(
         records=records,
         batch_size=batch_size,
         local_steps=local_steps,
-        sigma=sigma,
+        noise_multiplier=z,
         rounds=rounds,
     )
     results = [
@@ -232,8 +232,8 @@ def calibrate_fedfdp(
     card = {
         "solved": "noise multiplier z (noise std / C on the sum) and Zheng et al. 2021's "
         "sigma = z / 2",
-        "noise_multiplier": 2 * sigma,
-        "sigma": sigma,
+        "noise_multiplier": z,
+        "sigma": z / 2,
         "target": f"{target} ({method})",
         "kind": (
             "estimate (solved on the CLT mu, which can be below the truth; the pld row is a bound "
@@ -251,7 +251,7 @@ def calibrate_fedfdp(
         "calibrate fedfdp",
         card,
         results,
-        extra={"sigma": sigma, "noise_multiplier": 2 * sigma,
+        extra={"sigma": z / 2, "noise_multiplier": z,
                "calibration": {"method": method, "kind": kind}},
         warning=warning,
     )

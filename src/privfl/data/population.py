@@ -24,23 +24,24 @@ from privfl._validation import check_int, check_positive
 from privfl.data.datasets import Dataset, FederatedDataset, as_rng
 from privfl.data.partition import Seed
 
-__all__ = ["LEAF_SIZE_SIGMA", "federate_leaf_synthetic", "leaf_synthetic_partition"]
+__all__ = ["LEAF_SIZE_SPREAD", "federate_leaf_synthetic", "leaf_synthetic_partition"]
 
 #: s, the log-normal spread of client sizes (coefficient of variation sqrt(e^(s^2) - 1) = 0.53).
-LEAF_SIZE_SIGMA = 0.5
+LEAF_SIZE_SPREAD = 0.5
 
 
 def leaf_synthetic_partition(num_examples: int, num_clients: int, *, mean_size: float,
-                             min_size: int = 1, sigma: float = LEAF_SIZE_SIGMA,
+                             min_size: int = 1, spread: float = LEAF_SIZE_SPREAD,
                              seed: Seed = 0) -> list[np.ndarray]:
-    """Client index arrays of a LEAF-style population (see the module docstring)."""
+    """Client index arrays of a LEAF-style population (see the module docstring; ``spread`` is
+    s, the standard deviation of the log of a client's size)."""
     num_examples = check_int("num_examples", num_examples, 1)
     num_clients = check_int("num_clients", num_clients, 1)
     mean_size = check_positive("mean_size", mean_size)
     min_size = check_int("min_size", min_size, 1, num_examples)
-    sigma = check_positive("sigma", sigma)
+    s = check_positive("spread", spread)
     rng = as_rng(seed)
-    sizes = np.rint(rng.lognormal(np.log(mean_size) - sigma**2 / 2, sigma, num_clients))
+    sizes = np.rint(rng.lognormal(np.log(mean_size) - s**2 / 2, s, num_clients))
     sizes = np.clip(sizes, min_size, num_examples).astype(np.int64)
     perm = rng.permutation(num_examples).astype(np.int64)
     windows = np.arange(int(sizes.sum()), dtype=np.int64) % num_examples  # consecutive
@@ -58,7 +59,7 @@ def federate_leaf_synthetic(train: Dataset, test: Dataset, *, num_clients: int,
     test_size = check_int("test_size", test_size, 0)
     if test_size:
         tests = leaf_synthetic_partition(len(test), num_clients, mean_size=test_size,
-                                         min_size=test_size, sigma=1e-9, seed=rng)
+                                         min_size=test_size, spread=1e-9, seed=rng)
     else:
         tests = [np.zeros(0, dtype=np.int64)] * num_clients
     return FederatedDataset(

@@ -191,7 +191,7 @@ def test_accountant_is_derived_from_the_training_spec(tiny_federation, tiny_mode
             private_spec.noise_multiplier, 5 / n, 2 * 3)
         # the same numbers as seed 000's own accounting object
         training = ClientTraining(records=int(n), batch_size=5, local_steps=2,
-                                  sigma=private_spec.noise_multiplier / 2)
+                                  noise_multiplier=private_spec.noise_multiplier)
         assert training.event(3).steps == event.steps
     assert algorithm.trainer.spec is algorithm.spec is algorithm.plan.spec is private_spec
 
@@ -202,7 +202,7 @@ def test_per_round_privacy_equals_federated_fdp(tiny_federation, tiny_model, pri
     rows = [algorithm.run_round() for _ in range(3)]
     for r, row in enumerate(rows, start=1):
         setting = FederatedSetting.homogeneous(clients=4, records=45, batch_size=5,
-                                               local_steps=2, sigma=1.0, rounds=r,
+                                               local_steps=2, noise_multiplier=2.0, rounds=r,
                                                client_rate=0.5)
         expected = privacy_entries(federated_fdp(setting, 1e-5, methods=("gdp-clt", "pld")))
         assert len(row["privacy"]) == len(expected) == 4

@@ -196,9 +196,10 @@ def test_deprecated_model_name_is_stored_as_its_current_name():
 
 
 def _paper_client(spec, records):
-    """Zheng et al. 2021's ClientTraining (paper sigma = z / 2) of a run's spec: its step must be
-    the step the trainer runs (the spec's privacy_step), so the paper's mu is about this run."""
-    client = ClientTraining(records, spec.batch_size, spec.local_steps, spec.noise_multiplier / 2)
+    """Zheng et al. 2021's ClientTraining (noise multiplier z = 2 sigma) of a run's spec: its step
+    must be the step the trainer runs (the spec's privacy_step), so the paper's mu is about this
+    run."""
+    client = ClientTraining(records, spec.batch_size, spec.local_steps, spec.noise_multiplier)
     assert client.step() == spec.privacy_step(records)
     return client
 
@@ -220,7 +221,7 @@ def test_table1_configs(p, sigma, rounds, paper_r, paper_mu):
     assert config.federated.client_rate == p and config.federated.rounds == rounds
     assert config.federated.alpha == 0.1 and config.federated.helper == "interpolation"
     client = _paper_client(build_spec(config), 600)
-    assert client.sigma == sigma
+    assert client.noise_multiplier == 2 * sigma  # the paper's sigma = z / 2
     mu = FederatedSetting((client,) * 100, paper_r, p).mu_max()
     assert mu == pytest.approx(paper_mu, abs=0.005)  # the paper's Table 1 mu at its R
 

@@ -85,7 +85,7 @@ def test_prifedsync_composes_the_holders_of_a_shared_record():
     assert _result(results, "strong", "pld").epsilon == pytest.approx(
         pld.epsilon(strong, DELTA).epsilon, rel=1e-12)
     mu = _result(results, "weak", "gdp-clt").extras["mu"]
-    assert mu == pytest.approx(math.sqrt(k) * fdp_clt_mu(8 / 45, 6, 1.0), rel=1e-12)
+    assert mu == pytest.approx(math.sqrt(k) * fdp_clt_mu(8 / 45, 6, 2.0), rel=1e-12)
     for scope in ("weak", "strong"):
         assert _result(results, scope, "pld").epsilon > _result(results_alone, scope,
                                                                 "pld").epsilon

@@ -214,7 +214,7 @@ def participation_pair(
     p = check_rate("participation_rate", participation_rate)
     q = check_rate("sampling_rate", sampling_rate)
     d = check_int("local_size", local_size, minimum=0)
-    sigma = check_positive("std", std)
+    std = check_positive("std", std)
     c = check_positive("clip_norm", clip_norm)
     a = check_range("scale", scale, 0.0, 1.0)
     i = np.arange(d + 1)
@@ -228,7 +228,7 @@ def participation_pair(
     means = i * a * c
     n = means.size
     kinds = np.zeros(2 * n + 1, dtype=np.int8)
-    scales = np.full(2 * n + 1, sigma)
+    scales = np.full(2 * n + 1, std)
     with_x = _make_mixture(
         kinds,
         np.concatenate([[0.0], means, means + c]),
@@ -245,7 +245,7 @@ def participation_pair(
         "participation_rate": p,
         "sampling_rate": q,
         "local_size": d,
-        "std": sigma,
+        "std": std,
         "clip_norm": c,
         "scale": a,
     }

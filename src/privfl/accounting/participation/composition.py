@@ -47,7 +47,7 @@ def participation_event(
     """The standard privfl event whose accountants compose ``scheme`` exactly.
 
     * ``cs``: ``iterations`` Poisson-subsampled Gaussian steps at rate p q, noise multiplier
-      sigma / C, add/remove, unit record. (A lower reference for random participation.)
+      noise std / C, add/remove, unit record. (A lower reference for random participation.)
     * ``ols``: the same at rate q; its pair dominates random participation's step (and WCS's),
       so the composed bound holds for random participation.
 
@@ -161,7 +161,7 @@ def _composed_results(
     scheme: str,
     accountants: Sequence[str],
     s: _Setting,
-    sigma: float,
+    noise_std: float,
     clip: float,
     steps: int,
     epsilon: float | None,
@@ -172,11 +172,11 @@ def _composed_results(
     common = {
         "scheme": scheme,
         "iterations": steps,
-        **_setting_extras(scheme, s, sigma, clip, server),
+        **_setting_extras(scheme, s, noise_std, clip, server),
     }
     results = []
     if scheme in ("cs", "ols"):
-        event = participation_event(scheme, s.p, s.q, sigma, steps, clip=clip, server=server)
+        event = participation_event(scheme, s.p, s.q, noise_std, steps, clip=clip, server=server)
         report = account(
             event, delta=delta, epsilon=epsilon, methods=tuple(accountants), options=options
         )

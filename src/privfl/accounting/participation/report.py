@@ -36,7 +36,7 @@ from privfl.accounting.safe_epsilon import smallest_safe_epsilon
 
 
 def _per_iteration_result(scheme: str, s: _Setting, *rest: object) -> PrivacyResult:
-    """One iteration's result of ``scheme`` (``rest``: sigma, clip, epsilon, delta, server, as
+    """One iteration's result of ``scheme`` (``rest``: noise_std, clip, epsilon, delta, server, as
     :func:`_per_iteration_cached` takes them): the same at every round of a run, so it is
     computed once per setting and handed out as a fresh copy (its ``extras`` dict is the
     caller's to change)."""
@@ -48,7 +48,7 @@ def _per_iteration_result(scheme: str, s: _Setting, *rest: object) -> PrivacyRes
 def _per_iteration_cached(
     scheme: str,
     s: _Setting,
-    sigma: float,
+    noise_std: float,
     clip: float,
     epsilon: float | None,
     delta: float | None,
@@ -56,7 +56,7 @@ def _per_iteration_cached(
 ) -> PrivacyResult:
     extras: dict = {
         "scheme": scheme,
-        **_setting_extras(scheme, s, sigma, clip, server),
+        **_setting_extras(scheme, s, noise_std, clip, server),
         "direction": "forward only (as stated)" if scheme == "theorem-4.1" else "max of both",
     }
     if delta is not None:
@@ -90,7 +90,7 @@ def _per_iteration_cached(
 def _basic_composition(
     scheme: str,
     s: _Setting,
-    sigma: float,
+    noise_std: float,
     clip: float,
     steps: int,
     epsilon: float | None,
@@ -171,7 +171,7 @@ def participation_report(
     """
     server = check_choice("server", server, SERVERS)
     s = _setting(client_rate, record_rate, records, noise, clip)
-    sigma, clip = float(noise), float(clip)
+    noise_std, clip = float(noise), float(clip)
     if (epsilon is None) == (delta is None):
         raise ValueError(
             f"epsilon = {epsilon!r}, delta = {delta!r}: give exactly one of epsilon and delta"
@@ -189,7 +189,8 @@ def participation_report(
     )
     options = options or AccountingOptions()
     results = [
-        _per_iteration_result(scheme, s, sigma, clip, epsilon, delta, server) for scheme in schemes
+        _per_iteration_result(scheme, s, noise_std, clip, epsilon, delta, server)
+        for scheme in schemes
     ]
     if steps > 1:
         for scheme in schemes:
@@ -200,7 +201,7 @@ def participation_report(
                             scheme,
                             accountant_names,
                             s,
-                            sigma,
+                            noise_std,
                             clip,
                             steps,
                             epsilon,
@@ -211,6 +212,6 @@ def participation_report(
                     )
             elif basic_composition:
                 results.append(
-                    _basic_composition(scheme, s, sigma, clip, steps, epsilon, delta, server)
+                    _basic_composition(scheme, s, noise_std, clip, steps, epsilon, delta, server)
                 )
     return results

@@ -59,7 +59,7 @@ class _Setting:
     p: float  # client participation probability
     q: float  # local record sampling probability
     d: int  # other records of the client holding x'
-    z: float  # noise multiplier sigma / C
+    z: float  # noise multiplier: noise std / C
 
     @property
     def pq(self) -> float:
@@ -70,9 +70,9 @@ def _setting(client_rate, record_rate, records, noise, clip) -> _Setting:
     p = check_rate("client_rate", client_rate)
     q = check_rate("record_rate", record_rate)
     d = check_int("records", records, minimum=0)
-    sigma = check_positive("noise", noise)
+    noise_std = check_positive("noise", noise)
     c = check_positive("clip", clip)
-    z = sigma / c
+    z = noise_std / c
     if not math.isfinite(z) or z <= 0.0:
         raise ValueError(f"noise / clip = {z!r} is out of range: must be a finite number > 0")
     return _Setting(p, q, d, z)

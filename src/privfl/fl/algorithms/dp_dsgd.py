@@ -272,7 +272,8 @@ class DpDsgdPrivacy(PlanResults):
 
     @property
     def noise_std(self) -> float:
-        """sigma = z C: the std the accountant is told (on the sum, or per client message)."""
+        """z C (Hasircioglu and Gunduz 2022's sigma): the std the accountant is told (on the
+        sum, or per client message)."""
         return 0.0 if self.clip_norm is None else self.noise_multiplier * self.clip_norm
 
     def message_noise(self, participants: int) -> tuple[int, float]:
@@ -280,16 +281,16 @@ class DpDsgdPrivacy(PlanResults):
         noise: one of std sigma (trusted), one per available client of std sigma
         (untrusted) or ``sigma / sqrt(N)`` (secure aggregation), one per participant of std
         sigma (participants only)."""
-        sigma = self.noise_std
-        if sigma == 0.0:
+        noise_std = self.noise_std
+        if noise_std == 0.0:
             return 0, 0.0
         if self.server == "trusted":
-            return 1, sigma
+            return 1, noise_std
         if self.server == "untrusted":
-            return self.num_clients, sigma
+            return self.num_clients, noise_std
         if self.server == "secure-aggregation":
-            return self.num_clients, sigma / math.sqrt(self.num_clients)
-        return check_int("participants", participants, 0), sigma
+            return self.num_clients, noise_std / math.sqrt(self.num_clients)
+        return check_int("participants", participants, 0), noise_std
 
     @property
     def aggregate_noise_std(self) -> float:
@@ -369,15 +370,15 @@ class DpDsgdPrivacy(PlanResults):
             return {"privacy": f"NONE: non-private baseline ({why}); no guarantee",
                     "clients": f"N = {n}, n_i = {n_text} records",
                     "sampling": sampling, "iterations": rounds, "randomness": randomness}
-        sigma = self.noise_std
+        std = self.noise_std
         noise = {
-            "trusted": f"Gaussian, sigma = z C = {sigma:g} on the sum, added once by the server",
-            "untrusted": f"Gaussian, sigma = z C = {sigma:g} added by every available client to "
+            "trusted": f"Gaussian, sigma = z C = {std:g} on the sum, added once by the server",
+            "untrusted": f"Gaussian, sigma = z C = {std:g} added by every available client to "
             f"its message (non-participants send pure noise); aggregate std "
             f"{self.aggregate_noise_std:.6g}",
-            "untrusted-participants-only": f"Gaussian, sigma = z C = {sigma:g} added by every "
+            "untrusted-participants-only": f"Gaussian, sigma = z C = {std:g} added by every "
             "participant to its message",
-            "secure-aggregation": f"Gaussian shares N(0, sigma^2/N), sigma = z C = {sigma:g}, "
+            "secure-aggregation": f"Gaussian shares N(0, sigma^2/N), sigma = z C = {std:g}, "
             "one per available client; their sum on the aggregate has std sigma",
         }[self.server]
         release = self._scoped(self.results(1)[0], "run").release
