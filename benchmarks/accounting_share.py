@@ -4,7 +4,8 @@ Run ``python benchmarks/accounting_share.py [--rounds N] [--before REV]`` from t
 root. For every demo config (``configs/demo.yaml`` and ``configs/demo-*.yaml``, their own
 number of rounds) it builds the experiment (no run directory), computes the planned privacy as
 ``privfl run`` does before its first round (untimed: it also pays the one-off imports), runs the
-first ``N`` rounds (default 4) of ``run_round`` and times, inside them, every call of the
+first ``N`` rounds (default 4; ``--rounds 0``: the config's own ``federated.rounds``, the whole
+run) of ``run_round`` and times, inside them, every call of the
 privacy plan's ``results`` and ``round_results`` (the per-round accounting: what summary.json
 reports as ``accounting_seconds``). The timer wraps the plan class's methods, so it measures any
 version of the code alike.
@@ -84,6 +85,7 @@ def measure(config: str, rounds: int) -> dict:
     from privfl.report.rundir import RunDirectory
 
     cfg = load_config(ROOT / "configs" / config)
+    rounds = rounds or cfg.federated.rounds  # 0: the whole run, as privfl run runs it
     with tempfile.TemporaryDirectory() as tmp:
         experiment = Experiment(cfg, RunDirectory(Path(tmp) / "run"))
     experiment.planned_privacy()  # as privfl run does before round 1 (not timed)
@@ -130,7 +132,8 @@ def _run_tree(src: Path, config: str, rounds: int) -> dict | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="rounds per demo (0: each config's own federated.rounds)")
     parser.add_argument("--before", default=None, help="git revision to compare with (main)")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -145,7 +148,8 @@ def main() -> None:
                        cwd=ROOT, check=True, capture_output=True)
         trees = {"before": tmp / "tree" / "src", **trees}
     try:
-        print(f"{args.rounds} rounds per demo; seconds (share of the rounds' wall time)")
+        what = f"{args.rounds} rounds per demo" if args.rounds else "each demo's whole run"
+        print(f"{what}; seconds (share of the rounds' wall time)")
         header = f"{'demo':28s}" + "".join(f"{name + ' wall':>13s}{name + ' acct':>20s}"
                                            for name in trees)
         print(header + ("  acct after/before" if len(trees) == 2 else "")
