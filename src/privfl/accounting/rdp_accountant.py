@@ -109,7 +109,7 @@ class RdpAccountant(Accountant):
     kind = "bound"
 
     def __init__(self, orders: str | Sequence[float] = "default", conversion: str = "improved"):
-        self.orders: tuple[float, ...] = tuple(float(a) for a in resolve_orders(orders))
+        self.orders: tuple[float, ...] = tuple(resolve_orders(orders).tolist())
         self.conversion = check_choice("conversion", conversion, CONVERSIONS)
 
     @classmethod

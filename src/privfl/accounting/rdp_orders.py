@@ -8,6 +8,8 @@ specification, and :data:`MAX_SUBSAMPLED_ORDER` caps the orders of the subsample
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -76,9 +78,23 @@ def resolve_orders(spec: str | Sequence[float] | np.ndarray) -> np.ndarray:
 
 
 def _orders_array(orders: object) -> np.ndarray:
-    """Validated 1-D float array of orders, in the caller's order (not sorted)."""
+    """Validated 1-D float array of orders, in the caller's order (not sorted). A tuple (the
+    accountants' own, asked every round) is validated once (:func:`_checked_tuple`)."""
+    if isinstance(orders, tuple):
+        try:
+            return _checked_tuple(orders)
+        except TypeError:  # an unhashable element: validate it the long way (it fails there)
+            pass
     check_orders("orders", orders)
     return np.asarray(orders, dtype=float)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_tuple(orders: tuple) -> np.ndarray:
+    check_orders("orders", orders)
+    array = np.asarray(orders, dtype=float)
+    array.setflags(write=False)
+    return array
 
 
 #: The largest order at which the subsampled curves (:func:`rdp_poisson_gaussian`,

@@ -107,7 +107,9 @@ def _log_if_wide(ax: Any, series: Sequence[Sequence[float]]) -> None:
 def _epsilon_panel(ax: Any, epsilons: Mapping[tuple[str, str, str], tuple[list[int],
                    list[float]]], ylabel: str, title: str) -> None:
     for (method, kind, scope), (xs, ys) in epsilons.items():
-        ax.plot(xs, ys, "-" if kind == "bound" else "--", label=_label(method, kind, scope))
+        # markers: a series logged on some rounds only (privacy_methods) may be one point
+        ax.plot(xs, ys, "-" if kind == "bound" else "--", label=_label(method, kind, scope),
+                marker="." if len(xs) < 60 else None)
     _log_if_wide(ax, [ys for _, ys in epsilons.values()])
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
@@ -143,7 +145,8 @@ def plot_privacy(
         _epsilon_panel(fig.add_subplot(1, panels, 2), other, ylabel, "other scopes")
     right = fig.add_subplot(1, panels, panels)
     for (method, kind, scope), (xs, ys) in mus.items():
-        right.plot(xs, ys, "--" if kind != "bound" else "-", label=_label(method, kind, scope))
+        right.plot(xs, ys, "--" if kind != "bound" else "-", label=_label(method, kind, scope),
+                   marker="." if len(xs) < 60 else None)
     if mus:
         right.legend(loc="upper left", fontsize=7)
         _log_if_wide(right, [ys for _, ys in mus.values()])

@@ -89,7 +89,7 @@ def wcs_rdp(
     p = check_rate("client_rate", client_rate)
     q = check_rate("record_rate", record_rate)
     z = check_positive("noise_multiplier", noise_multiplier)
-    key = tuple(float(a) for a in np.asarray(orders, dtype=float).ravel())
+    key = tuple(np.asarray(orders, dtype=float).ravel().tolist())
     return _wcs_curve(key, p, q, z).copy()
 
 
