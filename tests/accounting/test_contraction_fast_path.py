@@ -178,3 +178,30 @@ def test_per_round_arguments_are_read_only():
         with pytest.raises(ValueError, match="read-only"):
             values[0] = 0.0
     assert run.entry_r[0] == 2.0 / (math.sqrt(10) * 1.5)
+
+
+@FAST
+@given(
+    k=st.lists(st.integers(0, 10**6), min_size=1, max_size=40),
+    log_c=st.one_of(st.floats(-50.0, 0.0), st.sampled_from([0.0, -0.0, -5e-324, -math.inf])),
+)
+def test_times_log_equals_the_guarded_product(k, log_c):
+    k = np.array(k)
+    with np.errstate(invalid="ignore"):
+        reference = np.where(k == 0, 0.0, k * log_c)
+    got = bounds._times_log(k, log_c)
+    assert same(got, reference) and np.array_equal(np.signbit(got), np.signbit(reference))
+
+
+def test_saturation_epsilon_is_remembered_with_the_same_value():
+    run = ProjectedNoisySGD(1000, 10, 1.0, 0.02, 0.5, 1.5, convex=True, smooth=1.0,
+                            schedule="independent", rounds=7)
+    limit = ProjectedNoisySGD(1000, 10, 1.0, 0.02, 0.5, 1.5, convex=True, smooth=1.0,
+                              schedule="independent", rounds=math.inf)
+    for sharpened in (False, True):
+        direct = smallest_safe_epsilon(
+            lambda e, s=sharpened: _reference_log_delta(limit, e, s, "last", True), 1e-5)
+        assert run.saturation_epsilon(1e-5, sharpened=sharpened) == direct
+        assert run.epsilon(1e-5, sharpened=sharpened) <= direct  # T rounds never exceed it
+    with pytest.raises(ValueError, match="delta"):
+        run.saturation_epsilon(0.0)

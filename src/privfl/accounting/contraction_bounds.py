@@ -52,6 +52,11 @@ _MEMO_SIZE = 1024
 
 def _times_log(k: np.ndarray, log_c: float) -> np.ndarray:
     """k * log c with 0 * (-inf) = 0: log c^k for integer k >= 0."""
+    k = np.asarray(k)
+    if k.ndim and math.isfinite(log_c):  # the same values without the error-state switch
+        out = k * log_c
+        out[k == 0] = 0.0
+        return out
     with np.errstate(invalid="ignore"):
         return np.where(k == 0, 0.0, k * log_c)
 

@@ -96,6 +96,13 @@ def _one_shot_epsilon(r: float, delta: float) -> float:
     return smallest_safe_epsilon(lambda e: log_theta(e, r), delta)
 
 
+@lru_cache(maxsize=256)
+def _saturation_epsilon(saturated: ProjectedNoisySGD, delta: float, sharpened: bool) -> float:
+    """``saturated.epsilon(delta)`` (remembered: a run of T independent rounds reports its
+    saturation limit every round, and the limit does not depend on T)."""
+    return saturated.epsilon(delta, sharpened=sharpened)
+
+
 def _read_only(values: np.ndarray) -> np.ndarray:
     values.setflags(write=False)
     return values
@@ -415,7 +422,9 @@ class ProjectedNoisySGD(LastIterateBounds):
 
     def saturation_epsilon(self, delta: float, *, sharpened: bool = False) -> float:
         """The epsilon at ``delta`` that no number of independent rounds exceeds."""
-        return self._saturated().epsilon(delta, sharpened=sharpened)
+        saturated = self._saturated()
+        return _saturation_epsilon(
+            saturated, check_delta("delta", delta), _check_bool("sharpened", sharpened))
 
     def diagnostics(
         self,

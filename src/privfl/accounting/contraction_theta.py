@@ -70,24 +70,12 @@ def _log_theta_array(eps_arr: np.ndarray, r_arr: np.ndarray) -> Any:
     """:func:`log_theta` on arrays (the reference path): masks the edge cases, then computes
     every finite entry at once."""
     eps_arr, r_arr = np.broadcast_arrays(eps_arr, r_arr)
-    out = np.full(eps_arr.shape, -np.inf)
     finite = (r_arr > 0) & np.isfinite(r_arr) & np.isfinite(eps_arr)
+    if finite.all() and finite.ndim:  # no edge case (the sharpened chains of a long run)
+        return _log_theta_finite(eps_arr, r_arr)
+    out = np.full(eps_arr.shape, -np.inf)
     if np.any(finite):
-        e = eps_arr[finite]
-        rr = r_arr[finite]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            a = e / rr - rr / 2.0
-            b = e / rr + rr / 2.0
-            lqa = log_ndtr(-a)
-            lqb = e + log_ndtr(-b)
-            err = 8.0 * _ULP * (np.abs(lqa) + np.abs(lqb) + np.abs(e))
-            diff = np.minimum(lqb - lqa - err, -np.finfo(float).tiny)
-            val = np.where(np.isfinite(lqa), lqa + log1mexp(diff), -np.inf)
-            zero = e == 0
-            if np.any(zero):
-                x = rr[zero] / (2.0 * math.sqrt(2.0))
-                val[zero] = np.where(x < 1.0, np.log(erf(x)), np.log1p(-erfc(x)))
-        out[finite] = val
+        out[finite] = _log_theta_finite(eps_arr[finite], r_arr[finite])
     out[np.isposinf(r_arr) & np.isfinite(eps_arr)] = 0.0
     if out.ndim == 0:
         return float(out)
@@ -95,6 +83,23 @@ def _log_theta_array(eps_arr: np.ndarray, r_arr: np.ndarray) -> Any:
 
 
 _TINY = float(np.finfo(float).tiny)
+
+
+def _log_theta_finite(e: np.ndarray, rr: np.ndarray) -> np.ndarray:
+    """:func:`_log_theta_array` on (non-empty) arrays of finite eps and finite r > 0."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a = e / rr - rr / 2.0
+        b = e / rr + rr / 2.0
+        lqa = log_ndtr(-a)
+        lqb = e + log_ndtr(-b)
+        err = 8.0 * _ULP * (np.abs(lqa) + np.abs(lqb) + np.abs(e))
+        diff = np.minimum(lqb - lqa - err, -_TINY)
+        val = np.where(np.isfinite(lqa), lqa + log1mexp(diff), -np.inf)
+        zero = e == 0
+        if np.any(zero):
+            x = rr[zero] / (2.0 * math.sqrt(2.0))
+            val[zero] = np.where(x < 1.0, np.log(erf(x)), np.log1p(-erfc(x)))
+    return val
 
 
 def _log_theta_point(e: float, rr: float) -> float:
