@@ -29,6 +29,7 @@ from privfl.accounting.contraction_theta import (
     _POINTWISE_MAX,
     _log_theta_array,
     _log_theta_point,
+    _sharpened_eps,
 )
 from privfl.accounting.safe_epsilon import smallest_safe_epsilon
 
@@ -81,6 +82,25 @@ def test_grid_and_long_vectors_take_the_array_path_with_the_same_values():
     assert same(grid, pointwise)
     long = np.geomspace(1e-2, 1e2, _POINTWISE_MAX + 1)
     assert same(log_theta(1.5, long), np.array([_log_theta_point(1.5, x) for x in long]))
+    # the sharpened chains of a long run: many epsilons (eps~), one r; with and without zeros
+    for eps_tilde in (np.linspace(0.01, 30.0, 40), np.linspace(0.0, 30.0, 40)):
+        assert same(log_theta(eps_tilde, 3.5), np.array([_log_theta_point(e, 3.5)
+                                                          for e in eps_tilde]))
+
+
+@FAST
+@given(
+    log_em1=st.one_of(st.floats(-700.0, 700.0), st.sampled_from([-math.inf, math.inf, 0.0])),
+    log_d=st.lists(st.one_of(st.floats(-800.0, 0.0), st.just(-math.inf)), min_size=1,
+                   max_size=30),
+)
+def test_sharpened_eps_equals_the_guarded_formula(log_em1, log_d):
+    log_d = np.array(log_d)
+    with np.errstate(invalid="ignore"):
+        x = log_em1 - log_d
+    x = np.where(np.isneginf(log_d), np.inf, x)
+    x = np.where(np.isneginf(log_em1), -np.inf, x)
+    assert same(_sharpened_eps(log_em1, log_d), np.logaddexp(0.0, x))
 
 
 # --------------------------------------------------------------------------------------------

@@ -69,10 +69,11 @@ def log_theta(epsilon: Any, r: Any) -> Any:
 def _log_theta_array(eps_arr: np.ndarray, r_arr: np.ndarray) -> Any:
     """:func:`log_theta` on arrays (the reference path): masks the edge cases, then computes
     every finite entry at once."""
-    eps_arr, r_arr = np.broadcast_arrays(eps_arr, r_arr)
     finite = (r_arr > 0) & np.isfinite(r_arr) & np.isfinite(eps_arr)
-    if finite.all() and finite.ndim:  # no edge case (the sharpened chains of a long run)
+    if finite.ndim and finite.all() and not (eps_arr == 0).any():
+        # no edge case (the sharpened chains of a long run): the arithmetic broadcasts
         return _log_theta_finite(eps_arr, r_arr)
+    eps_arr, r_arr = np.broadcast_arrays(eps_arr, r_arr)
     out = np.full(eps_arr.shape, -np.inf)
     if np.any(finite):
         out[finite] = _log_theta_finite(eps_arr[finite], r_arr[finite])
@@ -163,11 +164,10 @@ def theta(epsilon: Any, r: Any) -> Any:
 
 def _sharpened_eps(log_em1: float, log_d: np.ndarray) -> np.ndarray:
     """eps~ = log(1 + (e^eps - 1)/d) (spec 9.1), overflow-safe; inf where d = 0."""
-    with np.errstate(invalid="ignore"):
-        x = log_em1 - log_d
-    x = np.where(np.isneginf(log_d), np.inf, x)
-    x = np.where(np.isneginf(log_em1), -np.inf, x)  # eps = 0: eps~ = 0
-    return np.logaddexp(0.0, x)
+    if log_em1 == -math.inf:  # eps = 0: eps~ = 0
+        return np.logaddexp(0.0, np.full(np.shape(log_d), -np.inf))
+    x = log_em1 - log_d  # log_em1 > -inf and log_d <= 0: no inf - inf
+    return np.logaddexp(0.0, np.where(log_d == -np.inf, np.inf, x))
 
 
 def _log_geometric(k: Any, log_a: float) -> Any:
