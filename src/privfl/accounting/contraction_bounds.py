@@ -46,10 +46,17 @@ from privfl.accounting.logspace import log1mexp, log_expm1, logsumexp
 #: the rest is replaced by an upper bound.
 _CONSTANT_TERMS = 2_000_000
 _SHARPENED_TERMS = 100_000
+#: Values of log delta(eps) a run remembers (a root finder asks for a few dozen).
+_MEMO_SIZE = 1024
 
 
 def _times_log(k: np.ndarray, log_c: float) -> np.ndarray:
     """k * log c with 0 * (-inf) = 0: log c^k for integer k >= 0."""
+    k = np.asarray(k)
+    if k.ndim and math.isfinite(log_c):  # the same values without the error-state switch
+        out = k * log_c
+        out[k == 0] = 0.0
+        return out
     with np.errstate(invalid="ignore"):
         return np.where(k == 0, 0.0, k * log_c)
 
@@ -104,7 +111,8 @@ class LastIterateBounds:
 
     A base class of :class:`~privfl.accounting.contraction_run.ProjectedNoisySGD`, which provides
     what these methods read: ``rounds``, ``schedule``, ``sampling_rate``, ``partition_rounds``,
-    ``entry_r``, ``contraction_r``, ``reentry_r`` and ``is_constant``.
+    ``entry_r``, ``contraction_r``, ``reentry_r``, ``is_constant`` and ``_log_delta_memo`` (a
+    dict).
     """
 
     # ---- per-round chains --------------------------------------------------------------------
@@ -116,13 +124,18 @@ class LastIterateBounds:
         chain stopped at tau.
         """
         r1, rc, T = self.entry_r, self.contraction_r, self.rounds
-        start = log_theta(epsilon, r1)
+        # constant parameters: one theta per argument (log_theta gives every entry these bits)
+        constant = self.is_constant
+        start = np.full(T, log_theta(epsilon, float(r1[0]))) if constant else log_theta(
+            epsilon, r1)
         if not sharpened:
-            log_a = np.asarray(log_theta(epsilon, rc), float)
+            log_a = np.full(T, log_theta(epsilon, float(rc[-1]))) if constant else np.asarray(
+                log_theta(epsilon, rc), float)
             log_a[0] = 0.0  # never used: nothing contracts before round 1
             if release == "last":
                 # sum_{j>t} log a_j as a suffix sum (no cancellation; -inf propagates)
-                suffix = np.append(np.cumsum(log_a[:0:-1])[::-1], 0.0)
+                suffix = np.zeros(T)
+                suffix[:-1] = np.cumsum(log_a[:0:-1])[::-1]
                 return start + suffix
             cum = np.cumsum(log_a)  # C_tau = sum_{j<=tau} log a_j
             if np.all(np.isfinite(cum)) and -cum[-1] < 1e8:
@@ -136,7 +149,7 @@ class LastIterateBounds:
                 v[t] = 1.0 + a[t + 1] * v[t + 1]
             return start + np.log(v) - math.log(T)
         log_em1 = log_expm1(epsilon)
-        if self.is_constant:
+        if constant:
             # every chain follows the same recursion: x_{k+1} = x_k + log theta_{eps~(x_k)}(rc)
             values = _sharpened_steps(log_em1, float(start[0]), float(rc[-1]), T - 1)
             x = np.full(T, -np.inf)
@@ -173,6 +186,20 @@ class LastIterateBounds:
         return log_d, acc
 
     def _log_delta(
+        self, epsilon: float, sharpened: bool, release: str, secret_assignment: bool
+    ) -> float:
+        """log delta(eps) of the run with the given options, remembered in the run's
+        ``_log_delta_memo`` (at most ``_MEMO_SIZE`` values; then it starts afresh)."""
+        key = (epsilon, sharpened, release, secret_assignment)
+        memo = self._log_delta_memo
+        value = memo.get(key)
+        if value is None:
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            value = memo[key] = self._compute_log_delta(*key)
+        return value
+
+    def _compute_log_delta(
         self, epsilon: float, sharpened: bool, release: str, secret_assignment: bool
     ) -> float:
         if self.schedule == "independent":

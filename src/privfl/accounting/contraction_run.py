@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -86,6 +87,25 @@ def _check_rounds(value: Any, schedule: str, partition: int) -> int | float:
     if isinstance(value, float) and math.isinf(value) and value > 0:
         return math.inf
     return check_int("rounds", value, minimum=1, maximum=MAX_COUNT)
+
+
+@lru_cache(maxsize=256)
+def _one_shot_epsilon(r: float, delta: float) -> float:
+    """eps of theta_eps(r) at ``delta`` (remembered: a training run asks every round, with the
+    same r and delta)."""
+    return smallest_safe_epsilon(lambda e: log_theta(e, r), delta)
+
+
+@lru_cache(maxsize=256)
+def _saturation_epsilon(saturated: ProjectedNoisySGD, delta: float, sharpened: bool) -> float:
+    """``saturated.epsilon(delta)`` (remembered: a run of T independent rounds reports its
+    saturation limit every round, and the limit does not depend on T)."""
+    return saturated.epsilon(delta, sharpened=sharpened)
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    values.setflags(write=False)
+    return values
 
 
 def _check_bool(name: str, value: Any) -> bool:
@@ -234,30 +254,33 @@ class ProjectedNoisySGD(LastIterateBounds):
         """sigma_t per round (one entry for a constant schedule of ``"independent"``)."""
         return self._noise.copy()
 
-    @property
+    # The per-round arguments below are computed once per run (a root finder reads them at
+    # every evaluation of delta) and returned read-only: the run is immutable.
+
+    @cached_property
     def diameter(self) -> np.ndarray:
         """D_t: 2 rho (convex, smooth, lr <= 2/beta) or 2 (rho + eta_t L)."""
         if self.convex:
-            return np.full(self._lr.shape, 2.0 * self.radius)
-        return 2.0 * (self.radius + self._lr * self.lipschitz)
+            return _read_only(np.full(self._lr.shape, 2.0 * self.radius))
+        return _read_only(2.0 * (self.radius + self._lr * self.lipschitz))
 
-    @property
+    @cached_property
     def entry_r(self) -> np.ndarray:
         """r1_t = 2 L / (sqrt(m) sigma_t): sensitivity 2 eta_t L / m over noise std s_t."""
-        return 2.0 * self.lipschitz / (math.sqrt(self.batch_size) * self._noise)
+        return _read_only(2.0 * self.lipschitz / (math.sqrt(self.batch_size) * self._noise))
 
-    @property
+    @cached_property
     def contraction_r(self) -> np.ndarray:
         """rc_t = D_t sqrt(m) / (eta_t sigma_t): diameter over noise std s_t."""
         s = self._lr * self._noise / math.sqrt(self.batch_size)
-        return self.diameter / s
+        return _read_only(self.diameter / s)
 
     @property
     def noise_multipliers(self) -> np.ndarray:
         """privfl's z_t = sigma_t sqrt(m) / L (noise std / clip norm on the sum of gradients)."""
         return self._noise * math.sqrt(self.batch_size) / self.lipschitz
 
-    @property
+    @cached_property
     def reentry_r(self) -> np.ndarray:
         """Argument of a round whose user took part before (``schedule="independent"``).
 
@@ -266,13 +289,20 @@ class ProjectedNoisySGD(LastIterateBounds):
         bounds ``‖Psi_t(w) - Psi'_t(w')‖`` for different gradients (spec seed4 section 9.3).
         """
         if self.convex:
-            return self.entry_r + self.contraction_r
+            return _read_only(self.entry_r + self.contraction_r)
         return self.contraction_r
 
-    @property
+    @cached_property
     def is_constant(self) -> bool:
         r1, rc = self.entry_r, self.contraction_r
         return bool(np.all(r1 == r1[0]) and np.all(rc[1:] == rc[-1]))
+
+    @cached_property
+    def _log_delta_memo(self) -> dict[tuple[float, bool, str, bool], float]:
+        """log delta(eps) by (eps, sharpened, release, secret_assignment), filled by
+        :meth:`_log_delta` (a pure function of the immutable run): the safe-side check of the
+        root finder and :meth:`diagnostics` ask again for values the root finder computed."""
+        return {}
 
     def _require_one_pass(self, what: str) -> None:
         if self.schedule != "one-pass":
@@ -372,8 +402,7 @@ class ProjectedNoisySGD(LastIterateBounds):
         """Exact eps of the one-shot Gaussian mechanism theta_eps(max r1) at ``delta``."""
         self._require_one_pass("one_shot_epsilon")
         delta = check_delta("delta", delta)
-        r = float(np.max(self.entry_r))
-        return smallest_safe_epsilon(lambda e: log_theta(e, r), delta)
+        return _one_shot_epsilon(float(np.max(self.entry_r)), delta)
 
     def _saturated(self) -> ProjectedNoisySGD:
         if not self.is_constant:
@@ -393,7 +422,9 @@ class ProjectedNoisySGD(LastIterateBounds):
 
     def saturation_epsilon(self, delta: float, *, sharpened: bool = False) -> float:
         """The epsilon at ``delta`` that no number of independent rounds exceeds."""
-        return self._saturated().epsilon(delta, sharpened=sharpened)
+        saturated = self._saturated()
+        return _saturation_epsilon(
+            saturated, check_delta("delta", delta), _check_bool("sharpened", sharpened))
 
     def diagnostics(
         self,
