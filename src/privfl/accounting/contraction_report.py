@@ -111,9 +111,9 @@ def corollary1_utility_bound(
     m = check_int("batch_size", batch_size, minimum=1)
     d_sq = check_nonnegative("grad_bound", grad_bound) ** 2
     g_sq = check_nonnegative("grad_variance", grad_variance)
-    sigma = check_nonnegative("noise", noise)
+    noise = check_nonnegative("noise", noise)
     dim = check_int("dim", dim, minimum=1)
-    return 2.0 * beta * (d_sq + (g_sq + dim * sigma**2) / m) / (lam**2 * rounds)
+    return 2.0 * beta * (d_sq + (g_sq + dim * noise**2) / m) / (lam**2 * rounds)
 
 
 def _group(values: np.ndarray) -> list[tuple[float, int]]:

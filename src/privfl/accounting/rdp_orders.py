@@ -9,7 +9,6 @@ specification, and :data:`MAX_SUBSAMPLED_ORDER` caps the orders of the subsample
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Sequence
 
 import numpy as np
