@@ -1043,3 +1043,33 @@ def test_calibration_report_labels_every_row():
     assert six_one["theorem-4.1"].kind == "estimate"
     assert six_one["theorem-4.1"].noise == pytest.approx(2.3715, rel=1e-3)
     assert "may NOT meet the target" in six_one["theorem-4.1"].note
+
+
+# ------------------------------------------------------------- what a per-round row asks for
+def test_without_basic_composition_only_the_basic_rows_go():
+    """``basic_composition=False`` (DP-DSGD's per-round rows) leaves out exactly the
+    ``*-basic`` results; every other result is the same, bit for bit."""
+    args = (0.3, 0.1, 50, 1.2)
+    kwargs = {"delta": 1e-5, "iterations": 7, "accountants": ("rdp",)}
+    full = rp.participation_report(*args, **kwargs)
+    short = rp.participation_report(*args, basic_composition=False, **kwargs)
+    assert {r.method for r in full} - {r.method for r in short} == {
+        "per-s1-convexity-basic", "theorem-4.1-basic"}
+    assert [r.to_dict() for r in short] == [
+        r.to_dict() for r in full if not r.method.endswith("-basic")]
+    with pytest.raises(ValueError, match="basic_composition"):
+        rp.participation_report(*args, basic_composition="no", **kwargs)
+    from privfl.accounting.events import RandomParticipationStep
+
+    with pytest.raises(ValueError, match="basic_composition"):
+        RandomParticipationStep(0.3, 0.1, 50, 1.2, basic_composition=1)
+
+
+def test_the_cached_wcs_curve_is_handed_out_as_a_copy():
+    orders = [1.5, 2.0, 8.0]
+    first = rp.wcs_rdp(orders, 0.3, 0.1, 1.0)
+    expected = first.copy()
+    first[:] = -1.0  # the caller's array to change
+    again = rp.wcs_rdp(np.array(orders), 0.3, 0.1, 1.0)
+    assert np.array_equal(again, expected)
+    assert again.flags.writeable
