@@ -39,6 +39,8 @@ def _fail(name: str, value: object, allowed: str) -> ValueError:
 
 def check_real(name: str, value: object) -> float:
     """A finite real number (bools, strings, NaN and infinities are refused)."""
+    if type(value) is float and math.isfinite(value):  # the common case, checked in hot loops
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} = {_show(value)} is not a real number")
     try:
@@ -62,19 +64,26 @@ def check_range(
     high_open: bool = False,
 ) -> float:
     """A finite real number in the interval given by ``low``, ``high`` and openness flags."""
-    allowed = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-    if (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, numbers.Integral)  # ints are never NaN (and may not fit a float)
-        and math.isnan(value)
-    ):
-        raise _fail(name, float(value), allowed + ", not NaN")
-    x = check_real(name, value)
+    if type(value) is float and math.isfinite(value):  # the common case, checked in hot loops
+        x = value
+    else:
+        if (
+            isinstance(value, numbers.Real)
+            and not isinstance(value, numbers.Integral)  # ints are never NaN (nor too big)
+            and math.isnan(value)
+        ):
+            raise _fail(name, float(value),
+                        _interval(low, high, low_open, high_open) + ", not NaN")
+        x = check_real(name, value)
     too_low = x <= low if low_open else x < low
     too_high = x >= high if high_open else x > high
     if too_low or too_high:
-        raise _fail(name, x, allowed)
+        raise _fail(name, x, _interval(low, high, low_open, high_open))
     return x
+
+
+def _interval(low: float, high: float, low_open: bool, high_open: bool) -> str:
+    return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
 
 
 def check_positive(name: str, value: object) -> float:

@@ -61,7 +61,7 @@ def epsilon_from_rdp(
     finite = np.isfinite(values)
     if not finite.any():
         return math.inf, math.nan
-    a, r = alphas[finite], values[finite]
+    a, r = (alphas, values) if finite.all() else (alphas[finite], values[finite])
     if conversion == "classic":
         eps = r - math.log(delta) / (a - 1.0)
     else:
@@ -95,7 +95,7 @@ def delta_from_rdp(
     finite = np.isfinite(values)
     if not finite.any():
         return 1.0, math.nan
-    a, r = alphas[finite], values[finite]
+    a, r = (alphas, values) if finite.all() else (alphas[finite], values[finite])
     if conversion == "classic":
         log_delta = (a - 1.0) * (r - epsilon)
     else:

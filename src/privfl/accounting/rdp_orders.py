@@ -50,8 +50,19 @@ DEFAULT_ORDERS: tuple[float, ...] = tuple(
 )
 
 
+def _read_only(orders: tuple[float, ...]) -> np.ndarray:
+    array = np.array(orders)
+    array.setflags(write=False)
+    return array
+
+
+#: the named grids as read-only arrays (validated once; asked by every accountant every round)
+_NAMED_GRIDS = {"default": _read_only(DEFAULT_ORDERS), "legacy": _read_only(LEGACY_ORDERS)}
+
+
 def resolve_orders(spec: str | Sequence[float] | np.ndarray) -> np.ndarray:
-    """Turn an order specification into a sorted array of unique orders (each > 1).
+    """Turn an order specification into a sorted array of unique orders (each > 1); a named
+    grid comes back as a shared read-only array.
 
     Parameters
     ----------
@@ -60,10 +71,8 @@ def resolve_orders(spec: str | Sequence[float] | np.ndarray) -> np.ndarray:
     """
     if isinstance(spec, str):
         name = spec.strip().lower()
-        if name == "default":
-            return np.array(DEFAULT_ORDERS)
-        if name == "legacy":
-            return np.array(LEGACY_ORDERS)
+        if name in _NAMED_GRIDS:
+            return _NAMED_GRIDS[name]
         parts = [p.strip() for p in name.split(",") if p.strip()]
         try:
             values = [float(p) for p in parts]
@@ -79,6 +88,8 @@ def resolve_orders(spec: str | Sequence[float] | np.ndarray) -> np.ndarray:
 def _orders_array(orders: object) -> np.ndarray:
     """Validated 1-D float array of orders, in the caller's order (not sorted). A tuple (the
     accountants' own, asked every round) is validated once (:func:`_checked_tuple`)."""
+    if any(orders is grid for grid in _NAMED_GRIDS.values()):
+        return orders
     if isinstance(orders, tuple):
         try:
             return _checked_tuple(orders)
