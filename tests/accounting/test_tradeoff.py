@@ -433,3 +433,13 @@ def test_helpers_detect_failures():
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_subsampling_within_rounding_of_one_keeps_the_hull_symmetric():
+    """Found by hypothesis in CI: p = 1 - 2^-53 makes the mixture's vertex (f(0), 0) and f's
+    own vertex near it nearly collinear; the float cross product dropped the true vertex, so
+    the tabulated C_p(f) was not symmetric at alpha = 0. The hull's turn test is now exact."""
+    f = from_epsilon_delta([(1.6817712780165464, 0.08537489191624184),
+                            (4.296239056689005, 0.08537489191624184)])
+    p = 0.9999999999999999
+    check_cp_properties(f, p, subsample(f, p))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from fractions import Fraction
 
 import numpy as np
 
@@ -19,6 +20,21 @@ from privfl.accounting.tradeoff_base import TradeOff, _exp_epsilon_times
 
 #: the largest epsilon of a pair :func:`from_epsilon_delta` takes: e^epsilon is a finite float
 MAX_PAIR_EPSILON = math.log(np.finfo(float).max)
+
+
+def _turn(ax: float, ay: float, bx: float, by: float, px: float, py: float) -> float:
+    """The sign of the turn a -> b -> p (> 0: left), exact: the float cross product where it is
+    far from 0, else the same product in rationals (floats are exact rationals), so that nearly
+    collinear vertices (a mixture with p within rounding of 1) are kept or dropped correctly
+    and a symmetric point set keeps a symmetric hull."""
+    first, second = (bx - ax) * (py - ay), (by - ay) * (px - ax)
+    cross = first - second
+    if abs(cross) > 1e-12 * (abs(first) + abs(second)):
+        return cross
+    fa, fb, fp = (Fraction(ax), Fraction(ay)), (Fraction(bx), Fraction(by)), (Fraction(px),
+                                                                              Fraction(py))
+    exact = (fb[0] - fa[0]) * (fp[1] - fa[1]) - (fb[1] - fa[1]) * (fp[0] - fa[0])
+    return float((exact > 0) - (exact < 0))
 
 
 def _lower_hull(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -32,8 +48,8 @@ def _lower_hull(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hy: list[float] = []
     for px, py in zip(x.tolist(), y.tolist(), strict=True):
         while len(hx) >= 2:
-            cross = (hx[-1] - hx[-2]) * (py - hy[-2]) - (hy[-1] - hy[-2]) * (px - hx[-2])
-            if cross <= 0:  # not a strict left turn: drop the middle point
+            if _turn(hx[-2], hy[-2], hx[-1], hy[-1], px, py) <= 0:
+                # not a strict left turn: drop the middle point
                 hx.pop()
                 hy.pop()
             else:
