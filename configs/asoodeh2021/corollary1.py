@@ -41,7 +41,7 @@ def _algorithm(config, data: FederatedDataset, seed: int) -> ProjectedSgd:
     config = config.model_copy(deep=True)
     config.data.clients = data.num_clients
     plan = ProjectedSgd.privacy_plan(config, data)
-    if plan.users != plan.users_per_round * (plan.users // plan.users_per_round):
+    if plan.users != plan.cohort_size * (plan.users // plan.cohort_size):
         raise ValueError("users must be a multiple of users_per_round")
     return ProjectedSgd(build_model(config, data), data, plan, seed=seed,
                         input_bound=config.federated.input_bound)

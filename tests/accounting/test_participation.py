@@ -32,8 +32,9 @@ BOUNDS = ("per-s1-convexity", "wcs", "ols", "cs")
 COARSE = AccountingOptions(discretization=1e-3)
 
 
-def delta(scheme, eps, p, q, d, sigma, direction="max", clip=1.0):
-    return rp.participation_delta(scheme, eps, p, q, d, sigma, clip=clip, direction=direction)
+def delta(scheme, eps, p, q, d, sigma, direction="max", clip_norm=1.0):
+    return rp.participation_delta(scheme, eps, p, q, d, sigma, clip_norm=clip_norm,
+                                  direction=direction)
 
 
 # --------------------------------------------------------------------------------------------
@@ -124,7 +125,7 @@ def rp_exact(eps, p, q, d, sigma, scale=1.0, reverse=False):
 )
 def test_gaussian_delta_building_blocks(eps, sigma, golden):
     assert rp.gaussian_delta(eps, sigma) == pytest.approx(golden, rel=1e-9)
-    assert rp.gaussian_delta(eps, 2 * sigma, clip=2.0) == pytest.approx(golden, rel=1e-12)
+    assert rp.gaussian_delta(eps, 2 * sigma, clip_norm=2.0) == pytest.approx(golden, rel=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -180,7 +181,7 @@ def test_single_point_deltas(scheme, golden):
 
 def test_single_point_zstar():
     assert rp.theorem41_zstar(0.5, *POINT) == pytest.approx(7.020639677689849, rel=1e-10)
-    assert rp.theorem41_zstar(0.5, 0.1, 0.1, 10, 2.0, clip=2.0) == pytest.approx(
+    assert rp.theorem41_zstar(0.5, 0.1, 0.1, 10, 2.0, clip_norm=2.0) == pytest.approx(
         2 * 7.020639677689849, rel=1e-10
     )
 
@@ -230,7 +231,7 @@ def test_theorem41_section_6_1_calibrated_point():
 
 def test_calibration_scales_with_clip():
     a = rp.calibrate_participation(*SIX_ONE, 0.015, 1e-6, schemes=["wcs", "cs"])
-    b = rp.calibrate_participation(*SIX_ONE, 0.015, 1e-6, clip=3.0, schemes=["wcs", "cs"])
+    b = rp.calibrate_participation(*SIX_ONE, 0.015, 1e-6, clip_norm=3.0, schemes=["wcs", "cs"])
     for scheme in a:
         assert b[scheme] == pytest.approx(3.0 * a[scheme], rel=1e-9)
 
@@ -884,7 +885,7 @@ def test_report_labels_delta_mode():
 
 def test_report_epsilon_mode_and_clip():
     results = rp.participation_report(
-        0.1, 0.1, 10, 2.0, clip=2.0, delta=1e-5, methods=["per-s1-convexity", "cs"]
+        0.1, 0.1, 10, 2.0, clip_norm=2.0, delta=1e-5, methods=["per-s1-convexity", "cs"]
     )
     assert [r.method for r in results] == ["per-s1-convexity", "cs"]
     assert results[0].epsilon == pytest.approx(1.0254, abs=1e-4)
@@ -949,7 +950,7 @@ GOOD = {"client_rate": 0.1, "record_rate": 0.1, "records": 10, "noise": 1.0}
         ("records", 2.5),
         ("noise", 0.0),
         ("noise", float("inf")),
-        ("clip", -1.0),
+        ("clip_norm", -1.0),
         ("epsilon", -0.1),
         ("iterations", 0),
         ("server", "cloud"),

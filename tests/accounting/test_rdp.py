@@ -234,7 +234,7 @@ def test_seed2_proposition2_as_printed():
     assert round(seed2_proposition2_epsilon(3.0, 0.4, 10 / 30, 10, 200, 1e-5)[0], 2) == 4.74
     # far above the Poisson accountant (0.8872): the figure cannot come from this bound
     assert epsilon > 4 * legacy_epsilon(0.4 * 10 / 30, 3 * math.sqrt(10), 200, 1e-4)[0]
-    with pytest.raises(ValueError, match="users_per_round"):
+    with pytest.raises(ValueError, match="cohort_size"):
         seed2_proposition2_epsilon(3.0, 0.4, 10 / 30, 0, 200, 1e-4)
     with pytest.raises(ValueError, match="batch_rate"):
         seed2_proposition2_epsilon(3.0, 1.4, 10 / 30, 10, 200, 1e-4)

@@ -305,7 +305,7 @@ class RandomParticipationStep:
     """``iterations`` iterations of DP-DSGD with random client participation (Hasircioglu and
     Gunduz 2022): each of ``records`` records' clients takes part with probability
     ``client_rate`` and each record with ``record_rate``; the server adds N(0, noise^2 I) to the
-    sum of gradients clipped to ``clip``. ``schemes`` are the participation accountants to ask
+    sum of gradients clipped to ``clip_norm``. ``schemes`` are the participation accountants to ask
     (per iteration), ``composition`` the composition accountants (rdp, pld) over the
     iterations, ``basic_composition`` whether schemes without a dominating pair
     (per-s1-convexity, theorem-4.1) are composed by basic composition; ``server`` the threat
@@ -315,7 +315,7 @@ class RandomParticipationStep:
     record_rate: float
     records: int
     noise: float
-    clip: float = 1.0
+    clip_norm: float = 1.0
     iterations: int = 1
     schemes: tuple[str, ...] | str = "all"
     composition: tuple[str, ...] = ("rdp", "pld")

@@ -23,7 +23,7 @@ def seed2_proposition2_epsilon(
     noise_multiplier: float,
     batch_rate: float,
     user_rate: float,
-    users_per_round: int,
+    cohort_size: int,
     rounds: int,
     delta: float,
     orders: Sequence[float] | np.ndarray | None = None,
@@ -44,7 +44,7 @@ def seed2_proposition2_epsilon(
     z = check_positive("noise_multiplier", noise_multiplier)
     p = check_rate("batch_rate", batch_rate)
     q = check_rate("user_rate", user_rate)
-    m = check_int("users_per_round", users_per_round, minimum=1)
+    m = check_int("cohort_size", cohort_size, minimum=1)
     t = check_int("rounds", rounds, minimum=0)
     delta = check_delta("delta", delta)
     alphas = np.arange(2.0, 257.0) if orders is None else _orders_array(orders)

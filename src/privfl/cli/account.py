@@ -350,7 +350,7 @@ def account_participation(
         typer.Option(help=f"Instead of --noise-multiplier: {HASIRCIOGLU_SIGMA} (C = --clip)."),
     ] = None,
     noise: Annotated[float | None, typer.Option(hidden=True)] = None,  # deprecated: --paper-sigma
-    clip: opt.ClipOpt = 1.0,
+    clip_norm: opt.ClipOpt = 1.0,
     epsilon: Annotated[float | None, typer.Option(help="Give delta at this epsilon.")] = None,
     delta: Annotated[float | None, typer.Option(help="Give epsilon at this delta.")] = None,
     iterations: Annotated[
@@ -372,18 +372,18 @@ def account_participation(
 
     choice = one_noise(noise_multiplier, paper_sigma, paper_meaning=HASIRCIOGLU_SIGMA,
                        deprecated=("--noise", noise))
-    clip = check_positive("clip", clip)  # the conversion needs C
-    z, noise_std = choice.convert(choice.value, lambda s: s / clip, lambda z: z * clip)
+    clip_norm = check_positive("clip", clip_norm)  # the conversion needs C
+    z, noise_std = choice.convert(choice.value, lambda s: s / clip_norm, lambda z: z * clip_norm)
     # epsilon at delta or delta at epsilon (a clear error for both / neither): the run's path
     results = evaluate(RandomParticipationStep(client_rate, record_rate, records, noise_std,
-                                               clip=clip, iterations=iterations,
+                                               clip_norm=clip_norm, iterations=iterations,
                                                server=server.value), delta, epsilon=epsilon)
     card = opt.participation_card(
         client_rate,
         record_rate,
         records,
         server,
-        noise=f"noise multiplier {z:g} (sigma = {noise_std:g} on the sum, clip C = {clip:g})",
+        noise=f"noise multiplier {z:g} (sigma = {noise_std:g} on the sum, clip C = {clip_norm:g})",
         noise_multiplier=z,
         paper_sigma=noise_std,
         iterations=iterations,

@@ -128,7 +128,8 @@ RecordRateOpt = Annotated[float, typer.Option(help="q: Poisson rate of records i
 RecordsOpt = Annotated[
     int, typer.Option(help="d: records of the client holding x' (besides x'); use the largest.")
 ]
-ClipOpt = Annotated[float, typer.Option(help="C: per-record clip norm.")]
+# the option keeps its name --clip; the Python parameter is clip_norm (docs/naming.md)
+ClipOpt = Annotated[float, typer.Option("--clip", help="C: per-record clip norm.")]
 ServerOpt = Annotated[Server, typer.Option(help="Who sees what (threat model).")]
 
 

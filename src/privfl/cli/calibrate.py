@@ -28,7 +28,7 @@ def calibrate_participation_command(
     records: opt.RecordsOpt,
     epsilon: Annotated[float, typer.Option(help="Per-iteration target epsilon.")],
     delta: Annotated[float, typer.Option(help="Per-iteration target delta.")],
-    clip: opt.ClipOpt = 1.0,
+    clip_norm: opt.ClipOpt = 1.0,
     server: opt.ServerOpt = opt.Server.trusted,
     as_json: JsonOpt = False,
 ) -> None:
@@ -44,17 +44,18 @@ def calibrate_participation_command(
     from privfl.accounting.participation import calibrate_participation_report
 
     rows = calibrate_participation_report(
-        client_rate, record_rate, records, epsilon, delta, clip=clip, server=server.value
+        client_rate, record_rate, records, epsilon, delta, clip_norm=clip_norm, server=server.value
     )
     card = opt.participation_card(
         client_rate, record_rate, records, server, target=f"({epsilon:g}, {delta:g}) per iteration",
-        noise=f"sigma, the std on the sum; noise multiplier z = sigma / C (C = {clip:g})",
+        noise=f"sigma, the std on the sum; noise multiplier z = sigma / C (C = {clip_norm:g})",
     )
     if as_json:
         from privfl.cli.output import print_json
 
         results = [
-            {**row.to_dict(), "noise_multiplier": None if row.noise is None else row.noise / clip}
+            {**row.to_dict(),
+             "noise_multiplier": None if row.noise is None else row.noise / clip_norm}
             for row in rows
         ]
         print_json({"command": "calibrate participation", "setting": card, "results": results})

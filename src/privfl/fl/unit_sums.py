@@ -123,8 +123,8 @@ def clipped_units(trainer, row: torch.Tensor, x_all: torch.Tensor, y_all: torch.
     and a run repeats them. The guarantee does not rely on the masks (it holds for any fixed
     masks), so they need not be secret.
     """
-    clip = trainer.spec.clip_norm
-    if clip is None:
+    clip_norm = trainer.spec.clip_norm
+    if clip_norm is None:
         raise ValueError("clipped_units needs a trainer whose spec has a clip norm")
     chunk = check_int("chunk", chunk, 1)
     if index.dim() != 2 or tuple(mask.shape) != tuple(index.shape):
@@ -143,7 +143,7 @@ def clipped_units(trainer, row: torch.Tensor, x_all: torch.Tensor, y_all: torch.
         if transform is not None:
             sums = transform(sums, lo, hi)
         totals.total.add(sums)
-        _monitor(totals, result.losses, result.norms, keep, clip)
+        _monitor(totals, result.losses, result.norms, keep, clip_norm)
         totals.units += hi - lo
         totals.calls.append(hi - lo)
     return totals
@@ -175,7 +175,7 @@ def plain_units(size: int, device: torch.device | str, units: int, chunk: int,
 
 
 def _monitor(totals: UnitTotals, losses: torch.Tensor, norms: torch.Tensor | None,
-             mask: torch.Tensor, clip: float) -> None:
+             mask: torch.Tensor, clip_norm: float) -> None:
     """Add a call's per-record monitoring values, unit by unit (float64), to ``totals``."""
     with torch.no_grad():
         keep = mask.to(torch.bool)
@@ -185,5 +185,5 @@ def _monitor(totals: UnitTotals, losses: torch.Tensor, norms: torch.Tensor | Non
         if norms is not None:
             real = norms[keep]
             if real.numel():
-                totals.clipped += int((real > clip).sum())
+                totals.clipped += int((real > clip_norm).sum())
                 totals.max_norm = max(totals.max_norm, float(real.max()))

@@ -247,7 +247,7 @@ def test_message_noise_variance_matches_the_release(server, clients, participant
 
 # ------------------------------------------------------------------------------ privacy
 def _report(p, q, d, sigma, rounds, schemes, composition=("rdp",), server="trusted"):
-    return participation_report(p, q, d, sigma, clip=1.0, delta=1e-5, iterations=rounds,
+    return participation_report(p, q, d, sigma, clip_norm=1.0, delta=1e-5, iterations=rounds,
                                 methods=schemes, accountants=composition, server=server)
 
 

@@ -87,7 +87,7 @@ def _model():
 
 
 def _plan(users, m=4, rounds=None, **kwargs):
-    settings = dict(users=users, users_per_round=m, rounds=rounds or users // m, radius=0.5,
+    settings = dict(users=users, cohort_size=m, rounds=rounds or users // m, radius=0.5,
                     clip_norm=1.0, noise_multiplier=1.0, lr=0.5,
                     accountants=("contraction", "contraction-sharpened", "pld"))
     settings.update(kwargs)
@@ -420,12 +420,12 @@ def test_corollary1_gap_on_l2_regularised_logistic_regression():
     pool_data = _federation(200)
     pool = pool_data.train.subset(np.arange(200))
     n, m, lam, z, rho = 120, 4, 1.0, 0.5, 2.5
-    settings = dict(users=n, users_per_round=m, rounds=n // m, radius=rho, clip_norm=2.0,
+    settings = dict(users=n, cohort_size=m, rounds=n // m, radius=rho, clip_norm=2.0,
                     noise_multiplier=z, lr=None, lr_schedule="inverse-time", l2=lam,
                     convex=True, smoothness=1.0, lipschitz=2.0)
     # F* by projected gradient descent on the whole pool (each record one user)
     everyone = _algorithm(_federation(200, pool=pool), _plan(
-        **{**settings, "users": 200, "users_per_round": 200, "rounds": 1}), input_bound=1.0)
+        **{**settings, "users": 200, "cohort_size": 200, "rounds": 1}), input_bound=1.0)
     w = torch.zeros_like(everyone.params)
     for _ in range(300):
         everyone.params = w
@@ -459,7 +459,7 @@ def test_demo_config_is_valid_and_small():
     config = config_from_dict(read_yaml(CONFIGS / "demo-projected-sgd.yaml"))
     assert config.federated.algorithm == "projected-sgd" and config.data.dataset == "digits"
     plan = build_algorithm(config).plan
-    assert plan.rounds * plan.users_per_round <= plan.users
+    assert plan.rounds * plan.cohort_size <= plan.users
 
 
 def test_demo_config_runs_from_the_command_line(tmp_path):

@@ -11,8 +11,8 @@ What ran (Algorithm 1)
 Every iteration each available client joins independently with probability ``p``
 (``client_rate``); a participating client keeps each of its records independently with probability
 ``q`` (``record_rate``) and sends the sum of the kept records' gradients, each clipped to L2 norm
-``C`` (``clip``). The trusted server adds one ``N(0, sigma^2 I)`` (``noise`` = sigma, the std on
-the *sum*) and releases the noisy sum (rescaling by the *expected* batch is post-processing).
+``C`` (``clip_norm``). The trusted server adds one ``N(0, sigma^2 I)`` (``noise`` = sigma, the std
+on the *sum*) and releases the noisy sum (rescaling by the *expected* batch is post-processing).
 Neighbouring datasets differ by adding/removing one record x' held by a client that holds
 ``records`` = d other records (the largest d over clients is the worst case: every bound below
 except Theorem 4.1 is non-decreasing in d). Only ``z = sigma / C`` matters.

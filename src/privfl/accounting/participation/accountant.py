@@ -25,7 +25,7 @@ def account_participation(node: RandomParticipationStep, delta: float | None,
     if not isinstance(node, RandomParticipationStep):
         raise ValueError(f"node = {node!r} is not a RandomParticipationStep")
     return participation_report(
-        node.client_rate, node.record_rate, node.records, node.noise, clip=node.clip,
+        node.client_rate, node.record_rate, node.records, node.noise, clip_norm=node.clip_norm,
         epsilon=epsilon, delta=delta, iterations=node.iterations, methods=node.schemes,
         accountants=node.composition, server=node.server, options=options,
         basic_composition=node.basic_composition)

@@ -62,7 +62,7 @@ def participation_noise(
     record_rate: float,
     records: int,
     *,
-    clip: float = 1.0,
+    clip_norm: float = 1.0,
 ) -> float | None:
     """Smallest noise sigma (std on the sum) whose per-iteration ``scheme`` delta at ``epsilon``
     is <= ``delta`` from there on; ``None`` when the scheme's delta never reaches the target
@@ -78,9 +78,9 @@ def participation_noise(
     scheme = _check_scheme(scheme)
     eps = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
-    s = _setting(client_rate, record_rate, records, 1.0, clip)
+    s = _setting(client_rate, record_rate, records, 1.0, clip_norm)
     z = _noise_for(scheme, eps, delta, s.p, s.q, s.d)
-    return None if z is None else z * float(clip)
+    return None if z is None else z * float(clip_norm)
 
 
 @dataclass(frozen=True)
@@ -135,14 +135,14 @@ def calibrate_participation_report(
     epsilon: float,
     delta: float,
     *,
-    clip: float = 1.0,
+    clip_norm: float = 1.0,
     schemes: str | Iterable[str] = "all",
     server: str = "trusted",
 ) -> list[NoiseCalibration]:
     """:func:`calibrate_participation` with every row labelled (kind, unit, neighbouring
     relation, sampling, release, and what the noise means for random participation)."""
     noise = calibrate_participation(
-        client_rate, record_rate, records, epsilon, delta, clip=clip, schemes=schemes,
+        client_rate, record_rate, records, epsilon, delta, clip_norm=clip_norm, schemes=schemes,
         server=server,
     )
     p, q = float(client_rate), float(record_rate)
@@ -173,20 +173,20 @@ def calibrate_participation(
     epsilon: float,
     delta: float,
     *,
-    clip: float = 1.0,
+    clip_norm: float = 1.0,
     schemes: str | Iterable[str] = "all",
     server: str = "trusted",
 ) -> dict[str, float | None]:
-    """Noise sigma (std on the sum, units of ``clip``) per scheme for a per-iteration
+    """Noise sigma (std on the sum, units of ``clip_norm``) per scheme for a per-iteration
     ``(epsilon, delta)`` target, or ``None`` where the scheme's delta never reaches the target
     (print "unreachable"; see :func:`participation_noise`)."""
     server = check_choice("server", server, SERVERS)
-    s = _setting(client_rate, record_rate, records, 1.0, clip)
+    s = _setting(client_rate, record_rate, records, 1.0, clip_norm)
     eps = check_epsilon("epsilon", epsilon)
     dlt = check_delta("delta", delta)
     names = _resolve_schemes(schemes, server, "schemes")
     out: dict[str, float | None] = {}
     for scheme in names:
         z = _noise_for(scheme, eps, dlt, s.p, s.q, s.d)
-        out[scheme] = None if z is None else z * float(clip)
+        out[scheme] = None if z is None else z * float(clip_norm)
     return out

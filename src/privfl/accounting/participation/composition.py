@@ -41,7 +41,7 @@ def participation_event(
     noise: float,
     iterations: int,
     *,
-    clip: float = 1.0,
+    clip_norm: float = 1.0,
     server: str = "trusted",
 ) -> PrivacyEvent:
     """The standard privfl event whose accountants compose ``scheme`` exactly.
@@ -57,7 +57,7 @@ def participation_event(
     scheme = check_choice("scheme", scheme, SCHEMES)
     p = check_rate("client_rate", client_rate)
     q = check_rate("record_rate", record_rate)
-    z = check_positive("noise", noise) / check_positive("clip", clip)
+    z = check_positive("noise", noise) / check_positive("clip_norm", clip_norm)
     steps = check_int("iterations", iterations, minimum=1)
     server = check_choice("server", server, SERVERS)
     if scheme not in ("cs", "ols"):
@@ -162,7 +162,7 @@ def _composed_results(
     accountants: Sequence[str],
     s: _Setting,
     noise_std: float,
-    clip: float,
+    clip_norm: float,
     steps: int,
     epsilon: float | None,
     delta: float | None,
@@ -172,11 +172,12 @@ def _composed_results(
     common = {
         "scheme": scheme,
         "iterations": steps,
-        **_setting_extras(scheme, s, noise_std, clip, server),
+        **_setting_extras(scheme, s, noise_std, clip_norm, server),
     }
     results = []
     if scheme in ("cs", "ols"):
-        event = participation_event(scheme, s.p, s.q, noise_std, steps, clip=clip, server=server)
+        event = participation_event(scheme, s.p, s.q, noise_std, steps, clip_norm=clip_norm,
+                                    server=server)
         report = account(
             event, delta=delta, epsilon=epsilon, methods=tuple(accountants), options=options
         )

@@ -91,9 +91,9 @@ def _log_term(log_p: float, log_n: Sequence[float], h: Sequence[float]) -> float
     return float(_log_positive_part(np.array([log_p]), np.array([log_n]), np.array([h]))[0])
 
 
-def gaussian_delta(epsilon: float, noise: float, clip: float = 1.0) -> float:
+def gaussian_delta(epsilon: float, noise: float, clip_norm: float = 1.0) -> float:
     """Exact Gaussian-mechanism delta (Balle & Wang 2018, Thm 8; spec Theorem 2.4):
     ``Phi(C/(2 sigma) - eps sigma / C) - e^eps Phi(-C/(2 sigma) - eps sigma / C)``."""
     eps = check_epsilon("epsilon", epsilon)
-    z = check_positive("noise", noise) / check_positive("clip", clip)
+    z = check_positive("noise", noise) / check_positive("clip_norm", clip_norm)
     return math.exp(_log_term(0.0, [eps], [1.0 / z]))

@@ -86,14 +86,15 @@ def _scheme_sampling(scheme: str, p: float, q: float) -> str:
     return _sampling_label(p, q)
 
 
-def _setting_extras(scheme: str, s: _Setting, noise_std: float, clip: float, server: str) -> dict:
+def _setting_extras(scheme: str, s: _Setting, noise_std: float, clip_norm: float,
+                    server: str) -> dict:
     """The setting part of a result's ``extras`` (shared by per-iteration and composed)."""
     return {
         "client_rate": s.p,
         "record_rate": s.q,
         "records": s.d,
         "noise": noise_std,
-        "clip": clip,
+        "clip": clip_norm,
         "noise_multiplier": s.z,
         "server": server,
         "random_participation": _RELATION[scheme],

@@ -52,7 +52,7 @@ def participation_delta(
     records: int,
     noise: float,
     *,
-    clip: float = 1.0,
+    clip_norm: float = 1.0,
     direction: str = "max",
 ) -> float:
     """Per-iteration delta of ``scheme`` at ``epsilon`` (see
@@ -65,12 +65,12 @@ def participation_delta(
     client_rate : p in (0, 1]; record_rate : q in (0, 1].
     records : d >= 0, the other records of the client holding the protected record.
     noise : sigma > 0, std of the Gaussian noise on the sum (per client for an untrusted server).
-    clip : C > 0, the per-record clipping norm.
+    clip_norm : C > 0, the per-record clipping norm.
     direction : ``"max"`` (default, both directions), ``"forward"`` (with x' || without x', the
         paper's) or ``"reverse"``. Theorem 4.1 is forward only (``"max"`` means forward there).
     """
     scheme, eps, s, direction = _check_query(
-        scheme, "epsilon", epsilon, client_rate, record_rate, records, noise, clip, direction
+        scheme, "epsilon", epsilon, client_rate, record_rate, records, noise, clip_norm, direction
     )
     return math.exp(_log_delta(scheme, eps, s, direction))
 
@@ -82,12 +82,12 @@ def theorem41_zstar(
     records: int,
     noise: float,
     *,
-    clip: float = 1.0,
+    clip_norm: float = 1.0,
 ) -> float:
-    """The root z* of the paper's Eq. (7) (same units as ``clip``)."""
+    """The root z* of the paper's Eq. (7) (same units as ``clip_norm``)."""
     eps = check_epsilon("epsilon", epsilon)
-    s = _setting(client_rate, record_rate, records, noise, clip)
-    return _log_theorem41(eps, s)[1] * float(clip)
+    s = _setting(client_rate, record_rate, records, noise, clip_norm)
+    return _log_theorem41(eps, s)[1] * float(clip_norm)
 
 
 def participation_epsilon(
@@ -98,13 +98,13 @@ def participation_epsilon(
     records: int,
     noise: float,
     *,
-    clip: float = 1.0,
+    clip_norm: float = 1.0,
     direction: str = "max",
 ) -> float:
     """Per-iteration epsilon of ``scheme`` at ``delta``: the smallest epsilon found (Brent on
     ``log delta(eps)``) whose delta is <= ``delta``; ``inf`` beyond
     :data:`~privfl.accounting.safe_epsilon.EPSILON_MAX` (the float range)."""
     scheme, delta, s, direction = _check_query(
-        scheme, "delta", delta, client_rate, record_rate, records, noise, clip, direction
+        scheme, "delta", delta, client_rate, record_rate, records, noise, clip_norm, direction
     )
     return smallest_safe_epsilon(lambda e: _log_delta(scheme, e, s, direction), delta)

@@ -36,9 +36,9 @@ from privfl.accounting.safe_epsilon import smallest_safe_epsilon
 
 
 def _per_iteration_result(scheme: str, s: _Setting, *rest: object) -> PrivacyResult:
-    """One iteration's result of ``scheme`` (``rest``: noise_std, clip, epsilon, delta, server, as
-    :func:`_per_iteration_cached` takes them): the same at every round of a run, so it is
-    computed once per setting and handed out as a fresh copy (its ``extras`` dict is the
+    """One iteration's result of ``scheme`` (``rest``: noise_std, clip_norm, epsilon, delta,
+    server, as :func:`_per_iteration_cached` takes them): the same at every round of a run, so it
+    is computed once per setting and handed out as a fresh copy (its ``extras`` dict is the
     caller's to change)."""
     result = _per_iteration_cached(scheme, s, *rest)
     return replace(result, extras=dict(result.extras))
@@ -49,14 +49,14 @@ def _per_iteration_cached(
     scheme: str,
     s: _Setting,
     noise_std: float,
-    clip: float,
+    clip_norm: float,
     epsilon: float | None,
     delta: float | None,
     server: str,
 ) -> PrivacyResult:
     extras: dict = {
         "scheme": scheme,
-        **_setting_extras(scheme, s, noise_std, clip, server),
+        **_setting_extras(scheme, s, noise_std, clip_norm, server),
         "direction": "forward only (as stated)" if scheme == "theorem-4.1" else "max of both",
     }
     if delta is not None:
@@ -71,7 +71,7 @@ def _per_iteration_cached(
         if scheme != "theorem-4.1":
             extras["delta_reverse"] = reverse
         if scheme == "theorem-4.1":
-            extras["z_star"] = _log_theorem41(eps, s)[1] * clip
+            extras["z_star"] = _log_theorem41(eps, s)[1] * clip_norm
     if server == "untrusted":
         extras["aggregate_noise"] = "N_t sigma^2 per coordinate (every client adds its own)"
     return _result(
@@ -91,7 +91,7 @@ def _basic_composition(
     scheme: str,
     s: _Setting,
     noise_std: float,
-    clip: float,
+    clip_norm: float,
     steps: int,
     epsilon: float | None,
     delta: float | None,
@@ -141,7 +141,7 @@ def participation_report(
     records: int,
     noise: float,
     *,
-    clip: float = 1.0,
+    clip_norm: float = 1.0,
     epsilon: float | None = None,
     delta: float | None = None,
     iterations: int = 1,
@@ -170,8 +170,8 @@ def participation_report(
     ``"untrusted-participants-only"`` (participation revealed: only ``wcs`` and ``ols``).
     """
     server = check_choice("server", server, SERVERS)
-    s = _setting(client_rate, record_rate, records, noise, clip)
-    noise_std, clip = float(noise), float(clip)
+    s = _setting(client_rate, record_rate, records, noise, clip_norm)
+    noise_std, clip_norm = float(noise), float(clip_norm)
     if (epsilon is None) == (delta is None):
         raise ValueError(
             f"epsilon = {epsilon!r}, delta = {delta!r}: give exactly one of epsilon and delta"
@@ -189,7 +189,7 @@ def participation_report(
     )
     options = options or AccountingOptions()
     results = [
-        _per_iteration_result(scheme, s, noise_std, clip, epsilon, delta, server)
+        _per_iteration_result(scheme, s, noise_std, clip_norm, epsilon, delta, server)
         for scheme in schemes
     ]
     if steps > 1:
@@ -202,7 +202,7 @@ def participation_report(
                             accountant_names,
                             s,
                             noise_std,
-                            clip,
+                            clip_norm,
                             steps,
                             epsilon,
                             delta,
@@ -212,6 +212,7 @@ def participation_report(
                     )
             elif basic_composition:
                 results.append(
-                    _basic_composition(scheme, s, noise_std, clip, steps, epsilon, delta, server)
+                    _basic_composition(scheme, s, noise_std, clip_norm, steps, epsilon, delta,
+                                       server)
                 )
     return results

@@ -66,15 +66,15 @@ class _Setting:
         return self.p * self.q
 
 
-def _setting(client_rate, record_rate, records, noise, clip) -> _Setting:
+def _setting(client_rate, record_rate, records, noise, clip_norm) -> _Setting:
     p = check_rate("client_rate", client_rate)
     q = check_rate("record_rate", record_rate)
     d = check_int("records", records, minimum=0)
     noise_std = check_positive("noise", noise)
-    c = check_positive("clip", clip)
+    c = check_positive("clip_norm", clip_norm)
     z = noise_std / c
     if not math.isfinite(z) or z <= 0.0:
-        raise ValueError(f"noise / clip = {z!r} is out of range: must be a finite number > 0")
+        raise ValueError(f"noise / clip_norm = {z!r} is out of range: must be a finite number > 0")
     return _Setting(p, q, d, z)
 
 
@@ -107,14 +107,14 @@ def _check_query(
     record_rate: object,
     records: object,
     noise: object,
-    clip: object,
+    clip_norm: object,
     direction: object,
 ) -> tuple[str, float, _Setting, str]:
     """Checked ``(scheme, value, setting, direction)`` of a per-iteration query, in that order;
     ``name`` says whether ``value`` is an ``"epsilon"`` or a ``"delta"``."""
     scheme = _check_scheme(scheme)
     value = (check_epsilon if name == "epsilon" else check_delta)(name, value)
-    s = _setting(client_rate, record_rate, records, noise, clip)
+    s = _setting(client_rate, record_rate, records, noise, clip_norm)
     return scheme, value, s, _check_direction(direction, scheme)
 
 

@@ -105,7 +105,7 @@ class ProjectedSgdConfig(FederatedConfig):
                 f"<= data.clients = {config.data.clients} (the users)"
             )
         check_settings(
-            users=config.data.clients, users_per_round=self.users_per_round,
+            users=config.data.clients, cohort_size=self.users_per_round,
             rounds=None, lr=self.lr, lr_schedule=self.lr_schedule, l2=self.l2,
             schedule=self.schedule, release=self.release, convex=self.convex,
             smoothness=self.smoothness, lipschitz=self.lipschitz,
@@ -120,11 +120,12 @@ class ProjectedSgdConfig(FederatedConfig):
 
 
 def check_settings(
-    *, users: int, users_per_round: int, rounds: int | None, lr: float | None, lr_schedule: str,
+    *, users: int, cohort_size: int, rounds: int | None, lr: float | None, lr_schedule: str,
     l2: float, schedule: str, release: str, convex: bool, smoothness: float | None,
     lipschitz: float | None, clip_norm: float | None, prefix: str = "",
 ) -> None:
-    """Refuse settings that void the last-iterate theorems (``prefix`` names config keys).
+    """Refuse settings that void the last-iterate theorems (``prefix`` names config keys:
+    ``cohort_size`` m is then ``federated.users_per_round``, the key of Asoodeh et al. 2021's m).
 
     * one pass: m divides n and T <= n/m (``rounds=None`` skips this: the configuration check
       leaves it to the plan, because a resume may extend ``federated.rounds``); ``random-stop``
@@ -136,18 +137,19 @@ def check_settings(
       ``smoothness`` are refused without ``convex`` (they would not be used).
     """
     n = check_int(f"{prefix}users", users, 1)
-    m = check_int(f"{prefix}users_per_round", users_per_round, 1)
+    m_name = f"{prefix}users_per_round" if prefix else "cohort_size"
+    m = check_int(m_name, cohort_size, 1)
     rounds = None if rounds is None else check_int(f"{prefix}rounds", rounds, 1)
     schedule = check_choice(f"{prefix}schedule", schedule, SCHEDULES)
     release = check_choice(f"{prefix}release", release, RELEASES)
     lr_schedule = check_choice(f"{prefix}lr_schedule", lr_schedule, LR_SCHEDULES)
     l2 = check_nonnegative(f"{prefix}l2", l2)
     if m > n:
-        raise ValueError(f"{prefix}users_per_round = {m} is out of range: must be <= {n} users")
+        raise ValueError(f"{m_name} = {m} is out of range: must be <= {n} users")
     if schedule == "one-pass":
         if n % m:
             raise ValueError(
-                f"{prefix}users_per_round = {m} does not divide the {n} users: the one-pass "
+                f"{m_name} = {m} does not divide the {n} users: the one-pass "
                 "schedule is a random partition into equal batches (Algorithm 1)"
             )
         if rounds is not None and rounds > n // m:

@@ -322,7 +322,7 @@ class DpDsgdPrivacy(PlanResults):
         composition (:attr:`round_skips`)."""
         return RandomParticipationStep(
             self.client_rate, self.record_rate, self.records, self.noise_std,
-            clip=self.clip_norm, iterations=check_int("rounds", rounds, 1),
+            clip_norm=self.clip_norm, iterations=check_int("rounds", rounds, 1),
             schemes=self.schemes, composition=self._accountants(full),
             server=_ACCOUNTANT_SERVER[self.server], basic_composition=full)
 

@@ -183,7 +183,7 @@ class ProjectedSgdPrivacy:
         "all-iterates": "every intermediate model is released too",
     }
 
-    def __init__(self, *, users: int, users_per_round: int, rounds: int, radius: float,
+    def __init__(self, *, users: int, cohort_size: int, rounds: int, radius: float,
                  clip_norm: float | None, noise_multiplier: float, lr: float | None = 0.5,
                  lr_schedule: str = "constant", l2: float = 0.0, schedule: str = "one-pass",
                  release: str = "last", convex: bool = False, smoothness: float | None = None,
@@ -191,12 +191,12 @@ class ProjectedSgdPrivacy:
                  accountants: Sequence[str] = ("contraction", "contraction-sharpened", "pld"),
                  secure: bool = False, options: AccountingOptions | None = None,
                  seed: int = 0, intermediate_released: bool = False) -> None:
-        check_settings(users=users, users_per_round=users_per_round, rounds=rounds, lr=lr,
+        check_settings(users=users, cohort_size=cohort_size, rounds=rounds, lr=lr,
                        lr_schedule=lr_schedule, l2=l2, schedule=schedule, release=release,
                        convex=convex, smoothness=smoothness, lipschitz=lipschitz,
                        clip_norm=clip_norm)
         self.users = int(users)
-        self.users_per_round = int(users_per_round)
+        self.cohort_size = int(cohort_size)
         self.rounds = int(rounds)
         self.radius = check_positive("radius", radius)
         self.clip_norm = None if clip_norm is None else check_positive("clip_norm", clip_norm)
@@ -269,7 +269,7 @@ class ProjectedSgdPrivacy:
     @property
     def paper_sigma(self) -> float:
         """The paper's per-user sigma: ``z L / sqrt(m)`` (aggregated std eta sigma / sqrt(m))."""
-        return self.noise_std / math.sqrt(self.users_per_round)
+        return self.noise_std / math.sqrt(self.cohort_size)
 
     def lr_at(self, t: int) -> float:
         """eta_t of round t >= 1: ``lr`` or ``1/(l2 t)``."""
@@ -288,7 +288,7 @@ class ProjectedSgdPrivacy:
             self.lr if self.lr is not None else [self.lr_at(t) for t in range(1, rounds + 1)]
         )
         return ProjectedNoisySGD(
-            self.users, self.users_per_round, self.clip_norm, self.radius, lr, self.paper_sigma,
+            self.users, self.cohort_size, self.clip_norm, self.radius, lr, self.paper_sigma,
             convex=self.convex, smooth=self.accountant_smoothness, rounds=rounds,
             schedule=self.schedule,
         )
@@ -317,7 +317,7 @@ class ProjectedSgdPrivacy:
 
     def card(self, rounds: int) -> dict[str, Any]:
         """Privacy-card rows after ``rounds`` rounds."""
-        n, m = self.users, self.users_per_round
+        n, m = self.users, self.cohort_size
         if self.schedule == "one-pass":
             sampling = (f"one pass: a secret uniformly random partition of the n = {n} users "
                         f"into {n // m} batches of m = {m}; round t uses batch t (each user at "
@@ -490,7 +490,7 @@ class ProjectedSgd(RoundAlgorithm):
         self.round = 0
         self.global_accuracy = math.nan
         self.rng, self.generator = seeded_generators(self.seed, self.device)
-        n, m = plan.users, plan.users_per_round
+        n, m = plan.users, plan.cohort_size
         self.order = (np.argsort(self._uniforms(n), kind="stable")
                       if plan.schedule == "one-pass" else None)  # the secret partition
         self._batches = n // m
@@ -549,7 +549,7 @@ class ProjectedSgd(RoundAlgorithm):
             check_model_constants(model=config.model.name, smoothness=f.smoothness,
                                   lipschitz=f.lipschitz, input_norm=norm, source=source)
         return ProjectedSgdPrivacy(
-            users=data.num_clients, users_per_round=f.users_per_round, rounds=f.rounds,
+            users=data.num_clients, cohort_size=f.users_per_round, rounds=f.rounds,
             radius=f.radius, clip_norm=p.clip_norm if p.enabled else None,
             noise_multiplier=p.z, lr=f.lr, lr_schedule=f.lr_schedule, l2=f.l2,
             schedule=f.schedule, release=f.release, convex=f.convex, smoothness=f.smoothness,
@@ -575,7 +575,7 @@ class ProjectedSgd(RoundAlgorithm):
         lr = (f"eta = {plan.lr:g}" if plan.lr is not None else f"eta_t = 1/({plan.l2:g} t)")
         rows = {
             "model": f"{type(self._model).__name__} ({self.trainer.num_params:,} parameters)",
-            "projected SGD": f"n = {plan.users} users, m = {plan.users_per_round} per round "
+            "projected SGD": f"n = {plan.users} users, m = {plan.cohort_size} per round "
             f"({plan.schedule}), {lr}, l2 = {plan.l2:g}, rho = {plan.radius:g}, release "
             f"{plan.release}" + (f", inputs scaled to norm <= {self.input_bound:g}"
                                  if self.input_bound is not None else ""),
@@ -595,7 +595,7 @@ class ProjectedSgd(RoundAlgorithm):
     def select_cohort(self) -> np.ndarray:
         """The round's users: block t of the secret permutation (one pass), or the m users
         with the smallest of n fresh float64 uniform keys (a uniform m-subset)."""
-        m = self.plan.users_per_round
+        m = self.plan.cohort_size
         if self.order is not None:
             t = self.round  # 0-based block of the round about to run
             if t >= self._batches:
@@ -632,7 +632,7 @@ class ProjectedSgd(RoundAlgorithm):
                 self.trainer, self.params, self._x, self._y, index, mask, chunk,
                 transform=lambda rows, lo, hi: self._distorted(rows / sizes[lo:hi, None]),
                 seed=self.seed, round=self.round)
-        m, records = self.plan.users_per_round, max(1, totals.records)
+        m, records = self.plan.cohort_size, max(1, totals.records)
         mean = totals.total.result(self.dtype) / m
         if self.plan.clip_norm is None:
             return Update(mean, totals.loss / records, math.nan, math.nan)
@@ -680,7 +680,7 @@ class ProjectedSgd(RoundAlgorithm):
             )
         step = updates.mean
         if plan.private:
-            step = step + self.noise() / plan.users_per_round
+            step = step + self.noise() / plan.cohort_size
         if plan.l2:
             step = step + plan.l2 * self.params[0]
         eta = plan.lr_at(self.round + 1)
@@ -764,6 +764,6 @@ class ProjectedSgd(RoundAlgorithm):
 
     def __repr__(self) -> str:
         plan = self.plan
-        return (f"ProjectedSgd(users={plan.users}, m={plan.users_per_round}, "
+        return (f"ProjectedSgd(users={plan.users}, m={plan.cohort_size}, "
                 f"schedule={plan.schedule!r}, rho={plan.radius}, round={self.round}, "
                 f"private={plan.private})")

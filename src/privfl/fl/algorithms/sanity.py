@@ -31,7 +31,7 @@ DELTA_FRACTION = 0.1
 #: plan attributes that count the contributions of one noisy aggregate, and what they count
 _AVERAGED = (("expected_cohort", "expected clients per round"),
              ("expected_records", "expected records per noisy sum"),
-             ("users_per_round", "clients per round"))
+             ("cohort_size", "clients per round"))
 
 
 def averaged_and_noise(plan: Any) -> tuple[float, float, str] | None:
