@@ -231,7 +231,10 @@ def test_run_report_check_privacy_and_compare(toy, tmp_path):
     assert [row["round"] for row in payload["rows"]] == [1, 2, 3]
     assert set(payload["rows"][0]["toy"]) == {"global_accuracy", "epsilon", "epsilon_method",
                                               "mu"}
-    assert payload["rows"][0]["pfs"]["epsilon_method"] == "pld"
+    # PriFedSync's default accountants (gdp-clt, pld): a per-round row carries the CLT
+    # estimate only (no bound), the last planned row the PLD bound (privfl.fl.algorithms.cadence)
+    assert payload["rows"][0]["pfs"].get("epsilon_method") is None
+    assert payload["rows"][2]["pfs"]["epsilon_method"] == "pld"
     assert payload["rows"][0]["pfs"]["mu"] > 0  # Theorem 2's CLT mu (an estimate)
 
 
