@@ -133,7 +133,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
         raise ValueError(f"run directory = {str(run_dir)!r} has no completed rounds "
                          "(metrics.jsonl is empty or missing)")
     plan = privacy_plan(config)
-    cadence = AccountingCadence(config.federated.rounds, config.privacy.full_accounting_every)
+    cadence = AccountingCadence.from_config(config)
     report = PrivacyCheck(Path(run_dir), config.federated.algorithm, rtol)
     valid = [row.get("round") for row in metrics if _round_index(row.get("round"))]
     last = max(valid, default=None)

@@ -168,8 +168,7 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         the run's private ``client-state/`` folder (:mod:`privfl.fl.client_store`)."""
         with state_directory(self.dir.client_state):
             algorithm = build_algorithm(self.config, self.data)
-        algorithm.cadence = AccountingCadence(self.config.federated.rounds,
-                                              self.config.privacy.full_accounting_every)
+        algorithm.cadence = AccountingCadence.from_config(self.config)
         return algorithm
 
     @classmethod

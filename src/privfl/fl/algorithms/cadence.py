@@ -18,6 +18,7 @@ the full set only when no per-round bound already stays within the budget
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from privfl._validation import check_int
 
@@ -40,6 +41,12 @@ class AccountingCadence:
         check_int("planned_rounds", self.planned_rounds, 1)
         if self.every is not None:
             check_int("every", self.every, 1)
+
+    @classmethod
+    def from_config(cls, config: Any) -> AccountingCadence:
+        """The cadence of an :class:`~privfl.config.ExperimentConfig`: ``federated.rounds``
+        and ``privacy.full_accounting_every`` (the runner and ``check-privacy`` both use it)."""
+        return cls(config.federated.rounds, config.privacy.full_accounting_every)
 
     def full(self, rounds: int) -> bool:
         """Whether the row of round ``rounds`` carries every configured accountant."""
