@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,9 @@ from privfl.accounting.methods import METHODS, account
 from privfl.accounting.participation import participation_report
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "golden"))
+import _golden as golden  # noqa: E402  (tests/golden/_golden.py: cross-CPU float tolerance)
+
 FEDFDP = ["account", "fedfdp", "--records", "200", "--batch-size", "16", "--local-steps", "12",
           "--paper-sigma", "1.0", "--clients", "20", "--client-rate", "0.5", "--delta", "1e-5",
           "--json"]
@@ -44,9 +48,9 @@ def test_the_demo_runs_privacy_json_equals_account_fedfdp_bit_for_bit():
     from privfl.fl.algorithms.builders import privacy_plan
 
     cli = _cli([*FEDFDP, "--rounds", "2"])["results"]
-    run = json.loads((ROOT / "tests/golden/runs.json").read_text())["demo.yaml"]
+    run = golden.load("runs.json")["demo.yaml"]
     assert run["rounds"] == 2
-    assert run["results"] == cli
+    golden.assert_matches(run["results"], cli)
     pytest.importorskip("mlxtend")
     plan = privacy_plan(load_config(ROOT / "configs/demo.yaml", ["federated.rounds=5"]))
     assert [r.to_dict() for r in plan.results(5)] == _cli([*FEDFDP, "--rounds", "5"])["results"]
