@@ -7,10 +7,13 @@ LATEST ?= .venv-latest
 # Flower 1.42 pins typer < 0.21, rich < 15, protobuf < 7, packaging < 26 and its own ray, older
 # than constraints.txt: its own venv, resolved by pip from Flower's pins (not constraints.txt).
 FLOWER_VENV ?= .venv-flower
+#: written when the Flower venv is complete: rebuilt only when pyproject.toml or this file change
+FLOWER_STAMP := $(FLOWER_VENV)/.privfl-installed
 # torch stays at 2.13.0 (CPU build) everywhere: any other torch spec pulls GBs of CUDA wheels.
 TORCH := torch==2.13.0
 
-.PHONY: install data test test-slow test-ray test-browser test-flower test-latest lock lint bench mutants
+.PHONY: install data test test-slow test-ray test-browser test-flower flower-venv test-latest lock lint \
+	bench mutants
 
 install:
 	python3 -m venv $(VENV)
@@ -33,12 +36,12 @@ data:
 	fi
 
 # the default suite on every core (pytest-xdist; a test file stays on one worker): about twice as
-# fast as one process on 2 cores. Mutants and the other targets run one process.
+# fast as one process on 2 cores. The slow suite too; the mutants run two at a time.
 test:
 	$(PY) -m pytest -n auto --dist loadfile
 
 test-slow:
-	$(PY) -m pytest -m slow
+	$(PY) -m pytest -m slow -n auto --dist loadfile
 
 # The Ray backend against the local one (a local Ray instance on 127.0.0.1; installs the extra).
 test-ray:
@@ -56,15 +59,21 @@ test-browser:
 	$(PY) -m pytest -m browser
 
 # privfl inside Flower (privfl.flower, docs/flower.md) and MLflow tracking, in .venv-flower:
-# torch pinned (CPU build), then privfl with the flower, mlflow and data extras.
-test-flower:
+# torch pinned (CPU build), then privfl with the flower, mlflow and data extras. `make flower-venv`
+# builds the venv alone (.ci/run builds it in the background while the other stages run).
+test-flower: $(FLOWER_STAMP)
+	$(FLOWER_VENV)/bin/python -m pytest -m 'flower or mlflow' tests/flower tests/report/test_mlflow.py
+
+flower-venv: $(FLOWER_STAMP)
+
+$(FLOWER_STAMP): pyproject.toml Makefile
 	python3 -m venv $(FLOWER_VENV)
 	$(FLOWER_VENV)/bin/python -m pip install --quiet --upgrade pip
 	echo '$(TORCH)' > $(FLOWER_VENV)/torch-pin.txt
 	$(FLOWER_VENV)/bin/python -m pip install --quiet -c $(FLOWER_VENV)/torch-pin.txt $(TORCH)
 	$(FLOWER_VENV)/bin/python -m pip install --quiet -c $(FLOWER_VENV)/torch-pin.txt \
 		-e '.[flower,mlflow,data]' pytest hypothesis
-	$(FLOWER_VENV)/bin/python -m pytest -m 'flower or mlflow' tests/flower tests/report/test_mlflow.py
+	touch $@
 
 # The newest releases pyproject allows (torch still pinned, see TORCH), in a separate venv.
 test-latest:

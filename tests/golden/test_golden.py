@@ -78,6 +78,9 @@ def test_the_golden_tolerance_admits_only_last_unit_float_differences():
               "epsilon_left": 1.0136621280576463e-05, "rows": [1.0, float("nan")]}
     cross_cpu = {**pinned, "epsilon": 436.9323880652725, "epsilon_left": 1.0136621139245072e-05}
     assert_matches(cross_cpu, pinned)  # the AVX-512 vs AVX2 differences seen
+    assert_matches({"tilt": 5.982079089284636}, {"tilt": 5.982079206500238})
+    with pytest.raises(AssertionError, match="tilt"):
+        assert_matches({"tilt": 5.98209}, {"tilt": 5.982079206500238})
     for changed in ({"epsilon": 436.9324}, {"method": "rdp"}, {"steps": 25}, {"exact": False},
                     {"epsilon_left": 1.1e-05}, {"rows": [1.0]}, {"rows": [1.0, 1.0]},
                     {"extra": 1}):
