@@ -153,13 +153,15 @@ def composed_release(releases: Sequence[CorrelatedNoiseRelease]) -> CorrelatedNo
     ``mu_i = s_i / z``; their composition is exactly the Gaussian mechanism with
     ``mu = sqrt(sum mu_i^2)`` (Dong, Roth and Su 2019, Cor. 3.3), so the result is one
     release with sensitivity ``sqrt(sum s_i^2)`` over ``sum T_i`` rounds, answered exactly by
-    every method (gdp, pld, rdp). Sampled releases (BandMF's amplification) are refused: their
-    subsampled composition is not a Gaussian mechanism."""
+    every method (gdp, pld, rdp). One release is returned as it is; two or more sampled ones
+    (BandMF's amplification) are refused: their composition is not a Gaussian mechanism."""
     releases = list(releases)
     if not releases or not all(isinstance(r, CorrelatedNoiseRelease) for r in releases):
         raise ValueError(f"releases = {releases!r}: must be a non-empty list of "
                          "CorrelatedNoiseRelease")
     first = releases[0]
+    if len(releases) == 1:
+        return first
     for release in releases:
         if release.sampling_rate < 1.0:
             raise ValueError(f"releases: sampling_rate = {release.sampling_rate!r} is not "
@@ -171,8 +173,6 @@ def composed_release(releases: Sequence[CorrelatedNoiseRelease]) -> CorrelatedNo
                 f"releases: noise_multiplier = {release.noise_multiplier!r}, methods = "
                 f"{release.methods!r}: every release must have noise_multiplier = "
                 f"{first.noise_multiplier!r} and methods = {first.methods!r}")
-    if len(releases) == 1:
-        return first
     s = math.sqrt(sum(r.sensitivity**2 for r in releases))
     label = (f"{len(releases)} independent releases composed (a run restarted after a kill): "
              + " + ".join(f"[{r.steps} rounds: {r.participation}]" for r in releases))
