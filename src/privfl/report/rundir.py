@@ -288,6 +288,9 @@ class RunDirectory:
         """Make a fresh run directory (see :meth:`check_new`); returns its new run id.
         ``pinned``: what the privacy plan's accountant assumed at round 1 (``plan.pins()``),
         kept in run.json (:meth:`pinned`)."""
+        if pinned is not None and not isinstance(pinned, Mapping):
+            raise ValueError(f"pinned = {pinned!r} is not allowed: must be a mapping of setting "
+                             "names to JSON values (or None)")
         self.check_new()
         self.path.mkdir(parents=True, exist_ok=True)
         self.checkpoints.mkdir(parents=True, exist_ok=True)
