@@ -46,6 +46,10 @@ def check_privacy_command(
             typer.echo("  privacy.json (every released round): MISMATCH")
             for problem in released["problems"]:
                 typer.echo(f"    {problem}")
+        if not report.pinned["ok"]:
+            typer.echo("  run.json (settings pinned at round 1): MISMATCH")
+            for problem in report.pinned["problems"]:
+                typer.echo(f"    {problem}")
         typer.echo("all rounds agree" if report.ok else "logged privacy DIFFERS from the "
                    "configuration")
     if not report.ok:

@@ -14,6 +14,7 @@ the same builders and the same dispatcher, so one setting gives one number.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from privfl.accounting.correlated_noise import (
@@ -143,3 +144,39 @@ def banded_release(
                                   participation.steps, f"{participation.label}; {BAND_NOTE}",
                                   band=band, max_column_norm=max_column_norm,
                                   methods=tuple(methods))
+
+
+def composed_release(releases: Sequence[CorrelatedNoiseRelease]) -> CorrelatedNoiseRelease:
+    """Independent releases of one unsampled correlated-noise mechanism (the same noise
+    multiplier z), composed: a run whose tree (DP-FTRL) or noise history (BandMF) restarted
+    after a kill released each attempt on its own. Each is a Gaussian mechanism with
+    ``mu_i = s_i / z``; their composition is exactly the Gaussian mechanism with
+    ``mu = sqrt(sum mu_i^2)`` (Dong, Roth and Su 2019, Cor. 3.3), so the result is one
+    release with sensitivity ``sqrt(sum s_i^2)`` over ``sum T_i`` rounds, answered exactly by
+    every method (gdp, pld, rdp). One release is returned as it is; two or more sampled ones
+    (BandMF's amplification) are refused: their composition is not a Gaussian mechanism."""
+    releases = list(releases)
+    if not releases or not all(isinstance(r, CorrelatedNoiseRelease) for r in releases):
+        raise ValueError(f"releases = {releases!r}: must be a non-empty list of "
+                         "CorrelatedNoiseRelease")
+    first = releases[0]
+    if len(releases) == 1:
+        return first
+    for release in releases:
+        if release.sampling_rate < 1.0:
+            raise ValueError(f"releases: sampling_rate = {release.sampling_rate!r} is not "
+                             "allowed: only unsampled releases (sampling_rate 1) compose as "
+                             "one Gaussian mechanism")
+        if (release.noise_multiplier, release.methods) != (first.noise_multiplier,
+                                                           first.methods):
+            raise ValueError(
+                f"releases: noise_multiplier = {release.noise_multiplier!r}, methods = "
+                f"{release.methods!r}: every release must have noise_multiplier = "
+                f"{first.noise_multiplier!r} and methods = {first.methods!r}")
+    s = math.sqrt(sum(r.sensitivity**2 for r in releases))
+    label = (f"{len(releases)} independent releases composed (a run restarted after a kill): "
+             + " + ".join(f"[{r.steps} rounds: {r.participation}]" for r in releases))
+    return CorrelatedNoiseRelease(first.noise_multiplier, s, sum(r.steps for r in releases),
+                                  label, band=max(r.band for r in releases),
+                                  max_column_norm=max(r.max_column_norm for r in releases),
+                                  methods=first.methods)

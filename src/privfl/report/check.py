@@ -47,16 +47,19 @@ class PrivacyCheck:
     rows: list[dict[str, Any]] = field(default_factory=list)
     #: privacy.json against a fresh computation over every released round (re-drawn included)
     released: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
+    #: run.json's settings pinned at round 1 against the plan config.yaml gives
+    pinned: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
 
     @property
     def ok(self) -> bool:
-        return all(row["ok"] for row in self.rows) and self.released["ok"]
+        return (all(row["ok"] for row in self.rows) and self.released["ok"]
+                and self.pinned["ok"])
 
     def to_dict(self) -> dict[str, Any]:
         return {"command": "check-privacy", "run_dir": str(self.run_dir),
                 "algorithm": self.algorithm, "rtol": self.rtol, "ok": self.ok,
                 "rounds_checked": len(self.rows), "rows": self.rows,
-                "released": self.released}
+                "released": self.released, "pinned": self.pinned}
 
 
 def _relative(a: float, b: float) -> float:
@@ -118,7 +121,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
                       ) -> PrivacyCheck:
     """Compare every ``every``-th round (and the first and last) with a fresh computation."""
     from privfl.config.loader import load_config
-    from privfl.fl.algorithms.base import privacy_entries
+    from privfl.fl.algorithms.base import privacy_entries, released_results
     from privfl.fl.algorithms.builders import privacy_plan
     from privfl.report.rundir import RunDirectory
 
@@ -138,7 +141,9 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     valid = [row.get("round") for row in metrics if _round_index(row.get("round"))]
     last = max(valid, default=None)
     seen: set[int] = set()
-    redrawn = len(directory.read_metrics(directory.redrawn))
+    redrawn_rounds = [row.get("round") for row in directory.read_metrics(directory.redrawn)]
+    redrawn = len(redrawn_rounds)
+    report.pinned = _check_pinned(directory.pinned(), plan)
     offset = 0
     for row in metrics:
         r = row.get("round")
@@ -167,8 +172,8 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
             report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
                                 "problems": [problem]})
             continue
-        fresh = privacy_entries(plan.results(released) if methods == FULL
-                                else plan.round_results(released))
+        fresh = privacy_entries(released_results(plan, r, redrawn_rounds[:released - r],
+                                                 full=methods == FULL))
         outcome = _compare(row.get("privacy", []), fresh, rtol)
         report.rows.append({"round": r, **outcome})
     for r in sorted(set(range(1, (last or 0) + 1)) - seen):
@@ -176,8 +181,24 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
                             "problems": [f"round {r} is missing from metrics.jsonl (rounds "
                                          f"run up to {last})"]})
     if directory.privacy.is_file():
-        report.released = _check_released(directory, plan, redrawn, rtol)
+        report.released = _check_released(directory, plan, redrawn_rounds, rtol)
     return report
+
+
+def _check_pinned(pinned: Any, plan: Any) -> dict[str, Any]:
+    """run.json's ``pinned`` (what the accountant assumed at round 1) against ``plan.pins()``
+    from config.yaml: a config edited to claim another schedule (e.g. DP-FTRL's groups
+    following an edited ``federated.rounds``) is a problem naming each setting."""
+    pins = getattr(plan, "pins", None)
+    if pins is None or pinned is None:
+        return {"ok": True, "problems": []}
+    fresh = pins()
+    if not isinstance(pinned, dict):
+        pinned = {}
+    problems = [f"run.json: pinned {key} = {pinned.get(key)!r} at round 1, but config.yaml "
+                f"gives {value!r}: the configuration claims another schedule than the one "
+                "that ran" for key, value in fresh.items() if pinned.get(key) != value]
+    return {"ok": not problems, "problems": problems}
 
 
 def _methods_problem(methods: Any, r: int, plan: Any, cadence: AccountingCadence) -> str:
@@ -200,10 +221,14 @@ def _round_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _check_released(directory: Any, plan: Any, redrawn: int, rtol: float) -> dict[str, Any]:
+def _check_released(directory: Any, plan: Any, redrawn_rounds: list[Any],
+                    rtol: float) -> dict[str, Any]:
     """privacy.json: ``rounds_released`` = ``rounds`` + the re-drawn rounds, and its results
-    equal to a fresh computation for that many rounds."""
-    from privfl.fl.algorithms.base import privacy_entries
+    equal to a fresh computation of those releases (:func:`~privfl.fl.algorithms.base.
+    released_results`)."""
+    from privfl.fl.algorithms.base import privacy_entries, released_results
+
+    redrawn = len(redrawn_rounds)
 
     try:
         saved = json.loads(directory.privacy.read_text(encoding="utf-8"))
@@ -217,4 +242,5 @@ def _check_released(directory: Any, plan: Any, redrawn: int, rtol: float) -> dic
         return {"ok": False, "max_rel_diff": math.inf, "problems": [
             f"privacy.json: rounds_released = {logged!r}, but {rounds!r} rounds ran and "
             f"redrawn.jsonl holds {redrawn} re-drawn round(s)"]}
-    return _compare(results, privacy_entries(plan.results(rounds + redrawn)), rtol)
+    return _compare(results, privacy_entries(released_results(plan, rounds, redrawn_rounds)),
+                    rtol)

@@ -183,7 +183,7 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         directory.check_new()
         experiment = cls(config, directory, data)
         experiment.planned_privacy()  # an accountant's refusal comes before any file is written
-        run_id = directory.create()
+        run_id = directory.create(getattr(experiment.algorithm.plan, "pins", dict)())
         experiment._created = True
         try:
             experiment._lock = directory.acquire_lock()

@@ -187,8 +187,22 @@ class Checkpointing:
         elif after:
             self._expected = {row["round"]: row for row in after}
         self.redrawn = redrawn
-        self.algorithm.redrawn = len(redrawn)
+        self.algorithm.redrawn_rounds = tuple(row.get("round") for row in redrawn)
+        self._check_continuation()
         self._write_metrics(self.metrics)
+
+    def _check_continuation(self) -> None:
+        """Refuse a resume the plan's accountant would not cover: a plan that pins what it
+        assumed at round 1 (``plan.pins()``, in run.json) checks them against the resumed
+        configuration and its re-drawn rounds (``plan.check_continuation``); a ConfigError of
+        one line names what changed and what to do."""
+        check = getattr(self.algorithm.plan, "check_continuation", None)
+        if check is None:
+            return
+        try:
+            check(self.dir.pinned(), self.algorithm.redrawn_rounds)
+        except ValueError as error:
+            raise ConfigError(f"resume = {str(self.dir.path)!r}: {error}") from None
 
     def _check_reproduced(self, metrics: dict[str, Any]) -> str | None:
         """A warning if a seeded round that ran again differs from the row logged before the

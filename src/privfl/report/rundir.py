@@ -11,7 +11,7 @@
     DIR/health.png           health signals per round (training loss, clipped fraction, ...)
     DIR/report.md            a short human-readable report (the headline first)
     DIR/report.html          the same report with interactive plots, one self-contained file
-    DIR/run.json             the run's identity: {"format", "run_id", "created"}
+    DIR/run.json             the run's identity: {"format", "run_id", "created"[, "pinned"]}
     DIR/redrawn.jsonl        rows of rounds that were logged, lost with their checkpoint and run
                              again with fresh randomness (a resumed secure run): still released
     DIR/.lock                held (flock) by the process running the run
@@ -284,8 +284,13 @@ class RunDirectory:
                     "run)"
                 )
 
-    def create(self) -> str:
-        """Make a fresh run directory (see :meth:`check_new`); returns its new run id."""
+    def create(self, pinned: Mapping[str, Any] | None = None) -> str:
+        """Make a fresh run directory (see :meth:`check_new`); returns its new run id.
+        ``pinned``: what the privacy plan's accountant assumed at round 1 (``plan.pins()``),
+        kept in run.json (:meth:`pinned`)."""
+        if pinned is not None and not isinstance(pinned, Mapping):
+            raise ValueError(f"pinned = {pinned!r} is not allowed: must be a mapping of setting "
+                             "names to JSON values (or None)")
         self.check_new()
         self.path.mkdir(parents=True, exist_ok=True)
         self.checkpoints.mkdir(parents=True, exist_ok=True)
@@ -295,6 +300,7 @@ class RunDirectory:
             self.write_json(self.run_file, {
                 "format": RUN_FORMAT, "run_id": run_id,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                **({"pinned": dict(pinned)} if pinned else {}),
             })
         except BaseException:  # e.g. a full disk: leave nothing a new run would refuse
             self.discard()
@@ -322,6 +328,15 @@ class RunDirectory:
                 f"or a damaged one): start a new run with privfl run {self.config} --out NEW_DIR"
             )
         return run_id
+
+    def pinned(self) -> dict[str, Any] | None:
+        """run.json's ``pinned`` settings (:meth:`create`); None when it has none (a plan
+        without pins, or a run made before them)."""
+        try:
+            data = json.loads(self.run_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data.get("pinned") if isinstance(data, dict) else None
 
     def acquire_lock(self) -> IO[str]:
         """Lock ``DIR/.lock`` for this process (released when the returned file is closed or

@@ -46,6 +46,21 @@ def tiny_config_dict():
     return copy.deepcopy(TINY_CONFIG)
 
 
+def _kill_before_checkpoints(directory, after: int) -> None:
+    """The aftermath of a kill: every checkpoint of ``directory`` (a RunDirectory) newer than
+    round ``after`` never written."""
+    for r, path in directory.list_checkpoints():
+        if r > after:
+            path.unlink()
+            directory.checkpoint_record(r).unlink()
+
+
+@pytest.fixture
+def kill_before_checkpoints():
+    """:func:`_kill_before_checkpoints`: ``kill_before_checkpoints(directory, after)``."""
+    return _kill_before_checkpoints
+
+
 @pytest.fixture
 def tiny_federation():
     """4 IID clients of 45 records of shape 1x4x4, 10 test records each."""

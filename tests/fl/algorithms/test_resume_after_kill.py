@@ -24,7 +24,7 @@ def _config(raw, secure=False, **run):
     raw = copy.deepcopy(raw)
     raw["privacy"] = {**raw["privacy"], "secure": secure, "accountants": ["gdp-clt"]}
     # a kill before round R's checkpoint leaves round R-1's (pruned only after R's is written):
-    # keeping several lets _kill_before_checkpoints simulate kills at any earlier round
+    # keeping several lets kill_before_checkpoints simulate kills at any earlier round
     raw["run"] = {"keep_checkpoints": 5, **raw.get("run", {}), **run}
     return config_from_dict(raw)
 
@@ -33,23 +33,15 @@ def _strip_time(rows):
     return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
 
 
-def _kill_before_checkpoints(directory: RunDirectory, after: int) -> None:
-    """The aftermath of a kill: every checkpoint newer than round ``after`` never written."""
-    for r, path in directory.list_checkpoints():
-        if r > after:
-            path.unlink()
-            directory.checkpoint_record(r).unlink()
-
-
 @pytest.mark.parametrize("every", [1, 5])
 @pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
 def test_a_seeded_run_killed_before_its_first_checkpoint_resumes_from_round_zero(
-        tmp_path, tiny_config_dict, every):
+        tmp_path, tiny_config_dict, every, kill_before_checkpoints):
     full = Experiment.create(_config(tiny_config_dict), tmp_path / "full").run()
     Experiment.create(_config(tiny_config_dict, checkpoint_every=every, max_rounds=2),
                       tmp_path / "cut").run()
     directory = RunDirectory(tmp_path / "cut")
-    _kill_before_checkpoints(directory, 0)  # rounds 1-2 logged, no checkpoint written
+    kill_before_checkpoints(directory, 0)  # rounds 1-2 logged, no checkpoint written
     resumed = Experiment.resume(tmp_path / "cut", ["run.max_rounds=null"])
     assert resumed.resumed_from == 0 and resumed.resume_notes == []
     result = resumed.run()
@@ -59,14 +51,15 @@ def test_a_seeded_run_killed_before_its_first_checkpoint_resumes_from_round_zero
 
 
 @pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
-def test_a_seeded_round_that_does_not_reproduce_is_a_warning(tmp_path, tiny_config_dict):
+def test_a_seeded_round_that_does_not_reproduce_is_a_warning(tmp_path, tiny_config_dict,
+                                                             kill_before_checkpoints):
     Experiment.create(_config(tiny_config_dict, max_rounds=2), tmp_path / "run").run()
     directory = RunDirectory(tmp_path / "run")
     rows = directory.read_metrics()
     logged_loss = rows[1]["train_loss"]
     rows[1]["train_loss"] = logged_loss + 1.0  # as if another machine had logged it
     directory.write_metrics(rows)
-    _kill_before_checkpoints(directory, 1)
+    kill_before_checkpoints(directory, 1)
     resumed = Experiment.resume(tmp_path / "run")
     (warning,) = resumed.run().summary["warnings"]
     assert warning.startswith("round 2 ran again after the resume with the same seed but "
@@ -77,7 +70,7 @@ def test_a_seeded_round_that_does_not_reproduce_is_a_warning(tmp_path, tiny_conf
 
 @pytest.mark.parametrize("checkpoint", [0, 2])
 def test_secure_rounds_drawn_again_are_composed_everywhere(tmp_path, tiny_config_dict,
-                                                          checkpoint):
+                                                          checkpoint, kill_before_checkpoints):
     config = _config(tiny_config_dict, secure=True, max_rounds=3)
     raw = config.model_dump(mode="json")
     raw["federated"]["rounds"] = 5
@@ -85,7 +78,7 @@ def test_secure_rounds_drawn_again_are_composed_everywhere(tmp_path, tiny_config
     Experiment.create(config, tmp_path / "run").run()
     directory = RunDirectory(tmp_path / "run")
     first = directory.read_metrics()
-    _kill_before_checkpoints(directory, checkpoint)  # rounds checkpoint+1..3 lost, logged
+    kill_before_checkpoints(directory, checkpoint)  # rounds checkpoint+1..3 lost, logged
     resumed = Experiment.resume(tmp_path / "run", ["run.max_rounds=null"])
     lost = 3 - checkpoint
     assert resumed.resumed_from == checkpoint
@@ -122,13 +115,14 @@ def test_secure_rounds_drawn_again_are_composed_everywhere(tmp_path, tiny_config
 
 
 @pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)
-def test_a_redrawn_round_lost_again_counts_each_draw(tmp_path, tiny_config_dict):
+def test_a_redrawn_round_lost_again_counts_each_draw(tmp_path, tiny_config_dict,
+                                                    kill_before_checkpoints):
     """Round 3 drawn three times (two kills before its checkpoint): two extra releases."""
     Experiment.create(_config(tiny_config_dict, secure=True), tmp_path / "run").run()
     directory = RunDirectory(tmp_path / "run")
-    _kill_before_checkpoints(directory, 2)
+    kill_before_checkpoints(directory, 2)
     Experiment.resume(tmp_path / "run").run()
-    _kill_before_checkpoints(directory, 2)
+    kill_before_checkpoints(directory, 2)
     again = Experiment.resume(tmp_path / "run")
     assert len(again.redrawn) == 2 and again.algorithm.redrawn == 2
     assert again.run().summary["rounds_released"] == 5

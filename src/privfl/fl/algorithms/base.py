@@ -42,8 +42,10 @@ __all__ = [
     "as_replace_one",
     "budget_results",
     "headline_scopes",
+    "lost_attempts",
     "privacy_metrics",
     "privacy_entries",
+    "released_results",
     "tightest_bound",
     "zero_rounds",
 ]
@@ -153,9 +155,10 @@ class RoundAlgorithm:
     local_only: ClassVar[str | None] = None
     plan: PrivacyPlan
     round: int = 0
-    #: rounds that produced output, were lost with their checkpoint and ran again with fresh
-    #: randomness (a resumed secure run): each is one more release, composed by :meth:`privacy`
-    redrawn: int = 0
+    #: the round numbers of the rounds that produced output, were lost with their checkpoint
+    #: and ran again with fresh randomness (a resumed secure run; redrawn.jsonl's order): each
+    #: is one more release, composed by :meth:`privacy` (:func:`released_results`)
+    redrawn_rounds: tuple[int, ...] = ()
     #: client-side protection of every upload (:mod:`privfl.fl.algorithms.protection`; set by
     #: :func:`~privfl.fl.algorithms.protection.attach_protection` from the ``protection``
     #: section) and its resolved settings for the report; None: no protection
@@ -214,6 +217,11 @@ class RoundAlgorithm:
     def secure(self) -> bool:
         return self.plan.secure
 
+    @property
+    def redrawn(self) -> int:
+        """How many rounds were re-drawn (:attr:`redrawn_rounds`)."""
+        return len(self.redrawn_rounds)
+
     def released_rounds(self, rounds: int | None = None) -> int:
         """The noisy rounds released once ``rounds`` rounds (default: those completed) have run:
         ``rounds`` plus the re-drawn ones (:attr:`redrawn`)."""
@@ -226,11 +234,9 @@ class RoundAlgorithm:
         :mod:`.cadence`). The time spent in the plan's accountants adds up in
         :attr:`accounting_seconds` (summary.json reports it)."""
         started = time.perf_counter()
-        released = self.released_rounds(rounds)
         try:
-            if not full and hasattr(self.plan, "round_results"):
-                return self.plan.round_results(released)
-            return self.plan.results(released)
+            return released_results(self.plan, self.round if rounds is None else rounds,
+                                    self.redrawn_rounds, full=full)
         finally:
             self.accounting_seconds = (getattr(self, "accounting_seconds", 0.0)
                                        + time.perf_counter() - started)
@@ -253,6 +259,45 @@ class RoundAlgorithm:
             metrics["released_rounds"] = self.released_rounds(r)
         metrics["seconds"] = time.perf_counter() - started
         return metrics
+
+
+# ------------------------------------------------------------------------ what was released
+def lost_attempts(redrawn: Sequence[int]) -> tuple[int, ...]:
+    """The lost attempts of a resumed run, each by its last round, from the re-drawn round
+    numbers in the order they were lost (redrawn.jsonl): an attempt is a run of consecutive
+    rounds, and one that does not continue the previous one (round ``r != previous + 1``)
+    starts another. Attempt ``L`` released rounds ``1..L`` (its rounds before the checkpoint
+    it started from are those of the run that continued, counted again: an over-count)."""
+    attempts: list[int] = []
+    previous = None
+    for r in redrawn:
+        if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+            raise ValueError(f"redrawn = {list(redrawn)!r}: every re-drawn round must be an "
+                             "int >= 1")
+        if previous is not None and r == previous + 1:
+            attempts[-1] = r
+        else:
+            attempts.append(r)
+        previous = r
+    return tuple(attempts)
+
+
+def released_results(plan: PrivacyPlan, rounds: int, redrawn: Sequence[int] = (), *,
+                     full: bool = True) -> list[PrivacyResult]:
+    """The plan's results once ``rounds`` rounds ran and the rounds ``redrawn`` (their round
+    numbers, redrawn.jsonl's order) were released as well and drawn again: the one place the
+    runner, the per-round rows and ``check-privacy`` compose re-drawn rounds. A plan whose
+    noise is correlated across rounds restarts it with the checkpoint, so each lost attempt is
+    its own release: it defines ``restarted_results(rounds, attempts)``
+    (:func:`lost_attempts`). Any other plan's rounds are independent releases:
+    ``rounds + len(redrawn)`` of them (``full`` False: a per-round row's set,
+    ``plan.round_results``, where the plan has one)."""
+    if redrawn and hasattr(plan, "restarted_results"):
+        return plan.restarted_results(rounds, lost_attempts(redrawn))
+    released = rounds + len(redrawn)
+    if not full and hasattr(plan, "round_results"):
+        return plan.round_results(released)
+    return plan.results(released)
 
 
 # ------------------------------------------------------------------------ generic privacy metrics

@@ -26,8 +26,8 @@ from privfl._validation import check_choice, check_delta, check_int, check_range
 from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import CorrelatedNoiseRelease
 from privfl.accounting.results import PrivacyResult
-from privfl.fl.algorithms.base import zero_rounds
-from privfl.mechanisms.correlated_privacy import banded_release, tree_release
+from privfl.fl.algorithms.base import lost_attempts, zero_rounds
+from privfl.mechanisms.correlated_privacy import banded_release, composed_release, tree_release
 from privfl.mechanisms.schedule import CyclicGroups
 from privfl.mechanisms.secure import randomness_text
 from privfl.mechanisms.toeplitz import optimise_toeplitz
@@ -91,7 +91,7 @@ class CorrelatedPrivacy:
             raise ValueError("schedule.sampling_rate < 1 with mechanism 'tree': DP-FTRL is "
                              "accounted on its participation bound (no amplification)")
         self._coefficients: np.ndarray | None = None
-        self._cache: dict[int, list[PrivacyResult]] = {}
+        self._cache: dict[tuple[int, tuple[int, ...]], list[PrivacyResult]] = {}
 
     @classmethod
     def from_config(cls, config: Any, num_clients: int) -> CorrelatedPrivacy:
@@ -152,13 +152,75 @@ class CorrelatedPrivacy:
 
     def results(self, rounds: int) -> list[PrivacyResult]:
         """Labelled client-level bounds after ``rounds`` rounds (empty when not private)."""
+        return self.restarted_results(rounds, ())
+
+    def restarted_results(self, rounds: int, attempts: Sequence[int]) -> list[PrivacyResult]:
+        """The bounds once ``rounds`` rounds ran after ``attempts`` lost attempts (each by its
+        last round L: it released rounds ``1..L``; :func:`~.base.lost_attempts`). A resumed
+        secure run restarts the tree (or BandMF's noise history) from the checkpoint with fresh
+        noise, so an attempt is not more leaves of one tree: each attempt is its own release
+        of the same clients, and the releases compose (:func:`composed_release`; a sound
+        over-count of the rounds an attempt shares with its checkpoint, whose Gaussian
+        sensitivities add in squares). Sampled BandMF refuses attempts (ValueError)."""
         rounds = check_int("rounds", rounds, 0)
+        attempts = tuple(check_int("attempts", a, 1) for a in attempts)
         if not self.private or self.delta is None:
             return []
-        if rounds not in self._cache:
-            results = evaluate(self.event(max(rounds, 1)), self.delta)
-            self._cache[rounds] = zero_rounds(results) if rounds == 0 else results
-        return self._cache[rounds]
+        key = (rounds, attempts)
+        if key not in self._cache:
+            if attempts and self.schedule.sampled:
+                raise ValueError(self._sampled_redraw_text(attempts))
+            if rounds == 0 and not attempts:
+                self._cache[key] = zero_rounds(evaluate(self.event(1), self.delta))
+            else:
+                ran = (*attempts, rounds) if rounds else attempts
+                event = composed_release([self.event(r) for r in ran])
+                self._cache[key] = evaluate(event, self.delta)
+        return self._cache[key]
+
+    @staticmethod
+    def _sampled_redraw_text(attempts: Sequence[int]) -> str:
+        return (f"re-drawn rounds (attempts lost after rounds {list(attempts)}) with "
+                "federated.sampling_rate < 1: BandMF's amplified accountant does not cover a "
+                "secret sampling that was re-drawn after a kill; start the run again with "
+                "--out NEW_DIR (its released rounds stay released)")
+
+    # ---------------------------------------------------------------- pinned at round 1
+    def pins(self) -> dict[str, int]:
+        """What the accountant assumed at round 1 that a resume's ``federated.rounds`` could
+        change: the number of groups b (DP-FTRL's default, no ``min_separation``, is one group
+        per planned round) and BandMF's horizon ``max(rounds, band)`` that C is optimised for.
+        The runner writes them to run.json when it creates the run."""
+        pins = {"groups": self.schedule.groups}
+        if self.mechanism == "banded":
+            pins["encoder_horizon"] = max(self.rounds, self.band)
+        return pins
+
+    def check_continuation(self, pinned: dict[str, Any] | None,
+                           redrawn: Sequence[int] = ()) -> None:
+        """Refuse (ValueError, one line) a resume this plan's accountant would not cover:
+        ``pinned`` (run.json's pins, None for a run made before them) that :meth:`pins`
+        would change, i.e. an extension that regroups the clients or re-optimises C mid-run;
+        or re-drawn rounds (``redrawn``) of a sampled BandMF run."""
+        if pinned is not None:
+            if not isinstance(pinned, dict):
+                raise ValueError(f"pinned = {pinned!r} is not allowed: must be a dict of the "
+                                 "settings pinned at round 1 (run.json)")
+            changed = [f"{k} {pinned.get(k)!r} -> {v!r}" for k, v in self.pins().items()
+                       if pinned.get(k) != v]
+            if changed:
+                what = ("the client groups" if self.mechanism == "tree"
+                        else "the client groups or BandMF's encoder C")
+                fix = ("set federated.min_separation when creating a run you may extend"
+                       if self.mechanism == "tree" else
+                       "plan the longer federated.rounds when creating the run")
+                raise ValueError(
+                    f"federated.rounds = {self.rounds} would change {what} pinned at round 1 "
+                    f"({'; '.join(changed)}): the rounds already run used the pinned ones and "
+                    "no accountant covers the mix; keep the run's federated.rounds, or start a "
+                    f"new run ({fix})")
+        if redrawn and self.schedule.sampled:
+            raise ValueError(self._sampled_redraw_text(lost_attempts(redrawn)))
 
     def card(self, rounds: int) -> dict[str, Any]:
         """Privacy-card rows."""
