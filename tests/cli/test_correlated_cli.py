@@ -257,3 +257,18 @@ def test_bandmf_with_a_sampling_rate_accepts_the_groups_participation(app: typer
     given = _json(app, "account", *BANDMF, "--noise-multiplier", "1", "--sampling-rate", "0.1",
                   "--participations", "10", "--min-separation", "10", "--schedule", "cyclic")
     assert _by_method(given) == _by_method(plain)
+
+
+@pytest.mark.parametrize("group", [("account", "--noise-multiplier", "2"),
+                                   ("calibrate", "--epsilon", "2")])
+def test_bandmf_overlap_guard_at_both_boundaries(app: typer.Typer, group: tuple[str, ...]) -> None:
+    """band == separation: accepted with sensitivity sqrt(3); band == separation + 1: refused
+    (the columns overlap), through account and calibrate as through the Python API."""
+    base = [group[0], "bandmf", "--rounds", "30", "--delta", "1e-5", *group[1:],
+            "--participations", "3", "--min-separation", "10"]
+    ok = _json(app, *base, "--band", "10")
+    gdp = next(r for r in ok["results"] if r["method"].startswith("gdp"))
+    assert gdp["mu"] * ok["setting"]["noise_multiplier"] == pytest.approx(math.sqrt(3), rel=1e-12)
+    result = CliRunner().invoke(app, [*base, "--band", "11"])
+    assert result.exit_code == 2
+    assert "min_separation = 10 is below band = 11" in " ".join(result.output.split())
