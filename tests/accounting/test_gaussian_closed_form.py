@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import mpmath
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -35,8 +36,12 @@ def test_closed_form_is_the_exact_gdp_value_on_the_safe_side(z, steps, relation,
     result = PldAccountant().epsilon(event, delta)
     exact = float(gdp_epsilon(delta, mu))
     assert result.kind == "bound" and result.extras["mu"] == pytest.approx(mu, rel=1e-12)
-    assert result.epsilon >= exact
-    assert result.epsilon - exact <= 1e-7 * max(exact, 1e-3)
+    # the GDP value itself, with the same error allowance (one path)
+    assert result.epsilon == float(gdp_epsilon(delta, result.extras["mu"]))
+    assert abs(result.epsilon - exact) <= 1e-7 * max(exact, 1e-3)
+    with mpmath.workdps(60):  # never below the exact root: the exact delta there is <= delta
+        e, m = mpmath.mpf(result.epsilon), mpmath.mpf(result.extras["mu"])
+        assert mpmath.ncdf(-e / m + m / 2) - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2) <= delta
     at = PldAccountant().delta(event, max(exact, 0.1))
     truth = float(gdp_delta(max(exact, 0.1), mu))
     assert truth <= at.delta <= truth * (1.0 + 2.0 * GDP_RELATIVE_ERROR)

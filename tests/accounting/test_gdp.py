@@ -21,6 +21,7 @@ from privfl.accounting.events import (
     noise_multiplier_from_paper_sigma,
 )
 from privfl.accounting.gdp import (
+    GDP_RELATIVE_ERROR,
     GdpCltAccountant,
     fdp_clt_kappa,
     fdp_clt_mu,
@@ -147,8 +148,49 @@ def test_epsilon_delta_round_trip(log_mu, log10_delta):
     eps = gdp_epsilon(delta, mu)
     if eps == 0.0:
         assert gdp_delta(0.0, mu) <= delta
-    else:
-        assert gdp_delta(eps, mu) == pytest.approx(delta, rel=1e-9)
+    else:  # read at delta lowered by the profile's error allowance (the safe side)
+        assert gdp_delta(eps, mu) == pytest.approx(delta / (1 + GDP_RELATIVE_ERROR), rel=1e-11)
+
+
+#: the grid where epsilon came out one float step below the exact root (13 of its 108 points)
+#: before the margin: mu x delta
+ROOT_GRID_MUS = (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 10.0, 20.0, 50.0)
+ROOT_GRID_DELTAS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-12)
+
+
+def _exact_delta_at_most(epsilon: float, mu: float, delta: float) -> bool:
+    """Whether the exact (60-digit) delta of mu-GDP at the float ``epsilon`` is <= ``delta``,
+    i.e. ``epsilon`` is not below the exact root."""
+    with mpmath.workdps(60):
+        return mp_log_delta(epsilon, mu) <= mpmath.log(mpmath.mpf(delta))
+
+
+def test_epsilon_is_never_below_the_exact_root_on_the_grid():
+    below = [(mu, delta) for mu in ROOT_GRID_MUS for delta in ROOT_GRID_DELTAS
+             if not _exact_delta_at_most(float(gdp_epsilon(delta, mu)), mu, delta)]
+    assert below == []  # before the margin: (0.1, 1e-4), (0.1, 1e-9), ... 13 points
+    eps = float(gdp_epsilon(1e-4, 0.1))  # one of them: now above, by a hair (about 1e-10)
+    with mpmath.workdps(60):
+        root = mpmath.findroot(lambda e: mp_log_delta(e, 0.1) - mpmath.log(mpmath.mpf(1e-4)),
+                               mpmath.mpf(0.2759242412))
+    assert 0.0 < eps - float(root) < 1e-9 * float(root)
+
+
+@FAST
+@given(
+    log_mu=st.floats(math.log(0.01), math.log(50.0)),
+    log10_delta=st.floats(-15.0, math.log10(0.5)),
+)
+def test_epsilon_is_never_below_the_exact_root(log_mu, log10_delta):
+    """Property against mpmath: the exact delta at the returned epsilon is at most delta."""
+    mu, delta = math.exp(log_mu), 10.0**log10_delta
+    eps = float(gdp_epsilon(delta, mu))
+    assert _exact_delta_at_most(eps, mu, delta)
+    # and not needlessly far: the exact delta there is within twice the margin of the target
+    if eps > 0.0:
+        with mpmath.workdps(60):
+            exact = mpmath.exp(mp_log_delta(eps, mu))
+        assert float(exact) >= delta / (1.0 + 2.0 * GDP_RELATIVE_ERROR)
 
 
 @FAST

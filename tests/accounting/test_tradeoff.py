@@ -207,7 +207,8 @@ def test_cp_delta_is_amplified_gaussian_delta():
     numeric = TradeOff._delta(c, eps)  # golden-section search on the function itself
     np.testing.assert_allclose(c.delta(eps), numeric, atol=1e-10)
     delta = c.delta(1.0)
-    assert c.epsilon(delta) == pytest.approx(1.0, rel=1e-9)
+    # the inner mu-GDP epsilon is read at delta lowered by its error allowance (1e-9 relative)
+    assert 1.0 <= c.epsilon(delta) <= 1.0 + 1e-8
     assert c.epsilon(0.99) == 0.0
 
 

@@ -204,6 +204,12 @@ def test_resume_faults(tmp_path, capsys):
         data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0xFF
         path.write_bytes(bytes(data))
+    # every checkpoint damaged: the run starts again from round 0 and says so (issue 34, 8)
+    code, _ = _invoke(capsys, ["run", "--resume", run, "--no-progress", "--set",
+                               "run.max_rounds=2"])
+    assert code in (0, None)
+    for record in (run / "checkpoints").glob("*.json"):  # written under another configuration
+        record.write_text(record.read_text().replace('"config_sha256": "', '"config_sha256": "0'))
     _assert_one_line(*_invoke(capsys, ["run", "--resume", run]), "no usable checkpoint")
     (run / "run.json").unlink()
     _assert_one_line(*_invoke(capsys, ["run", "--resume", run]), "run.json is missing")

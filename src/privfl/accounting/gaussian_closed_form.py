@@ -19,16 +19,13 @@ import math
 
 from privfl._validation import check_delta, check_range
 from privfl.accounting.events import Neighbouring, Noise, NoisyStep, PrivacyEvent, Sampling
-from privfl.accounting.gdp import gdp_delta, gdp_epsilon
+from privfl.accounting.gdp import GDP_RELATIVE_ERROR, gdp_delta, gdp_epsilon
 
 __all__ = ["CLOSED_FORM", "gdp_closed_form", "unsampled_gaussian", "unsampled_gaussian_mu"]
 
 #: The ``closed_form`` label of a PLD result answered here instead of on a grid.
 CLOSED_FORM = "exact mu-GDP (no step is subsampled)"
 
-#: Relative error allowed for the computed mu-GDP profile: :func:`privfl.accounting.gdp.gdp_delta`
-#: is accurate to about 1e-12 relative (checked against mpmath in tests/accounting/test_gdp.py).
-GDP_RELATIVE_ERROR = 1e-9
 
 
 def unsampled_gaussian(step: NoisyStep) -> bool:
@@ -56,8 +53,8 @@ def gdp_closed_form(mu: float, *, delta: float | None = None,
                     epsilon: float | None = None) -> tuple[float, float]:
     """``(epsilon, delta)`` of mu-GDP given one of them, on the safe side: the delta at
     ``epsilon`` raised by :data:`GDP_RELATIVE_ERROR`, or the smallest epsilon whose so-raised
-    delta is at most ``delta`` (the shared safe-side solver of
-    :func:`privfl.accounting.gdp.gdp_epsilon`). ``mu = inf`` gives epsilon inf / delta 1."""
+    delta is at most ``delta`` (:func:`privfl.accounting.gdp.gdp_epsilon`, which applies the
+    same margin). ``mu = inf`` gives epsilon inf / delta 1."""
     if not isinstance(mu, (int, float)) or isinstance(mu, bool) or not mu >= 0.0:
         raise ValueError(f"mu = {mu!r} is out of range: must be a real number >= 0 (inf allowed)")
     mu = float(mu)
@@ -70,7 +67,7 @@ def gdp_closed_form(mu: float, *, delta: float | None = None,
             return 0.0, delta
         if math.isinf(mu):
             return math.inf, delta
-        return float(gdp_epsilon(delta / (1.0 + GDP_RELATIVE_ERROR), mu)), delta
+        return float(gdp_epsilon(delta, mu)), delta  # GDP_RELATIVE_ERROR applied there
     if not (isinstance(epsilon, float) and epsilon == math.inf):
         epsilon = check_range("epsilon", epsilon, 0.0, math.inf)
     if mu == 0.0 or math.isinf(epsilon):

@@ -63,6 +63,19 @@ def _participation(rounds: int, k: int, separation: int | None, schedule: Schedu
     return Participation(rounds, k, separation, "any")
 
 
+def _bandmf_participation(rounds: int, band: int, k: int, separation: int | None,
+                          schedule: Schedule, sampling_rate: float | None) -> Any:
+    """BandMF's participation: with ``--sampling-rate`` and no participation option, the
+    ``band`` cyclic groups' (the only one the sampling allows; a different one given is refused
+    by :func:`~privfl.mechanisms.correlated_privacy.banded_release`)."""
+    from privfl._validation import check_int
+    from privfl.mechanisms.sensitivity import Participation
+
+    if sampling_rate is not None and (k, separation, schedule) == (1, None, Schedule.any):
+        return Participation.groups(rounds, check_int("band", band, minimum=1))
+    return _participation(rounds, k, separation, schedule)
+
+
 RestartOpt = Annotated[
     int, typer.Option(help="R: restart the tree every R rounds (0: one tree over the T rounds).")
 ]
@@ -155,13 +168,15 @@ def account_bandmf(
         "noise_multiplier": noise_multiplier,
         "delta": delta,
     }
-    if sampling_rate is not None and method is Method.gdp:
-        raise ValueError("--method gdp with --sampling-rate: allowed methods pld, rdp, all")
-    participation = _participation(rounds, participations, min_separation, schedule)
+    if sampling_rate is not None and sampling_rate < 1 and method is Method.gdp:
+        raise ValueError("--method gdp with --sampling-rate below 1: allowed methods pld, rdp, "
+                         "all")
+    participation = _bandmf_participation(rounds, band, participations, min_separation,
+                                          schedule, sampling_rate)
     event = banded_release(participation, band, noise_multiplier,
                            max_column_norm=max_column_norm, sampling_rate=sampling_rate,
                            methods=_methods(method))
-    if sampling_rate is None:
+    if event.sampling_rate == 1.0:  # the participation bound (q = 1 included)
         setting["sensitivity"] = event.sensitivity
     results = _evaluate(event, delta)
     _emit(as_json, "account bandmf", setting, results)
@@ -231,10 +246,11 @@ def calibrate_bandmf(
         "target_epsilon": epsilon,
         "delta": delta,
     }
-    participation = _participation(rounds, participations, min_separation, schedule)
+    participation = _bandmf_participation(rounds, band, participations, min_separation,
+                                          schedule, sampling_rate)
     event = banded_release(participation, band, 1.0, max_column_norm=max_column_norm,
                            sampling_rate=sampling_rate)
-    if sampling_rate is not None:
+    if event.sampling_rate < 1.0:  # amplified (q = 1: the participation bound of the groups)
         z = calibrate_bandmf_noise(
             epsilon, delta, rounds, band, sampling_rate, max_column_norm=max_column_norm
         )

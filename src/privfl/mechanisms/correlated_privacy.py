@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from privfl._validation import check_int, check_rate
 from privfl.accounting.correlated_noise import (
     METHODS,
     calibrate_noise_multiplier,
@@ -123,19 +124,35 @@ def banded_release(
     """BandMF's event: a lower-triangular C with ``band`` diagonals and column norms at most
     ``max_column_norm`` m over ``participation.steps`` rounds. Without ``sampling_rate``: the
     participation bound with sensitivity ``m sqrt(k)`` (needs band <= the separation when
-    k > 1); with it: the amplified accounting over ``band`` cyclic groups (pld, rdp)."""
+    k > 1). With it, the clients are in ``band`` cyclic groups (``participation`` must be theirs,
+    :meth:`Participation.groups`: k = ceil(T / band) participations, band rounds apart; any other
+    bound is refused, since the groups decide who may join): q < 1 gives the amplified
+    accounting (pld, rdp); q = 1 (every member joins) the participation bound of the groups."""
     if not isinstance(participation, Participation):
         raise ValueError(f"participation = {participation!r}: must be a Participation")
+    band = check_int("band", band, minimum=1)
     k, b = participation.max_participations, participation.min_separation
     if sampling_rate is not None:
-        methods = tuple(m for m in methods if m != "gdp")
-        if not methods:
-            raise ValueError("methods: gdp alone with a sampling rate: allowed methods pld, rdp")
-        label = f"cyclic Poisson in {band} groups; {participation.label}"
-        return CorrelatedNoiseRelease(noise_multiplier, max_column_norm * k**0.5,
-                                      participation.steps, label, sampling_rate=sampling_rate,
-                                      band=band, max_column_norm=max_column_norm,
-                                      methods=tuple(methods))
+        q = check_rate("sampling_rate", sampling_rate)
+        groups = Participation.groups(participation.steps, band)
+        if (k, b) != (groups.max_participations, groups.min_separation):
+            raise ValueError(
+                f"participation = {participation.label!r} with sampling_rate = {q:g}: not "
+                f"allowed, the sampling is within band = {band} cyclic groups, so the only "
+                f"participation is theirs ({groups.label}); pass Participation.groups("
+                f"{participation.steps}, {band}) (CLI: leave --participations, --min-separation "
+                "and --schedule unset)")
+        if q < 1.0:
+            methods = tuple(m for m in methods if m != "gdp")
+            if not methods:
+                raise ValueError("methods: gdp alone with a sampling rate below 1: allowed "
+                                 "methods pld, rdp")
+            label = f"cyclic Poisson in {band} groups; {participation.label}"
+            return CorrelatedNoiseRelease(noise_multiplier, max_column_norm * k**0.5,
+                                          participation.steps, label, sampling_rate=q,
+                                          band=band, max_column_norm=max_column_norm,
+                                          methods=tuple(methods))
+        # q = 1: every member of the group joins, the groups' participation bound below
     if k > 1 and b < band:
         raise ValueError(
             f"min_separation = {b} is below band = {band}: the columns overlap, compute the "

@@ -69,10 +69,7 @@ class CyclicGroups:
     def participation(self, rounds: int) -> Participation:
         """The participation bound of the first ``rounds`` rounds: cyclic with period
         ``groups`` (``ceil(rounds / groups)`` participations), single when groups >= rounds."""
-        rounds = check_int("rounds", rounds, minimum=1)
-        if self.groups >= rounds:
-            return Participation.single(rounds)
-        return Participation.cyclic(rounds, self.groups)
+        return Participation.groups(check_int("rounds", rounds, minimum=1), self.groups)
 
     def label(self) -> str:
         """The schedule in words (for the privacy card)."""

@@ -92,6 +92,14 @@ class Participation:
         period = check_int("period", period, minimum=1, maximum=steps)
         return cls(steps, -(-steps // period), period, "cyclic")
 
+    @classmethod
+    def groups(cls, steps: int, groups: int) -> Participation:
+        """Clients in ``groups`` balanced groups, group ``t mod groups`` at step t: cyclic with
+        period ``groups``, or single when ``groups >= steps`` (one step per client)."""
+        steps = check_int("steps", steps, minimum=1)
+        groups = check_int("groups", groups, minimum=1)
+        return cls.single(steps) if groups >= steps else cls.cyclic(steps, groups)
+
     @property
     def label(self) -> str:
         """A one-line description for privacy labels."""

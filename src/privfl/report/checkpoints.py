@@ -52,12 +52,16 @@ def _file_sha256(path: Path) -> str:
 
 @dataclass
 class Candidate:
-    """One checkpoint: its payload if it can be trusted, else ``problem`` says why not."""
+    """One checkpoint: its payload if it can be trusted, else ``problem`` says why not, and
+    ``damaged`` whether the file itself is at fault (corrupted, unverifiable: the run may start
+    again from round 0) rather than the run it is resumed into (another configuration or
+    dataset: resuming would change what the logged rounds were)."""
 
     round: int
     path: Path
     payload: dict[str, Any] | None = None
     problem: str | None = None
+    damaged: bool = False
 
 
 class CheckpointStore:
@@ -90,7 +94,7 @@ class CheckpointStore:
             try:
                 candidate.payload = self._verified(round_index, path, config_digest)
             except _UntrustedError as reason:
-                candidate.problem = str(reason)
+                candidate.problem, candidate.damaged = str(reason), reason.damaged
             yield candidate
 
     def _verified(self, round_index: int, path: Path, config_digest: str) -> dict[str, Any]:
@@ -110,7 +114,8 @@ class CheckpointStore:
         if _file_sha256(path) != record.get("sha256"):
             raise _UntrustedError("SHA-256 digest mismatch: the file was modified or corrupted")
         if record.get("config_sha256") != config_digest:
-            raise _UntrustedError("written under a different configuration than config.yaml")
+            raise _UntrustedError("written under a different configuration than config.yaml",
+                                  damaged=False)
         try:
             payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         except Exception as error:  # noqa: BLE001 - any failure to load means: do not use it
@@ -127,4 +132,8 @@ class CheckpointStore:
 
 
 class _UntrustedError(Exception):
-    """Why a checkpoint cannot be used."""
+    """Why a checkpoint cannot be used; ``damaged`` (default): the file is at fault."""
+
+    def __init__(self, reason: str, *, damaged: bool = True) -> None:
+        super().__init__(reason)
+        self.damaged = damaged

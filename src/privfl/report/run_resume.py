@@ -106,10 +106,14 @@ class Checkpointing:
     def _load_latest_checkpoint(self) -> None:
         """Load the newest checkpoint whose digests verify (see
         :mod:`privfl.report.checkpoints`); each one skipped is reported in
-        :attr:`resume_warnings`. With none written: round 0 as built (the run was killed before
-        its first checkpoint). With none usable: a ConfigError that says how to start again.
-        Rounds logged after the loaded state run again (:meth:`_rounds_after_checkpoint`)."""
-        skipped = []
+        :attr:`resume_warnings`. With none written, or none usable because every one is
+        damaged (corrupted or unverifiable, :attr:`Candidate.damaged`): round 0 as built (the
+        run was killed before its first checkpoint, or lost them all). With one that does not
+        fit this run (another configuration or dataset): a ConfigError that says how to start
+        again. Rounds logged after the loaded state run again
+        (:meth:`_rounds_after_checkpoint`: compared with their logged rows when seeded,
+        re-drawn and composed once more in secure mode)."""
+        skipped, misfit, damaged = [], False, []
         config_digest = digest_json(_fixed_part(self.config))
         for candidate in self.store.candidates(config_digest):
             if candidate.payload is not None:
@@ -118,24 +122,42 @@ class Checkpointing:
                 except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
                     candidate.problem = ("its contents do not fit this run's algorithm ("
                                          f"{' '.join(str(error).split())[:160]})")
+                    candidate.damaged = False  # verified, so the run differs (e.g. its data)
                     self.algorithm = self._build_algorithm()  # undo a partial load
             if candidate.problem is not None:
                 skipped.append(f"{candidate.path.name}: {candidate.problem}")
+                misfit = misfit or not candidate.damaged
+                damaged += [candidate.round] if candidate.damaged else []
                 continue
             self.resumed_from = candidate.round
             self.resume_warnings = skipped
+            self._remove_damaged(damaged)
             self._rounds_after_checkpoint(candidate.payload.get("redrawn", []))
             return
-        if skipped:
+        if misfit:
             raise ConfigError(
                 f"resume = {str(self.dir.path)!r}: no usable checkpoint ({'; '.join(skipped)}), "
                 f"although {self._logged_rounds()} round(s) were logged: the run cannot continue "
                 f"where it stopped; start it again with privfl run {self.dir.config} --out NEW_DIR"
             )
-        self.metrics = []  # killed before its first checkpoint: continue from round 0
+        # killed before its first checkpoint, or every checkpoint damaged: from round 0
+        self.metrics = []
         self.resumed_from = 0
-        self.resume_warnings = []
+        self.resume_warnings = skipped
+        self._remove_damaged(damaged)
+        if skipped:
+            self.resume_notes.append(
+                f"no usable checkpoint ({len(skipped)} damaged): the run starts again from "
+                f"round 0, and the {self._logged_rounds()} round(s) already logged run again")
         self._rounds_after_checkpoint([])
+
+    def _remove_damaged(self, rounds: list[int]) -> None:
+        """Delete the damaged checkpoints skipped by a resume that goes on (reported in
+        :attr:`resume_warnings`): newer than the state loaded, they would otherwise outlive the
+        good checkpoints the run now writes (pruning keeps the newest)."""
+        for round_index in rounds:
+            self.dir.checkpoint(round_index).unlink(missing_ok=True)
+            self.dir.checkpoint_record(round_index).unlink(missing_ok=True)
 
     def _restore(self, payload: dict[str, Any]) -> None:
         metrics = [dict(m) for m in payload["metrics"]][: payload["round"]]

@@ -513,3 +513,23 @@ def test_demo_config_runs_from_the_command_line(tmp_path):
     assert {r["unit"] for r in summary["privacy"]} == {"record"}
     assert summary["final"]["global_accuracy"] > 0.75
     assert check_run_privacy(tmp_path / "demo", every=20).ok
+
+
+def test_the_accountant_reads_the_largest_clients_record_count():
+    """d = max_i n_i (the worst case) reaches the epsilon itself, not only ``plan.records``: the
+    largest client sits inside the list (not first, second or last), and the per-s1-convexity
+    bound grows with d, so a d read from any other client understates it, seen here."""
+    sizes = [12, 7, 9, 31, 16, 5, 20]
+    schemes, composition = ("per-s1-convexity", "theorem-4.1"), ("rdp",)
+    plan = DpDsgdPrivacy(sizes, client_rate=0.3, record_rate=0.2, noise_multiplier=1.1,
+                         clip_norm=1.0, schemes=schemes, composition=composition)
+    assert plan.event(3).records == 31
+    got = {(r.extras["scope"], r.method): r.epsilon for r in plan.results(3)}
+    want = _report(0.3, 0.2, 31, 1.1, 3, schemes, composition)
+    assert got == {("iteration" if r.steps == 1 else "run", r.method): r.epsilon for r in want}
+    bound = got[("run", "per-s1-convexity-basic")]
+    assert bound == pytest.approx(6.116757, abs=1e-6)
+    for other in sorted(set(sizes) - {31}):
+        wrong = {r.method: r.epsilon for r in _report(0.3, 0.2, other, 1.1, 3, schemes,
+                                                          composition)}
+        assert wrong["per-s1-convexity-basic"] < bound * (1 - 1e-6), other

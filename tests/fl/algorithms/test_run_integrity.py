@@ -61,11 +61,67 @@ def test_a_corrupted_checkpoint_falls_back_to_the_previous_good_one(tmp_path, ti
     assert _strip_time(result.metrics) == _strip_time(full.metrics)  # as if never corrupted
 
 
-def test_no_good_checkpoint_refuses_and_says_how_to_start_again(tmp_path, tiny_config_dict):
+def _keep_one(raw, rounds, secure=False):
+    """Issue 34 item 8's setting: a checkpoint every round, only the newest kept."""
+    return _config(raw, privacy={**FAST, "secure": secure}, federated={"rounds": rounds},
+                   run={"checkpoint_every": 1, "keep_checkpoints": 1})
+
+
+def test_a_damaged_only_checkpoint_starts_the_run_again_from_round_zero(tmp_path,
+                                                                       tiny_config_dict):
+    """4 rounds with one checkpoint kept, the round-4 checkpoint's tensors corrupted, resumed
+    with federated.rounds=6: it used to end the run ("no usable checkpoint ... start it
+    again"); now none usable is none written: the run starts again from round 0 (the seeded
+    rounds reproduce their logged rows), finishes identical to a clean 6-round run, and says
+    which checkpoint was damaged."""
+    clean = Experiment.create(_keep_one(tiny_config_dict, 6), tmp_path / "clean").run()
+    Experiment.create(_keep_one(tiny_config_dict, 4), tmp_path / "cut").run()
+    directory = RunDirectory(tmp_path / "cut")
+    assert [r for r, _ in directory.list_checkpoints()] == [4]
+    logged = directory.read_metrics()
+    _corrupt_tensors(directory.checkpoint(4))
+    resumed = Experiment.resume(tmp_path / "cut", ["federated.rounds=6"])
+    assert resumed.resumed_from == 0 and resumed.algorithm.round == 0
+    (warning,) = resumed.resume_warnings
+    assert "round-000004.pt" in warning and "digest mismatch" in warning
+    assert resumed.resume_notes == ["no usable checkpoint (1 damaged): the run starts again "
+                                    "from round 0, and the 4 round(s) already logged run again"]
+    assert not directory.checkpoint(4).exists()  # it cannot outlive the good ones by pruning
+    result = resumed.run()
+    assert result.summary["rounds_completed"] == 6
+    assert result.summary["resumed_from_round"] == 0
+    assert result.summary["warnings"] == []  # rounds 1-4 reproduced their logged rows
+    assert _strip_time(result.metrics) == _strip_time(clean.metrics)  # as if never corrupted
+    assert _strip_time(result.metrics[:4]) == _strip_time(logged)
+    assert [r for r, _ in directory.list_checkpoints()] == [6]
+
+
+def test_a_damaged_only_checkpoint_of_a_secure_run_composes_the_rounds_drawn_again(
+        tmp_path, tiny_config_dict):
+    """Secure mode: the 4 logged rounds were released and are drawn again from round 0, so
+    each is composed once more (4 re-drawn rounds: 6 + 4 releases)."""
+    Experiment.create(_keep_one(tiny_config_dict, 4, secure=True), tmp_path / "run").run()
+    directory = RunDirectory(tmp_path / "run")
+    logged = directory.read_metrics()
+    _corrupt_tensors(directory.checkpoint(4))
+    resumed = Experiment.resume(tmp_path / "run", ["federated.rounds=6"])
+    assert resumed.resumed_from == 0 and len(resumed.resume_warnings) == 1
+    assert directory.read_metrics(directory.redrawn) == logged
+    resumed.run()
+    summary = json.loads(directory.summary.read_text())
+    assert summary["rounds_released"] == 10
+    assert summary["redrawn_rounds"] == [1, 2, 3, 4]
+
+
+def test_a_checkpoint_of_another_configuration_still_refuses(tmp_path, tiny_config_dict):
+    """Only damage starts a run again: a checkpoint written under another configuration means
+    config.yaml changed, and running again would not reproduce what was logged."""
     _run(tmp_path, tiny_config_dict, "run", max_rounds=1)
     directory = RunDirectory(tmp_path / "run")
-    _corrupt_tensors(directory.checkpoint(1))
-    with pytest.raises(ConfigError, match="no usable checkpoint .*digest mismatch.*"
+    record = json.loads(directory.checkpoint_record(1).read_text())
+    record["config_sha256"] = "0" * 64
+    directory.checkpoint_record(1).write_text(json.dumps(record))
+    with pytest.raises(ConfigError, match="no usable checkpoint .*different configuration.*"
                        r"privfl run .*config.yaml --out NEW_DIR"):
         Experiment.resume(tmp_path / "run")
 
