@@ -176,8 +176,23 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
                             "problems": [f"round {r} is missing from metrics.jsonl (rounds "
                                          f"run up to {last})"]})
     if directory.privacy.is_file():
-        report.released = _check_released(directory, plan, redrawn, rtol)
+        report.released = _check_released(directory, plan, redrawn, rtol,
+                                          _accounted(config, plan, metrics, last or 0, redrawn))
     return report
+
+
+def _accounted(config: Any, plan: Any, metrics: list[dict[str, Any]], ran: int,
+               redrawn: int) -> int:
+    """The rounds privacy.json must account: those that ran, or after a stop on
+    ``stop.target_accuracy`` (the last row reached it) every round the public stop rules
+    allowed (:func:`privfl.report.run_stops.guarantee_rounds`)."""
+    from privfl.report.run_stops import budget_problem, guarantee_rounds, target_reached
+
+    reason = "target" if target_reached(config.stop, metrics[-1]) else "other"
+    return guarantee_rounds(
+        reason, ran, max(ran, config.federated.rounds),
+        lambda rounds: budget_problem(config.stop, plan, rounds,
+                                      lambda r, _full: plan.results(r + redrawn)) is not None)
 
 
 def _methods_problem(methods: Any, r: int, plan: Any, cadence: AccountingCadence) -> str:
@@ -200,9 +215,12 @@ def _round_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _check_released(directory: Any, plan: Any, redrawn: int, rtol: float) -> dict[str, Any]:
-    """privacy.json: ``rounds_released`` = ``rounds`` + the re-drawn rounds, and its results
-    equal to a fresh computation for that many rounds."""
+def _check_released(directory: Any, plan: Any, redrawn: int, rtol: float,
+                    accounted: int) -> dict[str, Any]:
+    """privacy.json: ``rounds_released`` = ``rounds`` + the re-drawn rounds, ``rounds_accounted``
+    = ``accounted`` (the rounds the guarantee covers: more than ran after a data-dependent
+    stop), and its results equal to a fresh computation for ``accounted`` + the re-drawn
+    rounds."""
     from privfl.fl.algorithms.base import privacy_entries
 
     try:
@@ -217,4 +235,9 @@ def _check_released(directory: Any, plan: Any, redrawn: int, rtol: float) -> dic
         return {"ok": False, "max_rel_diff": math.inf, "problems": [
             f"privacy.json: rounds_released = {logged!r}, but {rounds!r} rounds ran and "
             f"redrawn.jsonl holds {redrawn} re-drawn round(s)"]}
-    return _compare(results, privacy_entries(plan.results(rounds + redrawn)), rtol)
+    if saved.get("rounds_accounted", rounds) != accounted:
+        return {"ok": False, "max_rel_diff": math.inf, "problems": [
+            f"privacy.json: rounds_accounted = {saved.get('rounds_accounted', rounds)!r}, but "
+            f"the guarantee covers {accounted} rounds (the rounds that ran, or after a stop on "
+            "stop.target_accuracy every round the stop rules allowed)"]}
+    return _compare(results, privacy_entries(plan.results(accounted + redrawn)), rtol)

@@ -9,7 +9,7 @@ checkpoints first. :class:`ExperimentResult` is what a run returns.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +102,17 @@ class RunArtefacts:
         accounting = (float(getattr(algo, "accounting_seconds", 0.0))
                       - getattr(self, "_accounting_start", 0.0))
         rounds = algo.round
-        results = algo.privacy(rounds)
+        # a stop that read a released metric: the guarantee covers every round it allowed
+        accounted = self.guarantee_rounds(reason)
+        results = algo.privacy(accounted)
         released = {"rounds_released": algo.released_rounds(rounds),
-                    "redrawn_rounds": [row.get("round") for row in self.redrawn]}
-        card = self.card(rounds)
+                    "redrawn_rounds": [row.get("round") for row in self.redrawn],
+                    "rounds_accounted": accounted}
+        after_the_fact = (self._after_the_fact(rounds, accounted)
+                          if accounted != rounds and algo.private else None)
+        card = self.card(accounted)
+        if after_the_fact is not None:
+            card["data-dependent stop"] = after_the_fact["note"]
         deleted = (bool(getattr(algo.plan, "hidden_state", False)) and reason != "max_rounds"
                    and rounds > 0)
         if deleted:
@@ -122,6 +129,9 @@ class RunArtefacts:
         reached = next((m["round"] for m in shown
                         if target is not None and finite(m.get(key)) and m[key] >= target), None)
         headline = plan_headline(algo.plan, results)
+        if after_the_fact is not None:
+            headline = replace(headline, advice=f"{headline.advice} {after_the_fact['note']}"
+                               .strip())
         # every accountant, whether or not the last row carried them all (.cadence)
         final_privacy = privacy_metrics(algo.plan, results)
         summary: dict[str, Any] = {
@@ -154,6 +164,7 @@ class RunArtefacts:
             "target_accuracy": target,
             "target_metric": config.stop.target_metric,
             "rounds_to_target": reached,
+            **({"after_the_fact": after_the_fact} if after_the_fact is not None else {}),
             "setting": card,
             "privacy": [r.to_dict() for r in results],
             "private_state": STATE_DELETED if deleted else (
@@ -169,6 +180,7 @@ class RunArtefacts:
             **released,
             "private": algo.private,
             "results": [r.to_dict() for r in results],
+            **({"after_the_fact": after_the_fact} if after_the_fact is not None else {}),
             "outputs": outputs,
         })
         written = dict(summary)
@@ -193,6 +205,27 @@ class RunArtefacts:
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
         return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
                                 reason)
+
+    def _after_the_fact(self, rounds: int, accounted: int) -> dict[str, Any]:
+        """The rounds-run value of a run whose stop read a released metric, labelled as what it
+        is: epsilon for the rounds that ran, not a bound for the mechanism (whose guarantee
+        covers ``accounted`` rounds, :meth:`StoppingRules.guarantee_rounds`)."""
+        from privfl.fl.algorithms.base import budget_results, tightest_bound
+        from privfl.report.headline import method_name
+
+        ran = self.algorithm.privacy(rounds)
+        best = tightest_bound(budget_results(self.algorithm.plan, ran))
+        value = (f"epsilon = {best.epsilon:.4g} ({method_name(best.method)})"
+                 if best is not None else "no rigorous bound")
+        note = (f"The run stopped on stop.target_accuracy = {self.config.stop.target_accuracy:g}"
+                f" ({self.config.stop.target_metric} accuracy) after {rounds} of up to "
+                f"{accounted} rounds: the stop depends on the data, so the guarantee covers "
+                f"the {accounted} rounds the stop rules allowed; {value} for the {rounds} "
+                "rounds that ran is an after-the-fact value, not a bound for this run.")
+        return {"rounds": rounds, "kind": "after-the-fact", "note": note,
+                "epsilon": None if best is None else float(best.epsilon),
+                "method": None if best is None else best.method,
+                "results": [r.to_dict() for r in ran]}
 
     def _write_model(self) -> None:
         """model.pt: the final released model (``name -> tensor``, torch.save), for algorithms
