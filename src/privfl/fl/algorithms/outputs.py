@@ -28,6 +28,7 @@ __all__ = [
     "OUTPUT_MODES",
     "PRIVATE_STATE",
     "RELEASED_ACCURACY",
+    "TRAIN_LABEL_TEST_SETS",
     "UNCLASSIFIED",
     "UNNOISED_TRAINING",
     "Output",
@@ -35,6 +36,7 @@ __all__ = [
     "file_outputs",
     "private_dir_of",
     "split_row",
+    "test_set_classes",
 ]
 
 #: ``run.outputs``: ``all`` (covered and uncovered outputs in the run directory, each one
@@ -70,6 +72,30 @@ GENERIC_METRICS: dict[str, tuple[bool, str]] = {
 #: accuracy of a released model on held-out test data
 RELEASED_ACCURACY = (True, "a released model on held-out test data (post-processing; the test "
                      "records are not protected by the guarantee, which covers training data)")
+
+
+#: an accuracy on test sets chosen by the clients' training labels (data/partition.py)
+TRAIN_LABEL_TEST_SETS = (
+    False, "measured on test sets chosen by the clients' training labels (each client's test "
+    "records carry the labels of its training records: data.partition shards, or dirichlet "
+    "with test_sampling train-labels): one changed training record can change a test set, so "
+    "the value is not post-processing of the released models; data.partition iid, or "
+    "dirichlet with test_sampling proportions, draws test sets from public information only "
+    "(the seed)")
+
+
+def test_set_classes(classes: Mapping[str, tuple[bool, str]], accuracy_keys: Iterable[str],
+                     info: Mapping[str, Any]) -> dict[str, tuple[bool, str]]:
+    """``classes`` (an algorithm's ``metrics key -> (covered, reason)``) with every accuracy
+    measured on the clients' test sets (``accuracy_keys``: the algorithm's ``metric_labels``)
+    outside the guarantee when the dataset's ``info`` says those test sets were chosen by the
+    clients' training labels (:data:`privfl.data.partition.TEST_FROM_TRAIN_LABELS`)."""
+    from privfl.data.partition import TEST_FROM_TRAIN_LABELS
+
+    out = dict(classes)
+    if info.get(TEST_FROM_TRAIN_LABELS):
+        out.update({key: TRAIN_LABEL_TEST_SETS for key in accuracy_keys})
+    return out
 
 
 @dataclass(frozen=True)
