@@ -113,11 +113,19 @@ class RunArtefacts:
         card = self.card(accounted)
         if after_the_fact is not None:
             card["data-dependent stop"] = after_the_fact["note"]
-        deleted = (bool(getattr(algo.plan, "hidden_state", False)) and reason != "max_rounds"
+        finished = reason != "max_rounds"
+        deleted = (bool(getattr(algo.plan, "hidden_state", False)) and finished
                    and rounds > 0)
         if deleted:
             self.dir.delete_private_state()
-        outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()))
+        # a paused run whose guarantee hides its intermediate state releases no model: W_t of
+        # a pause is an intermediate iterate (and with random-stop or the independent
+        # schedule, a model before the end tells part of the secret)
+        paused_hidden = bool(getattr(algo.plan, "hidden_state", False)) and not finished
+        if paused_hidden:
+            self.dir.model.unlink(missing_ok=True)
+        outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()),
+                               model_file=not paused_hidden)
         guarantee_only = self.dir.separate_private
         covered = self.covered_metrics()
         shown = self._split_rows(self.metrics)[0]  # guarantee-only: the covered keys only
@@ -147,7 +155,7 @@ class RunArtefacts:
             **released,
             "stop_reason": reason,
             "stop_detail": detail,
-            "finished": reason not in ("max_rounds",),
+            "finished": finished,
             "resumed_from_round": self.resumed_from,
             "warnings": list(self.warnings),
             "wall_seconds": seconds,
@@ -189,7 +197,8 @@ class RunArtefacts:
                          "accounting_seconds"):
                 written.pop(name)
         self.dir.write_json(self.dir.summary, written)
-        self._write_model()
+        if not paused_hidden:
+            self._write_model()
         title = f"{config.name}: {self.data.name}"
         plot_accuracy(shown, self.dir.accuracy_plot, labels, title=title, target=target)
         plot_privacy(shown, self.dir.privacy_plot,
@@ -203,6 +212,8 @@ class RunArtefacts:
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
         self.dir.write_text(self.dir.report_html, run_report_html(
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
+        if guarantee_only:  # the file times would give away the wall time the mode drops
+            self.dir.fix_times()
         return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
                                 reason)
 

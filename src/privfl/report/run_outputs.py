@@ -93,9 +93,10 @@ class RunOutputs:
             self.dir.append_metrics(private[0], self.dir.private_metrics)
         self.dir.append_metrics(public[0])
 
-    def outputs(self, *, checkpoints: bool) -> list[dict[str, Any]]:
+    def outputs(self, *, checkpoints: bool, model_file: bool = True) -> list[dict[str, Any]]:
         """Every metrics key and file of this run, covered by the guarantee or not, with the
-        reason (privacy.json's ``outputs``)."""
+        reason (privacy.json's ``outputs``); ``model_file`` False: no model.pt (a paused run
+        whose guarantee hides its intermediate models)."""
         keys = [key for row in self.metrics for key in row]
         metrics = classify_metrics(keys, self.metric_classes())
         files = file_outputs(
@@ -104,7 +105,7 @@ class RunOutputs:
             private_name=self.dir.private.name, checkpoints=checkpoints,
             tensorboard=self.config.run.tensorboard,
             mlflow=bool(self.config.run.mlflow),
-            model_file=callable(getattr(self.algorithm, "global_params", None)),
+            model_file=model_file and callable(getattr(self.algorithm, "global_params", None)),
             redrawn=bool(self.redrawn), health=self.health_keys(),
             client_state=self.dir.client_state.is_dir()
             and any(self.dir.client_state.iterdir()))

@@ -133,9 +133,15 @@ def split_row(row: Mapping[str, Any], covered: set[str]) -> tuple[dict[str, Any]
 def private_dir_of(run_dir: Path) -> Path:
     """Where ``run.outputs: guarantee-only`` keeps what the guarantee does not cover: the
     sibling directory ``DIR.private`` (never inside the run directory, so publishing the run
-    directory cannot publish it)."""
-    run_dir = Path(run_dir)
-    return run_dir.with_name(run_dir.name + ".private")
+    directory cannot publish it). The path is resolved first (``a/b/..`` is ``a``, whose
+    sibling is ``a.private``; its last component, ``..``, would put the private directory
+    inside the run directory)."""
+    resolved = Path(run_dir).resolve()
+    if not resolved.name:
+        raise ValueError(f"run_dir = {str(run_dir)!r} is out of range: it resolves to "
+                         f"{str(resolved)!r}, which has no parent to hold a sibling private "
+                         "directory; choose a directory below it")
+    return resolved.with_name(resolved.name + ".private")
 
 
 def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure: bool,
@@ -189,7 +195,8 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
         Output("config.yaml", "file", *unless_seeded(
             (True, "the resolved settings (public); its seed does not regenerate the noise "
              "(privacy.secure: noise from os.urandom)"))),
-        Output("run.json", "file", True, "the run's random id and creation time: no data"),
+        Output("run.json", "file", True, "the run's random id and (unless guarantee-only, "
+               "which drops the wall time) its creation time: no data"),
         Output(".lock", "file", True, "the process id of the running privfl: no data"),
         Output("metrics.jsonl", "file", *covered_unless(uncovered, "one row per round")),
         Output("privacy.json", "file", *unless_seeded(COVERED_ACCOUNTING)),
