@@ -181,8 +181,12 @@ class _Display:
             self.console.print(f"[bold]{escape(headline['sentence'])}[/bold]", highlight=False)
             if headline.get("advice"):
                 self.console.print(escape(headline["advice"]), highlight=False)
-        render_card(self.console, f"privacy card: spent, {summary['rounds_completed']} rounds",
-                    result.card, result.privacy, previous=self.card_shown)
+        completed = summary["rounds_completed"]
+        accounted = summary.get("rounds_accounted", completed)
+        title = (f"privacy card: spent, {completed} rounds" if accounted == completed else
+                 f"privacy card: the guarantee, up to {accounted} rounds (a data-dependent "
+                 f"stop after {completed})")
+        render_card(self.console, title, result.card, result.privacy, previous=self.card_shown)
         final = summary["final"]
         accuracies = ", ".join(
             f"{key.removesuffix('_accuracy').replace('_', ' ')} {_fmt(final.get(key), True)}"

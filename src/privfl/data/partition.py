@@ -20,6 +20,13 @@ Builders that return a :class:`~privfl.data.datasets.FederatedDataset`:
 
 Each function draws from one generator in a fixed order, so the same ``seed`` always gives the
 same partition (for a given numpy version).
+
+Test sets chosen by :func:`matched_test_indices` depend on the clients' *training* labels:
+replacing one training record can change a client's test set, so an accuracy measured on them
+is not post-processing of what a DP guarantee releases. The builders that use it say so in the
+dataset's ``info`` (:data:`TEST_FROM_TRAIN_LABELS`); the runner marks those accuracies outside
+the guarantee. Test sets drawn from public information only (the seed's Dirichlet proportions
+of ``test_sampling: proportions``, the seed's IID split) are not marked.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from privfl.data.datasets import Dataset, FederatedDataset, _check_indices, as_r
 from privfl.data.formats import LeafData
 
 __all__ = [
+    "TEST_FROM_TRAIN_LABELS",
     "dirichlet_class_partition",
     "dirichlet_partition",
     "dirichlet_proportions",
@@ -47,6 +55,10 @@ __all__ = [
     "sample_by_proportions",
     "shard_partition",
 ]
+
+#: ``FederatedDataset.info`` key: True when the client test sets were chosen by the clients'
+#: training labels (:func:`matched_test_indices`), so accuracies on them read private data.
+TEST_FROM_TRAIN_LABELS = "test_from_train_labels"
 
 Seed = int | np.random.Generator
 
@@ -370,7 +382,8 @@ def matched_test_indices(
 
     Client ``j`` draws ``size`` records uniformly from the pooled test records with a label in
     ``set(train_labels[train_indices[j]])`` — with replacement by default, as seed 000's
-    reference code does for MNIST.
+    reference code does for MNIST. The test sets depend on the training labels: accuracies on
+    them are outside a DP guarantee on the training data (:data:`TEST_FROM_TRAIN_LABELS`).
     """
     y_train = _labels(train_labels, "train_labels")
     y_test = _labels(test_labels, "test_labels")
@@ -425,7 +438,8 @@ def federate_shards(
     return FederatedDataset(
         train, test, parts, tests,
         name=f"{train.name.split('/')[0]}/shards({num_clients}x{shards_per_client}x{size})",
-        info={"partition": "shards", "shard_size": size, "test_replace": test_replace},
+        info={"partition": "shards", "shard_size": size, "test_replace": test_replace,
+              TEST_FROM_TRAIN_LABELS: True},
     )
 
 
@@ -468,7 +482,8 @@ def federate_dirichlet(
         train, test, parts, tests,
         name=f"{train.name.split('/')[0]}/dirichlet(beta={beta:g},{num_clients}x{train_size})",
         info={"partition": "dirichlet", "beta": beta, "disjoint": disjoint, "proportions": q,
-              "test_sampling": test_sampling},
+              "test_sampling": test_sampling,
+              TEST_FROM_TRAIN_LABELS: test_sampling == "train-labels"},
     )
 
 

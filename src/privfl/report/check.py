@@ -181,7 +181,9 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
                             "problems": [f"round {r} is missing from metrics.jsonl (rounds "
                                          f"run up to {last})"]})
     if directory.privacy.is_file():
-        report.released = _check_released(directory, plan, redrawn_rounds, rtol)
+        report.released = _check_released(
+            directory, plan, redrawn_rounds, rtol,
+            _accounted(config, plan, metrics, last or 0, redrawn_rounds))
     return report
 
 
@@ -199,6 +201,24 @@ def _check_pinned(pinned: Any, plan: Any) -> dict[str, Any]:
                 f"gives {value!r}: the configuration claims another schedule than the one "
                 "that ran" for key, value in fresh.items() if pinned.get(key) != value]
     return {"ok": not problems, "problems": problems}
+
+
+def _accounted(config: Any, plan: Any, metrics: list[dict[str, Any]], ran: int,
+               redrawn_rounds: list[Any]) -> int:
+    """The rounds privacy.json must account: those that ran, or after a stop on
+    ``stop.target_accuracy`` (the last row reached it) every round the public stop rules
+    allowed (:func:`privfl.report.run_stops.guarantee_rounds`), re-drawn rounds composed as
+    the runner composes them (:func:`~privfl.fl.algorithms.base.released_results`)."""
+    from privfl.fl.algorithms.base import released_results
+    from privfl.report.run_stops import budget_problem, guarantee_rounds, target_reached
+
+    reason = "target" if target_reached(config.stop, metrics[-1] if metrics else None) \
+        else "other"
+    return guarantee_rounds(
+        reason, ran, max(ran, config.federated.rounds),
+        lambda rounds: budget_problem(
+            config.stop, plan, rounds,
+            lambda r, full: released_results(plan, r, redrawn_rounds, full=full)) is not None)
 
 
 def _methods_problem(methods: Any, r: int, plan: Any, cadence: AccountingCadence) -> str:
@@ -221,11 +241,12 @@ def _round_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _check_released(directory: Any, plan: Any, redrawn_rounds: list[Any],
-                    rtol: float) -> dict[str, Any]:
-    """privacy.json: ``rounds_released`` = ``rounds`` + the re-drawn rounds, and its results
-    equal to a fresh computation of those releases (:func:`~privfl.fl.algorithms.base.
-    released_results`)."""
+def _check_released(directory: Any, plan: Any, redrawn_rounds: list[Any], rtol: float,
+                    accounted: int) -> dict[str, Any]:
+    """privacy.json: ``rounds_released`` = ``rounds`` + the re-drawn rounds, ``rounds_accounted``
+    = ``accounted`` (the rounds the guarantee covers: more than ran after a data-dependent
+    stop), and its results equal to a fresh computation of ``accounted`` rounds with the
+    re-drawn ones (:func:`~privfl.fl.algorithms.base.released_results`)."""
     from privfl.fl.algorithms.base import privacy_entries, released_results
 
     redrawn = len(redrawn_rounds)
@@ -242,5 +263,10 @@ def _check_released(directory: Any, plan: Any, redrawn_rounds: list[Any],
         return {"ok": False, "max_rel_diff": math.inf, "problems": [
             f"privacy.json: rounds_released = {logged!r}, but {rounds!r} rounds ran and "
             f"redrawn.jsonl holds {redrawn} re-drawn round(s)"]}
-    return _compare(results, privacy_entries(released_results(plan, rounds, redrawn_rounds)),
+    if saved.get("rounds_accounted", rounds) != accounted:
+        return {"ok": False, "max_rel_diff": math.inf, "problems": [
+            f"privacy.json: rounds_accounted = {saved.get('rounds_accounted', rounds)!r}, but "
+            f"the guarantee covers {accounted} rounds (the rounds that ran, or after a stop on "
+            "stop.target_accuracy every round the stop rules allowed)"]}
+    return _compare(results, privacy_entries(released_results(plan, accounted, redrawn_rounds)),
                     rtol)

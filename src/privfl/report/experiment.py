@@ -155,6 +155,7 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         # the configuration's dataset, or the caller's; poisoned if config.attack says so
         self.data = build_dataset(config) if data is None else apply_attack(config, data)
         self.algorithm = self._build_algorithm()
+        self.check_stops_read_covered()
         self.metrics: list[dict[str, Any]] = []
         self.resumed_from: int | None = None
         self.resume_warnings: list[str] = []  # unreadable checkpoints that were skipped

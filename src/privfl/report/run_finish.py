@@ -9,7 +9,7 @@ checkpoints first. :class:`ExperimentResult` is what a run returns.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,15 +102,30 @@ class RunArtefacts:
         accounting = (float(getattr(algo, "accounting_seconds", 0.0))
                       - getattr(self, "_accounting_start", 0.0))
         rounds = algo.round
-        results = algo.privacy(rounds)
+        # a stop that read a released metric: the guarantee covers every round it allowed
+        accounted = self.guarantee_rounds(reason)
+        results = algo.privacy(accounted)
         released = {"rounds_released": algo.released_rounds(rounds),
-                    "redrawn_rounds": [row.get("round") for row in self.redrawn]}
-        card = self.card(rounds)
-        deleted = (bool(getattr(algo.plan, "hidden_state", False)) and reason != "max_rounds"
+                    "redrawn_rounds": [row.get("round") for row in self.redrawn],
+                    "rounds_accounted": accounted}
+        after_the_fact = (self._after_the_fact(rounds, accounted)
+                          if accounted != rounds and algo.private else None)
+        card = self.card(accounted)
+        if after_the_fact is not None:
+            card["data-dependent stop"] = after_the_fact["note"]
+        finished = reason != "max_rounds"
+        deleted = (bool(getattr(algo.plan, "hidden_state", False)) and finished
                    and rounds > 0)
         if deleted:
             self.dir.delete_private_state()
-        outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()))
+        # a paused run whose guarantee hides its intermediate state releases no model: W_t of
+        # a pause is an intermediate iterate (and with random-stop or the independent
+        # schedule, a model before the end tells part of the secret)
+        paused_hidden = bool(getattr(algo.plan, "hidden_state", False)) and not finished
+        if paused_hidden:
+            self.dir.model.unlink(missing_ok=True)
+        outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()),
+                               model_file=not paused_hidden)
         guarantee_only = self.dir.separate_private
         covered = self.covered_metrics()
         shown = self._split_rows(self.metrics)[0]  # guarantee-only: the covered keys only
@@ -122,6 +137,9 @@ class RunArtefacts:
         reached = next((m["round"] for m in shown
                         if target is not None and finite(m.get(key)) and m[key] >= target), None)
         headline = plan_headline(algo.plan, results)
+        if after_the_fact is not None:
+            headline = replace(headline, advice=f"{headline.advice} {after_the_fact['note']}"
+                               .strip())
         # every accountant, whether or not the last row carried them all (.cadence)
         final_privacy = privacy_metrics(algo.plan, results)
         summary: dict[str, Any] = {
@@ -137,7 +155,7 @@ class RunArtefacts:
             **released,
             "stop_reason": reason,
             "stop_detail": detail,
-            "finished": reason not in ("max_rounds",),
+            "finished": finished,
             "resumed_from_round": self.resumed_from,
             "warnings": list(self.warnings),
             "wall_seconds": seconds,
@@ -154,6 +172,7 @@ class RunArtefacts:
             "target_accuracy": target,
             "target_metric": config.stop.target_metric,
             "rounds_to_target": reached,
+            **({"after_the_fact": after_the_fact} if after_the_fact is not None else {}),
             "setting": card,
             "privacy": [r.to_dict() for r in results],
             "private_state": STATE_DELETED if deleted else (
@@ -169,6 +188,7 @@ class RunArtefacts:
             **released,
             "private": algo.private,
             "results": [r.to_dict() for r in results],
+            **({"after_the_fact": after_the_fact} if after_the_fact is not None else {}),
             "outputs": outputs,
         })
         written = dict(summary)
@@ -177,7 +197,8 @@ class RunArtefacts:
                          "accounting_seconds"):
                 written.pop(name)
         self.dir.write_json(self.dir.summary, written)
-        self._write_model()
+        if not paused_hidden:
+            self._write_model()
         title = f"{config.name}: {self.data.name}"
         plot_accuracy(shown, self.dir.accuracy_plot, labels, title=title, target=target)
         plot_privacy(shown, self.dir.privacy_plot,
@@ -191,8 +212,31 @@ class RunArtefacts:
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
         self.dir.write_text(self.dir.report_html, run_report_html(
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
+        if guarantee_only:  # the file times would give away the wall time the mode drops
+            self.dir.fix_times()
         return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
                                 reason)
+
+    def _after_the_fact(self, rounds: int, accounted: int) -> dict[str, Any]:
+        """The rounds-run value of a run whose stop read a released metric, labelled as what it
+        is: epsilon for the rounds that ran, not a bound for the mechanism (whose guarantee
+        covers ``accounted`` rounds, :meth:`StoppingRules.guarantee_rounds`)."""
+        from privfl.fl.algorithms.base import budget_results, tightest_bound
+        from privfl.report.headline import method_name
+
+        ran = self.algorithm.privacy(rounds)
+        best = tightest_bound(budget_results(self.algorithm.plan, ran))
+        value = (f"epsilon = {best.epsilon:.4g} ({method_name(best.method)})"
+                 if best is not None else "no rigorous bound")
+        note = (f"The run stopped on stop.target_accuracy = {self.config.stop.target_accuracy:g}"
+                f" ({self.config.stop.target_metric} accuracy) after {rounds} of up to "
+                f"{accounted} rounds: the stop depends on the data, so the guarantee covers "
+                f"the {accounted} rounds the stop rules allowed; {value} for the {rounds} "
+                "rounds that ran is an after-the-fact value, not a bound for this run.")
+        return {"rounds": rounds, "kind": "after-the-fact", "note": note,
+                "epsilon": None if best is None else float(best.epsilon),
+                "method": None if best is None else best.method,
+                "results": [r.to_dict() for r in ran]}
 
     def _write_model(self) -> None:
         """model.pt: the final released model (``name -> tensor``, torch.save), for algorithms

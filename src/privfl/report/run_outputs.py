@@ -19,6 +19,7 @@ from privfl.fl.algorithms.outputs import (
     file_outputs,
     private_dir_of,
     split_row,
+    test_set_classes,
 )
 
 
@@ -41,10 +42,32 @@ class RunOutputs:
     """The outputs of :class:`~privfl.report.experiment.Experiment` (a mixin: it uses the
     experiment's ``config``, ``dir``, ``algorithm``, ``metrics`` and ``redrawn``)."""
 
+    def metric_classes(self) -> dict[str, tuple[bool, str]]:
+        """``metrics key -> (covered, reason)`` of this run: the algorithm's table, with the
+        accuracies outside the guarantee where the data's test sets were chosen by the
+        clients' training labels (:func:`privfl.fl.algorithms.outputs.test_set_classes`)."""
+        return test_set_classes(self.algorithm.output_classes(), self.algorithm.metric_labels,
+                                self.data.info)
+
     def covered_metrics(self) -> set[str]:
         """The metrics keys the printed guarantee covers (:mod:`privfl.fl.algorithms.outputs`)."""
-        table = {**GENERIC_METRICS, **self.algorithm.output_classes()}
+        table = {**GENERIC_METRICS, **self.metric_classes()}
         return {key for key, (covered, _) in table.items() if covered}
+
+    def check_stops_read_covered(self) -> None:
+        """Refuse a stop that reads an output outside the guarantee: ``stop.target_accuracy``
+        on an uncovered accuracy would make the round the run stops at (and every output
+        after it) depend on data the guarantee does not cover."""
+        stop = self.config.stop
+        key = f"{stop.target_metric}_accuracy"
+        if (stop.target_accuracy is None or not self.algorithm.private
+                or key in self.covered_metrics()):
+            return
+        reason = {**GENERIC_METRICS, **self.metric_classes()}.get(key, (False, "not classified"))
+        raise ConfigError(
+            f"stop.target_accuracy = {stop.target_accuracy:g} is not allowed here: the stop "
+            f"would read {key}, which is outside the guarantee ({reason[1]}); remove the stop "
+            "or draw the test sets from public information")
 
     def _split_rows(self, rows: list[dict[str, Any]]
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
@@ -70,18 +93,19 @@ class RunOutputs:
             self.dir.append_metrics(private[0], self.dir.private_metrics)
         self.dir.append_metrics(public[0])
 
-    def outputs(self, *, checkpoints: bool) -> list[dict[str, Any]]:
+    def outputs(self, *, checkpoints: bool, model_file: bool = True) -> list[dict[str, Any]]:
         """Every metrics key and file of this run, covered by the guarantee or not, with the
-        reason (privacy.json's ``outputs``)."""
+        reason (privacy.json's ``outputs``); ``model_file`` False: no model.pt (a paused run
+        whose guarantee hides its intermediate models)."""
         keys = [key for row in self.metrics for key in row]
-        metrics = classify_metrics(keys, self.algorithm.output_classes())
+        metrics = classify_metrics(keys, self.metric_classes())
         files = file_outputs(
             metrics=metrics, accuracy_keys=self.algorithm.metric_labels,
             secure=self.config.privacy.secure, guarantee_only=self.dir.separate_private,
             private_name=self.dir.private.name, checkpoints=checkpoints,
             tensorboard=self.config.run.tensorboard,
             mlflow=bool(self.config.run.mlflow),
-            model_file=callable(getattr(self.algorithm, "global_params", None)),
+            model_file=model_file and callable(getattr(self.algorithm, "global_params", None)),
             redrawn=bool(self.redrawn), health=self.health_keys(),
             client_state=self.dir.client_state.is_dir()
             and any(self.dir.client_state.iterdir()))

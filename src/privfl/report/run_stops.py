@@ -4,11 +4,90 @@ All rounds ran, the target accuracy was reached, the next round would exceed the
 (``stop.epsilon`` on the tightest rigorous bound of the plan's primary scope, ``stop.mu`` on its
 largest Gaussian-DP mu; that round is not run), or ``run.max_rounds`` rounds ran in this
 invocation.
+
+What the guarantee covers after each stop (:func:`guarantee_rounds`): the budget, the planned
+rounds and ``run.max_rounds`` depend only on public settings, so the rounds that ran are the
+mechanism. A stop on ``stop.target_accuracy`` reads a released metric: the round it stops at
+depends on the data, so epsilon for the rounds that ran is an after-the-fact value, not a bound
+for the mechanism "run up to R rounds, stop on accuracy". Its guarantee is the bound for every
+round the public rules allowed: ``federated.rounds``, fewer only where ``stop.epsilon`` /
+``stop.mu`` would have stopped earlier.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from privfl.fl.algorithms.base import budget_results, finite, tightest_bound
+
+#: ``stop_reason`` of a stop decided by a released metric (``stop.target_accuracy``)
+DATA_DEPENDENT_STOPS = ("target",)
+
+
+def target_reached(stop: Any, row: Mapping[str, Any] | None) -> bool:
+    """Whether a metrics ``row`` reaches ``stop.target_accuracy`` on ``stop.target_metric``."""
+    if stop.target_accuracy is None or not row:
+        return False
+    value = row.get(f"{stop.target_metric}_accuracy")
+    return finite(value) and value >= stop.target_accuracy
+
+
+def guarantee_rounds(reason: str, ran: int, planned: int,
+                     exceeds_budget: Callable[[int], bool]) -> int:
+    """The rounds the printed guarantee covers after a stop for ``reason`` with ``ran`` rounds
+    completed: ``ran``, or after a data-dependent stop (:data:`DATA_DEPENDENT_STOPS`) the
+    largest ``r`` in ``ran..planned`` that ``exceeds_budget(r)`` allows (the budget stop is
+    public, and epsilon grows with the rounds, so a bisection finds it)."""
+    if reason not in DATA_DEPENDENT_STOPS:
+        return ran
+    if not 0 <= ran <= planned:
+        raise ValueError(f"ran = {ran} is out of range: must be in 0..planned = {planned}")
+    allowed, refused = ran, planned + 1
+    while refused - allowed > 1:
+        middle = (allowed + refused) // 2
+        if exceeds_budget(middle):
+            refused = middle
+        else:
+            allowed = middle
+    return allowed
+
+
+def budget_problem(stop: Any, plan: Any, rounds: int,
+                   privacy: Callable[[int, bool], list[Any]]) -> str | None:
+    """Why running up to ``rounds`` rounds would exceed the budget of ``stop`` (None if it
+    would not); ``privacy(rounds, full)``: the plan's results after ``rounds`` rounds, every
+    accountant (``full``) or the per-round set.
+
+    The budget applies to the results of every accountant in the plan's primary scope:
+    ``stop.epsilon`` to the tightest rigorous bound among them, ``stop.mu`` to the largest
+    Gaussian-DP mu among them. Without ``stop.mu``, a bound of the per-round set
+    (:mod:`privfl.fl.algorithms.cadence`) within ``stop.epsilon`` settles it (the tightest
+    is no larger), so the accountants recomputed from scratch run only near the budget.
+    """
+    if stop.epsilon is None and stop.mu is None:
+        return None
+    if stop.mu is None:
+        cheap = tightest_bound(budget_results(plan, privacy(rounds, False)))
+        if cheap is not None and cheap.epsilon <= stop.epsilon:
+            return None
+    primary = budget_results(plan, privacy(rounds, True))
+    scope = f", {plan.primary_scope}" if plan.primary_scope else ""
+    if stop.mu is not None:
+        with_mu = [r for r in primary if "mu" in r.extras]
+        if with_mu:
+            worst = max(with_mu, key=lambda r: r.extras["mu"])
+            mu = worst.extras["mu"]
+            if mu > stop.mu:
+                return (f"round {rounds} would reach mu = {mu:.6g} ({worst.method} "
+                        f"{worst.kind}{scope}) > stop.mu = {stop.mu:g}")
+    if stop.epsilon is not None:
+        tightest = tightest_bound(primary)
+        if tightest is not None and tightest.epsilon > stop.epsilon:
+            return (f"round {rounds} would spend epsilon = {tightest.epsilon:.6g} "
+                    f"({tightest.method} bound{scope}, delta = {tightest.delta:g}) > "
+                    f"stop.epsilon = {stop.epsilon:g}")
+    return None
 
 
 class StoppingRules:
@@ -16,47 +95,19 @@ class StoppingRules:
     the experiment's ``config``, ``algorithm`` and ``metrics``)."""
 
     def _target_reached(self) -> bool:
-        target = self.config.stop.target_accuracy
-        if target is None or not self.metrics:
-            return False
-        value = self.metrics[-1].get(f"{self.config.stop.target_metric}_accuracy")
-        return finite(value) and value >= target
+        return target_reached(self.config.stop, self.metrics[-1] if self.metrics else None)
+
+    def guarantee_rounds(self, reason: str) -> int:
+        """The rounds the guarantee covers after a stop for ``reason`` (:func:`guarantee_rounds`
+        with this run's budget)."""
+        return guarantee_rounds(reason, self.algorithm.round, self.config.federated.rounds,
+                                lambda rounds: self.budget_exceeded(rounds) is not None)
 
     def budget_exceeded(self, rounds: int) -> str | None:
-        """Why running up to ``rounds`` rounds would exceed the budget (None if it would not).
-
-        The budget applies to the results of every accountant in the plan's primary scope:
-        ``stop.epsilon`` to the tightest rigorous bound among them, ``stop.mu`` to the largest
-        Gaussian-DP mu among them. Without ``stop.mu``, a bound of the per-round set
-        (:mod:`privfl.fl.algorithms.cadence`) within ``stop.epsilon`` settles it (the tightest
-        is no larger), so the accountants recomputed from scratch run only near the budget.
-        """
-        stop = self.config.stop
-        if stop.epsilon is None and stop.mu is None:
-            return None
-        plan = self.algorithm.plan
-        if stop.mu is None:
-            cheap = tightest_bound(budget_results(plan, self.algorithm.privacy(rounds,
-                                                                                full=False)))
-            if cheap is not None and cheap.epsilon <= stop.epsilon:
-                return None
-        primary = budget_results(plan, self.algorithm.privacy(rounds))
-        scope = f", {plan.primary_scope}" if plan.primary_scope else ""
-        if stop.mu is not None:
-            with_mu = [r for r in primary if "mu" in r.extras]
-            if with_mu:
-                worst = max(with_mu, key=lambda r: r.extras["mu"])
-                mu = worst.extras["mu"]
-                if mu > stop.mu:
-                    return (f"round {rounds} would reach mu = {mu:.6g} ({worst.method} "
-                            f"{worst.kind}{scope}) > stop.mu = {stop.mu:g}")
-        if stop.epsilon is not None:
-            tightest = tightest_bound(primary)
-            if tightest is not None and tightest.epsilon > stop.epsilon:
-                return (f"round {rounds} would spend epsilon = {tightest.epsilon:.6g} "
-                        f"({tightest.method} bound{scope}, delta = {tightest.delta:g}) > "
-                        f"stop.epsilon = {stop.epsilon:g}")
-        return None
+        """Why running up to ``rounds`` rounds would exceed the budget (None if it would not):
+        :func:`budget_problem` with this run's accountants (re-drawn rounds included)."""
+        return budget_problem(self.config.stop, self.algorithm.plan, rounds,
+                              lambda r, full: self.algorithm.privacy(r, full=full))
 
     def next_stop(self, ran: int) -> tuple[str, str] | None:
         """``(reason, detail)`` if the run must stop before the next round, else None."""

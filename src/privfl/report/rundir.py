@@ -72,6 +72,9 @@ _OWN_FILES = ("config.yaml", ".lock", "accuracy.png", "privacy.png", "health.png
 #: a filesystem with less free space than this after a failed write is full
 _FULL_BYTES = 1 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: the time of every file of a ``run.outputs: guarantee-only`` run directory (2000-01-01 UTC;
+#: after 1980, which zip needs): the file times would give away the wall time the mode drops
+FIXED_TIME = 946_684_800
 
 
 class DiskFullError(OSError):
@@ -297,15 +300,27 @@ class RunDirectory:
         self.remove_temporary_files()
         run_id = secrets.token_hex(8)
         try:
+            # guarantee-only drops the wall time: no creation time (FIXED_TIME on every file)
             self.write_json(self.run_file, {
                 "format": RUN_FORMAT, "run_id": run_id,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                **({} if self.separate_private
+                   else {"created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}),
                 **({"pinned": dict(pinned)} if pinned else {}),
             })
         except BaseException:  # e.g. a full disk: leave nothing a new run would refuse
             self.discard()
             raise
         return run_id
+
+    def fix_times(self) -> None:
+        """Set the access and modification time of the run directory and of everything in it
+        to :data:`FIXED_TIME` (``run.outputs: guarantee-only``, which drops the wall time: the
+        file times would give it away). Links are not followed; the private directory is not
+        touched."""
+        entries = sorted(self.path.rglob("*"), key=lambda p: len(p.parts), reverse=True)
+        for entry in [*entries, self.path]:
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(entry, (FIXED_TIME, FIXED_TIME), follow_symlinks=False)
 
     def require_existing(self) -> None:
         self.check_links()

@@ -20,6 +20,7 @@ from privfl.cli.main import app
 from privfl.config import ConfigError, config_from_dict
 from privfl.config.schema import FederatedConfig
 from privfl.fl.algorithms.base import FederatedAlgorithm, PrivacyPlan, RoundAlgorithm, zero_rounds
+from privfl.fl.algorithms.outputs import RELEASED_ACCURACY
 from privfl.fl.algorithms.registry import algorithm_class, available, register, unregister
 from privfl.report.experiment import Experiment, RunCallbacks
 
@@ -67,6 +68,9 @@ class ToyAlgorithm(RoundAlgorithm):
     title: ClassVar[str] = "toy mean estimation"
     config_class = ToyConfig
     metric_labels: ClassVar[dict[str, str]] = {"global_accuracy": "toy accuracy"}
+    # a function of the noised w only (a stop on it must read a covered output)
+    METRIC_OUTPUTS: ClassVar[dict[str, tuple[bool, str]]] = {
+        "global_accuracy": RELEASED_ACCURACY}
 
     def __init__(self, config, data):
         self.plan = ToyPlan(config)

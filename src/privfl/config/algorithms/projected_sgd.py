@@ -117,6 +117,13 @@ class ProjectedSgdConfig(FederatedConfig):
                 f"{config.model.name!r}: its loss is not convex in the parameters (convex "
                 f"models: {', '.join(CONVEX_MODELS)}); use convex: false (diameter 2(rho + eta L))"
             )
+        if self.convex and config.protection.mask_keep_rate is not None:
+            raise ValueError(
+                f"federated.convex = true is not allowed with protection.mask_keep_rate = "
+                f"{config.protection.mask_keep_rate!r}: the convex contraction needs each "
+                "gradient step to be non-expansive, which is not proven for a masked step; use "
+                "convex: false (diameter 2(rho + eta L)) or remove the mask"
+            )
 
 
 def check_settings(

@@ -408,6 +408,16 @@ class DpFedAvg(ServerFedAvg):
         "noise_std": (True, "z S_t: follows from the clip norm"),
     }
 
+    def output_classes(self) -> dict[str, tuple[bool, str]]:
+        """The clip norm and the noise std are covered unless a median clipping chose them:
+        then they are (a function of) the exact median of the cohort's raw update norms."""
+        classes = dict(self.METRIC_OUTPUTS)
+        if self.plan.clipping in MEDIAN_CLIPPINGS:
+            median = (False, f"federated.clipping = {self.plan.clipping!r}: set from the exact "
+                      "median of the cohort's unnoised update norms")
+            classes.update(clip_norm=median, noise_std=median)
+        return classes
+
     def __init__(
         self,
         model: nn.Module,

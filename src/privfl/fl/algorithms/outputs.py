@@ -28,6 +28,7 @@ __all__ = [
     "OUTPUT_MODES",
     "PRIVATE_STATE",
     "RELEASED_ACCURACY",
+    "TRAIN_LABEL_TEST_SETS",
     "UNCLASSIFIED",
     "UNNOISED_TRAINING",
     "Output",
@@ -35,6 +36,7 @@ __all__ = [
     "file_outputs",
     "private_dir_of",
     "split_row",
+    "test_set_classes",
 ]
 
 #: ``run.outputs``: ``all`` (covered and uncovered outputs in the run directory, each one
@@ -72,6 +74,30 @@ RELEASED_ACCURACY = (True, "a released model on held-out test data (post-process
                      "records are not protected by the guarantee, which covers training data)")
 
 
+#: an accuracy on test sets chosen by the clients' training labels (data/partition.py)
+TRAIN_LABEL_TEST_SETS = (
+    False, "measured on test sets chosen by the clients' training labels (each client's test "
+    "records carry the labels of its training records: data.partition shards, or dirichlet "
+    "with test_sampling train-labels): one changed training record can change a test set, so "
+    "the value is not post-processing of the released models; data.partition iid, or "
+    "dirichlet with test_sampling proportions, draws test sets from public information only "
+    "(the seed)")
+
+
+def test_set_classes(classes: Mapping[str, tuple[bool, str]], accuracy_keys: Iterable[str],
+                     info: Mapping[str, Any]) -> dict[str, tuple[bool, str]]:
+    """``classes`` (an algorithm's ``metrics key -> (covered, reason)``) with every accuracy
+    measured on the clients' test sets (``accuracy_keys``: the algorithm's ``metric_labels``)
+    outside the guarantee when the dataset's ``info`` says those test sets were chosen by the
+    clients' training labels (:data:`privfl.data.partition.TEST_FROM_TRAIN_LABELS`)."""
+    from privfl.data.partition import TEST_FROM_TRAIN_LABELS
+
+    out = dict(classes)
+    if info.get(TEST_FROM_TRAIN_LABELS):
+        out.update({key: TRAIN_LABEL_TEST_SETS for key in accuracy_keys})
+    return out
+
+
 @dataclass(frozen=True)
 class Output:
     """One thing a run writes: a metrics key or a file (a path relative to the run directory;
@@ -107,9 +133,15 @@ def split_row(row: Mapping[str, Any], covered: set[str]) -> tuple[dict[str, Any]
 def private_dir_of(run_dir: Path) -> Path:
     """Where ``run.outputs: guarantee-only`` keeps what the guarantee does not cover: the
     sibling directory ``DIR.private`` (never inside the run directory, so publishing the run
-    directory cannot publish it)."""
-    run_dir = Path(run_dir)
-    return run_dir.with_name(run_dir.name + ".private")
+    directory cannot publish it). The path is resolved first (``a/b/..`` is ``a``, whose
+    sibling is ``a.private``; its last component, ``..``, would put the private directory
+    inside the run directory)."""
+    resolved = Path(run_dir).resolve()
+    if not resolved.name:
+        raise ValueError(f"run_dir = {str(run_dir)!r} is out of range: it resolves to "
+                         f"{str(resolved)!r}, which has no parent to hold a sibling private "
+                         "directory; choose a directory below it")
+    return resolved.with_name(resolved.name + ".private")
 
 
 def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure: bool,
@@ -163,7 +195,8 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
         Output("config.yaml", "file", *unless_seeded(
             (True, "the resolved settings (public); its seed does not regenerate the noise "
              "(privacy.secure: noise from os.urandom)"))),
-        Output("run.json", "file", True, "the run's random id and creation time: no data"),
+        Output("run.json", "file", True, "the run's random id and (unless guarantee-only, "
+               "which drops the wall time) its creation time: no data"),
         Output(".lock", "file", True, "the process id of the running privfl: no data"),
         Output("metrics.jsonl", "file", *covered_unless(uncovered, "one row per round")),
         Output("privacy.json", "file", *unless_seeded(COVERED_ACCOUNTING)),
