@@ -16,6 +16,14 @@ A resumed secure run may have released rounds twice (``redrawn.jsonl``,
 accountant composed, and it must agree with that file (offsets never shrink, never exceed its
 rows); ``privacy.json``'s ``rounds_released`` must be its ``rounds`` plus all of them, and its
 results must equal a fresh computation for that many rounds (:attr:`PrivacyCheck.released`).
+
+What the run wrote when it stopped is checked too (:attr:`PrivacyCheck.files`,
+:mod:`privfl.report.check_files`): summary.json's headline, final epsilon, results, card,
+outputs table and config digest, privacy.json's outputs table and card, and the headline, card
+and outputs table of report.md and report.html, each recomputed by the code that wrote it.
+
+A field missing on either side of a comparison (one round's epsilon deleted inside an entry,
+in metrics.jsonl or privacy.json) is a problem naming the entry and the field.
 """
 
 from __future__ import annotations
@@ -47,16 +55,20 @@ class PrivacyCheck:
     rows: list[dict[str, Any]] = field(default_factory=list)
     #: privacy.json against a fresh computation over every released round (re-drawn included)
     released: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
+    #: summary.json, privacy.json's outputs, report.md and report.html against a fresh
+    #: computation (:func:`privfl.report.check_files.check_run_files`)
+    files: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
 
     @property
     def ok(self) -> bool:
-        return all(row["ok"] for row in self.rows) and self.released["ok"]
+        return (all(row["ok"] for row in self.rows) and self.released["ok"]
+                and self.files["ok"])
 
     def to_dict(self) -> dict[str, Any]:
         return {"command": "check-privacy", "run_dir": str(self.run_dir),
                 "algorithm": self.algorithm, "rtol": self.rtol, "ok": self.ok,
                 "rounds_checked": len(self.rows), "rows": self.rows,
-                "released": self.released}
+                "released": self.released, "files": self.files}
 
 
 def _relative(a: float, b: float) -> float:
@@ -98,9 +110,19 @@ def _compare(logged: Any, fresh: Sequence[Mapping[str, Any]], rtol: float) -> di
             worst = math.inf
             continue
         for name_field in _FIELDS:
-            a, b = old[key].get(name_field), new[key].get(name_field)
-            if a is None and b is None:
+            if name_field not in old[key] and name_field not in new[key]:
                 continue
+            if name_field not in old[key]:
+                problems.append(f"{name} {name_field}: missing from the logged entry (fresh "
+                                f"{new[key][name_field]!r})")
+                worst = math.inf
+                continue
+            if name_field not in new[key]:
+                problems.append(f"{name} {name_field}: logged {old[key][name_field]!r} but not "
+                                "derived from the config")
+                worst = math.inf
+                continue
+            a, b = old[key][name_field], new[key][name_field]
             a = logged_number(a)  # metrics.jsonl spells infinity "inf"
             if not isinstance(a, (int, float)) or isinstance(a, bool) or b is None:
                 problems.append(f"{name} {name_field}: logged {a!r}, fresh {b!r}")
@@ -119,7 +141,9 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     """Compare every ``every``-th round (and the first and last) with a fresh computation."""
     from privfl.config.loader import load_config
     from privfl.fl.algorithms.base import privacy_entries
-    from privfl.fl.algorithms.builders import privacy_plan
+    from privfl.fl.algorithms.builders import build_dataset, privacy_plan
+    from privfl.fl.algorithms.outputs import private_dir_of
+    from privfl.report.check_files import check_run_files
     from privfl.report.rundir import RunDirectory
 
     every = check_int("every", every, minimum=1)
@@ -132,7 +156,8 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     if not metrics:
         raise ValueError(f"run directory = {str(run_dir)!r} has no completed rounds "
                          "(metrics.jsonl is empty or missing)")
-    plan = privacy_plan(config)
+    data = build_dataset(config)
+    plan = privacy_plan(config, data)
     cadence = AccountingCadence.from_config(config)
     report = PrivacyCheck(Path(run_dir), config.federated.algorithm, rtol)
     valid = [row.get("round") for row in metrics if _round_index(row.get("round"))]
@@ -177,6 +202,9 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
                                          f"run up to {last})"]})
     if directory.privacy.is_file():
         report.released = _check_released(directory, plan, redrawn, rtol)
+    if config.run.outputs == "guarantee-only":  # the uncovered metrics are kept apart
+        directory = RunDirectory(run_dir, private_dir_of(Path(run_dir)))
+    report.files = check_run_files(directory, config, data, rtol=rtol)
     return report
 
 
