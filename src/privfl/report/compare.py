@@ -168,10 +168,12 @@ def comparison_notes(runs: Sequence[RunRecord]) -> list[str]:
 
 
 def disagreement_notes(runs: Sequence[RunRecord], *, shown: int = 3) -> list[str]:
-    """Warnings about runs whose files disagree with a fresh computation from their
-    config.yaml (:func:`privfl.report.check.check_run_privacy` on the first and last rounds,
-    privacy.json, summary.json and the reports): a forged headline must not be compared as if
-    it were the run's. ``shown``: the problems quoted per run."""
+    """Warnings about stopped runs (privacy.json or summary.json written) whose files disagree
+    with a fresh computation from their config.yaml (:func:`privfl.report.check.check_run_privacy`
+    on the first and last rounds, privacy.json, summary.json and the reports): a forged
+    headline must not be compared as if it were the run's. ``shown``: the problems quoted per
+    run. A run that has not stopped is left to ``privfl check-privacy``."""
+    from privfl.config import ConfigError
     from privfl.report.check import check_run_privacy
 
     shown = check_int("shown", shown, minimum=1)
@@ -179,7 +181,15 @@ def disagreement_notes(runs: Sequence[RunRecord], *, shown: int = 3) -> list[str
     for run in runs:
         if not isinstance(run, RunRecord):
             raise ValueError(f"runs holds {type(run).__name__}: must be RunRecords (load_run)")
-        report = check_run_privacy(run.path, every=max(len(run.metrics), 1))
+        directory = RunDirectory(run.path)
+        if not (directory.privacy.is_file() or directory.summary.is_file()):
+            continue
+        try:
+            report = check_run_privacy(run.path, every=max(len(run.metrics), 1))
+        except (ConfigError, ValueError) as error:
+            notes.append(f"{run.path}: its files could not be checked against its config.yaml "
+                         f"({error})")
+            continue
         if report.ok:
             continue
         problems = [p for row in report.rows for p in row["problems"]]
