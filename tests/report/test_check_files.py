@@ -96,6 +96,8 @@ def test_a_forged_headline_and_final_epsilon_in_summary_fail(run):
         f"{abs(epsilon - 0.1) / epsilon:.3g})"]
     result = CliRunner().invoke(app, ["check-privacy", str(run)])
     assert result.exit_code == 1 and "summary.json headline.epsilon: written 0.1" in result.stdout
+    assert "the files written at the stop (summary.json, privacy.json, report.md, report.html): " \
+        "MISMATCH" in result.stdout
 
 
 def test_a_headline_field_deleted_or_a_sentence_edited_in_summary_fails(run):
@@ -223,13 +225,22 @@ def test_a_field_added_inside_a_privacy_json_result_fails(run):
         "rdp/bound mu: logged 0.01 but not derived from the config"]
 
 
-def test_check_run_files_validates_its_tolerance(run):
+def test_check_run_files_validates_its_inputs(run):
     from privfl.config.loader import load_config
     from privfl.fl.algorithms.builders import build_dataset
 
     config = load_config(run / "config.yaml")
+    data = build_dataset(config)
     with pytest.raises(ValueError, match="rtol = -1 is out of range"):
-        check_run_files(RunDirectory(run), config, build_dataset(config), rtol=-1)
+        check_run_files(RunDirectory(run), config, data, rtol=-1)
+    with pytest.raises(ValueError, match="directory = PosixPath is not allowed"):
+        check_run_files(run, config, data, rtol=1e-9)
+    with pytest.raises(ValueError, match="config = dict is not allowed"):
+        check_run_files(RunDirectory(run), RAW, data, rtol=1e-9)
+    with pytest.raises(ValueError, match="data = NoneType is not allowed"):
+        check_run_files(RunDirectory(run), config, None, rtol=1e-9)
+    assert check_run_files(RunDirectory(run), config, data, rtol=1e-9) == {"ok": True,
+                                                                           "problems": []}
 
 
 def test_compare_warns_on_a_run_whose_files_disagree(run, finished):

@@ -49,7 +49,8 @@ def check_privacy_command(
                 typer.echo(f"    {problem}")
         files = report.files
         if not files["ok"]:
-            typer.echo("  summary.json, privacy.json outputs, report.md, report.html: MISMATCH")
+            typer.echo("  the files written at the stop (summary.json, privacy.json, report.md, "
+                       "report.html): MISMATCH")
             for problem in files["problems"]:
                 typer.echo(f"    {problem}")
         typer.echo("all rounds agree" if report.ok else "logged privacy DIFFERS from the "

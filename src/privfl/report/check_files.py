@@ -47,8 +47,6 @@ class _Rebuilt(RunOutputs, RunArtefacts):
                  metrics: list[dict[str, Any]], redrawn: list[dict[str, Any]]) -> None:
         self.config, self.dir, self.data, self.algorithm = config, directory, data, algorithm
         self.metrics, self.redrawn = metrics, redrawn
-        self.warnings: list[str] = []
-        self.resumed_from = None
 
 
 def _is_number(value: Any) -> bool:
@@ -169,6 +167,8 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     ``data``: the dataset built from it; ``rtol``: relative tolerance of every number."""
     from markupsafe import escape
 
+    from privfl.config import ExperimentConfig
+    from privfl.data.datasets import FederatedDataset
     from privfl.fl.algorithms.base import privacy_entries, privacy_metrics
     from privfl.fl.algorithms.builders import build_algorithm
     from privfl.fl.client_store import state_directory
@@ -176,7 +176,17 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     from privfl.report.markdown import headline_markdown, outputs_markdown
     from privfl.report.plan_headline import plan_headline
     from privfl.report.provenance import config_digest
+    from privfl.report.rundir import RunDirectory
 
+    if not isinstance(directory, RunDirectory):
+        raise ValueError(f"directory = {type(directory).__name__} is not allowed: must be a "
+                         "privfl.report.rundir.RunDirectory")
+    if not isinstance(config, ExperimentConfig):
+        raise ValueError(f"config = {type(config).__name__} is not allowed: must be the run's "
+                         "loaded ExperimentConfig")
+    if not isinstance(data, FederatedDataset):
+        raise ValueError(f"data = {type(data).__name__} is not allowed: must be the "
+                         "FederatedDataset built from the run's config")
     if not _is_number(rtol) or not 0.0 <= rtol <= 1.0:
         raise ValueError(f"rtol = {rtol!r} is out of range: must be a number in [0, 1]")
     problems: list[str] = []
