@@ -183,3 +183,17 @@ def test_a_field_the_config_does_not_derive_fails_naming_it(tmp_path, logged):
     report = check_run_privacy(_write(tmp_path / "run", rows))
     assert _problems(report) == {1: ["rdp/bound mu: logged 0.5 but not derived from the "
                                      "config"]}
+
+
+def test_compare_entries_validates_its_inputs(logged):
+    from privfl.report.check_entries import compare_entries
+
+    fresh = logged[0]["privacy"]
+    assert compare_entries(_rows(logged)[0]["privacy"], fresh, 1e-9) == {
+        "ok": True, "max_rel_diff": 0.0, "problems": []}
+    with pytest.raises(ValueError, match="fresh = NoneType is not allowed"):
+        compare_entries(fresh, None, 1e-9)
+    with pytest.raises(ValueError, match="rtol = 2 is out of range"):
+        compare_entries(fresh, fresh, 2)
+    assert compare_entries("junk", fresh, 1e-9)["problems"] == [
+        "the logged privacy entries are missing or malformed"]

@@ -30,19 +30,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from privfl._validation import check_int, check_range
 from privfl.fl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
-from privfl.report.rundir import logged_number
+from privfl.report.check_entries import compare_entries
 
 __all__ = ["PrivacyCheck", "check_run_privacy"]
-
-_FIELDS = ("epsilon", "delta", "mu")
 
 
 @dataclass
@@ -69,71 +65,6 @@ class PrivacyCheck:
                 "algorithm": self.algorithm, "rtol": self.rtol, "ok": self.ok,
                 "rounds_checked": len(self.rows), "rows": self.rows,
                 "released": self.released, "files": self.files}
-
-
-def _relative(a: float, b: float) -> float:
-    if a == b or (math.isnan(a) and math.isnan(b)):
-        return 0.0
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return math.inf
-    return abs(a - b) / max(abs(a), abs(b), 1e-300)
-
-
-def _key(entry: Mapping[str, Any]) -> tuple[str, str, str]:
-    return str(entry.get("method")), str(entry.get("kind")), str(entry.get("scope", ""))
-
-
-def _keyed(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping]:
-    return {_key(e): e for e in entries}
-
-
-def _compare(logged: Any, fresh: Sequence[Mapping[str, Any]], rtol: float) -> dict[str, Any]:
-    problems: list[str] = []
-    worst = 0.0
-    if not isinstance(logged, list) or not all(isinstance(e, Mapping) for e in logged):
-        return {"ok": False, "max_rel_diff": math.inf,
-                "problems": ["the logged privacy entries are missing or malformed"]}
-    old, new = _keyed(logged), _keyed(fresh)
-    counts = Counter(_key(e) for e in logged)
-    for key, count in sorted(counts.items()):
-        if count > 1:
-            problems.append(f"{'/'.join(part for part in key if part)}: logged {count} times")
-            worst = math.inf
-    for key in sorted(set(old) | set(new)):
-        name = "/".join(part for part in key if part)
-        if key not in old:
-            problems.append(f"{name}: not logged")
-            worst = math.inf
-            continue
-        if key not in new:
-            problems.append(f"{name}: logged but not derived from the config")
-            worst = math.inf
-            continue
-        for name_field in _FIELDS:
-            if name_field not in old[key] and name_field not in new[key]:
-                continue
-            if name_field not in old[key]:
-                problems.append(f"{name} {name_field}: missing from the logged entry (fresh "
-                                f"{new[key][name_field]!r})")
-                worst = math.inf
-                continue
-            if name_field not in new[key]:
-                problems.append(f"{name} {name_field}: logged {old[key][name_field]!r} but not "
-                                "derived from the config")
-                worst = math.inf
-                continue
-            a, b = old[key][name_field], new[key][name_field]
-            a = logged_number(a)  # metrics.jsonl spells infinity "inf"
-            if not isinstance(a, (int, float)) or isinstance(a, bool) or b is None:
-                problems.append(f"{name} {name_field}: logged {a!r}, fresh {b!r}")
-                worst = math.inf
-                continue
-            diff = _relative(float(a), float(b))
-            worst = max(worst, diff)
-            if diff > rtol:
-                problems.append(f"{name} {name_field}: logged {a!r}, fresh {b!r} "
-                                f"(relative difference {diff:.3g})")
-    return {"ok": not problems, "max_rel_diff": worst, "problems": problems}
 
 
 def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9,
@@ -194,7 +125,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
             continue
         fresh = privacy_entries(plan.results(released) if methods == FULL
                                 else plan.round_results(released))
-        outcome = _compare(row.get("privacy", []), fresh, rtol)
+        outcome = compare_entries(row.get("privacy", []), fresh, rtol)
         report.rows.append({"round": r, **outcome})
     for r in sorted(set(range(1, (last or 0) + 1)) - seen):
         report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
@@ -245,4 +176,4 @@ def _check_released(directory: Any, plan: Any, redrawn: int, rtol: float) -> dic
         return {"ok": False, "max_rel_diff": math.inf, "problems": [
             f"privacy.json: rounds_released = {logged!r}, but {rounds!r} rounds ran and "
             f"redrawn.jsonl holds {redrawn} re-drawn round(s)"]}
-    return _compare(results, privacy_entries(plan.results(rounds + redrawn)), rtol)
+    return compare_entries(results, privacy_entries(plan.results(rounds + redrawn)), rtol)

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from privfl.report.check import _compare, _relative
+from privfl.report.check_entries import compare_entries, relative_difference
 from privfl.report.run_finish import RunArtefacts
 from privfl.report.run_outputs import RunOutputs
 
@@ -83,7 +83,7 @@ def _field(where: str, written: Mapping[str, Any], fresh: Mapping[str, Any], key
     if key in numbers and _is_number(b):
         if not _is_number(a):
             return f"{name}: written {a!r}, fresh {b!r}"
-        diff = _relative(float(a), float(b))
+        diff = relative_difference(float(a), float(b))
         if diff > rtol:
             return f"{name}: written {a!r}, fresh {b!r} (relative difference {diff:.3g})"
         return None
@@ -232,7 +232,7 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
                      if (p := _field("summary.json final", written_final if isinstance(
                          written_final, Mapping) else {}, fresh_final, key, rtol,
                          ("epsilon",))) is not None]
-        compared = _compare(summary.get("privacy", []), fresh_results, rtol)
+        compared = compare_entries(summary.get("privacy", []), fresh_results, rtol)
         problems += [f"summary.json privacy: {p}" for p in compared["problems"]]
         problems += _mapping("summary.json", summary, {
             "rounds_completed": rounds, "rounds_released": algorithm.released_rounds(rounds),
