@@ -158,3 +158,42 @@ def test_default_tolerance_catches_one_part_in_a_million(tmp_path, logged):
     assert check_run_privacy(run, rtol=1e-5).ok  # a looser tolerance lets it pass
     result = CliRunner().invoke(app, ["check-privacy", str(run)])
     assert result.exit_code == 1 and "rtol 1e-09" in result.stdout
+
+
+@pytest.mark.parametrize("name_field", ["epsilon", "delta", "mu"])
+def test_a_field_deleted_inside_one_entry_fails_naming_it(tmp_path, logged, name_field):
+    """One round's number deleted inside an entry (the entry itself kept) is a named failure,
+    never skipped."""
+    rows = _rows(logged)
+    (entry,) = [e for e in rows[2]["privacy"] if e["method"] == "gdp-clt"]
+    fresh = entry.pop(name_field)
+    assert isinstance(fresh, float) and fresh > 0
+    report = check_run_privacy(_write(tmp_path / "run", rows))
+    assert not report.ok
+    assert _problems(report) == {3: [f"gdp-clt/estimate {name_field}: missing from the "
+                                      f"logged entry (fresh {fresh!r})"]}
+
+
+def test_a_field_the_config_does_not_derive_fails_naming_it(tmp_path, logged):
+    """An RDP bound carries no mu: one logged inside its entry is a failure too."""
+    rows = _rows(logged)
+    (entry,) = [e for e in rows[0]["privacy"] if e["method"] == "rdp"]
+    assert "mu" not in entry
+    entry["mu"] = 0.5
+    report = check_run_privacy(_write(tmp_path / "run", rows))
+    assert _problems(report) == {1: ["rdp/bound mu: logged 0.5 but not derived from the "
+                                     "config"]}
+
+
+def test_compare_entries_validates_its_inputs(logged):
+    from privfl.report.check_entries import compare_entries
+
+    fresh = logged[0]["privacy"]
+    assert compare_entries(_rows(logged)[0]["privacy"], fresh, 1e-9) == {
+        "ok": True, "max_rel_diff": 0.0, "problems": []}
+    with pytest.raises(ValueError, match="fresh = NoneType is not allowed"):
+        compare_entries(fresh, None, 1e-9)
+    with pytest.raises(ValueError, match="rtol = 2 is out of range"):
+        compare_entries(fresh, fresh, 2)
+    assert compare_entries("junk", fresh, 1e-9)["problems"] == [
+        "the logged privacy entries are missing or malformed"]

@@ -23,8 +23,9 @@ def check_privacy_command(
 ) -> None:
     """Recompute every round's privacy from the run's config.yaml (the algorithm's privacy plan:
     the settings the training derived its noise, clipping, sampling and steps from) and compare
-    it with metrics.jsonl. Exit status 0 when every checked round agrees, 1 otherwise, 2 for an
-    unreadable run directory."""
+    it with metrics.jsonl and privacy.json; recompute the headline, results, card, outputs table
+    and config digest of summary.json, report.md and report.html and compare them too. Exit
+    status 0 when everything agrees, 1 otherwise, 2 for an unreadable run directory."""
     from privfl.report.check import check_run_privacy
 
     report = check_run_privacy(run_dir, every=every, rtol=rtol)
@@ -49,6 +50,12 @@ def check_privacy_command(
         if not report.pinned["ok"]:
             typer.echo("  run.json (settings pinned at round 1): MISMATCH")
             for problem in report.pinned["problems"]:
+                typer.echo(f"    {problem}")
+        files = report.files
+        if not files["ok"]:
+            typer.echo("  the files written at the stop (summary.json, privacy.json, report.md, "
+                       "report.html): MISMATCH")
+            for problem in files["problems"]:
                 typer.echo(f"    {problem}")
         typer.echo("all rounds agree" if report.ok else "logged privacy DIFFERS from the "
                    "configuration")

@@ -30,19 +30,22 @@ def compare_command(
 ) -> None:
     """Compare run directories (any algorithms) at the same rounds: each run's headline
     accuracies and, for private ones, the tightest epsilon bound (with its accountant and unit)
-    and any Gaussian-DP mu estimate."""
+    and any Gaussian-DP mu estimate. A run whose files disagree with a fresh computation from
+    its config.yaml (`privfl check-privacy`) is named in a warning."""
     from privfl.report.compare import (
         common_rounds,
         comparison_markdown,
         comparison_notes,
         comparison_rows,
+        disagreement_notes,
         distinct_labels,
         load_run,
         plot_comparison,
     )
 
     loaded = distinct_labels([load_run(path) for path in runs])  # same names: by directory
-    for note in comparison_notes(loaded):
+    notes = comparison_notes(loaded) + disagreement_notes(loaded)
+    for note in notes:
         typer.echo(f"privfl: warning: {note}", err=True)
     rows = comparison_rows(loaded, common_rounds(loaded, every))
     text = comparison_markdown(loaded, rows)
@@ -62,6 +65,6 @@ def compare_command(
             {"name": r.name, "path": str(r.path), "algorithm": r.algorithm, "dataset": r.dataset,
              "private": r.private, "delta": r.delta, "unit": r.unit, "sampling": r.sampling,
              "metrics": dict(r.metric_labels)}
-            for r in loaded], "rows": rows, "warnings": comparison_notes(loaded)})
+            for r in loaded], "rows": rows, "warnings": notes})
     else:
         typer.echo(text, nl=False)

@@ -8,7 +8,8 @@ This package sits above the algorithms (:mod:`privfl.fl.algorithms`), the certif
   :mod:`~privfl.report.run_resume`, :mod:`~privfl.report.run_outputs`,
   :mod:`~privfl.report.run_stops` and :mod:`~privfl.report.run_finish`.
 * :mod:`privfl.report.check` and :mod:`privfl.report.compare` — ``privfl check-privacy`` and
-  ``privfl compare``.
+  ``privfl compare``; :mod:`privfl.report.check_files` — check-privacy's check of what a
+  stopped run wrote (summary.json, privacy.json's outputs, report.md, report.html).
 
 * :mod:`privfl.report.card` — :func:`render_card` (what the numbers mean),
   :func:`render_card` (rich), :func:`card_markdown`.

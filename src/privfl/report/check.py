@@ -16,25 +16,29 @@ A resumed secure run may have released rounds twice (``redrawn.jsonl``,
 accountant composed, and it must agree with that file (offsets never shrink, never exceed its
 rows); ``privacy.json``'s ``rounds_released`` must be its ``rounds`` plus all of them, and its
 results must equal a fresh computation for that many rounds (:attr:`PrivacyCheck.released`).
+
+What the run wrote when it stopped is checked too (:attr:`PrivacyCheck.files`,
+:mod:`privfl.report.check_files`): summary.json's headline, final epsilon, results, card,
+outputs table and config digest, privacy.json's outputs table and card, and the headline, card
+and outputs table of report.md and report.html, each recomputed by the code that wrote it.
+
+A field missing on either side of a comparison (one round's epsilon deleted inside an entry,
+in metrics.jsonl or privacy.json) is a problem naming the entry and the field.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections import Counter
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from privfl._validation import check_int, check_range
 from privfl.fl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
-from privfl.report.rundir import logged_number
+from privfl.report.check_entries import compare_entries
 
 __all__ = ["PrivacyCheck", "check_run_privacy"]
-
-_FIELDS = ("epsilon", "delta", "mu")
 
 
 @dataclass
@@ -49,72 +53,20 @@ class PrivacyCheck:
     released: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
     #: run.json's settings pinned at round 1 against the plan config.yaml gives
     pinned: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
+    #: summary.json, privacy.json's outputs, report.md and report.html against a fresh
+    #: computation (:func:`privfl.report.check_files.check_run_files`)
+    files: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
 
     @property
     def ok(self) -> bool:
         return (all(row["ok"] for row in self.rows) and self.released["ok"]
-                and self.pinned["ok"])
+                and self.pinned["ok"] and self.files["ok"])
 
     def to_dict(self) -> dict[str, Any]:
         return {"command": "check-privacy", "run_dir": str(self.run_dir),
                 "algorithm": self.algorithm, "rtol": self.rtol, "ok": self.ok,
                 "rounds_checked": len(self.rows), "rows": self.rows,
-                "released": self.released, "pinned": self.pinned}
-
-
-def _relative(a: float, b: float) -> float:
-    if a == b or (math.isnan(a) and math.isnan(b)):
-        return 0.0
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return math.inf
-    return abs(a - b) / max(abs(a), abs(b), 1e-300)
-
-
-def _key(entry: Mapping[str, Any]) -> tuple[str, str, str]:
-    return str(entry.get("method")), str(entry.get("kind")), str(entry.get("scope", ""))
-
-
-def _keyed(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping]:
-    return {_key(e): e for e in entries}
-
-
-def _compare(logged: Any, fresh: Sequence[Mapping[str, Any]], rtol: float) -> dict[str, Any]:
-    problems: list[str] = []
-    worst = 0.0
-    if not isinstance(logged, list) or not all(isinstance(e, Mapping) for e in logged):
-        return {"ok": False, "max_rel_diff": math.inf,
-                "problems": ["the logged privacy entries are missing or malformed"]}
-    old, new = _keyed(logged), _keyed(fresh)
-    counts = Counter(_key(e) for e in logged)
-    for key, count in sorted(counts.items()):
-        if count > 1:
-            problems.append(f"{'/'.join(part for part in key if part)}: logged {count} times")
-            worst = math.inf
-    for key in sorted(set(old) | set(new)):
-        name = "/".join(part for part in key if part)
-        if key not in old:
-            problems.append(f"{name}: not logged")
-            worst = math.inf
-            continue
-        if key not in new:
-            problems.append(f"{name}: logged but not derived from the config")
-            worst = math.inf
-            continue
-        for name_field in _FIELDS:
-            a, b = old[key].get(name_field), new[key].get(name_field)
-            if a is None and b is None:
-                continue
-            a = logged_number(a)  # metrics.jsonl spells infinity "inf"
-            if not isinstance(a, (int, float)) or isinstance(a, bool) or b is None:
-                problems.append(f"{name} {name_field}: logged {a!r}, fresh {b!r}")
-                worst = math.inf
-                continue
-            diff = _relative(float(a), float(b))
-            worst = max(worst, diff)
-            if diff > rtol:
-                problems.append(f"{name} {name_field}: logged {a!r}, fresh {b!r} "
-                                f"(relative difference {diff:.3g})")
-    return {"ok": not problems, "max_rel_diff": worst, "problems": problems}
+                "released": self.released, "pinned": self.pinned, "files": self.files}
 
 
 def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9,
@@ -122,7 +74,10 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     """Compare every ``every``-th round (and the first and last) with a fresh computation."""
     from privfl.config.loader import load_config
     from privfl.fl.algorithms.base import privacy_entries, released_results
-    from privfl.fl.algorithms.builders import privacy_plan
+    from privfl.fl.algorithms.builders import build_dataset, privacy_plan
+    from privfl.fl.algorithms.outputs import private_dir_of
+    from privfl.report.check_files import check_run_files
+    from privfl.report.run_stops import accounted_rounds
     from privfl.report.rundir import RunDirectory
 
     every = check_int("every", every, minimum=1)
@@ -135,7 +90,8 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     if not metrics:
         raise ValueError(f"run directory = {str(run_dir)!r} has no completed rounds "
                          "(metrics.jsonl is empty or missing)")
-    plan = privacy_plan(config)
+    data = build_dataset(config)
+    plan = privacy_plan(config, data)
     cadence = AccountingCadence.from_config(config)
     report = PrivacyCheck(Path(run_dir), config.federated.algorithm, rtol)
     valid = [row.get("round") for row in metrics if _round_index(row.get("round"))]
@@ -174,7 +130,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
             continue
         fresh = privacy_entries(released_results(plan, r, redrawn_rounds[:released - r],
                                                  full=methods == FULL))
-        outcome = _compare(row.get("privacy", []), fresh, rtol)
+        outcome = compare_entries(row.get("privacy", []), fresh, rtol)
         report.rows.append({"round": r, **outcome})
     for r in sorted(set(range(1, (last or 0) + 1)) - seen):
         report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
@@ -183,7 +139,10 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     if directory.privacy.is_file():
         report.released = _check_released(
             directory, plan, redrawn_rounds, rtol,
-            _accounted(config, plan, metrics, last or 0, redrawn_rounds))
+            accounted_rounds(config, plan, metrics, last or 0, redrawn_rounds))
+    if config.run.outputs == "guarantee-only":  # the uncovered metrics are kept apart
+        directory = RunDirectory(run_dir, private_dir_of(Path(run_dir)))
+    report.files = check_run_files(directory, config, data, rtol=rtol)
     return report
 
 
@@ -201,24 +160,6 @@ def _check_pinned(pinned: Any, plan: Any) -> dict[str, Any]:
                 f"gives {value!r}: the configuration claims another schedule than the one "
                 "that ran" for key, value in fresh.items() if pinned.get(key) != value]
     return {"ok": not problems, "problems": problems}
-
-
-def _accounted(config: Any, plan: Any, metrics: list[dict[str, Any]], ran: int,
-               redrawn_rounds: list[Any]) -> int:
-    """The rounds privacy.json must account: those that ran, or after a stop on
-    ``stop.target_accuracy`` (the last row reached it) every round the public stop rules
-    allowed (:func:`privfl.report.run_stops.guarantee_rounds`), re-drawn rounds composed as
-    the runner composes them (:func:`~privfl.fl.algorithms.base.released_results`)."""
-    from privfl.fl.algorithms.base import released_results
-    from privfl.report.run_stops import budget_problem, guarantee_rounds, target_reached
-
-    reason = "target" if target_reached(config.stop, metrics[-1] if metrics else None) \
-        else "other"
-    return guarantee_rounds(
-        reason, ran, max(ran, config.federated.rounds),
-        lambda rounds: budget_problem(
-            config.stop, plan, rounds,
-            lambda r, full: released_results(plan, r, redrawn_rounds, full=full)) is not None)
 
 
 def _methods_problem(methods: Any, r: int, plan: Any, cadence: AccountingCadence) -> str:
@@ -268,5 +209,5 @@ def _check_released(directory: Any, plan: Any, redrawn_rounds: list[Any], rtol: 
             f"privacy.json: rounds_accounted = {saved.get('rounds_accounted', rounds)!r}, but "
             f"the guarantee covers {accounted} rounds (the rounds that ran, or after a stop on "
             "stop.target_accuracy every round the stop rules allowed)"]}
-    return _compare(results, privacy_entries(released_results(plan, accounted, redrawn_rounds)),
-                    rtol)
+    return compare_entries(results, privacy_entries(
+        released_results(plan, accounted, redrawn_rounds)), rtol)

@@ -23,8 +23,8 @@ from privfl.report.plots import _figure, _series
 from privfl.report.rundir import RunDirectory, logged_number
 
 __all__ = ["MISSING", "RunRecord", "common_rounds", "comparison_markdown", "comparison_notes",
-           "comparison_rows", "distinct_labels", "load_run", "number_cell", "percent_cell",
-           "plot_comparison", "reports_mu"]
+           "comparison_rows", "disagreement_notes", "distinct_labels", "load_run", "number_cell",
+           "percent_cell", "plot_comparison", "reports_mu"]
 
 #: A table cell with no number: not measured at that round, or not reported by that run.
 MISSING = "—"
@@ -164,6 +164,39 @@ def comparison_notes(runs: Sequence[RunRecord]) -> list[str]:
         notes.append("the runs use different datasets ("
                      + ", ".join(f"{run.name}: {run.dataset}" for run in runs)
                      + "): their accuracies are not comparable")
+    return notes
+
+
+def disagreement_notes(runs: Sequence[RunRecord], *, shown: int = 3) -> list[str]:
+    """Warnings about stopped runs (privacy.json or summary.json written) whose files disagree
+    with a fresh computation from their config.yaml (:func:`privfl.report.check.check_run_privacy`
+    on the first and last rounds, privacy.json, summary.json and the reports): a forged
+    headline must not be compared as if it were the run's. ``shown``: the problems quoted per
+    run. A run that has not stopped is left to ``privfl check-privacy``."""
+    from privfl.config import ConfigError
+    from privfl.report.check import check_run_privacy
+
+    shown = check_int("shown", shown, minimum=1)
+    notes = []
+    for run in runs:
+        if not isinstance(run, RunRecord):
+            raise ValueError(f"runs holds {type(run).__name__}: must be RunRecords (load_run)")
+        directory = RunDirectory(run.path)
+        if not (directory.privacy.is_file() or directory.summary.is_file()):
+            continue
+        try:
+            report = check_run_privacy(run.path, every=max(len(run.metrics), 1))
+        except (ConfigError, ValueError) as error:
+            notes.append(f"{run.path}: its files could not be checked against its config.yaml "
+                         f"({error})")
+            continue
+        if report.ok:
+            continue
+        problems = [p for row in report.rows for p in row["problems"]]
+        problems += report.released["problems"] + report.files["problems"]
+        more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+        notes.append(f"{run.path}: its files disagree with a fresh computation from its "
+                     f"config.yaml (privfl check-privacy): {'; '.join(problems[:shown])}{more}")
     return notes
 
 

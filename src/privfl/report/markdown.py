@@ -9,7 +9,7 @@ from typing import Any
 from privfl.accounting.results import PrivacyResult
 from privfl.report.card import card_markdown, format_number, format_percent
 
-__all__ = ["STOP_TEXT", "run_report_markdown"]
+__all__ = ["STOP_TEXT", "headline_markdown", "outputs_markdown", "run_report_markdown"]
 
 #: why a run stopped (summary.json's ``stop_reason``), in words
 STOP_TEXT = {
@@ -36,9 +36,7 @@ def run_report_markdown(
     final = summary.get("final", {})
     lines = [f"# privfl run: {summary.get('name', '')}", ""]
     if headline is not None:
-        lines += [f"**{headline.sentence}**", ""]
-        if headline.advice:
-            lines += [headline.advice, ""]
+        lines += headline_markdown(headline)
     lines += [
         str(summary.get("description", "")).strip(),
         "",
@@ -97,7 +95,7 @@ def run_report_markdown(
         "",
         "![privacy per round](privacy.png)",
         "",
-        *_outputs_markdown(outputs),
+        *outputs_markdown(outputs),
         "## Files",
         "",
         "`config.yaml` (resolved configuration), `metrics.jsonl` (one JSON line per round), "
@@ -137,7 +135,16 @@ def _resume_line(summary: Mapping[str, Any]) -> str:
             "federated.rounds=N` to extend it).")
 
 
-def _outputs_markdown(outputs: Sequence[Mapping[str, Any]]) -> list[str]:
+def headline_markdown(headline: Any) -> list[str]:
+    """report.md's lines of a :class:`~privfl.report.headline.Headline`: the sentence in bold,
+    the advice (each followed by an empty line)."""
+    lines = [f"**{headline.sentence}**", ""]
+    if headline.advice:
+        lines += [headline.advice, ""]
+    return lines
+
+
+def outputs_markdown(outputs: Sequence[Mapping[str, Any]]) -> list[str]:
     """The table of what the run wrote and whether the guarantee covers it."""
     if not outputs:
         return []

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
-__all__ = ["PROVENANCE_KEYS", "run_provenance"]
+__all__ = ["PROVENANCE_KEYS", "config_digest", "run_provenance"]
 
 #: the keys of :func:`run_provenance`, in order
 PROVENANCE_KEYS = ("privfl", "torch", "python", "platform", "threads", "config_sha256")
@@ -44,14 +44,23 @@ def _threads() -> int:
     return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
 
 
-def run_provenance(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Versions, platform, threads and the digest of ``config`` (the resolved configuration as
-    a JSON-ready mapping, e.g. ``config.model_dump(mode="json")``)."""
+def config_digest(config: Mapping[str, Any]) -> str:
+    """``config_sha256``: the SHA-256 of the canonical JSON of ``config`` (the resolved
+    configuration as a JSON-ready mapping); ``privfl check-privacy`` recomputes it from
+    config.yaml."""
     if not isinstance(config, Mapping):
         raise ValueError(f"config = {type(config).__name__} is not allowed: must be the "
                          "resolved configuration as a mapping")
-    import privfl
     from privfl.report.checkpoints import digest_json  # (imports torch: only when called)
+
+    return digest_json(dict(config))
+
+
+def run_provenance(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Versions, platform, threads and the digest of ``config`` (the resolved configuration as
+    a JSON-ready mapping, e.g. ``config.model_dump(mode="json")``)."""
+    digest = config_digest(config)
+    import privfl
 
     return {
         "privfl": getattr(privfl, "__version__", None) or _version("privfl"),
@@ -59,5 +68,5 @@ def run_provenance(config: Mapping[str, Any]) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "threads": _threads(),
-        "config_sha256": digest_json(dict(config)),
+        "config_sha256": digest,
     }

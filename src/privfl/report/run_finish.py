@@ -108,7 +108,7 @@ class RunArtefacts:
         released = {"rounds_released": algo.released_rounds(rounds),
                     "redrawn_rounds": [row.get("round") for row in self.redrawn],
                     "rounds_accounted": accounted}
-        after_the_fact = (self._after_the_fact(rounds, accounted)
+        after_the_fact = (self.after_the_fact(rounds, accounted)
                           if accounted != rounds and algo.private else None)
         card = self.card(accounted)
         if after_the_fact is not None:
@@ -217,7 +217,7 @@ class RunArtefacts:
         return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
                                 reason)
 
-    def _after_the_fact(self, rounds: int, accounted: int) -> dict[str, Any]:
+    def after_the_fact(self, rounds: int, accounted: int) -> dict[str, Any]:
         """The rounds-run value of a run whose stop read a released metric, labelled as what it
         is: epsilon for the rounds that ran, not a bound for the mechanism (whose guarantee
         covers ``accounted`` rounds, :meth:`StoppingRules.guarantee_rounds`)."""

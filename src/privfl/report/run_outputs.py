@@ -93,10 +93,17 @@ class RunOutputs:
             self.dir.append_metrics(private[0], self.dir.private_metrics)
         self.dir.append_metrics(public[0])
 
-    def outputs(self, *, checkpoints: bool, model_file: bool = True) -> list[dict[str, Any]]:
+    def outputs(self, *, checkpoints: bool, model_file: bool = True,
+                client_state: bool | None = None) -> list[dict[str, Any]]:
         """Every metrics key and file of this run, covered by the guarantee or not, with the
-        reason (privacy.json's ``outputs``); ``model_file`` False: no model.pt (a paused run
-        whose guarantee hides its intermediate models)."""
+        reason (privacy.json's ``outputs``). ``checkpoints``: the private state is on disk;
+        ``model_file`` False: no model.pt (a paused run whose guarantee hides its intermediate
+        models); ``client_state``: per-client state is memory-mapped in ``client-state/``
+        (None: look at the run directory; ``privfl check-privacy`` passes what the run found,
+        since the folder goes when the process ends)."""
+        if client_state is None:
+            client_state = (self.dir.client_state.is_dir()
+                            and any(self.dir.client_state.iterdir()))
         keys = [key for row in self.metrics for key in row]
         metrics = classify_metrics(keys, self.metric_classes())
         files = file_outputs(
@@ -107,8 +114,7 @@ class RunOutputs:
             mlflow=bool(self.config.run.mlflow),
             model_file=model_file and callable(getattr(self.algorithm, "global_params", None)),
             redrawn=bool(self.redrawn), health=self.health_keys(),
-            client_state=self.dir.client_state.is_dir()
-            and any(self.dir.client_state.iterdir()))
+            client_state=client_state)
         return [o.to_dict() for o in metrics + files]
 
     def health_keys(self) -> list[str]:

@@ -53,6 +53,23 @@ def guarantee_rounds(reason: str, ran: int, planned: int,
     return allowed
 
 
+def accounted_rounds(config: Any, plan: Any, metrics: list[dict[str, Any]], ran: int,
+                     redrawn_rounds: list[Any]) -> int:
+    """The rounds a finished run's guarantee covers, recomputed from its files (check-privacy):
+    those that ran, or after a stop on ``stop.target_accuracy`` (the last row reached it) every
+    round the public stop rules allowed (:func:`guarantee_rounds`), re-drawn rounds composed as
+    the runner composes them (:func:`~privfl.fl.algorithms.base.released_results`)."""
+    from privfl.fl.algorithms.base import released_results
+
+    reason = "target" if target_reached(config.stop, metrics[-1] if metrics else None) \
+        else "other"
+    return guarantee_rounds(
+        reason, ran, max(ran, config.federated.rounds),
+        lambda rounds: budget_problem(
+            config.stop, plan, rounds,
+            lambda r, full: released_results(plan, r, redrawn_rounds, full=full)) is not None)
+
+
 def budget_problem(stop: Any, plan: Any, rounds: int,
                    privacy: Callable[[int, bool], list[Any]]) -> str | None:
     """Why running up to ``rounds`` rounds would exceed the budget of ``stop`` (None if it
