@@ -175,7 +175,6 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     from privfl.fl.client_store import state_directory
     from privfl.report.card import card_markdown
     from privfl.report.markdown import headline_markdown, outputs_markdown
-    from privfl.report.plan_headline import plan_headline
     from privfl.report.provenance import config_digest
     from privfl.report.rundir import RunDirectory
 
@@ -210,11 +209,7 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     # rules allowed (run_stops.accounted_rounds), as the runner wrote it
     accounted = accounted_rounds(config, algorithm.plan, rows, rounds,
                                  algorithm.redrawn_rounds)
-    results = algorithm.privacy(accounted)
-    headline = plan_headline(algorithm.plan, results)
-    card = run.card(accounted)
-    if accounted != rounds and algorithm.private:
-        card["data-dependent stop"] = run.after_the_fact(rounds, accounted)["note"]
+    results, headline, card, _ = run.guarantee(rounds, accounted)
     card = json.loads(json.dumps(card))
     tables = [t.get("outputs") for t in (saved, summary) if t is not None]
     names = {str(o.get("name")) for t in tables if isinstance(t, list) for o in t

@@ -93,7 +93,6 @@ class RunArtefacts:
         last-iterate release) deletes its checkpoints first."""
         from privfl.report.html_run import run_report_html
         from privfl.report.markdown import run_report_markdown
-        from privfl.report.plan_headline import plan_headline
         from privfl.report.plots import plot_accuracy, plot_health, plot_privacy
         from privfl.report.provenance import run_provenance
 
@@ -104,15 +103,10 @@ class RunArtefacts:
         rounds = algo.round
         # a stop that read a released metric: the guarantee covers every round it allowed
         accounted = self.guarantee_rounds(reason)
-        results = algo.privacy(accounted)
+        results, headline, card, after_the_fact = self.guarantee(rounds, accounted)
         released = {"rounds_released": algo.released_rounds(rounds),
                     "redrawn_rounds": [row.get("round") for row in self.redrawn],
                     "rounds_accounted": accounted}
-        after_the_fact = (self.after_the_fact(rounds, accounted)
-                          if accounted != rounds and algo.private else None)
-        card = self.card(accounted)
-        if after_the_fact is not None:
-            card["data-dependent stop"] = after_the_fact["note"]
         finished = reason != "max_rounds"
         deleted = (bool(getattr(algo.plan, "hidden_state", False)) and finished
                    and rounds > 0)
@@ -136,10 +130,6 @@ class RunArtefacts:
         key = f"{config.stop.target_metric}_accuracy"
         reached = next((m["round"] for m in shown
                         if target is not None and finite(m.get(key)) and m[key] >= target), None)
-        headline = plan_headline(algo.plan, results)
-        if after_the_fact is not None:
-            headline = replace(headline, advice=f"{headline.advice} {after_the_fact['note']}"
-                               .strip())
         # every accountant, whether or not the last row carried them all (.cadence)
         final_privacy = privacy_metrics(algo.plan, results)
         summary: dict[str, Any] = {
@@ -216,6 +206,26 @@ class RunArtefacts:
             self.dir.fix_times()
         return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
                                 reason)
+
+    def guarantee(self, rounds: int, accounted: int) -> tuple[list[PrivacyResult], Any,
+                                                             dict[str, Any],
+                                                             dict[str, Any] | None]:
+        """``(results, headline, card, after_the_fact)`` of a run stopped after ``rounds``
+        rounds whose guarantee covers ``accounted`` (more after a data-dependent stop, where
+        the card and the headline's advice carry the after-the-fact note): what the run
+        writes, and what ``check-privacy`` recomputes (:mod:`privfl.report.check_files`)."""
+        from privfl.report.plan_headline import plan_headline
+
+        algo = self.algorithm
+        results = algo.privacy(accounted)
+        after = (self.after_the_fact(rounds, accounted)
+                 if accounted != rounds and algo.private else None)
+        card = self.card(accounted)
+        headline = plan_headline(algo.plan, results)
+        if after is not None:
+            card["data-dependent stop"] = after["note"]
+            headline = replace(headline, advice=f"{headline.advice} {after['note']}".strip())
+        return results, headline, card, after
 
     def after_the_fact(self, rounds: int, accounted: int) -> dict[str, Any]:
         """The rounds-run value of a run whose stop read a released metric, labelled as what it
