@@ -49,5 +49,7 @@ def test_ci_fails_instead_of_skipping():
 def test_make_test_passes_without_the_data():
     # no -m here: the markers make test deselects come from pyproject's addopts, as for `make test`
     # (a `-m "not slow"` here selected the browser test, which fails under PRIVFL_REQUIRE_BROWSER)
-    done = _pytest("-x")
+    # on both cores, as `make test` runs: CI's slow suite gives this one test to one of its two
+    # workers, and one process here kept that worker busy long after the other had finished
+    done = _pytest("-x", "-n", "2", "--dist", "loadfile")
     assert done.returncode == 0, done.stdout[-3000:]
