@@ -14,6 +14,7 @@ import shutil
 
 import pytest
 import yaml
+from test_check import RAW as CHECK_RAW  # tests/report/test_check.py
 from typer.testing import CliRunner
 
 from privfl.cli.main import app
@@ -25,18 +26,8 @@ from privfl.report.experiment import Experiment
 from privfl.report.provenance import config_digest
 from privfl.report.rundir import RunDirectory
 
-RAW = {
-    "name": "check-files",
-    "seed": 5,
-    "data": {"dataset": "synthetic", "synthetic_examples": 480, "test_fraction": 0.25,
-             "partition": "iid", "clients": 12, "test_size": 10},
-    "model": {"name": "logreg"},
-    "training": {"local_steps": 2, "batch_size": 6, "optimizer": "sgd", "lr": 0.1},
-    "privacy": {"noise_multiplier": 0.8, "clip_norm": 0.5, "delta": 1e-3,
-                "accountants": ["rdp", "gdp-clt"]},
-    "federated": {"algorithm": "dp-fedavg", "rounds": 3, "client_rate": 0.5},
-    "run": {"threads": 1},
-}
+#: test_check.py's DP-FedAvg run, 3 rounds
+RAW = {**CHECK_RAW, "name": "check-files", "federated": {**CHECK_RAW["federated"], "rounds": 3}}
 
 
 @pytest.fixture(scope="module")
