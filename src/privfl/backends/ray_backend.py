@@ -271,8 +271,11 @@ class RayBackend(ShardedBackend):
         try:
             return self._run_shards(trainer, data, start_row, shards, keep_states, count)
         except Exception as error:
+            # a dead raylet surfaces as a RayError, or as the reset of a socket it held
+            # (ConnectionResetError, seen in CI): either, with the node gone, is a lost node
             if isinstance(error, _RayletDiedError) or (
-                    isinstance(error, ray.exceptions.RayError) and not self._node_alive()):
+                    isinstance(error, (ray.exceptions.RayError, ConnectionError))
+                    and (self.connection.local_raylet_died() or not self._node_alive())):
                 cause = (str(error) if isinstance(error, _RayletDiedError) else
                          f"{type(error).__name__}: {' '.join(str(error).split())[:160]}")
                 self._disconnect()
