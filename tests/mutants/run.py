@@ -43,6 +43,8 @@ DATA = Path(__file__).with_name("mutants.yaml")
 COPIED = ("src", "tests", "configs", "docs", "pyproject.toml")
 KEYS = {"id", "file", "find", "replace", "tests", "why"}
 TIMEOUT = 900  # seconds per mutant: a mutant that hangs its tests counts as killed
+#: how pytest runs a mutant's tests, in a forked or a fresh process alike
+PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider")
 #: imported once by the fork server (third-party only: privfl must come from each mutant's copy)
 PRELOAD = ("numpy", "scipy.special", "scipy.stats", "scipy.optimize", "scipy.integrate", "torch",
            "mpmath", "yaml", "pydantic", "typer", "typer.testing", "rich", "hypothesis", "pytest",
@@ -150,7 +152,7 @@ def _pytest_in_copy(copy: str, tests: list[str], log: str) -> None:
     os.dup2(out, 2)
     import pytest
 
-    code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", *tests]))
+    code = int(pytest.main([*PYTEST_ARGS, *tests]))
     child_sys.stdout.flush()
     child_sys.stderr.flush()
     privfl = child_sys.modules.get("privfl")  # tests/conftest.py imports it
@@ -192,9 +194,8 @@ def _run_fresh(mutant: Mutant, copy: Path) -> tuple[int | None, str]:
     """``(exit code or None on timeout, output)`` of the mutant's tests in a new interpreter."""
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-             *mutant.tests], cwd=copy, env=_env(copy), capture_output=True, text=True,
-            timeout=TIMEOUT)
+            [sys.executable, "-m", "pytest", *PYTEST_ARGS, *mutant.tests], cwd=copy,
+            env=_env(copy), capture_output=True, text=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         return None, ""
     return done.returncode, done.stdout + done.stderr
