@@ -214,12 +214,10 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     tables = [t.get("outputs") for t in (saved, summary) if t is not None]
     names = {str(o.get("name")) for t in tables if isinstance(t, list) for o in t
              if isinstance(o, Mapping)}
-    # a paused run whose guarantee hides its intermediate state releases no model.pt
-    paused = (summary or {}).get("stop_reason") == "max_rounds"
     outputs = run.outputs(
         checkpoints=any(n.endswith("checkpoints/") for n in names)
         or bool(directory.list_checkpoints()),
-        model_file=not (paused and bool(getattr(algorithm.plan, "hidden_state", False))),
+        model_file=run.releases_model(str((summary or {}).get("stop_reason"))),
         client_state=any(n.endswith("client-state/") for n in names))
     fresh_results = privacy_entries(results)
 

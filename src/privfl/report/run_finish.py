@@ -112,10 +112,7 @@ class RunArtefacts:
                    and rounds > 0)
         if deleted:
             self.dir.delete_private_state()
-        # a paused run whose guarantee hides its intermediate state releases no model: W_t of
-        # a pause is an intermediate iterate (and with random-stop or the independent
-        # schedule, a model before the end tells part of the secret)
-        paused_hidden = bool(getattr(algo.plan, "hidden_state", False)) and not finished
+        paused_hidden = not self.releases_model(reason)
         if paused_hidden:
             self.dir.model.unlink(missing_ok=True)
         outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()),
@@ -226,6 +223,14 @@ class RunArtefacts:
             card["data-dependent stop"] = after["note"]
             headline = replace(headline, advice=f"{headline.advice} {after['note']}".strip())
         return results, headline, card, after
+
+    def releases_model(self, reason: str) -> bool:
+        """Whether a run stopped for ``reason`` writes model.pt: not a paused run
+        (``run.max_rounds``) whose guarantee hides its intermediate state, since W_t of a pause
+        is an intermediate iterate (and with random-stop or the independent schedule, a model
+        before the end tells part of the secret)."""
+        return not (bool(getattr(self.algorithm.plan, "hidden_state", False))
+                    and reason == "max_rounds")
 
     def after_the_fact(self, rounds: int, accounted: int) -> dict[str, Any]:
         """The rounds-run value of a run whose stop read a released metric, labelled as what it
