@@ -10,9 +10,14 @@ deterministic update rule is allowed. The rules follow PyTorch's single-tensor i
   with each client's own step count.
 
 State (one row per client, persistent across rounds; the caller stores it):
-``{"step": [M] float64, "momentum_buffer": [M, d]}`` or
-``{"step": [M], "exp_avg": [M, d], "exp_avg_sq": [M, d]}``; ``step`` counts the updates a
-client has made.
+``{"step": [M] float32, "momentum_buffer": [M, d]}`` or
+``{"step": [M] float32, "exp_avg": [M, d], "exp_avg_sq": [M, d]}``; ``step`` counts the
+updates a client has made. The step is float32 because that is what the fused kernels read:
+``torch.optim.Adam(fused=True)`` keeps its step in float32 and CUDA's ``_fused_adam_`` reads
+the step tensor's memory as float32 whatever its dtype (a float64 step gave NaN after one
+step). float32 counts exactly up to 2^24 steps; beyond, ``beta^step`` is 0 in float64 for any
+beta < 1 - 1e-6, so the bias corrections are exactly 1 either way. States saved with a float64
+step (runs checkpointed before this change) are converted by :meth:`StackedOptimizer.conform_state`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from privfl.fl.spec import LocalTrainingSpec
 __all__ = ["StackedOptimizer"]
 
 _FUSED = hasattr(torch, "_fused_adam_") and hasattr(torch, "_fused_sgd_")
+
+#: dtype of the per-client step counts (what the fused kernels read, see the module docstring)
+STEP_DTYPE = torch.float32
 
 _KEYS = {
     "sgd": ("step",),
@@ -59,7 +67,7 @@ class StackedOptimizer:
         """Fresh state for ``count`` clients with ``dim`` parameters each."""
         count = check_int("count", count, minimum=1)
         dim = check_int("dim", dim, minimum=1)
-        state = {"step": torch.zeros(count, dtype=torch.float64, device=device)}
+        state = {"step": torch.zeros(count, dtype=STEP_DTYPE, device=device)}
         for key in self.state_keys[1:]:
             state[key] = torch.zeros(count, dim, dtype=dtype, device=device)
         return state
@@ -79,6 +87,17 @@ class StackedOptimizer:
             if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
                 got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
                 raise ValueError(f"{name}[{key!r}] has shape {got}: must be {want}")
+            if not t.is_floating_point():
+                raise ValueError(f"{name}[{key!r}] has dtype {t.dtype}: must be a floating "
+                                 "point dtype")
+
+    @staticmethod
+    def conform_state(state: Mapping[str, torch.Tensor],
+                      device: str | torch.device | None = None) -> dict[str, torch.Tensor]:
+        """A copy of a (checked) ``state`` on ``device`` with its step counts in
+        :data:`STEP_DTYPE` (a state saved with float64 steps loads unchanged in value)."""
+        return {k: v.detach().to(device=device, dtype=STEP_DTYPE if k == "step" else v.dtype)
+                .clone() for k, v in state.items()}
 
     def step_(
         self,
@@ -93,6 +112,9 @@ class StackedOptimizer:
         Adam use PyTorch's fused kernels (``torch._fused_sgd_`` / ``torch._fused_adam_``, one
         pass over the parameters) when available, else the reference implementation below.
         """
+        if state["step"].dtype != STEP_DTYPE:
+            raise ValueError(f"state['step'] has dtype {state['step'].dtype}: must be "
+                             f"{STEP_DTYPE} (the fused kernels read it so; use conform_state)")
         state["step"].add_(1.0)
         if self.spec.optimizer != "sgd" and _FUSED and self._fused_ok:
             try:
@@ -167,6 +189,7 @@ class StackedOptimizer:
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.lerp_(grad, 1.0 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+        step = step.to(torch.float64)  # bias corrections in float64, as the fused kernels
         bias1 = (1.0 - torch.pow(beta1, step)).to(params.dtype).unsqueeze(1)  # [m, 1]
         bias2_sqrt = (1.0 - torch.pow(beta2, step)).sqrt().to(params.dtype).unsqueeze(1)
         step_size = lr / bias1

@@ -336,7 +336,7 @@ class CohortTrainer:
             return self.init_optimizer_state(count, device=device)
         self.optimizer.check_state(optimizer_states, count, self.num_params,
                                    name="optimizer_states")
-        return {k: v.detach().to(device).clone() for k, v in optimizer_states.items()}
+        return self.optimizer.conform_state(optimizer_states, device)
 
     # ------------------------------------------------------------------ training
     def train(

@@ -121,11 +121,12 @@ def checkpoint_tensor(state: dict[str, Any], key: str, current: torch.Tensor,
 
 def checkpoint_optimizer_state(state: dict[str, Any], optimizer: Any, rows: int,
                                num_params: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """``state["optimizer_state"]`` copied to ``device`` and checked against the stacked
-    optimizer's layout (``rows`` clients of ``num_params`` parameters)."""
-    restored = {k: v.to(device).clone() for k, v in state["optimizer_state"].items()}
-    optimizer.check_state(restored, rows, num_params, name="checkpoint optimizer")
-    return restored
+    """``state["optimizer_state"]`` checked against the stacked optimizer's layout (``rows``
+    clients of ``num_params`` parameters) and copied to ``device`` (float64 step counts of older
+    checkpoints become float32, :meth:`~privfl.fl.optim.StackedOptimizer.conform_state`)."""
+    saved = state["optimizer_state"]
+    optimizer.check_state(saved, rows, num_params, name="checkpoint optimizer")
+    return optimizer.conform_state(saved, device)
 
 
 def restore_streams(state: dict[str, Any], rng: np.random.Generator,
