@@ -152,3 +152,16 @@ def test_fused_and_reference_steps_agree_with_torch_optim(case, seed):
             param.grad = g[j].clone()
             theirs.step()
         torch.testing.assert_close(ref_params[j] / scale, param.detach() / scale, **tol)
+
+
+def test_per_client_rates_changed_in_place_between_steps_are_read_again():
+    """The rows of equal rate are cached for a tensor reused across steps; an in-place change
+    of that tensor is seen (never a stale grouping)."""
+    opt = StackedOptimizer(_spec("momentum", lr=0.1, momentum=0.5))
+    params, state = torch.zeros(2, 3), opt.init_state(2, 3)
+    lr = torch.tensor([[0.1], [0.1]])
+    opt.step_(params, torch.ones(2, 3), state, lr)
+    lr[1, 0] = 0.3
+    opt.step_(params, torch.ones(2, 3), state, lr)
+    # row 0: 0.1 * (1) + 0.1 * (0.5 + 1); row 1: 0.1 * 1 + 0.3 * 1.5
+    torch.testing.assert_close(params[:, 0], -torch.tensor([0.25, 0.55]))

@@ -14,6 +14,8 @@ distributed numbers.
 Ragged steps (Poisson, or clients of different sizes) use :func:`~privfl.mechanisms.pad_batches`'
 convention: a step's index matrix is as wide as its largest batch; padded slots point at the
 client's first record and carry mask ``False``; the mask is ``None`` when every batch is full.
+The batch sizes are copied to the host once per chunk, not once per step (each copy from a GPU
+waits for every kernel queued before it).
 """
 
 from __future__ import annotations
@@ -36,16 +38,17 @@ class StepBatches:
     counts: torch.Tensor  #: [m, K] int64 real batch sizes
     widths: list[int]  #: per step, the largest batch size of the step
     full: list[bool]  #: per step, whether every client's batch has the step's width
+    sizes: list[list[int]]  #: per step, every client's real batch size (``counts`` on the host)
 
     def step(self, t: int) -> tuple[torch.Tensor, torch.Tensor | None, list[int]]:
         """``(index [m, width], mask [m, width] or None, real batch sizes)`` of step ``t``."""
         width = self.widths[t]
         index = self.index[:, t, :width]
-        real = self.counts[:, t]
         if self.full[t]:
-            return index, None, real.tolist()
+            return index, None, self.sizes[t]
+        real = self.counts[:, t]
         mask = torch.arange(width, device=index.device).unsqueeze(0) < real.unsqueeze(1)
-        return index, mask, real.tolist()
+        return index, mask, self.sizes[t]
 
 
 def sample_steps(sources: Sequence, rows: Sequence[torch.Tensor], steps: int,
@@ -77,7 +80,9 @@ def sample_steps(sources: Sequence, rows: Sequence[torch.Tensor], steps: int,
     counts = torch.empty((m, steps), dtype=torch.int64, device=device)
     for members, _, count, _ in picked:
         counts[members] = count
-    width = int(counts.max()) if m else 0
+    sizes = counts.t().tolist() if m else [[] for _ in range(steps)]  # one copy to the host
+    widths = [max(step, default=0) for step in sizes]
+    width = max(widths, default=0)
     index = torch.empty((m, steps, width), dtype=torch.int64, device=device)
     slots = torch.arange(width, device=device)
     for members, chosen, count, first in picked:
@@ -85,7 +90,5 @@ def sample_steps(sources: Sequence, rows: Sequence[torch.Tensor], steps: int,
         if chosen.shape[2] < width:  # a group of smaller clients: pad to the common width
             chosen = torch.cat([chosen, first.expand(-1, -1, width - chosen.shape[2])], 2)
         index[members] = torch.where(slots < count.unsqueeze(2), chosen, first)
-    widths = counts.max(0).values.tolist() if m else [0] * steps
-    lows = counts.min(0).values.tolist() if m else [0] * steps
-    return StepBatches(index, counts, widths, [lo == w for lo, w in zip(lows, widths,
-                                                                         strict=True)])
+    full = [min(step, default=0) == w for step, w in zip(sizes, widths, strict=True)]
+    return StepBatches(index, counts, widths, full, sizes)

@@ -129,11 +129,7 @@ class StackedOptimizer:
     def _fused_step(self, params, grad, state, lr) -> None:
         spec = self.spec
         m = params.shape[0]
-        rates = lr.reshape(m).tolist() if isinstance(lr, torch.Tensor) else [float(lr)] * m
-        groups: dict[float, list[int]] = {}  # rows of equal learning rate, one kernel call each
-        for j, rate in enumerate(rates):
-            groups.setdefault(rate, []).append(j)
-        for rate, rows in groups.items():
+        for rate, rows in self._rate_groups(lr, m).items():
             every = len(rows) == m
 
             def views(t: torch.Tensor, rows=rows, every=every) -> list[torch.Tensor]:
@@ -153,6 +149,23 @@ class StackedOptimizer:
                     lr=rate, beta1=beta1, beta2=beta2, weight_decay=spec.weight_decay,
                     eps=spec.eps, amsgrad=False, maximize=False,
                 )
+
+    def _rate_groups(self, lr: float | torch.Tensor, m: int) -> dict[float, list[int]]:
+        """Rows of equal learning rate (one kernel call each). A tensor of rates is read on
+        the host once for the steps that reuse it (a chunk's K steps), not once per step: each
+        read from a GPU waits for every kernel queued before it."""
+        if not isinstance(lr, torch.Tensor):
+            return {float(lr): list(range(m))}
+        cached, version, groups = self._groups
+        if cached is lr and version == lr._version:  # the same tensor, not changed in place
+            return groups
+        groups = {}
+        for j, rate in enumerate(lr.reshape(m).tolist()):
+            groups.setdefault(rate, []).append(j)
+        self._groups = (lr, lr._version, groups)
+        return groups
+
+    _groups: tuple[torch.Tensor | None, int, dict[float, list[int]]] = (None, -1, {})
 
     def _row_views(self, t: torch.Tensor) -> list[torch.Tensor]:
         """The rows of ``t`` as tensors of their own (the fused kernels then compute every row

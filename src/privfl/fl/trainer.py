@@ -116,7 +116,7 @@ class _Client:
 
     data: torch.Generator
     noise_seeds: list[int]
-    aux: torch.Generator
+    aux: torch.Generator  #: on the host whatever the device (drawing its seed never waits)
     rows: torch.Tensor  #: [n_j] int64 pool rows of the client, on the training device
     _noise: list[torch.Generator] | None = None
 
@@ -470,7 +470,7 @@ class CohortTrainer:
         for j in range(count):
             data, aux, *noise = seeds[j]
             clients.append(_Client(seeded_generator(device, data), noise,
-                                   seeded_generator(device, aux), rows[j]))
+                                   seeded_generator(torch.device("cpu"), aux), rows[j]))
         layout = self.resolve_layout(device)
         self._single_rows = layout == "looped"
         chunk = 1 if layout == "looped" else self._auto_chunk(count, x_all, y_all, device)
@@ -669,8 +669,7 @@ class CohortTrainer:
     @contextlib.contextmanager
     def _rng_guard(self, client: _Client, device):
         """Seed torch's global RNG (used only by functional dropout & co.) from the aux stream."""
-        seed = int(torch.randint(0, SEED_HIGH, (1,), generator=client.aux,
-                                 device=client.aux.device))
+        seed = int(torch.randint(0, SEED_HIGH, (1,), generator=client.aux))  # on the host
         if self._replica() is not None:  # a client worker: the net never uses the global RNG
             yield
         elif device.type == "cuda":
