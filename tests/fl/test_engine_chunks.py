@@ -57,3 +57,18 @@ def test_batched_rows_do_not_depend_on_their_chunk(private, dropout):
     looped = CohortTrainer(model, spec, layout="looped")
     params, _, _ = looped.train_streams(start, pool, indices, streams, None, lr=lr)
     torch.testing.assert_close(looped.flatten(params), whole, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("device", "batch", "sampling", "chunk"), [
+    ("meta", 16, "without-replacement", 128),  # an accelerator: 2048 examples per forward
+    ("meta", 16, "poisson", 64),  # Poisson chunks are sized for twice the expected batch
+    ("meta", 4096, "without-replacement", 1),  # at least one client
+    ("cpu", 16, "without-replacement", 1000),  # the CPU has only the memory budget
+])
+def test_the_automatic_chunk_on_an_accelerator_is_capped_in_examples(device, batch, sampling,
+                                                                     chunk):
+    spec = LocalTrainingSpec(local_steps=1, batch_size=batch, sampling=sampling, clip_norm=1.0,
+                             noise_multiplier=1.0, lr=0.1)
+    trainer = CohortTrainer(TinyCNN(), spec, layout="batched", memory_budget=1 << 40)
+    x, y = torch.randn(2, 1, 10, 10), torch.zeros(2, dtype=torch.int64)
+    assert trainer._auto_chunk(1000, x, y, torch.device(device)) == chunk

@@ -245,3 +245,46 @@ def test_matches_opacus_grad_sample(name):
             expected = (g * factors.reshape(3, *[1] * (g.dim() - 1))).sum(0)
             torch.testing.assert_close(result.sums[n][j], expected, atol=1e-5, rtol=1e-5)
 
+
+
+class _StridedConvNet(nn.Module):
+    """Convolutions with stride, padding, dilation, with and without bias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(2, 4, 3, stride=2, padding=1)
+        self.b = nn.Conv2d(4, 3, 2, dilation=2, bias=False)
+        self.head = nn.Linear(3 * 3 * 3, 3)
+
+    def forward(self, x):
+        return F.log_softmax(self.head(torch.relu(self.b(torch.relu(self.a(x)))).flatten(1)), 1)
+
+
+@pytest.mark.parametrize("net", [TinyCNN, _StridedConvNet])
+def test_grouped_convolution_of_a_chunk_equals_the_per_client_loop(net, monkeypatch):
+    """The accelerators' path (one grouped convolution for a chunk's clients) gives the CPU
+    loop's per-example norms, clipped sums and trained parameters."""
+    from privfl.fl._capture import Conv2dLayer
+
+    torch.manual_seed(9)
+    model = net().double()
+    channels = 2 if net is _StridedConvNet else 1
+    x = torch.randn(3, 4, channels, 10, 10, dtype=torch.float64)
+    y = torch.randint(0, 3, (3, 4))
+    params = perturbed_params(model, 3)
+    spec = LocalTrainingSpec(local_steps=3, batch_size=4, clip_norm=0.5, noise_multiplier=0.0,
+                             optimizer="adam", lr=0.01)
+    results = {}
+    for grouped in (False, True):
+        monkeypatch.setattr(Conv2dLayer, "grouped", grouped)
+        trainer = CohortTrainer(model, spec, layout="batched")
+        sums = trainer.clipped_sums(params, x, y)
+        trained, _, _ = trainer.train(params, [(x[j], y[j]) for j in range(3)], None,
+                                      torch.Generator().manual_seed(1))
+        results[grouped] = sums, trained
+    (loop, loop_trained), (grouped, grouped_trained) = results[False], results[True]
+    torch.testing.assert_close(grouped.norms, loop.norms, rtol=1e-12, atol=1e-12)
+    for name in loop.sums:
+        torch.testing.assert_close(grouped.sums[name], loop.sums[name], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(grouped_trained[name], loop_trained[name], rtol=1e-10,
+                                   atol=1e-12)

@@ -90,6 +90,11 @@ __all__ = ["LAYOUTS", "ROW_ALIGN", "CohortTrainer", "GradientResult", "TrainingS
 
 LAYOUTS = ("auto", "batched", "looped")
 
+#: Examples per forward of a batched chunk on an accelerator when ``chunk_size`` is not set
+#: (the memory budget may allow fewer): on an H200, the MNIST CNN of Zheng et al. 2021 trained
+#: 45.5 client-updates/s in chunks of 128 clients x B = 16 and 15.9 in one chunk of 1,024.
+ACCELERATOR_CHUNK_EXAMPLES = 2048
+
 
 @dataclass
 class TrainingStats:
@@ -594,7 +599,10 @@ class CohortTrainer:
             else:  # on CPU, chunks beyond a few clients fall out of cache (docs/engine.md)
                 budget = 128 << 20
         rows = self.spec.batch_size * (2 if self.spec.sampling == "poisson" else 1)
-        return int(max(1, min(count, budget // max(1, self.example_bytes(x_all, y_all) * rows))))
+        fits = budget // max(1, self.example_bytes(x_all, y_all) * rows)
+        if device.type != "cpu":  # more examples per forward than this was slower (docs/engine.md)
+            fits = min(fits, ACCELERATOR_CHUNK_EXAMPLES // rows)
+        return int(max(1, min(count, fits)))
 
     def example_bytes(self, x: torch.Tensor, y: torch.Tensor) -> int:
         """Rough bytes of the activations, gradients and per-example gradients of one example
