@@ -311,3 +311,13 @@ def test_bad_input_names_the_argument():
         CohortTrainer(model, spec, loss_fn=lambda o, t: o.sum()).train(start, data, None, gen)
     with pytest.raises(ValueError, match="BatchNorm"):
         CohortTrainer(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3)), spec)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_private_training_refuses_reduced_precision_parameters(dtype):
+    """Noise is drawn and added in the parameters' dtype: never in a reduced precision."""
+    spec = LocalTrainingSpec(local_steps=1, batch_size=4, clip_norm=1.0, noise_multiplier=1.0)
+    with pytest.raises(ValueError, match=rf"dtype = {dtype} is not allowed for Gaussian noise"):
+        CohortTrainer(TinyCNN().to(dtype), spec)
+    plain = LocalTrainingSpec(local_steps=1, batch_size=4, clip_norm=None)
+    CohortTrainer(TinyCNN().to(dtype), plain)  # non-private: allowed

@@ -101,3 +101,15 @@ def test_clipping_is_flat_over_all_parameters():
     assert clip_factors(torch.tensor([0.5, 4.0]), 2.0).tolist() == [1.0, 0.5]
     with pytest.raises(ValueError, match="clip_norm = -1"):
         clip_factors(norms, -1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_noise_is_never_drawn_in_a_reduced_precision(dtype):
+    from privfl.mechanisms.noise import gaussian_noise, secure_standard_normal, standard_normal_
+
+    for call in (lambda: gaussian_noise((3,), 1.0, dtype=dtype),
+                 lambda: gaussian_noise((3,), 1.0, dtype=dtype, secure=True),
+                 lambda: standard_normal_(torch.empty(3, dtype=dtype)),
+                 lambda: secure_standard_normal(3, dtype=dtype)):
+        with pytest.raises(ValueError, match=f"{dtype} is not allowed for Gaussian noise"):
+            call()

@@ -83,6 +83,7 @@ from privfl.fl.streams import (
     seeded_generator,
 )
 from privfl.fl.workers import ClientWorkers, single_thread
+from privfl.mechanisms.noise import check_noise_dtype
 from privfl.mechanisms.secure import SECURE_RANDOM
 
 __all__ = ["LAYOUTS", "ROW_ALIGN", "CohortTrainer", "GradientResult", "TrainingStats",
@@ -197,6 +198,8 @@ class CohortTrainer:
         self.progress: Callable[[int, int], None] | None = None
         #: where each parameter sits in a flat row (:mod:`privfl.fl.layout`)
         self.params = ParamLayout(model)
+        if spec.noise_std > 0:  # the noise is drawn and added in the parameters' dtype
+            check_noise_dtype("the model parameters' dtype", self.params.dtype)
         #: the captured net, its torch.func fallback and the loss (:mod:`privfl.fl.stacked_model`)
         self.model = StackedModel(model, self.params, loss_fn=loss_fn,
                                   per_example=self.per_example_mode)

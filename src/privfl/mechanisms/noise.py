@@ -46,6 +46,7 @@ from privfl._validation import check_int, check_nonnegative, check_positive
 
 __all__ = [
     "add_gaussian_noise",
+    "check_noise_dtype",
     "gaussian_noise",
     "secure_standard_normal",
     "standard_normal_",
@@ -75,11 +76,21 @@ def _secure_block(count: int) -> torch.Tensor:
     return out
 
 
+def check_noise_dtype(name: str, dtype: torch.dtype) -> torch.dtype:
+    """``dtype`` if noise may be drawn in it: float32 or float64, never a reduced precision
+    (float16 / bfloat16 round the noise and the sum it is added to)."""
+    if not dtype.is_floating_point or dtype.itemsize < 4:
+        raise ValueError(f"{name} = {dtype} is not allowed for Gaussian noise: must be "
+                         "torch.float32 or torch.float64 (a reduced precision rounds the noise)")
+    return dtype
+
+
 def secure_standard_normal(
     count: int, *, dtype: torch.dtype = torch.float32, device: str | torch.device | None = None
 ) -> torch.Tensor:
     """``count`` i.i.d. standard normals from ``os.urandom`` (Box–Muller in float64, then cast)."""
     count = check_int("count", count, minimum=0)
+    check_noise_dtype("dtype", dtype)
     out = torch.empty(count, dtype=dtype, device=device)
     done = 0
     while done < count:
@@ -96,6 +107,7 @@ def standard_normal_(
     """Fill ``out`` in place with i.i.d. standard normals; returns ``out``."""
     if not isinstance(out, torch.Tensor) or not out.is_floating_point():
         raise ValueError(f"out = {out!r} is not a floating-point torch.Tensor")
+    check_noise_dtype("out.dtype", out.dtype)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ValueError(f"generator = {generator!r} is not allowed: must be a torch.Generator")
     if secure:
