@@ -4,8 +4,9 @@
 ``federated.algorithm`` names (:mod:`privfl.fl.algorithms.registry`; the runner only knows the
 protocol of :mod:`privfl.fl.algorithms.base`), then runs
 rounds until a stop: all rounds done, a target accuracy reached, the privacy budget would be
-exceeded by the next round (that round is not run), or ``run.max_rounds`` rounds ran in this
-invocation. After every ``run.checkpoint_every`` rounds (and at the stop) it writes a checkpoint
+exceeded by the next round (that round is not run), ``run.max_rounds`` rounds ran in this
+invocation, or the round diverged (a non-finite loss or model: ``stop_reason == "diverged"``,
+returned, not raised; its state is never checkpointed). After every ``run.checkpoint_every`` rounds (and at the stop) it writes a checkpoint
 holding the algorithm's state (its ``state_dict``: models, optimizer states, generator
 states), torch's global RNG state, the round index and the metrics so far.
 
@@ -14,8 +15,9 @@ loads the newest checkpoint whose digests verify (:mod:`privfl.report.checkpoint
 ones are reported), truncates ``metrics.jsonl`` to it and continues: the result equals an
 uninterrupted run with the same seed bit for bit on the same machine, whatever ``run.threads``
 (client workers each use one torch thread; :mod:`privfl.fl.workers`). On resume only
-execution keys (``run.*``), stops (``stop.*``) and ``federated.rounds`` (to extend a run, never
-below the rounds already completed) may be changed. A run directory belongs to one run
+execution keys (``run.*``), stops (``stop.*``), ``federated.rounds`` (to extend a run, never
+below the rounds already completed) and the step sizes the privacy accounting does not read
+(:data:`~privfl.report.run_resume.STEP_SIZE_KEYS`, e.g. after a divergence) may be changed. A run directory belongs to one run
 (``run.json``'s run id, carried by its checkpoints) and to one process at a time (a lock).
 
 A round logged after the last checkpoint (a kill between its metrics row and its checkpoint,
