@@ -210,11 +210,12 @@ class _Display:
         if not summary["finished"]:
             self.console.print(f"continue with: privfl run --resume {escape(str(result.run_dir))}")
         state = summary.get("private_state", "")
-        model = any(o["name"] == "model.pt" for o in summary.get("outputs", []))
+        names = {o["name"] for o in summary.get("outputs", [])}
         self.console.print(f"run directory: {escape(str(result.run_dir))} (report.html, "
                            "report.md, metrics.jsonl, privacy.json, plots"
-                           + (", model.pt" if model else "")
-                           + (", checkpoints" if state == "kept in checkpoints/" else "") + ")")
+                           + (", model.pt" if "model.pt" in names else "")
+                           + (", checkpoints" if state == "kept in checkpoints/"
+                              and "checkpoints/" in names else "") + ")")
         outside = [o["name"] for o in summary.get("outputs", []) if not o["covered"]]
         if state == "deleted":
             self.console.print("private state deleted: the checkpoints (intermediate models, the "

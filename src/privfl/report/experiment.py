@@ -2,13 +2,13 @@
 
 :class:`Experiment` turns an :class:`~privfl.config.ExperimentConfig` into data and the algorithm
 ``federated.algorithm`` names (:mod:`privfl.fl.algorithms.registry`; the runner only knows the
-protocol of :mod:`privfl.fl.algorithms.base`), then runs
-rounds until a stop: all rounds done, a target accuracy reached, the privacy budget would be
-exceeded by the next round (that round is not run), ``run.max_rounds`` rounds ran in this
-invocation, or the round diverged (a non-finite loss or model: ``stop_reason == "diverged"``,
-returned, not raised; its state is never checkpointed). After every ``run.checkpoint_every`` rounds (and at the stop) it writes a checkpoint
-holding the algorithm's state (its ``state_dict``: models, optimizer states, generator
-states), torch's global RNG state, the round index and the metrics so far.
+protocol of :mod:`privfl.fl.algorithms.base`), then runs rounds until a stop: all rounds
+done, a target accuracy reached, the privacy budget would be exceeded by the next round (that
+round is not run), ``run.max_rounds`` rounds ran in this invocation, or the round diverged (a
+non-finite loss or model: ``stop_reason == "diverged"``, returned, not raised; its state is
+never checkpointed). After every ``run.checkpoint_every`` rounds (and at the stop) it writes a
+checkpoint holding the algorithm's state (its ``state_dict``: models, optimizer states,
+generator states), torch's global RNG state, the round index and the metrics so far.
 
 Resume (:meth:`Experiment.resume`) rebuilds the same objects from the saved ``config.yaml``,
 loads the newest checkpoint whose digests verify (:mod:`privfl.report.checkpoints`; skipped
@@ -17,8 +17,9 @@ uninterrupted run with the same seed bit for bit on the same machine, whatever `
 (client workers each use one torch thread; :mod:`privfl.fl.workers`). On resume only
 execution keys (``run.*``), stops (``stop.*``), ``federated.rounds`` (to extend a run, never
 below the rounds already completed) and the step sizes the privacy accounting does not read
-(:data:`~privfl.report.run_resume.STEP_SIZE_KEYS`, e.g. after a divergence) may be changed. A run directory belongs to one run
-(``run.json``'s run id, carried by its checkpoints) and to one process at a time (a lock).
+(:data:`~privfl.report.run_resume.STEP_SIZE_KEYS`, e.g. after a divergence) may be changed.
+A run directory belongs to one run (``run.json``'s run id, carried by its checkpoints) and to
+one process at a time (a lock).
 
 A round logged after the last checkpoint (a kill between its metrics row and its checkpoint,
 or ``run.checkpoint_every`` > 1) runs again from that checkpoint, or from round 0 when the run

@@ -62,8 +62,11 @@ def with_step_sizes(config: ExperimentConfig, values: dict[str, Any]) -> Experim
     a ConfigError where the algorithm does not take one (e.g. ``training.lr`` of DP-DSGD)."""
     from privfl.config import config_from_dict
 
+    if not isinstance(config, ExperimentConfig):
+        raise ValueError(f"config = {type(config).__name__} is not allowed: must be an "
+                         "ExperimentConfig")
     data = config.model_dump(mode="json")
-    for key, value in values.items():
+    for key, value in dict(values).items():
         if key not in STEP_SIZE_KEYS:
             raise ValueError(f"key = {key!r} is not allowed: must be one of {STEP_SIZE_KEYS}")
         section, _, name = key.partition(".")
@@ -81,6 +84,10 @@ def step_size_problem(old: ExperimentConfig, new: ExperimentConfig, data: Any,
     from privfl.fl.algorithms.base import privacy_entries
     from privfl.fl.algorithms.builders import privacy_plan
 
+    for name, value in (("old", old), ("new", new)):
+        if not isinstance(value, ExperimentConfig):
+            raise ValueError(f"{name} = {type(value).__name__} is not allowed: must be an "
+                             "ExperimentConfig")
     changed = {key: (value, _step_sizes(fixed_part(new)).get(key))
                for key, value in _step_sizes(fixed_part(old)).items()
                if value != _step_sizes(fixed_part(new)).get(key)}
