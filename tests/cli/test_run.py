@@ -271,17 +271,18 @@ def test_one_log_line_per_round_when_output_is_not_a_terminal(tmp_path, tiny_yam
         "privacy.accountants=[gdp-clt]").output
 
 
-def test_a_nan_loss_is_reported_with_the_round_and_the_cause(tmp_path, tiny_yaml):
+def test_a_nan_loss_stops_the_run_with_the_round_and_the_cause(tmp_path, tiny_yaml):
     result = _run(str(tiny_yaml), "--out", str(tmp_path / "run"), "--json", "--set",
                   "privacy.enabled=false", "--set", "training.lr=3e38", "--set",
                   "training.optimizer=sgd", "--set", "model.name=mlp", "--set",
                   "federated.rounds=3")
-    assert result.exit_code == 0, result.output
-    warnings = json.loads(result.stdout)["warnings"]
-    assert len(warnings) == 1  # said once, at the first round whose loss is not finite
-    assert "the training loss is nan" in warnings[0] or "the training loss is inf" in warnings[0]
-    assert "round 1:" in warnings[0] and "training.lr = 3e+38" in warnings[0]
-    assert "warning: round" in result.stderr
+    assert result.exit_code == 3, result.output  # cli.common.EXIT_DIVERGED
+    summary = json.loads(result.stdout)
+    assert summary["stop_reason"] == "diverged" and summary["warnings"] == []
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("privfl: round 1: the training loss is ")
+    assert "training.lr = 3e+38" in line and "no finite checkpoint is kept" in line
+    assert not (tmp_path / "run" / "model.pt").exists()
 
 
 def test_tensorboard_event_files_hold_the_logged_metrics(tmp_path, tiny_yaml):

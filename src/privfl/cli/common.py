@@ -11,6 +11,10 @@ import typer
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: exit status of ``privfl run`` when the training diverged (a non-finite loss or model: the
+#: run stopped at that round, wrote no model.pt and kept its last finite checkpoint)
+EXIT_DIVERGED = 3
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
 TargetDeltaOpt = Annotated[float, typer.Option(help="Target delta, in (0, 1).")]
 TargetEpsilonOpt = Annotated[float, typer.Option(help="Target epsilon, > 0.")]

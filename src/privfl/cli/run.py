@@ -2,7 +2,9 @@
 
 Prints a privacy card at the start (what the planned rounds will spend) and at the end (what was
 spent), shows a progress bar, and writes a run directory (see :mod:`privfl.report.rundir`).
-Errors in the user's input exit with status 2 and one line on stderr.
+Errors in the user's input exit with status 2 and one line on stderr; a run whose training
+diverged exits with status 3 (:data:`~privfl.cli.common.EXIT_DIVERGED`) after one line naming
+the round and the non-finite quantity.
 """
 
 from __future__ import annotations
@@ -35,7 +37,12 @@ RUN_HELP = (
     "The run directory holds the resolved config, per-round metrics (metrics.jsonl), the "
     "privacy report (privacy.json), plots, report.md and checkpoints; --resume DIR continues a "
     "run to exactly the result of an uninterrupted one (except in secure mode, "
-    "privacy.secure: true, whose cohorts, batches and noise come from os.urandom)."
+    "privacy.secure: true, whose cohorts, batches and noise come from os.urandom).\n\n"
+    "Exit status: 0 the run stopped normally (all rounds, a target, the budget, "
+    "run.max_rounds); 1 an internal error; 2 an error in the input (configuration, paths, "
+    "an accountant's refusal); 3 the training diverged (a non-finite loss or model: the run "
+    "stopped at that round, wrote no model.pt and kept its last finite checkpoint; resume it "
+    "with a lower step size); 130 interrupted."
 )
 
 
@@ -192,10 +199,10 @@ class _Display:
             f"{key.removesuffix('_accuracy').replace('_', ' ')} {_fmt(final.get(key), True)}"
             for key in summary.get("metric_labels", {})
         )
-        self.console.print(
-            f"stopped: {escape(summary['stop_detail'])}. Final accuracy (round "
-            f"{final['round']}): {accuracies}"
-        )
+        stopped = ("stopped: it diverged (the line below says where)"
+                   if result.stop_reason == "diverged" else  # run_stops.DIVERGED
+                   f"stopped: {escape(summary['stop_detail'])}")
+        self.console.print(f"{stopped}. Final accuracy (round {final['round']}): {accuracies}")
         if summary.get("target_accuracy") is not None:
             reached = summary.get("rounds_to_target")
             self.console.print(f"target {summary['target_accuracy']:g}: "
@@ -203,9 +210,12 @@ class _Display:
         if not summary["finished"]:
             self.console.print(f"continue with: privfl run --resume {escape(str(result.run_dir))}")
         state = summary.get("private_state", "")
+        names = {o["name"] for o in summary.get("outputs", [])}
         self.console.print(f"run directory: {escape(str(result.run_dir))} (report.html, "
-                           "report.md, metrics.jsonl, privacy.json, plots, model.pt"
-                           + (", checkpoints" if state == "kept in checkpoints/" else "") + ")")
+                           "report.md, metrics.jsonl, privacy.json, plots"
+                           + (", model.pt" if "model.pt" in names else "")
+                           + (", checkpoints" if state == "kept in checkpoints/"
+                              and "checkpoints/" in names else "") + ")")
         outside = [o["name"] for o in summary.get("outputs", []) if not o["covered"]]
         if state == "deleted":
             self.console.print("private state deleted: the checkpoints (intermediate models, the "
@@ -310,7 +320,8 @@ def run_command(
     resume: Annotated[
         Path | None,
         typer.Option("--resume", help="Continue the run in this directory from its last "
-                     "checkpoint (only run.*, stop.* and federated.rounds may be --set).",
+                     "checkpoint (only run.*, stop.*, federated.rounds and step sizes the "
+                     "privacy accounting does not read may be --set).",
                      show_default=False),
     ] = None,
     as_json: Annotated[
@@ -363,7 +374,8 @@ def run_command(
             if config is not None:
                 raise ValueError(
                     f"config = {str(config)!r} is not allowed with --resume: the run directory's "
-                    "config.yaml is used (change run.*, stop.*, federated.rounds with --set)"
+                    "config.yaml is used (change run.*, stop.*, federated.rounds or a step "
+                    "size with --set)"
                 )
             if out is not None and Path(out).resolve() != Path(resume).resolve():
                 raise ValueError("--out is not allowed with --resume: the run continues in "
@@ -401,6 +413,13 @@ def run_command(
         stack.close()  # the backend's workers (and a local Ray instance) stop here
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(result.summary), indent=2) + "\n")
+    from privfl.report.run_stops import DIVERGED
+
+    if result.stop_reason == DIVERGED:
+        from privfl.cli.common import EXIT_DIVERGED
+
+        typer.echo(f"privfl: {result.summary['stop_detail']}", err=True)
+        raise typer.Exit(code=EXIT_DIVERGED)
 
 
 run_command.__doc__ = RUN_HELP

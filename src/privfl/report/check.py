@@ -139,11 +139,21 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     if directory.privacy.is_file():
         report.released = _check_released(
             directory, plan, redrawn_rounds, rtol,
-            accounted_rounds(config, plan, metrics, last or 0, redrawn_rounds))
+            accounted_rounds(config, plan, metrics, last or 0, redrawn_rounds,
+                             _written_stop(directory)))
     if config.run.outputs == "guarantee-only":  # the uncovered metrics are kept apart
         directory = RunDirectory(run_dir, private_dir_of(Path(run_dir)))
     report.files = check_run_files(directory, config, data, rtol=rtol)
     return report
+
+
+def _written_stop(directory: Any) -> Any:
+    """summary.json's ``stop_reason`` (None when it cannot be read)."""
+    try:
+        summary = json.loads(directory.summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return summary.get("stop_reason") if isinstance(summary, dict) else None
 
 
 def _check_pinned(pinned: Any, plan: Any) -> dict[str, Any]:
@@ -207,7 +217,8 @@ def _check_released(directory: Any, plan: Any, redrawn_rounds: list[Any], rtol: 
     if saved.get("rounds_accounted", rounds) != accounted:
         return {"ok": False, "max_rel_diff": math.inf, "problems": [
             f"privacy.json: rounds_accounted = {saved.get('rounds_accounted', rounds)!r}, but "
-            f"the guarantee covers {accounted} rounds (the rounds that ran, or after a stop on "
-            "stop.target_accuracy every round the stop rules allowed)"]}
+            f"the guarantee covers {accounted} rounds (the rounds that ran, or after a "
+            "data-dependent stop, on stop.target_accuracy or a divergence, every round the "
+            "stop rules allowed)"]}
     return compare_entries(results, privacy_entries(
         released_results(plan, accounted, redrawn_rounds)), rtol)

@@ -32,7 +32,7 @@ from typing import Any
 from privfl.report.check_entries import compare_entries, relative_difference
 from privfl.report.run_finish import RunArtefacts
 from privfl.report.run_outputs import RunOutputs
-from privfl.report.run_stops import accounted_rounds
+from privfl.report.run_stops import accounted_rounds, recorded_stop
 
 __all__ = ["check_run_files"]
 
@@ -205,11 +205,13 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     algorithm.redrawn_rounds = [row.get("round") for row in redrawn]
     rows = _merged_rows(directory, rounds)
     run = _Rebuilt(config, directory, data, algorithm, rows, redrawn)
-    # after a stop on an accuracy target the guarantee covers every round the public stop
-    # rules allowed (run_stops.accounted_rounds), as the runner wrote it
+    # after a data-dependent stop (a target accuracy, a divergence) the guarantee covers every
+    # round the public stop rules allowed (run_stops.accounted_rounds), as the runner wrote it
+    written = (summary or {}).get("stop_reason")
     accounted = accounted_rounds(config, algorithm.plan, rows, rounds,
-                                 algorithm.redrawn_rounds)
-    results, headline, card, _ = run.guarantee(rounds, accounted)
+                                 algorithm.redrawn_rounds, written)
+    results, headline, card, _ = run.guarantee(rounds, accounted,
+                                               recorded_stop(config, rows, written))
     card = json.loads(json.dumps(card))
     tables = [t.get("outputs") for t in (saved, summary) if t is not None]
     names = {str(o.get("name")) for t in tables if isinstance(t, list) for o in t
@@ -217,7 +219,7 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     outputs = run.outputs(
         checkpoints=any(n.endswith("checkpoints/") for n in names)
         or bool(directory.list_checkpoints()),
-        model_file=run.releases_model(str((summary or {}).get("stop_reason"))),
+        model_file=run.releases_model(str(written)),
         client_state=any(n.endswith("client-state/") for n in names))
     fresh_results = privacy_entries(results)
 

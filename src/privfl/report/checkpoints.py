@@ -87,17 +87,24 @@ class CheckpointStore:
                       lambda stream: stream.write(text.encode("utf-8")))
         return path
 
-    def candidates(self, config_digest: str) -> Iterator[Candidate]:
-        """The checkpoints, newest first, each verified (see the module docstring)."""
+    def candidates(self, config_digest: str | tuple[str, ...]) -> Iterator[Candidate]:
+        """The checkpoints, newest first, each verified (see the module docstring);
+        ``config_digest``: the configuration digest a record must carry, or a tuple of those
+        accepted."""
+        digests = (config_digest,) if isinstance(config_digest, str) else tuple(config_digest)
+        if not digests or not all(isinstance(d, str) for d in digests):
+            raise ValueError(f"config_digest = {config_digest!r} is not allowed: must be a "
+                             "digest string or a tuple of them")
         for round_index, path in reversed(self.dir.list_checkpoints()):
             candidate = Candidate(round_index, path)
             try:
-                candidate.payload = self._verified(round_index, path, config_digest)
+                candidate.payload = self._verified(round_index, path, digests)
             except _UntrustedError as reason:
                 candidate.problem, candidate.damaged = str(reason), reason.damaged
             yield candidate
 
-    def _verified(self, round_index: int, path: Path, config_digest: str) -> dict[str, Any]:
+    def _verified(self, round_index: int, path: Path, digests: tuple[str, ...]
+                  ) -> dict[str, Any]:
         record_path = self.dir.checkpoint_record(round_index)
         try:
             record = json.loads(record_path.read_text(encoding="utf-8"))
@@ -113,7 +120,7 @@ class CheckpointStore:
             raise _UntrustedError(f"its digest record is for round {record.get('round')!r}")
         if _file_sha256(path) != record.get("sha256"):
             raise _UntrustedError("SHA-256 digest mismatch: the file was modified or corrupted")
-        if record.get("config_sha256") != config_digest:
+        if record.get("config_sha256") not in digests:
             raise _UntrustedError("written under a different configuration than config.yaml",
                                   damaged=False)
         try:

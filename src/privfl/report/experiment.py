@@ -2,21 +2,24 @@
 
 :class:`Experiment` turns an :class:`~privfl.config.ExperimentConfig` into data and the algorithm
 ``federated.algorithm`` names (:mod:`privfl.fl.algorithms.registry`; the runner only knows the
-protocol of :mod:`privfl.fl.algorithms.base`), then runs
-rounds until a stop: all rounds done, a target accuracy reached, the privacy budget would be
-exceeded by the next round (that round is not run), or ``run.max_rounds`` rounds ran in this
-invocation. After every ``run.checkpoint_every`` rounds (and at the stop) it writes a checkpoint
-holding the algorithm's state (its ``state_dict``: models, optimizer states, generator
-states), torch's global RNG state, the round index and the metrics so far.
+protocol of :mod:`privfl.fl.algorithms.base`), then runs rounds until a stop: all rounds
+done, a target accuracy reached, the privacy budget would be exceeded by the next round (that
+round is not run), ``run.max_rounds`` rounds ran in this invocation, or the round diverged (a
+non-finite loss or model: ``stop_reason == "diverged"``, returned, not raised; its state is
+never checkpointed). After every ``run.checkpoint_every`` rounds (and at the stop) it writes a
+checkpoint holding the algorithm's state (its ``state_dict``: models, optimizer states,
+generator states), torch's global RNG state, the round index and the metrics so far.
 
 Resume (:meth:`Experiment.resume`) rebuilds the same objects from the saved ``config.yaml``,
 loads the newest checkpoint whose digests verify (:mod:`privfl.report.checkpoints`; skipped
 ones are reported), truncates ``metrics.jsonl`` to it and continues: the result equals an
 uninterrupted run with the same seed bit for bit on the same machine, whatever ``run.threads``
 (client workers each use one torch thread; :mod:`privfl.fl.workers`). On resume only
-execution keys (``run.*``), stops (``stop.*``) and ``federated.rounds`` (to extend a run, never
-below the rounds already completed) may be changed. A run directory belongs to one run
-(``run.json``'s run id, carried by its checkpoints) and to one process at a time (a lock).
+execution keys (``run.*``), stops (``stop.*``), ``federated.rounds`` (to extend a run, never
+below the rounds already completed) and the step sizes the privacy accounting does not read
+(:data:`~privfl.report.run_resume.STEP_SIZE_KEYS`, e.g. after a divergence) may be changed.
+A run directory belongs to one run (``run.json``'s run id, carried by its checkpoints) and to
+one process at a time (a lock).
 
 A round logged after the last checkpoint (a kill between its metrics row and its checkpoint,
 or ``run.checkpoint_every`` > 1) runs again from that checkpoint, or from round 0 when the run
@@ -37,7 +40,6 @@ the outputs table and metrics rows (:mod:`privfl.report.run_outputs`), the stopp
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -72,8 +74,9 @@ from privfl.report.run_resume import (
     Checkpointing,
     check_private_state_kept,
     check_resumable,
+    fixed_part,
 )
-from privfl.report.run_stops import StoppingRules
+from privfl.report.run_stops import DIVERGED, StoppingRules
 from privfl.report.rundir import RunDirectory
 
 __all__ = [
@@ -100,7 +103,8 @@ class RunCallbacks:
         """Called after every round with its metrics."""
 
     def on_warning(self, experiment: Experiment, message: str) -> None:
-        """Called when something in a round needs the user's attention (e.g. a NaN loss)."""
+        """Called when something in a round needs the user's attention (e.g. a re-run round
+        that differs from its logged row)."""
 
     def on_end(self, experiment: Experiment, result: ExperimentResult) -> None:
         """Called once when the run stops (artefacts already written)."""
@@ -130,7 +134,7 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         self.store: CheckpointStore | None = None  # set once the run directory is locked
         self._lock = None
         self._created = False  # this process made the run directory (Experiment.create)
-        self.warnings: list[str] = []  # e.g. a non-finite training loss (said once)
+        self.warnings: list[str] = []  # e.g. a re-run round that differs from its logged row
         _check_device(config.run.device)
         if config.run.tensorboard:
             from privfl.report.tensorboard import check_available
@@ -162,6 +166,8 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         self.resume_notes: list[str] = []  # what else the user should know about the resume
         self.redrawn: list[dict[str, Any]] = []  # rows released, lost and run again (secure)
         self._expected: dict[int, dict[str, Any]] = {}  # logged rows a seeded resume reproduces
+        self.previous_fixed: dict[str, Any] | None = None  # config.yaml's before a resume
+        self.steps_changed = False  # a resume changed a step size (run_resume.STEP_SIZE_KEYS)
 
     # ------------------------------------------------------------------ construction
     def _build_algorithm(self) -> Any:
@@ -224,6 +230,7 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
             raise
         experiment._lock = lock
         experiment.store = CheckpointStore(directory, run_id)
+        experiment.previous_fixed = fixed_part(config_from_dict(saved))
         if removed:
             experiment.resume_notes.append(
                 f"removed {len(removed)} file(s) left by an interrupted write (temporary files, "
@@ -312,10 +319,8 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         callbacks.on_start(self)
         ran = 0
         every = self.config.run.checkpoint_every
-        while True:
-            stop = self.next_stop(ran)
-            if stop is not None:
-                break
+        stop = self.next_stop(ran)
+        while stop is None:
             metrics = self.algorithm.run_round()
             ran += 1
             self.metrics.append(metrics)
@@ -324,30 +329,20 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
                 self._tensorboard.log(metrics)
             if self._mlflow is not None:
                 self._mlflow.log(metrics)
-            for warning in (self._divergence(metrics), self._check_reproduced(metrics)):
-                if warning is not None:
-                    self.warnings.append(warning)
-                    callbacks.on_warning(self, warning)
-            if self.algorithm.round % every == 0:
+            warning = self._check_reproduced(metrics)
+            if warning is not None:
+                self.warnings.append(warning)
+                callbacks.on_warning(self, warning)
+            diverged = self.diverged(metrics)  # its non-finite state is never checkpointed
+            if diverged is None and self.algorithm.round % every == 0:
                 self.save_checkpoint()
             callbacks.on_round(self, metrics)
+            stop = diverged or self.next_stop(ran)
         reason, detail = stop
         saved = {r for r, _ in self.dir.list_checkpoints()}
-        if self.algorithm.round not in saved and self.algorithm.round > 0:
+        if self.algorithm.round not in saved and self.algorithm.round > 0 \
+                and reason != DIVERGED:
             self.save_checkpoint()
         result = self.finish(reason, detail, time.perf_counter() - started)
         callbacks.on_end(self, result)
         return result
-
-    def _divergence(self, metrics: dict[str, Any]) -> str | None:
-        """A warning the first time the training loss of a round with clients is NaN or inf."""
-        loss = metrics.get("train_loss")
-        cohort = metrics.get("cohort_size", metrics.get("participants", 1))
-        if (self.warnings or not isinstance(loss, float) or math.isfinite(loss)
-                or not cohort):
-            return None
-        t = self.config.training
-        cause = (f"the usual cause is a learning rate too high for this model (training.lr = "
-                 f"{t.lr:g}, optimizer {t.optimizer}): lower it")
-        return (f"round {metrics['round']}: the training loss is {loss} (the local steps "
-                f"diverged); {cause}. The models of this and later rounds are not usable")

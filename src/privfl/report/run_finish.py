@@ -18,6 +18,7 @@ import torch
 from privfl.accounting.results import PrivacyResult
 from privfl.fl.algorithms.base import finite, headline_scopes, privacy_metrics
 from privfl.report.run_resume import STATE_DELETED
+from privfl.report.run_stops import DIVERGED
 from privfl.report.rundir import write_atomically
 
 
@@ -88,9 +89,10 @@ class RunArtefacts:
         return rows
 
     def finish(self, reason: str, detail: str, seconds: float) -> ExperimentResult:
-        """Write privacy.json, summary.json, model.pt, the plots and report.md; return the
-        result. A finished run whose guarantee assumes its intermediate state hidden (a
-        last-iterate release) deletes its checkpoints first."""
+        """Write privacy.json, summary.json, model.pt (not after a divergence,
+        :meth:`releases_model`), the plots and report.md; return the result. A finished run
+        whose guarantee assumes its intermediate state hidden (a last-iterate release) deletes
+        its checkpoints first."""
         from privfl.report.html_run import run_report_html
         from privfl.report.markdown import run_report_markdown
         from privfl.report.plots import plot_accuracy, plot_health, plot_privacy
@@ -103,7 +105,7 @@ class RunArtefacts:
         rounds = algo.round
         # a stop that read a released metric: the guarantee covers every round it allowed
         accounted = self.guarantee_rounds(reason)
-        results, headline, card, after_the_fact = self.guarantee(rounds, accounted)
+        results, headline, card, after_the_fact = self.guarantee(rounds, accounted, reason)
         released = {"rounds_released": algo.released_rounds(rounds),
                     "redrawn_rounds": [row.get("round") for row in self.redrawn],
                     "rounds_accounted": accounted}
@@ -112,11 +114,11 @@ class RunArtefacts:
                    and rounds > 0)
         if deleted:
             self.dir.delete_private_state()
-        paused_hidden = not self.releases_model(reason)
-        if paused_hidden:
+        model = self.releases_model(reason)
+        if not model:  # e.g. one written by an earlier invocation of this run
             self.dir.model.unlink(missing_ok=True)
         outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()),
-                               model_file=not paused_hidden)
+                               model_file=model)
         guarantee_only = self.dir.separate_private
         covered = self.covered_metrics()
         shown = self._split_rows(self.metrics)[0]  # guarantee-only: the covered keys only
@@ -184,7 +186,7 @@ class RunArtefacts:
                          "accounting_seconds"):
                 written.pop(name)
         self.dir.write_json(self.dir.summary, written)
-        if not paused_hidden:
+        if model:
             self._write_model()
         title = f"{config.name}: {self.data.name}"
         plot_accuracy(shown, self.dir.accuracy_plot, labels, title=title, target=target)
@@ -204,18 +206,18 @@ class RunArtefacts:
         return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
                                 reason)
 
-    def guarantee(self, rounds: int, accounted: int) -> tuple[list[PrivacyResult], Any,
-                                                             dict[str, Any],
-                                                             dict[str, Any] | None]:
-        """``(results, headline, card, after_the_fact)`` of a run stopped after ``rounds``
-        rounds whose guarantee covers ``accounted`` (more after a data-dependent stop, where
-        the card and the headline's advice carry the after-the-fact note): what the run
-        writes, and what ``check-privacy`` recomputes (:mod:`privfl.report.check_files`)."""
+    def guarantee(self, rounds: int, accounted: int, reason: str
+                  ) -> tuple[list[PrivacyResult], Any, dict[str, Any], dict[str, Any] | None]:
+        """``(results, headline, card, after_the_fact)`` of a run stopped for ``reason`` after
+        ``rounds`` rounds whose guarantee covers ``accounted`` (more after a data-dependent
+        stop, where the card and the headline's advice carry the after-the-fact note): what
+        the run writes, and what ``check-privacy`` recomputes
+        (:mod:`privfl.report.check_files`)."""
         from privfl.report.plan_headline import plan_headline
 
         algo = self.algorithm
         results = algo.privacy(accounted)
-        after = (self.after_the_fact(rounds, accounted)
+        after = (self.after_the_fact(rounds, accounted, reason)
                  if accounted != rounds and algo.private else None)
         card = self.card(accounted)
         headline = plan_headline(algo.plan, results)
@@ -225,17 +227,18 @@ class RunArtefacts:
         return results, headline, card, after
 
     def releases_model(self, reason: str) -> bool:
-        """Whether a run stopped for ``reason`` writes model.pt: not a paused run
-        (``run.max_rounds``) whose guarantee hides its intermediate state, since W_t of a pause
-        is an intermediate iterate (and with random-stop or the independent schedule, a model
-        before the end tells part of the secret)."""
-        return not (bool(getattr(self.algorithm.plan, "hidden_state", False))
-                    and reason == "max_rounds")
+        """Whether a run stopped for ``reason`` writes model.pt: not a diverged run (its model
+        is not finite), nor a paused run (``run.max_rounds``) whose guarantee hides its
+        intermediate state, since W_t of a pause is an intermediate iterate (and with
+        random-stop or the independent schedule, a model before the end tells part of the
+        secret)."""
+        return reason != DIVERGED and not (
+            bool(getattr(self.algorithm.plan, "hidden_state", False)) and reason == "max_rounds")
 
-    def after_the_fact(self, rounds: int, accounted: int) -> dict[str, Any]:
-        """The rounds-run value of a run whose stop read a released metric, labelled as what it
-        is: epsilon for the rounds that ran, not a bound for the mechanism (whose guarantee
-        covers ``accounted`` rounds, :meth:`StoppingRules.guarantee_rounds`)."""
+    def after_the_fact(self, rounds: int, accounted: int, reason: str) -> dict[str, Any]:
+        """The rounds-run value of a run whose stop (``reason``) read released results,
+        labelled as what it is: epsilon for the rounds that ran, not a bound for the mechanism
+        (whose guarantee covers ``accounted`` rounds, :meth:`StoppingRules.guarantee_rounds`)."""
         from privfl.fl.algorithms.base import budget_results, tightest_bound
         from privfl.report.headline import method_name
 
@@ -243,8 +246,11 @@ class RunArtefacts:
         best = tightest_bound(budget_results(self.algorithm.plan, ran))
         value = (f"epsilon = {best.epsilon:.4g} ({method_name(best.method)})"
                  if best is not None else "no rigorous bound")
-        note = (f"The run stopped on stop.target_accuracy = {self.config.stop.target_accuracy:g}"
-                f" ({self.config.stop.target_metric} accuracy) after {rounds} of up to "
+        stop = self.config.stop
+        why = ("a non-finite result (it diverged)" if reason == DIVERGED else
+               f"stop.target_accuracy = {stop.target_accuracy:g} ({stop.target_metric} "
+               "accuracy)")
+        note = (f"The run stopped on {why} after {rounds} of up to "
                 f"{accounted} rounds: the stop depends on the data, so the guarantee covers "
                 f"the {accounted} rounds the stop rules allowed; {value} for the {rounds} "
                 "rounds that ran is an after-the-fact value, not a bound for this run.")

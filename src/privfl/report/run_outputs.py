@@ -97,10 +97,10 @@ class RunOutputs:
                 client_state: bool | None = None) -> list[dict[str, Any]]:
         """Every metrics key and file of this run, covered by the guarantee or not, with the
         reason (privacy.json's ``outputs``). ``checkpoints``: the private state is on disk;
-        ``model_file`` False: no model.pt (a paused run whose guarantee hides its intermediate
-        models); ``client_state``: per-client state is memory-mapped in ``client-state/``
-        (None: look at the run directory; ``privfl check-privacy`` passes what the run found,
-        since the folder goes when the process ends)."""
+        ``model_file`` False: no model.pt (a diverged run, or a paused run whose guarantee
+        hides its intermediate models); ``client_state``: per-client state is memory-mapped in
+        ``client-state/`` (None: look at the run directory; ``privfl check-privacy`` passes
+        what the run found, since the folder goes when the process ends)."""
         if client_state is None:
             client_state = (self.dir.client_state.is_dir()
                             and any(self.dir.client_state.iterdir()))

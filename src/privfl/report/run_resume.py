@@ -1,11 +1,13 @@
 """Resume support of :class:`~privfl.report.experiment.Experiment`: checkpoints, rounds run again.
 
-What a resume may change (:data:`RESUMABLE_KEYS`, :func:`check_resumable`), the part of a
-configuration that must stay fixed (its digest is carried by every checkpoint), the refusal to
-continue a run that deleted its private state, and :class:`Checkpointing`: writing a checkpoint,
-loading the newest one whose digests verify (:mod:`privfl.report.checkpoints`), and the rounds
-logged after it, which run again (compared with the logged rows when seeded, composed once more
-in secure mode; see :mod:`privfl.report.experiment`).
+What a resume may change (:data:`RESUMABLE_KEYS`, :func:`check_resumable`; the step sizes
+:data:`STEP_SIZE_KEYS` only where the plan's accounting does not read them,
+:func:`step_size_problem`), the part of a configuration that must stay fixed (its digest is
+carried by every checkpoint), the refusal to continue a run that deleted its private state,
+and :class:`Checkpointing`: writing a checkpoint, loading the newest one whose digests verify
+(:mod:`privfl.report.checkpoints`), and the rounds logged after it, which run again (compared
+with the logged rows when seeded, composed once more in secure mode; see
+:mod:`privfl.report.experiment`).
 """
 
 from __future__ import annotations
@@ -25,33 +27,100 @@ from privfl.report.rundir import RunDirectory, json_safe
 RESUMABLE_KEYS = ("run.", "stop.", "federated.rounds")
 #: ... except these (where the run's files live)
 FIXED_RUN_KEYS = ("run.outputs",)
+#: Step sizes a resume may change (e.g. after a divergence) where the plan's accounting does not
+#: read them (:func:`step_size_problem`); the contraction bound of projected SGD does
+STEP_SIZE_KEYS = ("training.lr", "federated.server_lr", "federated.lr")
 
 
-def _fixed_part(config: ExperimentConfig) -> dict[str, Any]:
-    """The part of a configuration that a resume must not change."""
+def fixed_part(config: ExperimentConfig, *, steps: bool = True) -> dict[str, Any]:
+    """The part of a configuration that a resume must not change (``steps`` False: without
+    :data:`STEP_SIZE_KEYS`, which :func:`step_size_problem` checks instead)."""
+    if not isinstance(config, ExperimentConfig):
+        raise ValueError(f"config = {type(config).__name__} is not allowed: must be an "
+                         "ExperimentConfig")
     data = config.model_dump(mode="json")
     data.pop("run")
     data.pop("stop")
     data["federated"].pop("rounds")
     if not config.attack.active:  # runs made before the attack section keep their digests
         data.pop("attack")
+    for key in () if steps else STEP_SIZE_KEYS:
+        section, _, name = key.partition(".")
+        data[section].pop(name, None)
     return data
+
+
+def _step_sizes(fixed: dict[str, Any]) -> dict[str, Any]:
+    """``key -> value`` of the :data:`STEP_SIZE_KEYS` a fixed part (:func:`fixed_part`) has."""
+    pairs = ((key, *key.split(".")) for key in STEP_SIZE_KEYS)
+    return {key: fixed.get(section, {}).get(name) for key, section, name in pairs
+            if name in fixed.get(section, {})}
+
+
+def with_step_sizes(config: ExperimentConfig, values: dict[str, Any]) -> ExperimentConfig:
+    """``config`` with the step sizes ``values`` (``key -> value`` of :data:`STEP_SIZE_KEYS`);
+    a ConfigError where the algorithm does not take one (e.g. ``training.lr`` of DP-DSGD)."""
+    from privfl.config import config_from_dict
+
+    if not isinstance(config, ExperimentConfig):
+        raise ValueError(f"config = {type(config).__name__} is not allowed: must be an "
+                         "ExperimentConfig")
+    data = config.model_dump(mode="json")
+    for key, value in dict(values).items():
+        if key not in STEP_SIZE_KEYS:
+            raise ValueError(f"key = {key!r} is not allowed: must be one of {STEP_SIZE_KEYS}")
+        section, _, name = key.partition(".")
+        data[section][name] = value
+    return config_from_dict(data)
+
+
+def step_size_problem(old: ExperimentConfig, new: ExperimentConfig, data: Any,
+                      rounds: Iterable[int]) -> str | None:
+    """Why a run planned with ``old`` cannot continue with the step sizes of ``new`` (None if
+    it can): the plans built from both (on ``data``) must give the same privacy results after
+    each of ``rounds`` and the same pins, i.e. the accountant does not read the step size.
+    Composition accountants (RDP, PLD, GDP) do not; the last-iterate contraction bound
+    (Asoodeh et al. 2021) does."""
+    from privfl.fl.algorithms.base import privacy_entries
+    from privfl.fl.algorithms.builders import privacy_plan
+
+    for name, value in (("old", old), ("new", new)):
+        if not isinstance(value, ExperimentConfig):
+            raise ValueError(f"{name} = {type(value).__name__} is not allowed: must be an "
+                             "ExperimentConfig")
+    changed = {key: (value, _step_sizes(fixed_part(new)).get(key))
+               for key, value in _step_sizes(fixed_part(old)).items()
+               if value != _step_sizes(fixed_part(new)).get(key)}
+    if not changed:
+        return None
+    before, after = privacy_plan(old, data), privacy_plan(new, data)
+    same = all(privacy_entries(before.results(r)) == privacy_entries(after.results(r))
+               for r in sorted({int(r) for r in rounds if r > 0}))
+    if same and getattr(before, "pins", dict)() == getattr(after, "pins", dict)():
+        return None
+    key, (was, now) = next(iter(changed.items()))
+    return (f"{key} = {now!r} (was {was!r}) cannot change when this run continues: the privacy "
+            f"accounting of federated.algorithm = {new.federated.algorithm!r} reads it (its "
+            "planned guarantee changes); start a new run with --out NEW_DIR")
 
 
 def check_resumable(overrides: Iterable[str]) -> list[str]:
     """The ``--set KEY=VALUE`` overrides of a resume, each checked to change only
-    :data:`RESUMABLE_KEYS` and none of :data:`FIXED_RUN_KEYS` (a ConfigError naming the key)."""
+    :data:`RESUMABLE_KEYS` or :data:`STEP_SIZE_KEYS` (checked against the plan when the
+    checkpoint is loaded) and none of :data:`FIXED_RUN_KEYS` (a ConfigError naming the key)."""
     checked = []
     for text in overrides:
         key, _ = parse_override(text)
         if key in FIXED_RUN_KEYS:
             raise ConfigError(f"--set {key} is not allowed with --resume: it decides where the "
                               "run's files live, so it is fixed when the run is created")
-        if not any(key == k or (k.endswith(".") and key.startswith(k)) for k in RESUMABLE_KEYS):
+        if key not in STEP_SIZE_KEYS and not any(
+                key == k or (k.endswith(".") and key.startswith(k)) for k in RESUMABLE_KEYS):
             raise ConfigError(
-                f"--set {key} is not allowed with --resume: only run.*, stop.* and "
-                "federated.rounds can change when a run continues (anything else would make "
-                "the result differ from an uninterrupted run)"
+                f"--set {key} is not allowed with --resume: only run.*, stop.*, "
+                "federated.rounds and, where the privacy accounting does not read them, the "
+                f"step sizes {', '.join(STEP_SIZE_KEYS)} can change when a run continues "
+                "(anything else would change what the logged rounds were)"
             )
         checked.append(text)
     return checked
@@ -82,7 +151,7 @@ class Checkpointing:
 
     A mixin: it reads and sets the experiment's ``config``, ``dir``, ``store``, ``algorithm``,
     ``metrics``, ``redrawn`` and resume fields (``resumed_from``, ``resume_warnings``,
-    ``resume_notes``), and rewrites metrics.jsonl with
+    ``resume_notes``, ``previous_fixed``, ``steps_changed``), and rewrites metrics.jsonl with
     :meth:`~privfl.report.run_outputs.RunOutputs._write_metrics`."""
 
     def save_checkpoint(self) -> Path:
@@ -94,11 +163,11 @@ class Checkpointing:
             "algorithm": self.algorithm.state_dict(),
             "metrics": self.metrics,
             "torch_rng": torch.get_rng_state(),
-            "fixed_config": _fixed_part(self.config),
+            "fixed_config": fixed_part(self.config),
             "redrawn": self.redrawn,
         }
         path = self.store.write(self.algorithm.round, payload,
-                                config_digest=digest_json(_fixed_part(self.config)),
+                                config_digest=digest_json(fixed_part(self.config, steps=False)),
                                 metrics=self.metrics)
         self.dir.prune_checkpoints(self.config.run.keep_checkpoints)
         return path
@@ -114,8 +183,10 @@ class Checkpointing:
         (:meth:`_rounds_after_checkpoint`: compared with their logged rows when seeded,
         re-drawn and composed once more in secure mode)."""
         skipped, misfit, damaged = [], False, []
-        config_digest = digest_json(_fixed_part(self.config))
-        for candidate in self.store.candidates(config_digest):
+        # without the step sizes (_check_step_sizes reads them); with them: older checkpoints
+        digests = (digest_json(fixed_part(self.config, steps=False)),
+                   digest_json(fixed_part(self.config)))
+        for candidate in self.store.candidates(digests):
             if candidate.payload is not None:
                 try:
                     self._restore(candidate.payload)
@@ -131,6 +202,7 @@ class Checkpointing:
                 continue
             self.resumed_from = candidate.round
             self.resume_warnings = skipped
+            self._check_step_sizes(candidate.payload.get("fixed_config"), self.previous_fixed)
             self._remove_damaged(damaged)
             self._rounds_after_checkpoint(candidate.payload.get("redrawn", []))
             return
@@ -144,12 +216,41 @@ class Checkpointing:
         self.metrics = []
         self.resumed_from = 0
         self.resume_warnings = skipped
+        self._check_step_sizes(self.previous_fixed)
         self._remove_damaged(damaged)
         if skipped:
             self.resume_notes.append(
                 f"no usable checkpoint ({len(skipped)} damaged): the run starts again from "
                 f"round 0, and the {self._logged_rounds()} round(s) already logged run again")
         self._rounds_after_checkpoint([])
+
+    def _check_step_sizes(self, *earlier: Any) -> None:
+        """Refuse a changed step size (:data:`STEP_SIZE_KEYS`) that the plan's accounting reads
+        (:func:`step_size_problem`, after the planned rounds and those resumed from); accept
+        another with a resume note. ``earlier``: the :func:`fixed_part` the loaded checkpoint
+        was written under and config.yaml's before this resume (its rounds logged after the
+        checkpoint ran with it)."""
+        now = _step_sizes(fixed_part(self.config))
+        changes: dict[str, None] = {}  # "key old -> new", in order, once
+        for fixed in earlier:
+            was = _step_sizes(fixed) if isinstance(fixed, dict) else now
+            if was == now or set(was) != set(now):
+                continue
+            rounds = (self.config.federated.rounds, self.resumed_from)
+            problem = step_size_problem(with_step_sizes(self.config, was), self.config,
+                                        self.data, rounds)
+            if problem is not None:
+                raise ConfigError(f"resume = {str(self.dir.path)!r}: {problem}")
+            changes.update({f"{k} {was[k]!r} -> {now[k]!r}": None for k in now
+                            if was[k] != now[k]})
+        if not changes:
+            return
+        self.resume_notes.append(
+            f"changed from round {self.resumed_from + 1} on: {', '.join(changes)}; the privacy "
+            "accounting does not read it (the planned guarantee is unchanged), but the result is "
+            "no longer bit for bit that of an uninterrupted run, and rounds logged after the "
+            "checkpoint are not compared with their re-run")
+        self.steps_changed = True
 
     def _remove_damaged(self, rounds: list[int]) -> None:
         """Delete the damaged checkpoints skipped by a resume that goes on (reported in
@@ -206,7 +307,7 @@ class Checkpointing:
                 "checkpoint and run again with fresh os.urandom randomness (secure mode): each "
                 f"was released twice and is counted twice ({len(redrawn)} re-drawn round(s) "
                 "composed in all; their first rows are in redrawn.jsonl)")
-        elif after:
+        elif after and not self.steps_changed:
             self._expected = {row["round"]: row for row in after}
         self.redrawn = redrawn
         self.algorithm.redrawn_rounds = tuple(row.get("round") for row in redrawn)

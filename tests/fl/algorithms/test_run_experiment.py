@@ -161,8 +161,9 @@ def test_mu_budget_and_target_accuracy(tmp_path, tiny_config_dict):
 def test_resume_refuses_changes_that_alter_the_result(tmp_path, tiny_config_dict):
     config = _config(tiny_config_dict, privacy=FAST, run={"max_rounds": 1})
     Experiment.create(config, tmp_path / "run").run()
-    with pytest.raises(ConfigError, match=r"--set training.lr is not allowed with --resume"):
-        Experiment.resume(tmp_path / "run", ["training.lr=0.5"])
+    with pytest.raises(ConfigError,
+                       match=r"--set training.batch_size is not allowed with --resume"):
+        Experiment.resume(tmp_path / "run", ["training.batch_size=4"])
     # extending the run is allowed
     resumed = Experiment.resume(tmp_path / "run", ["federated.rounds=4", "run.max_rounds=null"])
     assert resumed.run().summary["rounds_completed"] == 4
@@ -173,7 +174,7 @@ def test_resume_refuses_an_edited_config(tmp_path, tiny_config_dict):
     Experiment.create(config, tmp_path / "run").run()
     path = tmp_path / "run" / "config.yaml"
     data = yaml.safe_load(path.read_text())
-    data["training"]["lr"] = 0.5
+    data["training"]["batch_size"] = 4  # a step size is checked against the plan instead
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match="different configuration"):
         Experiment.resume(tmp_path / "run")
