@@ -108,9 +108,10 @@ def test_shards_equal_local_bit_for_bit(shards, one_start):
     record = backend.records[-1]
     assert (record.rows, record.shards) == (m, min(shards, m))
     d = trainer.num_params
-    # sent: start (once or per row), Adam states (2 d + 1 per row), 6 seeds, id, lr per row,
-    # and each client's records once (36 float32 inputs and an int64 label each, its size)
-    per_row = 4 * (2 * d) + 8 + 8 * 6 + 8 + 4
+    # sent: start (once or per row), Adam states (2 d float32 and a float32 step per row),
+    # 6 seeds, id, lr per row, and each client's records once (36 float32 inputs and an int64
+    # label each, its size)
+    per_row = 4 * (2 * d) + 4 + 8 * 6 + 8 + 4
     assert record.data_bytes == sum((36 * 4 + 8) * SIZES[j] + 8 for j in cohort)
     assert record.bytes_sent == (4 * d if one_start else 4 * d * m) + per_row * m + (
         record.data_bytes)
