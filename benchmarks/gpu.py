@@ -15,13 +15,15 @@ that is cut short still leaves what it measured. Sections, in this order:
    device's generator and differs; a sum does not care up to rounding). TF32 is switched off.
    Checks: every parameter finite; without noise, every client's loss of every round and the
    final parameters equal CPU's within ``LOSS_RTOL`` / ``PARAM_RTOL`` (float summation order
-   only: cuBLAS/cuDNN and CPU kernels add in other orders; the tolerances are ~100x the
-   differences measured between the looped and batched layouts on CPU). With noise the
-   device's noise streams are other numbers than CPU's (one counter-based stream per client on
-   CUDA, :func:`privfl.fl.noise_streams`), so the check is statistical: the update norm per
-   round, dominated by ``d = 1.2 M`` Gaussian coordinates (relative spread ~ 1/sqrt(2d)), must
-   equal CPU's within ``NOISE_NORM_RTOL``. A kernel that returns NaN (Adam's fused step reading
-   float64 step counts wrongly on CUDA did) or a wrong noise scale fails.
+   only: cuBLAS/cuDNN and CPU kernels add in other orders; the looped and batched layouts on
+   CPU differ by 1.3e-7 in the losses and 2.9e-5 in the parameters, relative, at these sizes:
+   the tolerances are ~1000x and ~100x that; ``cpu_spread`` in the results re-measures it).
+   With noise the device's noise streams are other numbers than CPU's (one counter-based
+   stream per client on CUDA, :func:`privfl.fl.noise_streams`), so the check is statistical:
+   the update norm per round, dominated by ``d = 1.2 M`` Gaussian coordinates, must equal
+   CPU's within ``NOISE_NORM_RTOL`` (two noise seeds on CPU differ by 3e-4 to 5e-4). A kernel
+   that returns NaN (Adam's fused step reading float64 step counts wrongly on CUDA did) or a
+   wrong noise scale (10% off) fails (``tests/benchmarks/test_gpu_script.py``).
 2. **demo** — ``privfl run`` (the built-in demo, ``--set run.device=DEVICE``) as a subprocess:
    exit code, wall time, final accuracies, whether every round's train_loss is finite; the same
    on CPU for comparison (not with ``--quick`` or ``--device cpu``).
@@ -77,7 +79,7 @@ LAYOUTS = ("looped", "batched")
 LR = {"sgd": 0.05, "momentum": 0.02, "adam": 1e-3}
 CLIP, NOISE = 1.0, 2.0
 #: without noise: per-client losses and final parameters, device against CPU (relative)
-LOSS_RTOL, PARAM_RTOL = 1e-4, 1e-3
+LOSS_RTOL, PARAM_RTOL = 1e-4, 3e-3
 #: with noise: the update norm per round, device against CPU (relative)
 NOISE_NORM_RTOL = 0.02
 SECTIONS = ("correctness", "demo", "profile", "speed")
@@ -198,9 +200,10 @@ def correctness_data(sizes: Sizes) -> list:
             for _ in range(sizes.clients)]
 
 
-def trajectory(case: dict, device: str, data: list, sizes: Sizes) -> dict:
+def trajectory(case: dict, device: str, data: list, sizes: Sizes, seed: int = 0) -> dict:
     """Train the case's cohort for ``sizes.rounds`` rounds on ``device``: per round each
-    client's loss and the mean update norm, the final averaged parameters (on CPU)."""
+    client's loss and the mean update norm, the final averaged parameters (on CPU).
+    ``seed`` seeds the rounds' generators (other seeds: other noise)."""
     import torch
 
     from privfl.fl import CohortTrainer, LocalTrainingSpec, replicate_params
@@ -221,7 +224,7 @@ def trajectory(case: dict, device: str, data: list, sizes: Sizes) -> dict:
     losses, norms = [], []
     for r in range(sizes.rounds):
         params, states, stats = trainer.train(params, on_device, states,
-                                              torch.Generator().manual_seed(r))
+                                              torch.Generator().manual_seed(seed + r))
         flat = trainer.flatten(params)
         norms.append(float((flat - start).norm(dim=1).mean()))
         start = flat.mean(0, keepdim=True)  # FedAvg: every client starts from the mean
@@ -262,22 +265,28 @@ def compare(case: dict, dev: dict, ref: dict) -> dict:
     return row
 
 
-def layout_spread(data: list, sizes: Sizes) -> dict:
-    """Looped against batched on CPU, Adam with clipping: the size of float summation-order
-    differences the tolerances are set against."""
+def cpu_spread(data: list, sizes: Sizes) -> dict:
+    """What the tolerances are set against, on CPU: looped against batched (Adam, clipping;
+    float summation order) and, with noise (SGD), two other noise seeds (the update norm's
+    spread between independent noise draws)."""
     case = {"optimizer": "adam", "privacy": "clip"}
     looped = trajectory({**case, "layout": "looped"}, "cpu", data, sizes)
     batched = trajectory({**case, "layout": "batched"}, "cpu", data, sizes)
     row = compare({**case, "layout": "batched vs looped"}, batched, looped)
-    return {k: row[k] for k in ("loss_rel_diff", "param_rel_diff", "norm_rel_diff")}
+    noisy = {"optimizer": "sgd", "privacy": "noise", "layout": "looped"}
+    other = compare(noisy, trajectory(noisy, "cpu", data, sizes, seed=100),
+                    trajectory(noisy, "cpu", data, sizes))
+    return {"layout_loss_rel_diff": row["loss_rel_diff"],
+            "layout_param_rel_diff": row["param_rel_diff"],
+            "noise_seed_norm_rel_diff": other["norm_rel_diff"]}
 
 
 def correctness_section(args, sizes: Sizes, report: Report) -> bool:
     data = correctness_data(sizes)
     rows = []
     with tf32(False):
-        spread = layout_spread(data, sizes)
-        report.log(f"correctness: CPU looped vs batched spread {spread}")
+        spread = cpu_spread(data, sizes)
+        report.log(f"correctness: spread on CPU {spread}")
         for optimizer in OPTIMIZERS:
             for privacy in PRIVACY:
                 for layout in LAYOUTS:
@@ -293,7 +302,7 @@ def correctness_section(args, sizes: Sizes, report: Report) -> bool:
     report.section("correctness", "done", passed=passed, sizes=dataclasses.asdict(sizes),
                    tolerances={"loss_rtol": LOSS_RTOL, "param_rtol": PARAM_RTOL,
                                "noise_norm_rtol": NOISE_NORM_RTOL},
-                   cpu_layout_spread=spread, rows=rows)
+                   cpu_spread=spread, rows=rows)
     return passed
 
 
@@ -592,8 +601,8 @@ def _md_correctness(sec: dict) -> list[str]:
     rows = [[r["optimizer"], r["privacy"], r["layout"], r["passed"], r["finite"],
              r.get("loss_rel_diff"), r.get("param_rel_diff"), r["norm_rel_diff"],
              r["update_norm"][-1], r["ref_update_norm"][-1]] for r in sec["rows"]]
-    return [f"passed: {_fmt(sec['passed'])}; tolerances {sec['tolerances']}; CPU looped vs "
-            f"batched spread {sec['cpu_layout_spread']}", ""] + _table(
+    return [f"passed: {_fmt(sec['passed'])}; tolerances {sec['tolerances']}; measured on "
+            f"CPU {sec['cpu_spread']}", ""] + _table(
         ["optimizer", "privacy", "layout", "passed", "finite", "loss rel diff",
          "param rel diff", "norm rel diff", "update norm", "CPU update norm"], rows)
 
