@@ -59,8 +59,10 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -307,10 +309,17 @@ def correctness_section(args, sizes: Sizes, report: Report) -> bool:
 
 
 # ---------------------------------------------------------------------------- 2. demo
-def demo_run(device: str, out: Path, rounds: int | None, timeout: float) -> dict:
-    """``privfl run`` (the built-in demo) on ``device`` in a subprocess."""
-    while out.exists():  # never reuse a run directory
-        out = out.with_name(out.name + "-again")
+def demo_run(device: str, rounds: int | None, timeout: float) -> dict:
+    """``privfl run`` (the built-in demo) on ``device`` in a subprocess; its run directory is
+    a temporary one, removed afterwards (the device tool brings back at most 8 files)."""
+    tmp = Path(tempfile.mkdtemp(prefix="privfl-gpu-demo-"))
+    try:
+        return _demo_in(tmp / "run", device, rounds, timeout)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _demo_in(out: Path, device: str, rounds: int | None, timeout: float) -> dict:
     cmd = [sys.executable, "-c", "from privfl.cli.main import main; main()", "run",
            "--out", str(out), "--no-progress", "--set", f"run.device={device}"]
     if rounds is not None:
@@ -325,7 +334,7 @@ def demo_run(device: str, out: Path, rounds: int | None, timeout: float) -> dict
     except subprocess.TimeoutExpired as error:
         code, stderr = None, f"timed out after {timeout:.0f} s\n{error.stderr or ''}"
     row = {"device": device, "command": " ".join(cmd[3:]), "exit_code": code,
-           "wall_s": time.perf_counter() - start, "run_dir": str(out)}
+           "wall_s": time.perf_counter() - start}
     summary, metrics = out / "summary.json", out / "metrics.jsonl"
     if summary.exists():
         final = json.loads(summary.read_text()).get("final") or {}
@@ -347,8 +356,7 @@ def demo_section(args, sizes: Sizes, report: Report) -> bool:
     devices = [args.device] + ([] if args.quick or args.device == "cpu" else ["cpu"])
     for device in devices:
         timeout = max(30.0, min(150.0, 0.3 * (args.budget_s - report.elapsed())))
-        row = demo_run(device, args.out / f"demo-{device.replace(':', '')}", sizes.demo_rounds,
-                       timeout)
+        row = demo_run(device, sizes.demo_rounds, timeout)
         runs.append(row)
         report.log(f"demo on {device}: exit {row['exit_code']}, {row['wall_s']:.1f} s, "
                    f"personalised accuracy {row.get('personalised_accuracy')}")
@@ -441,6 +449,8 @@ def time_row(row: dict, data: list, steps: int, device: str, rounds: int,
             _sync(device)
             seconds += time.perf_counter() - t0
             done += 1
+        result.update(tf32_matmul=torch.backends.cuda.matmul.allow_tf32,  # as timed
+                      tf32_cudnn=torch.backends.cudnn.allow_tf32)
     result.update(rounds=done, seconds=seconds, updates_per_s=done * cohort / seconds,
                   round_s=seconds / done, finite=method_finite(method),
                   layout=method.info.get("layout"), chunk_size=method.info.get("chunk_size"))
