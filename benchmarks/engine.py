@@ -98,7 +98,12 @@ def _peak_mb() -> float:
 class Method:
     """One method's cohort (M clients) and a ``run(clients)`` doing their K local steps."""
 
-    def __init__(self, name: str, model, data, steps: int, batch: int) -> None:
+    def __init__(self, name: str, model, data, steps: int, batch: int, *,
+                 device: str = "cpu", chunk_size: int | None = None) -> None:
+        """``device``: where the optimizer states live (``model`` and ``data`` are already
+        there; benchmarks/gpu.py); ``chunk_size``: the CohortTrainer's clients per forward in
+        the batched layout (None: from its memory budget). A name ending in ``-pool`` or
+        ``-pool[layout]`` trains from one shared DataPool by index."""
         import copy
 
         import torch
@@ -118,12 +123,12 @@ class Method:
                 secure="secure" in name,
             )
             layout = name[name.index("[") + 1 : -1] if "[" in name else "auto"
-            self.trainer = CohortTrainer(model, spec, layout=layout)
+            self.trainer = CohortTrainer(model, spec, layout=layout, chunk_size=chunk_size)
             self.params = replicate_params(model, clients)
-            self.states = self.trainer.init_optimizer_state(clients)
-            self.info["layout"] = self.trainer.resolve_layout("cpu")
+            self.states = self.trainer.init_optimizer_state(clients, device=device)
+            self.info["layout"] = self.trainer.resolve_layout(device)
             self.pool = self.indices = None
-            if name == "privfl-dp-pool":  # one copy of every record; clients are index tensors
+            if "-pool" in name:  # one copy of every record; clients are index tensors
                 from privfl.fl import DataPool
 
                 self.pool, self.indices = DataPool.from_clients(data)
