@@ -37,7 +37,8 @@ that is cut short still leaves what it measured. Sections, in this order:
    B = 16 of its 600 records, Adam lr 1e-3, clip 1, noise multiplier 2, dropout on; random
    inputs of MNIST shape) of the per-client Opacus loop and the plain non-DP PyTorch loop
    (cohort 8), privfl-dp batched (cohorts 16, 128, 1024), privfl no-DP batched (128),
-   privfl-dp batched at 128 with TF32, then a chunk-size sweep at cohort 1024; the methods are
+   privfl-dp batched at 128 with TF32 and with the per-client convolution loop instead of the
+   grouped convolution, then a chunk-size sweep at cohort 1024; the methods are
    ``benchmarks/engine.py``'s :class:`Method` (privfl rows train from one shared DataPool). Per
    row: a warm-up call (one client for the loops, one chunk for privfl), then whole rounds of
    the cohort, each between ``torch.cuda.synchronize()`` calls, until ``--rounds`` rounds ran or
@@ -193,6 +194,20 @@ def tf32(enabled: bool):
 
 
 # ---------------------------------------------------------------------------- 1. correctness
+@contextlib.contextmanager
+def conv_loop(enabled: bool):
+    """Convolutions of a batched chunk as a loop over clients (``True``) instead of the
+    engine's default on this device (one grouped convolution off the CPU); restored after."""
+    from privfl.fl._capture import Conv2dLayer
+
+    before = Conv2dLayer.grouped
+    Conv2dLayer.grouped = False if enabled else before
+    try:
+        yield
+    finally:
+        Conv2dLayer.grouped = before
+
+
 def correctness_data(sizes: Sizes) -> list:
     """Each client's ``(x, y)`` on CPU: random MNIST-shaped inputs, labels 0..9."""
     import torch
@@ -416,6 +431,9 @@ def speed_rows(sizes: Sizes, device: str) -> list[dict]:
     if device.startswith("cuda"):
         rows.append({"label": "privfl-dp batched TF32", "method": dp,
                      "cohort": sizes.profile_cohort, "tf32": True})
+    # the CPU's per-client convolution loop instead of the accelerators' grouped convolution
+    rows.append({"label": "privfl-dp batched conv loop", "method": dp,
+                 "cohort": sizes.profile_cohort, "conv_loop": True})
     rows += [{"label": f"privfl-dp batched chunk {c}", "method": dp, "cohort": sizes.sweep_cohort,
               "chunk": c} for c in sizes.chunks]
     return rows
@@ -433,7 +451,8 @@ def time_row(row: dict, data: list, steps: int, device: str, rounds: int,
         torch.cuda.reset_peak_memory_stats(torch.device(device))
     start = time.perf_counter()
     cohort = row["cohort"]
-    with tf32(True) if row.get("tf32") else contextlib.nullcontext():
+    with tf32(True) if row.get("tf32") else contextlib.nullcontext(), \
+            conv_loop(bool(row.get("conv_loop"))):
         method = make_method(row["method"], cohort, data, steps, device, row.get("chunk"))
         warm = [0] if hasattr(method, "nets") else list(range(min(cohort, row.get("chunk")
                                                                      or cohort)))
