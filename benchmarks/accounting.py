@@ -23,8 +23,8 @@ import numpy as np
 import scipy
 from dp_accounting import dp_event
 
-from privfl.accounting import pld
 from privfl.accounting.events import dpsgd_event
+from privfl.accounting.pld import accountant as pld
 from privfl.accounting.rdp import RdpAccountant
 
 INTERVAL = 1e-4

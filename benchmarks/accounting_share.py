@@ -63,7 +63,7 @@ def _record_fft_lengths(sizes: list[int]) -> None:
     """Record the length of every FFT composition (any version of pld_compose that has
     ``_fft_compose(tilted, size)``; nothing is recorded for one that has not)."""
     try:
-        from privfl.accounting import pld_compose
+        from privfl.accounting.pld import compose as pld_compose
     except ImportError:
         return
     original = getattr(pld_compose, "_fft_compose", None)

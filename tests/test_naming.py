@@ -24,13 +24,13 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 NAME = "sigma"
 #: places where ``sigma`` is an identifier in src/ after the rename (2026-11-27): the config
-#: edge ``privacy.sigma`` (13) and accounting/contraction_report.py (2, still to rename)
+#: edge ``privacy.sigma`` (13) and accounting/contraction/report.py (2, still to rename)
 CEILING = 13
 
 RETIRED = ("clip", "clipping_norm", "users_per_round", "sampling_prob")
 #: places where a retired name is an identifier in src/ after the rename (2026-11-27): ``clip``
 #: 24 (``np.clip``, ``Tensor.clip`` and ``UpdateClipping.clip``, which clip; none is the clip
-#: norm), ``sampling_prob`` 10 (dp-accounting's keyword and attribute in accounting/pld_steps.py),
+#: norm), ``sampling_prob`` 10 (dp-accounting's keyword and attribute in accounting/pld/steps.py),
 #: ``users_per_round`` 5 (the config edge ``federated.users_per_round``: its field, its checks
 #: and the conversion to ``cohort_size`` in ``ProjectedSgd.privacy_plan``)
 RETIRED_CEILING = 39

@@ -3,8 +3,8 @@ its kind, and a search cap or an accountant that gave up is flagged, never silen
 
 import pytest
 
-from privfl.accounting import calibrate as cal
-from privfl.accounting.calibrate import (
+from privfl.accounting.calibrate import solve as cal
+from privfl.accounting.calibrate.solve import (
     DEFAULT_METHOD,
     DpSgdTemplate,
     calibrate_noise,
@@ -174,9 +174,9 @@ def test_bad_input(call, name):
 
 def test_pld_max_steps_starts_from_rdp_and_is_within_rtol_of_the_largest():
     """PLD certifies at least RDP's steps; the answer is certified and within 1e-3 of the most."""
-    from privfl.accounting.calibrate import max_steps
+    from privfl.accounting.calibrate.solve import max_steps
     from privfl.accounting.events import dpsgd_event
-    from privfl.accounting.pld import PldAccountant
+    from privfl.accounting.pld.accountant import PldAccountant
 
     rdp = max_steps(8.0, 1e-5, 0.01, 1.0, method="rdp")
     pld = max_steps(8.0, 1e-5, 0.01, 1.0)

@@ -1,4 +1,4 @@
-"""privfl's one noise search (accounting/calibrate_search.py): safe side, limits, scan."""
+"""privfl's one noise search (accounting/noise_search.py): safe side, limits, scan."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privfl.accounting.calibrate_search import (
+from privfl.accounting.noise_search import (
     NOISE_MAX,
     NOISE_MIN,
     RTOL,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy.special import ndtr
 
 # the rdp and pld baselines of the report need these; a missing or broken module fails the tests
-import privfl.accounting.pld  # noqa: F401
+import privfl.accounting.pld.accountant  # noqa: F401
 import privfl.accounting.rdp  # noqa: F401
 from privfl.accounting.contraction import (
     ProjectedNoisySGD,
@@ -390,7 +390,7 @@ def test_theorem2_between_trivial_bounds(run, eps):
     plain = run.delta(eps)
     sharp = run.delta(eps, sharpened=True)
     # the all-iterates baseline of an unsampled run is the PLD accountant's closed form, whose
-    # delta carries a 1e-9 relative safety margin (accounting/gaussian_closed_form.py)
+    # delta carries a 1e-9 relative safety margin (accounting/gdp/closed_form.py)
     tol = 1e-8
     assert one_shot / run.rounds * (1 - tol) <= plain <= one_shot * (1 + tol)
     assert sharp <= plain * (1 + tol)

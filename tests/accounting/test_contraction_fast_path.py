@@ -22,14 +22,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import privfl.accounting.contraction_bounds as bounds
+import privfl.accounting.contraction.bounds as bounds
 from privfl.accounting.contraction import ProjectedNoisySGD, log_theta
-from privfl.accounting.contraction_run import _one_shot_epsilon
-from privfl.accounting.contraction_theta import (
+from privfl.accounting.contraction.run import _one_shot_epsilon
+from privfl.accounting.contraction.theta import (
     _POINTWISE_MAX,
     _log_theta_array,
     _log_theta_point,
-    _sharpened_eps,
+    sharpened_eps,
 )
 from privfl.accounting.safe_epsilon import smallest_safe_epsilon
 
@@ -100,7 +100,7 @@ def test_sharpened_eps_equals_the_guarded_formula(log_em1, log_d):
         x = log_em1 - log_d
     x = np.where(np.isneginf(log_d), np.inf, x)
     x = np.where(np.isneginf(log_em1), -np.inf, x)
-    assert same(_sharpened_eps(log_em1, log_d), np.logaddexp(0.0, x))
+    assert same(sharpened_eps(log_em1, log_d), np.logaddexp(0.0, x))
 
 
 # --------------------------------------------------------------------------------------------

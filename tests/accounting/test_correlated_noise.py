@@ -12,7 +12,7 @@ import pytest
 from dp_accounting import dp_event
 from scipy import stats
 
-from privfl.accounting.correlated_noise import (
+from privfl.accounting.correlated.accountant import (
     NEIGHBOURING,
     ORDERS,
     bandmf_amplified_results,
@@ -82,7 +82,7 @@ def test_calibration_hits_the_target_from_the_safe_side(epsilon: float, s: float
     got = _by_method(gaussian_mechanism_results(z, s, 1e-5, steps=1, participation="x"))
     assert got["gdp"].epsilon <= epsilon
     assert got["gdp"].epsilon == pytest.approx(epsilon, rel=1e-9)
-    # known: (1, 1e-5) <-> mu = 0.268051 (privfl.accounting.gdp.gdp_mu_for)
+    # known: (1, 1e-5) <-> mu = 0.268051 (privfl.accounting.gdp.accountant.gdp_mu_for)
     if epsilon == 1.0:
         assert s / z == pytest.approx(0.268051, rel=1e-5)
 
@@ -176,7 +176,7 @@ def test_pld_row_is_the_pld_accountants_answer_for_the_same_gaussian(z, s, delta
     side): equal to it (to the rounding of mu), at most 1e-9 relative above the exact GDP
     value, never below."""
     from privfl.accounting.events import dpsgd_event
-    from privfl.accounting.pld import PldAccountant
+    from privfl.accounting.pld.accountant import PldAccountant
 
     rows = _by_method(gaussian_mechanism_results(z, s, delta, steps=3, participation="single"))
     event = dpsgd_event(noise_multiplier=z / s, sampling_rate=1.0, steps=1)

@@ -19,7 +19,7 @@ from privfl.accounting.events import (
     WorstOverClients,
     dpsgd_event,
 )
-from privfl.accounting.federated import FederatedSetting, federated_fdp
+from privfl.accounting.fdp.federated import FederatedSetting, federated_fdp
 from privfl.accounting.methods import METHODS, account
 from privfl.accounting.participation import participation_report
 
@@ -148,7 +148,7 @@ def test_registry_names_and_refusals():
 def test_from_epsilon_delta_refuses_an_epsilon_whose_line_overflows():
     """Was an OverflowError from math.exp; now a ValueError naming the argument and range.
     The largest allowed epsilon still gives a valid trade-off function (f(0) = 1 - delta)."""
-    from privfl.accounting.tradeoff import MAX_PAIR_EPSILON, from_epsilon_delta
+    from privfl.accounting.fdp import MAX_PAIR_EPSILON, from_epsilon_delta
 
     for eps in (1e10, 710.0, float("inf")):
         with pytest.raises(ValueError, match="epsilon = .* is out of range: must be"):
@@ -197,9 +197,9 @@ def test_the_cached_per_iteration_results_are_those_of_each_setting():
 def test_one_calibration_over_any_event():
     """calibrate_event_noise over a DP-SGD event is calibrate_noise exactly; over PriFedSync's
     tree it certifies the weak scope and the next smaller noise (within rtol) does not."""
-    from privfl.accounting.calibrate import calibrate_noise
-    from privfl.accounting.calibrate_event import calibrate_event_noise
-    from privfl.accounting.federated import setting_event
+    from privfl.accounting.calibrate.event import calibrate_event_noise
+    from privfl.accounting.calibrate.solve import calibrate_noise
+    from privfl.accounting.fdp.federated import setting_event
 
     direct = calibrate_noise(2.0, 1e-5, 0.01, 500, method="rdp")
     generic = calibrate_event_noise(lambda z: dpsgd_event(z, 0.01, 500), 2.0, 1e-5,

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from privfl._validation import MAX_COUNT, check_int, check_positive
-from privfl.accounting import rdp_poisson, rdp_poisson_quadrature
 from privfl.accounting.base import check_event
 from privfl.accounting.events import (
     AccountingLimitError,
@@ -18,7 +17,7 @@ from privfl.accounting.events import (
     PrivacyEvent,
     dpsgd_event,
 )
-from privfl.accounting.gdp import (
+from privfl.accounting.gdp.accountant import (
     GdpCltAccountant,
     fdp_clt_mu,
     gdp_epsilon,
@@ -34,6 +33,8 @@ from privfl.accounting.rdp import (
     rdp_without_replacement,
     rdp_without_replacement_gaussian,
 )
+from privfl.accounting.rdp import poisson as rdp_poisson
+from privfl.accounting.rdp import poisson_quadrature as rdp_poisson_quadrature
 
 pytestmark = pytest.mark.filterwarnings("error")  # no RuntimeWarning leaks to the user either
 
@@ -138,7 +139,7 @@ def test_sampled_gaussian_rdp_stays_in_its_bracket_at_small_noise(sigma, q):
 def test_quadrature_resolves_narrow_bumps():
     """The windowed quadrature at a noise where one grid over [0, alpha] would miss the bumps."""
     for sigma in (1e-4, 1e-6, 1e-8):
-        log_am1 = rdp_poisson_quadrature._log_a_minus_1_quad(0.01, sigma, 1.18)
+        log_am1 = rdp_poisson_quadrature.log_a_minus_1_quad(0.01, sigma, 1.18)
         rdp = np.logaddexp(0.0, log_am1) / 0.18
         upper = 1.18 / (2 * sigma * sigma)
         assert upper + 1.18 * math.log(0.01) / 0.18 - 1e-11 * upper <= rdp <= upper * (1 + 1e-11)

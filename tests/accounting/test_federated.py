@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from privfl.accounting.federated import (
+from privfl.accounting.fdp.federated import (
     ClientTraining,
     FederatedSetting,
     federated_fdp,

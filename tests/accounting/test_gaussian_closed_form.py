@@ -16,13 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privfl.accounting.events import PrivacyEvent, dpsgd_event
-from privfl.accounting.gaussian_closed_form import (
+from privfl.accounting.gdp.accountant import gdp_delta, gdp_epsilon
+from privfl.accounting.gdp.closed_form import (
     GDP_RELATIVE_ERROR,
     gdp_closed_form,
     unsampled_gaussian_mu,
 )
-from privfl.accounting.gdp import gdp_delta, gdp_epsilon
-from privfl.accounting.pld import PldAccountant, composed_epsilon, poisson_gaussian_pld
+from privfl.accounting.pld.accountant import PldAccountant, composed_epsilon, poisson_gaussian_pld
 
 
 @settings(max_examples=40, deadline=None)

@@ -20,7 +20,7 @@ from privfl.accounting.events import (
     dpsgd_event,
     noise_multiplier_from_paper_sigma,
 )
-from privfl.accounting.gdp import (
+from privfl.accounting.gdp.accountant import (
     GDP_RELATIVE_ERROR,
     GdpCltAccountant,
     fdp_clt_kappa,

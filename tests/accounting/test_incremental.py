@@ -13,10 +13,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privfl.accounting import rdp_accountant
 from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import RandomParticipationStep, dpsgd_event
 from privfl.accounting.participation import report
+from privfl.accounting.rdp import accountant as rdp_accountant
 
 
 @settings(max_examples=25, deadline=None)

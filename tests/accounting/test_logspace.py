@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privfl.accounting.gdp import gdp_delta, gdp_epsilon, gdp_log_delta
+from privfl.accounting.fdp import from_epsilon_delta
+from privfl.accounting.gdp.accountant import gdp_delta, gdp_epsilon, gdp_log_delta
 from privfl.accounting.logspace import LOG_2, log1mexp, log_expm1, logsubexp, logsumexp
 from privfl.accounting.safe_epsilon import EPSILON_MAX, smallest_safe_epsilon
-from privfl.accounting.tradeoff import from_epsilon_delta
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -16,7 +16,7 @@ from privfl.accounting.events import (
     compose_events,
     dpsgd_event,
 )
-from privfl.accounting.gdp import fdp_clt_mu, gdp_epsilon
+from privfl.accounting.gdp.accountant import fdp_clt_mu, gdp_epsilon
 from privfl.accounting.methods import build_accountant
 from privfl.accounting.parallel import (
     MAX_HOLDER_COMBINATIONS,

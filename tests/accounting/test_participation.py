@@ -442,7 +442,7 @@ def test_4_ordering(eps, sigma, p, q, d):
     d=st.sampled_from([1, 5, 10, 30]),
 )
 def test_5_phi_form_sf_form_and_direct_integration(eps, sigma, p, q, d):
-    s = rp_setting._Setting(p, q, d, sigma)
+    s = rp_setting.Setting(p, q, d, sigma)
     sf_form = delta("theorem-4.1", eps, p, q, d, sigma)
     if sf_form / (p * q) > 1e-6:
         assert theorem41._theorem41_phi_form(eps, s) == pytest.approx(sf_form, rel=1e-8)
@@ -476,7 +476,7 @@ def test_5_spec_consistency_points(case):
     d=st.sampled_from([0, 1, 5, 30, 100]),
 )
 def test_6_eq7_single_sign_change(eps, sigma, p, q, d):
-    s = rp_setting._Setting(p, q, d, sigma)
+    s = rp_setting.Setting(p, q, d, sigma)
     pos_log, pos_m, neg_log, neg_m = theorem41._theorem41_coefficients(eps, s)
     # the grouped coefficients change sign once (negative means all below positive ones)
     assert neg_m.max() < pos_m.min()
@@ -651,7 +651,7 @@ def test_lemma_aligned_maximal_is_worst(eps, z, p, q, i, frac_b, s, cos):
     A = (b * b + 2 * b * s * cos + s * s) / z**2  # |v+u|^2
     Bv, R = b * b / z**2, (b * b + b * s * cos) / z**2  # |v|^2, <v+u, v>
     forward_max = math.exp(
-        gaussian._log_positive_part(
+        gaussian.log_positive_part(
             np.array([0.0]), np.array([[kc.log_k, kc.log_c]]), np.array([[1 / z, (i + 1) / z]])
         )[0]
     )
@@ -662,9 +662,9 @@ def test_lemma_aligned_maximal_is_worst(eps, z, p, q, i, frac_b, s, cos):
     # reverse: positive kappa N(v), negatives e^eps N(v+u) and c N(0)
     if kc.log_kappa > -math.inf:
         kappa, alpha = math.exp(kc.log_kappa), math.exp(eps)
-        s_ = rp_setting._Setting(p, q, i, z)
+        s_ = rp_setting.Setting(p, q, i, z)
         reverse_terms = np.exp(
-            gaussian._log_positive_part(
+            gaussian.log_positive_part(
                 np.array([kc.log_kappa_pq if i == 0 else kc.log_kappa]),
                 np.array([[eps, -np.inf if i == 0 else kc.log_c]]),
                 np.array([[1 / z, max(i, 1) / z]]),
@@ -726,8 +726,8 @@ def test_large_and_extreme_inputs():
     big = delta("per-s1-convexity", 0.5, 0.01, 0.5, 200_000, 3.0)
     assert delta("cs", 0.5, 0.01, 0.5, 0, 3.0) <= big <= delta("wcs", 0.5, 0.01, 0.5, 0, 3.0)
     # deltas far below the smallest double stay ordered (log space)
-    s = rp_setting._Setting(0.1, 0.1, 10, 1.0)
-    cs, b, wcs = (per_iteration._log_delta(x, 40.0, s) for x in ("cs", "per-s1-convexity", "wcs"))
+    s = rp_setting.Setting(0.1, 0.1, 10, 1.0)
+    cs, b, wcs = (per_iteration.log_delta(x, 40.0, s) for x in ("cs", "per-s1-convexity", "wcs"))
     assert cs < b <= wcs < -700
     # q = 1 and p = q = 1
     assert delta("per-s1-convexity", 0.4, 0.3, 1.0, 5, 1.0) <= delta("wcs", 0.4, 0.3, 1.0, 5, 1.0)

@@ -1,4 +1,4 @@
-"""Tests of the pessimistic PLD accountant (privfl.accounting.pld)."""
+"""Tests of the pessimistic PLD accountant (privfl.accounting.pld.accountant)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import optimize, special
 
-from privfl.accounting import pld, pld_steps
 from privfl.accounting.events import (
     Neighbouring,
     Noise,
@@ -24,7 +23,9 @@ from privfl.accounting.events import (
     UnsupportedEventError,
     dpsgd_event,
 )
-from privfl.accounting.pld import PldAccountant
+from privfl.accounting.pld import accountant as pld
+from privfl.accounting.pld import steps as pld_steps
+from privfl.accounting.pld.accountant import PldAccountant
 
 FAST = settings(max_examples=int(os.environ.get("PRIVFL_HYPOTHESIS_EXAMPLES", "15")), deadline=None)
 NR = dp_accounting.NeighboringRelation
@@ -179,7 +180,7 @@ def test_gaussian_step_pmf_equals_dp_accounting(z, q, replace):
     reference = dp_pld.from_gaussian_mechanism(
         z, sampling_prob=q, value_discretization_interval=1e-4, neighboring_relation=relation
     )
-    mine = pld_steps._gaussian_pld(z, 1.0, q, replace, 1e-4, True)
+    mine = pld_steps.gaussian_pld(z, 1.0, q, replace, 1e-4, True)
     pairs = zip(pld_steps._directions(reference), pld_steps._directions(mine), strict=True)
     for theirs, ours in pairs:
         assert (theirs is None) == (ours is None)

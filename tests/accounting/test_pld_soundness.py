@@ -24,10 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import fft as sp_fft
 
-from privfl.accounting import pld_compose
 from privfl.accounting.events import dpsgd_event
 from privfl.accounting.methods import AccountingOptions, account
-from privfl.accounting.pld import PldAccountant
+from privfl.accounting.pld import compose as pld_compose
+from privfl.accounting.pld.accountant import PldAccountant
 from privfl.accounting.rdp import RdpAccountant
 
 LD = np.longdouble
@@ -221,7 +221,7 @@ def test_gaussian_profile_is_accurate_relative_to_mpmath():
     (the PMF construction allows 1e-9)."""
     from dp_accounting.pld import privacy_loss_mechanism as plm
 
-    from privfl.accounting.pld_steps import _gaussian_profile
+    from privfl.accounting.pld.steps import _gaussian_profile
 
     mpmath.mp.dps = 50
     worst = 0.0

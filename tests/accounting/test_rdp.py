@@ -11,12 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from privfl.accounting import (
-    rdp_accountant,
-    rdp_poisson,
-    rdp_poisson_quadrature,
-    rdp_wor_gaussian,
-)
 from privfl.accounting.events import (
     Neighbouring,
     Noise,
@@ -40,6 +34,10 @@ from privfl.accounting.rdp import (
     resolve_orders,
     seed2_proposition2_epsilon,
 )
+from privfl.accounting.rdp import accountant as rdp_accountant
+from privfl.accounting.rdp import poisson as rdp_poisson
+from privfl.accounting.rdp import poisson_quadrature as rdp_poisson_quadrature
+from privfl.accounting.rdp import without_replacement_gaussian as rdp_wor_gaussian
 
 PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -301,7 +299,7 @@ def test_regimes_and_both_fractional_methods_agree():
     assert "quadrature" not in regimes
     for q, sigma, alpha in [(0.5, 0.3, 1.1), (0.01, 1.0, 1.5), (0.9, 2.0, 3.3)]:
         series, error = rdp_poisson._log_a_minus_1_series(q, sigma, np.array([alpha]))
-        quadrature = rdp_poisson_quadrature._log_a_minus_1_quad(q, sigma, alpha)
+        quadrature = rdp_poisson_quadrature.log_a_minus_1_quad(q, sigma, alpha)
         assert error[0] < 1e-11
         assert np.logaddexp(0, series[0]) == pytest.approx(np.logaddexp(0, quadrature), rel=1e-11)
 
@@ -511,7 +509,7 @@ def test_wor_gaussian_never_above_theorem9(z):
 def test_wor_gaussian_epsilon_not_below_exact(z, q):
     """Sanity (lower) check: the RDP epsilon of T fixed-size-batch steps is never below the
     exact single-step epsilon (T = 1, exact profile) nor the PLD accountant's (T = 1, 3, 10)."""
-    from privfl.accounting.pld import PldAccountant, without_replacement_gaussian_delta
+    from privfl.accounting.pld.accountant import PldAccountant, without_replacement_gaussian_delta
 
     delta = 1e-5
     step = NoisyStep(z, q, Sampling.WITHOUT_REPLACEMENT)

@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import special
 
-from privfl.accounting.gdp import gdp_delta, gdp_epsilon
-from privfl.accounting.tradeoff import (
+from privfl.accounting.fdp import (
     ClientSampledTradeOff,
     GaussianTradeOff,
     InverseTradeOff,
@@ -33,6 +32,7 @@ from privfl.accounting.tradeoff import (
     tensor_power,
     total_variation_bound,
 )
+from privfl.accounting.gdp.accountant import gdp_delta, gdp_epsilon
 
 # PRIVFL_HYPOTHESIS_EXAMPLES=500 for a deeper local search
 FAST = settings(max_examples=int(os.environ.get("PRIVFL_HYPOTHESIS_EXAMPLES", "25")), deadline=None)

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from privfl.accounting.correlated_noise import NEIGHBOURING
+from privfl.accounting.correlated.accountant import NEIGHBOURING
 from privfl.cli.correlated import register
 
 

@@ -9,7 +9,7 @@ import torch
 from _engine_helpers import TinyCNN
 
 from privfl.accounting.events import Neighbouring, NoisyStep, Sampling, Unit
-from privfl.accounting.federated import ClientTraining
+from privfl.accounting.fdp.federated import ClientTraining
 from privfl.fl import (
     CohortTrainer,
     LocalTrainingSpec,

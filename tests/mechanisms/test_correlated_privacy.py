@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privfl.accounting.correlated_noise import tree_aggregation_results
+from privfl.accounting.correlated.accountant import tree_aggregation_results
 from privfl.mechanisms.correlated_privacy import calibrate_factorization, factorization_privacy
 from privfl.mechanisms.sensitivity import Participation
 from privfl.mechanisms.tree import tree_encoder

@@ -19,7 +19,8 @@ FIND = "exact = exact and group_exact"
 
 
 def _mutant(replace: str, test: str = TEST) -> run.Mutant:
-    return run.Mutant("t", "src/privfl/accounting/gdp.py", FIND, replace, (test,), "test")
+    return run.Mutant("t", "src/privfl/accounting/gdp/accountant.py", FIND, replace, (test,),
+                      "test")
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def test_a_planted_bug_is_killed_and_a_harmless_edit_survives(copy, preload):
     assert killed and how.startswith(f"failed {TEST}")
     assert run.run_one(_mutant("exact = (exact and group_exact)"), copy, context)[:2] == (
         False, "")
-    assert FIND in (copy / "src/privfl/accounting/gdp.py").read_text()  # restored
+    assert FIND in (copy / "src/privfl/accounting/gdp/accountant.py").read_text()  # restored
 
 
 def test_a_test_that_is_not_found_is_an_error_not_a_kill(copy):

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from privfl.accounting.gdp import gdp_delta
+from privfl.accounting.gdp.accountant import gdp_delta
 from privfl.robustness.certify import certified_k
 from privfl.robustness.inefficacy import attack_inefficacy_bounds
 

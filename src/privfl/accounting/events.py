@@ -360,7 +360,7 @@ class CorrelatedNoiseRelease:
     participation bound ``participation`` (a label saying exact or bound), replace-with-zero,
     client level; ``sampling_rate`` < 1: BandMF's cyclic Poisson amplification in ``band``
     groups. Answered by the ``correlated-noise`` accountant
-    (:mod:`privfl.accounting.correlated_noise`)."""
+    (:mod:`privfl.accounting.correlated.accountant`)."""
 
     noise_multiplier: float
     sensitivity: float

@@ -93,11 +93,11 @@ def node_accountant(node: object) -> Callable[..., Any]:
 
 # the built-in accountants: one line each
 register("rdp", "privfl.accounting.rdp:RdpAccountant.from_options")
-register("pld", "privfl.accounting.pld:PldAccountant.from_options")
-register("gdp-clt", "privfl.accounting.gdp:GdpCltAccountant.from_options")
+register("pld", "privfl.accounting.pld.accountant:PldAccountant.from_options")
+register("gdp-clt", "privfl.accounting.gdp.accountant:GdpCltAccountant.from_options")
 register("participation", "privfl.accounting.participation.accountant:account_participation",
          node=RandomParticipationStep)
-register("contraction", "privfl.accounting.last_iterate_accountant:account_last_iterate",
+register("contraction", "privfl.accounting.contraction.accountant:account_last_iterate",
          node=LastIterateRelease)
-register("correlated-noise", "privfl.accounting.correlated_noise:account_correlated_noise",
+register("correlated-noise", "privfl.accounting.correlated.accountant:account_correlated_noise",
          node=CorrelatedNoiseRelease)

@@ -118,7 +118,7 @@ def account_fedfdp(
     discretization: opt.DiscretizationOpt = 1e-4,
     as_json: JsonOpt = False,
 ) -> None:
-    from privfl.accounting.federated import FederatedSetting, federated_fdp
+    from privfl.accounting.fdp.federated import FederatedSetting, federated_fdp
 
     noise = one_noise(noise_multiplier, paper_sigma, paper_meaning=ZHENG_SIGMA,
                       deprecated=("--sigma", deprecated_sigma))

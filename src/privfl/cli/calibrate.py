@@ -97,7 +97,7 @@ def calibrate_dpsgd(
     accountant cannot evaluate further) is flagged: a 'privfl: warning:' line on stderr and a
     'warning' field in --json.
     """
-    from privfl.accounting import calibrate as cal
+    from privfl.accounting.calibrate import solve as cal
 
     template = {
         "method": method.value,
@@ -185,8 +185,8 @@ def calibrate_fedfdp(
     estimate). With --epsilon and --delta it is the smallest noise whose pessimistic PLD bound on
     C_{B/n}(G_{2/z})^{KR} meets the target (a bound).
     """
-    from privfl.accounting import calibrate as cal
-    from privfl.accounting.federated import ClientTraining, noise_multiplier_for_mu
+    from privfl.accounting.calibrate import solve as cal
+    from privfl.accounting.fdp.federated import ClientTraining, noise_multiplier_for_mu
 
     if (mu is None) == (epsilon is None):
         raise ValueError("give exactly one target: --mu, or --epsilon with --delta")
@@ -215,7 +215,7 @@ def calibrate_fedfdp(
         method, kind = "pld", calibration.kind
         target = f"epsilon = {epsilon:g} at delta = {delta:g}"
         warning = calibration.warning
-    from privfl.accounting.federated import FederatedSetting, federated_fdp
+    from privfl.accounting.fdp.federated import FederatedSetting, federated_fdp
 
     setting = FederatedSetting.homogeneous(
         clients=2,

@@ -264,9 +264,9 @@ def certify_recompute_command(
 
 
 def _new_directory(out: Path | None, name: str) -> Path:
-    from privfl.cli.run import _default_out  # runs/NAME-TIME, as privfl run
+    from privfl.cli.run import default_out  # runs/NAME-TIME, as privfl run
 
-    directory = out or _default_out(f"certify-{name}")
+    directory = out or default_out(f"certify-{name}")
     if directory.exists() and any(directory.iterdir()):
         raise ValueError(f"out = {str(directory)!r} is not empty: choose another --out")
     return directory

@@ -1,6 +1,6 @@
 """`privfl account dp-ftrl | bandmf` and `privfl calibrate dp-ftrl | bandmf`.
 
-Correlated-noise mechanisms without sampling (:mod:`privfl.accounting.correlated_noise`,
+Correlated-noise mechanisms without sampling (:mod:`privfl.accounting.correlated.accountant`,
 :mod:`privfl.mechanisms`): the whole release is one Gaussian mechanism on the sensitivity of
 the encoder C under a participation bound, for the replace-with-zero relation; BandMF with
 ``--sampling-rate`` uses its amplification (cyclic Poisson sampling in ``band`` groups).
@@ -197,7 +197,7 @@ def calibrate_dp_ftrl(
     exact GDP."""
     from dataclasses import replace
 
-    from privfl.accounting.correlated_noise import calibrate_noise_multiplier
+    from privfl.accounting.correlated.accountant import calibrate_noise_multiplier
 
     participation = _participation(rounds, participations, min_separation, schedule)
     event = _tree(participation, 1.0, restart_every)
@@ -234,7 +234,7 @@ def calibrate_bandmf(
     amplification, exact GDP on the participation bound without it."""
     from dataclasses import replace
 
-    from privfl.accounting.correlated_noise import (
+    from privfl.accounting.correlated.accountant import (
         calibrate_bandmf_noise,
         calibrate_noise_multiplier,
     )

@@ -46,7 +46,7 @@ RUN_HELP = (
 )
 
 
-def _default_out(name: str) -> Path:
+def default_out(name: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name) or "run"
     path = Path("runs") / f"{safe}-{stamp}"
@@ -386,7 +386,7 @@ def run_command(
                 console.print(f"privfl run {escape(resolved.name)}: loading "
                               f"{escape(resolved.data.dataset)}, building the model, planning "
                               "privacy ...", highlight=False)
-            experiment = Experiment.create(resolved, out or _default_out(resolved.name))
+            experiment = Experiment.create(resolved, out or default_out(resolved.name))
         if backend == "flower":
             from privfl.flower.apps import simulate
 

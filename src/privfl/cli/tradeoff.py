@@ -39,14 +39,14 @@ def tradeoff_command(
         "runs/NAME-TIME).", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from privfl.cli.run import _default_out  # runs/NAME-TIME, as privfl run
+    from privfl.cli.run import default_out  # runs/NAME-TIME, as privfl run
     from privfl.data.errors import DatasetNotFoundError
     from privfl.report.tradeoff_config import load_tradeoff
     from privfl.report.tradeoff_report import write_outputs
     from privfl.report.tradeoff_run import run_tradeoff
 
     experiment, settings = load_tradeoff(config, tuple(set_ or ()))
-    folder = out or _default_out(experiment.name)
+    folder = out or default_out(experiment.name)
     try:
         result = run_tradeoff(experiment, settings,
                               progress=lambda message: typer.echo(message, err=True))

@@ -161,7 +161,7 @@ class Dataset:
 
     def subset(self, indices: Sequence[int] | np.ndarray, name: str | None = None) -> Dataset:
         """The examples at ``indices`` (duplicates allowed), as a new :class:`Dataset`."""
-        idx = _check_indices("indices", indices, len(self))
+        idx = check_indices("indices", indices, len(self))
         return self._replace(x=self.x[idx], y=self.y[idx], name=name or self.name)
 
     def filter_classes(self, keep: Sequence[int], *, relabel: bool = True) -> Dataset:
@@ -222,7 +222,7 @@ class Dataset:
         return TensorDataset(*self.to_torch(device))
 
 
-def _check_indices(name: str, indices: object, size: int, *, unique: bool = False) -> np.ndarray:
+def check_indices(name: str, indices: object, size: int, *, unique: bool = False) -> np.ndarray:
     try:
         idx = np.asarray(indices)
     except (TypeError, ValueError) as error:  # pragma: no cover - numpy accepts nearly anything
@@ -292,7 +292,7 @@ class FederatedDataset:
         if num_clients == 0:
             raise ValueError("train_indices = [] is out of range: must hold >= 1 client")
         self.train_indices = [
-            _check_indices(f"train_indices[{j}]", idx, len(self.train), unique=True)
+            check_indices(f"train_indices[{j}]", idx, len(self.train), unique=True)
             for j, idx in enumerate(self.train_indices)
         ]
         for j, idx in enumerate(self.train_indices):
@@ -309,7 +309,7 @@ class FederatedDataset:
                 f"({num_clients})"
             )
         self.test_indices = [
-            _check_indices(f"test_indices[{j}]", idx, len(self.test))
+            check_indices(f"test_indices[{j}]", idx, len(self.test))
             for j, idx in enumerate(self.test_indices)
         ]
         if self.client_ids is None:

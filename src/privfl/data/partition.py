@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from privfl._validation import check_choice, check_int, check_positive
-from privfl.data.datasets import Dataset, FederatedDataset, _check_indices, as_rng
+from privfl.data.datasets import Dataset, FederatedDataset, as_rng, check_indices
 from privfl.data.formats import LeafData
 
 __all__ = [
@@ -391,7 +391,7 @@ def matched_test_indices(
     rng = as_rng(seed)
     result = []
     for j, idx in enumerate(train_indices):
-        allowed = np.unique(y_train[_check_indices(f"train_indices[{j}]", idx, y_train.size)])
+        allowed = np.unique(y_train[check_indices(f"train_indices[{j}]", idx, y_train.size)])
         pool = np.flatnonzero(np.isin(y_test, allowed))
         if size and pool.size == 0:
             raise ValueError(f"client {j}: the test pool has no record with its labels {allowed}")

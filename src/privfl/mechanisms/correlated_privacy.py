@@ -2,7 +2,7 @@
 
 The sensitivity of C (:func:`privfl.mechanisms.sensitivity.sensitivity`, exact or a sound
 bound) feeds the Gaussian-mechanism accountant of
-:mod:`privfl.accounting.correlated_noise`; the sampling label says which participation bound
+:mod:`privfl.accounting.correlated.accountant`; the sampling label says which participation bound
 the guarantee assumes and whether the sensitivity is exact or a bound (both are bounds on
 epsilon: an upper bound on s only makes epsilon larger).
 
@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 
 from privfl._validation import check_int, check_rate
-from privfl.accounting.correlated_noise import (
+from privfl.accounting.correlated.accountant import (
     METHODS,
     calibrate_noise_multiplier,
     gaussian_mechanism_results,

@@ -19,7 +19,7 @@ from typing import Any
 from privfl._validation import check_int
 from privfl.config.loader import load_config
 from privfl.report.card import format_number, format_percent
-from privfl.report.plots import _figure, _series
+from privfl.report.plots import _series, figure
 from privfl.report.rundir import RunDirectory, logged_number
 
 __all__ = ["MISSING", "RunRecord", "common_rounds", "comparison_markdown", "comparison_notes",
@@ -260,7 +260,7 @@ def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]
 
 def plot_comparison(runs: Sequence[RunRecord], path: str | Path, *, title: str = "") -> Path:
     """Each run's headline accuracies per round (first solid, second dashed)."""
-    fig = _figure()
+    fig = figure()
     ax = fig.add_subplot()
     for index, run in enumerate(runs):
         color = f"C{index % 10}"

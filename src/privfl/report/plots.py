@@ -24,7 +24,7 @@ __all__ = ["HEALTH_SKIP", "health_keys", "plot_accuracy", "plot_health", "plot_p
 HEALTH_SKIP = frozenset({"round", "epsilon", "mu", "released_rounds"})
 
 
-def _figure():
+def figure():
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -75,7 +75,7 @@ def plot_accuracy(
 ) -> Path:
     """Each metric of ``labels`` (key -> legend text) per round; the first ones solid."""
     labels = labels or {"global_accuracy": "global model"}
-    fig = _figure()
+    fig = figure()
     ax = fig.add_subplot()
     for index, (key, label) in enumerate(labels.items()):
         xs, ys = _series(metrics, key)
@@ -134,7 +134,7 @@ def plot_privacy(
     main = {k: v for k, v in epsilons.items() if not scopes or k[2] in scopes}
     other = {k: v for k, v in epsilons.items() if k not in main}
     mus = privacy_series(metrics, "mu")
-    fig = _figure()
+    fig = figure()
     panels = 2 + bool(other)
     fig.set_size_inches(4.2 * panels, 4.2)
     ylabel = f"epsilon at delta = {delta:g}" if delta else "epsilon"
@@ -178,7 +178,7 @@ def plot_health(
     ``covered[key]``."""
     from matplotlib.ticker import MaxNLocator
 
-    fig = _figure()
+    fig = figure()
     columns = min(3, max(1, len(keys)))
     lines = max(1, math.ceil(len(keys) / columns))
     fig.set_size_inches(3.4 * columns, 2.6 * lines + 0.5)

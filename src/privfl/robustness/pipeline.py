@@ -153,7 +153,7 @@ def run_certification(
     from privfl.robustness.replica_privacy import replica_privacy
 
     models = check_int("models", models, 1)
-    _check_method(method, confidence)
+    check_method(method, confidence)
     adversary = check_choice("adversary", adversary, ADVERSARIES)
     check_positive("cross_entropy_bound", cross_entropy_bound)
     if attack is not None:
@@ -359,6 +359,6 @@ def _area(certificate: Any, labels: np.ndarray) -> float:
     return float(np.mean(np.where(certificate.predictions == labels, whole, 0.0)))
 
 
-def _check_method(method: str, confidence: float) -> None:
+def check_method(method: str, confidence: float) -> None:
     check_range("confidence", confidence, 0.0, 1.0, low_open=True, high_open=True)
     check_choice("method", method, ("hoeffding", "clopper-pearson", "estimate"))

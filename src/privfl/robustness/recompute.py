@@ -70,11 +70,11 @@ def recompute_certification(replicas: str | Path, about: dict[str, Any], *,
     ``confidence``, ``adversary`` or ``cross_entropy_bound``, without training; refused (one
     line) when anything stored disagrees with the stored configuration (see the module
     docstring)."""
-    from privfl.robustness.pipeline import _check_method
+    from privfl.robustness.pipeline import check_method
     from privfl.robustness.replica_cache import load_replicas
 
     about = check_about(about)
-    _check_method(method, confidence)
+    check_method(method, confidence)
     started = time.perf_counter()
     store = Path(replicas)
     if not (store / "clean").is_dir():

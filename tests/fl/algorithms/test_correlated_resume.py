@@ -20,7 +20,7 @@ import math
 import pytest
 
 from privfl.accounting.dispatch import evaluate
-from privfl.accounting.gdp import gdp_epsilon
+from privfl.accounting.gdp.accountant import gdp_epsilon
 from privfl.config import ConfigError, config_from_dict
 from privfl.fl.algorithms.base import lost_attempts, released_results
 from privfl.mechanisms.correlated_privacy import composed_release, tree_release

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from privfl.accounting.federated import ClientTraining, FederatedSetting, federated_fdp
+from privfl.accounting.fdp.federated import ClientTraining, FederatedSetting, federated_fdp
 from privfl.fl import LocalTrainingSpec
 from privfl.fl.algorithms import (
     IdentityHelper,

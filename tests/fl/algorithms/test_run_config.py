@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from privfl.accounting.federated import ClientTraining, FederatedSetting
+from privfl.accounting.fdp.federated import ClientTraining, FederatedSetting
 from privfl.config import (
     DEMO_CONFIG,
     ConfigError,

@@ -13,7 +13,7 @@ import pytest
 
 from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import HeldByClients, Neighbouring, Sampling, Scope, dpsgd_event
-from privfl.accounting.gdp import fdp_clt_mu
+from privfl.accounting.gdp.accountant import fdp_clt_mu
 from privfl.accounting.methods import build_accountant
 from privfl.config import ConfigError, config_from_dict
 from privfl.fl.algorithms.builders import build_dataset

@@ -47,12 +47,12 @@ from scipy import integrate, optimize, special
 
 from privfl._validation import check_choice, check_epsilon
 from privfl.accounting.audit.laws import (
-    _GAUSSIAN,
+    GAUSSIAN,
     Law,
     MixtureLaw,
     UnsupportedAuditError,
-    _aligned_factors,
-    _check_law,
+    aligned_factors,
+    check_law,
     gaussian,
 )
 from privfl.accounting.logspace import log1mexp
@@ -90,7 +90,7 @@ class ExactDivergence:
 def _window(kind: int, epsilon: float) -> float:
     """Half-width (in scales) beyond which a component's mass is below e^{-750 - epsilon}."""
     nats = _TAIL_NATS + epsilon
-    return math.sqrt(2.0 * nats) + 1.0 if kind == _GAUSSIAN else nats + 1.0
+    return math.sqrt(2.0 * nats) + 1.0 if kind == GAUSSIAN else nats + 1.0
 
 
 def _grid(laws: Sequence[MixtureLaw], epsilon: float) -> np.ndarray:
@@ -103,7 +103,7 @@ def _grid(laws: Sequence[MixtureLaw], epsilon: float) -> np.ndarray:
     for law in laws:
         for kind, loc, scale in zip(law.kinds, law.locs, law.scales, strict=True):
             k = _window(int(kind), epsilon)
-            coarse_step = 0.25 if kind == _GAUSSIAN else 1.0
+            coarse_step = 0.25 if kind == GAUSSIAN else 1.0
             coarse = np.arange(_FINE_HALF_WIDTH, k + coarse_step, coarse_step)
             t = np.concatenate([-coarse[::-1], fine, coarse])
             pieces.append(loc + scale * t)
@@ -127,7 +127,7 @@ def _log_tail_outside(law: MixtureLaw, epsilon: float) -> float:
     terms = []
     for kind, w in zip(law.kinds, law.log_weights, strict=True):
         k = _window(int(kind), epsilon)
-        if kind == _GAUSSIAN:
+        if kind == GAUSSIAN:
             terms.append(w + math.log(2.0) + float(special.log_ndtr(-k)))
         else:
             terms.append(w - k)
@@ -142,7 +142,7 @@ def _log_masses(law: MixtureLaw, a: float, b: float) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for index in range(law.size):
             ui, vi = float(u[index]), float(v[index])
-            if law.kinds[index] == _GAUSSIAN:
+            if law.kinds[index] == GAUSSIAN:
                 if ui >= 0.0:  # right of the centre: survival functions
                     la, lb = special.log_ndtr(-ui), special.log_ndtr(-vi)
                     out[index] = la + log1mexp(lb - la)
@@ -171,7 +171,7 @@ def _mass_condition(law: MixtureLaw, a: float, b: float) -> np.ndarray:
     of u; the log tail itself (|log sf| ~ u^2/2 + |u| + 1) is accurate to a few ulps.
     """
     total = np.full(law.size, 8.0 * _MACHINE_EPS)
-    gauss = law.kinds == _GAUSSIAN
+    gauss = law.kinds == GAUSSIAN
     for x in (a, b):
         if not math.isfinite(x):
             continue
@@ -332,8 +332,8 @@ def _gaussian_shift_mu(factors: list[tuple[MixtureLaw, MixtureLaw, int]]) -> flo
         if (
             p.size == 1
             and q.size == 1
-            and p.kinds[0] == _GAUSSIAN
-            and q.kinds[0] == _GAUSSIAN
+            and p.kinds[0] == GAUSSIAN
+            and q.kinds[0] == GAUSSIAN
             and p.scales[0] == q.scales[0]
         ):
             mu2 += count * ((p.locs[0] - q.locs[0]) / p.scales[0]) ** 2
@@ -350,13 +350,13 @@ def exact_divergence(P: Law, Q: Law, epsilon: float, *, method: str = "cdf") -> 
     products raise :class:`UnsupportedAuditError` (use :func:`monte_carlo_hockey_stick`).
     ``method`` is ``"cdf"`` (closed-form CDFs, default) or ``"quad"`` (scipy quad, a cross-check).
     """
-    P = _check_law("P", P)
-    Q = _check_law("Q", Q)
+    P = check_law("P", P)
+    Q = check_law("Q", Q)
     epsilon = check_epsilon("epsilon", epsilon)
     method = check_choice("method", method, ("cdf", "quad"))
     if isinstance(P, MixtureLaw) and isinstance(Q, MixtureLaw):
         return _exact_1d(P, Q, epsilon, method)
-    factors = _aligned_factors(P, Q)
+    factors = aligned_factors(P, Q)
     if len(factors) == 1 and factors[0][2] == 1:
         return _exact_1d(factors[0][0], factors[0][1], epsilon, method)
     mu = _gaussian_shift_mu(factors)

@@ -22,9 +22,9 @@ from scipy import special
 
 from privfl._validation import check_int, check_positive, check_probability, check_real
 
-_GAUSSIAN = 0
+GAUSSIAN = 0
 _LAPLACE = 1
-_KIND_NAMES = {_GAUSSIAN: "gaussian", _LAPLACE: "laplace"}
+_KIND_NAMES = {GAUSSIAN: "gaussian", _LAPLACE: "laplace"}
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _CHUNK = 1 << 15  # points per chunk when evaluating mixture densities
 
@@ -70,7 +70,7 @@ class MixtureLaw(Law):
     def logpdf(self, x: np.ndarray | float) -> np.ndarray:
         """Log density at ``x`` (any shape), computed in log space (finite far into the tails)."""
         x = np.asarray(x, dtype=float)
-        gauss = self.kinds == _GAUSSIAN
+        gauss = self.kinds == GAUSSIAN
         log_norm = np.where(gauss, -np.log(self.scales) - _LOG_SQRT_2PI, -np.log(2.0 * self.scales))
         offset = self.log_weights + log_norm
         if self.size == 1:
@@ -98,7 +98,7 @@ class MixtureLaw(Law):
         t = (x[..., None] - self.locs) / self.scales
         gauss = special.ndtr(t)
         lap = np.where(t < 0, 0.5 * np.exp(np.minimum(t, 0.0)), 1.0 - 0.5 * np.exp(-np.abs(t)))
-        values = np.where(self.kinds == _GAUSSIAN, gauss, lap)
+        values = np.where(self.kinds == GAUSSIAN, gauss, lap)
         return np.sum(self.weights * values, axis=-1)
 
     def sample(self, size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -114,7 +114,7 @@ class MixtureLaw(Law):
                 np.searchsorted(cumulative, rng.random(count), side="right"), self.size - 1
             )
         noise = np.empty(count)
-        gauss = self.kinds[index] == _GAUSSIAN
+        gauss = self.kinds[index] == GAUSSIAN
         n_gauss = int(np.count_nonzero(gauss))
         noise[gauss] = rng.standard_normal(n_gauss)
         noise[~gauss] = rng.laplace(0.0, 1.0, count - n_gauss)
@@ -150,12 +150,12 @@ class MixtureLaw(Law):
 
     def __repr__(self) -> str:
         if self.size == 1:
-            name = "N" if self.kinds[0] == _GAUSSIAN else "Laplace"
+            name = "N" if self.kinds[0] == GAUSSIAN else "Laplace"
             return f"{name}({self.locs[0]:.6g}, {self.scales[0]:.6g})"
         return f"MixtureLaw({self.size} components)"
 
 
-def _make_mixture(
+def make_mixture(
     kinds: np.ndarray, locs: np.ndarray, scales: np.ndarray, log_weights: np.ndarray
 ) -> MixtureLaw:
     """Merge identical components, drop zero weights, normalise in log space."""
@@ -183,14 +183,14 @@ def gaussian(mean: float = 0.0, std: float = 1.0) -> MixtureLaw:
     """The normal law N(mean, std^2)."""
     mean = check_real("mean", mean)
     std = check_positive("std", std)
-    return _make_mixture(np.array([_GAUSSIAN]), np.array([mean]), np.array([std]), np.array([0.0]))
+    return make_mixture(np.array([GAUSSIAN]), np.array([mean]), np.array([std]), np.array([0.0]))
 
 
 def laplace(loc: float = 0.0, scale: float = 1.0) -> MixtureLaw:
     """The Laplace law with density exp(-|x - loc| / scale) / (2 scale)."""
     loc = check_real("loc", loc)
     scale = check_positive("scale", scale)
-    return _make_mixture(np.array([_LAPLACE]), np.array([loc]), np.array([scale]), np.array([0.0]))
+    return make_mixture(np.array([_LAPLACE]), np.array([loc]), np.array([scale]), np.array([0.0]))
 
 
 def mixture(components: Sequence[MixtureLaw], weights: Sequence[float]) -> MixtureLaw:
@@ -222,7 +222,7 @@ def mixture(components: Sequence[MixtureLaw], weights: Sequence[float]) -> Mixtu
         raise ValueError(f"weights = {list(weights)!r} sum to {total!r}: must sum to 1")
     with np.errstate(divide="ignore"):
         log_w = [np.log(x) + law.log_weights for x, law in zip(w, components, strict=True)]
-    return _make_mixture(
+    return make_mixture(
         np.concatenate([law.kinds for law in components]),
         np.concatenate([law.locs for law in components]),
         np.concatenate([law.scales for law in components]),
@@ -292,7 +292,7 @@ def compose(law: MixtureLaw | ProductLaw, times: int) -> ProductLaw:
     return ProductLaw(((law, times),))
 
 
-def _check_law(name: str, law: object) -> Law:
+def check_law(name: str, law: object) -> Law:
     if not isinstance(law, (MixtureLaw, ProductLaw)):
         raise ValueError(
             f"{name} = {law!r} is not a law: build it with gaussian(), laplace(), mixture(), "
@@ -301,7 +301,7 @@ def _check_law(name: str, law: object) -> Law:
     return law
 
 
-def _aligned_factors(P: Law, Q: Law) -> list[tuple[MixtureLaw, MixtureLaw, int]]:
+def aligned_factors(P: Law, Q: Law) -> list[tuple[MixtureLaw, MixtureLaw, int]]:
     """Factor pairs of two laws of the same shape (a 1-D law is a product of one factor)."""
     fp = P.factors if isinstance(P, ProductLaw) else ((P, 1),)
     fq = Q.factors if isinstance(Q, ProductLaw) else ((Q, 1),)

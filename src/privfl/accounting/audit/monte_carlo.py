@@ -25,7 +25,7 @@ import numpy as np
 from scipy import special
 
 from privfl._validation import check_choice, check_epsilon, check_int, check_range
-from privfl.accounting.audit.laws import Law, MixtureLaw, _aligned_factors, _check_law
+from privfl.accounting.audit.laws import Law, MixtureLaw, aligned_factors, check_law
 
 INTERVALS = ("bernstein", "clt")
 
@@ -64,7 +64,7 @@ class MonteCarloEstimate:
 def _loss_sampler(P: Law, Q: Law) -> list[tuple[MixtureLaw, MixtureLaw, int]]:
     if isinstance(P, MixtureLaw) and isinstance(Q, MixtureLaw):
         return [(P, Q, 1)]
-    return _aligned_factors(P, Q)
+    return aligned_factors(P, Q)
 
 
 def _interval(
@@ -154,8 +154,8 @@ def monte_carlo_hockey_stick(
     ``"bernstein"`` (rigorous empirical-Bernstein interval) or ``"clt"`` (normal approximation),
     at two-sided level ``confidence`` in (0, 1).
     """
-    P = _check_law("P", P)
-    Q = _check_law("Q", Q)
+    P = check_law("P", P)
+    Q = check_law("Q", Q)
     epsilon = check_epsilon("epsilon", epsilon)
     samples = check_int("samples", samples, minimum=2)
     confidence = check_range("confidence", confidence, 0.0, 1.0, low_open=True, high_open=True)

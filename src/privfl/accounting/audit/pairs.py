@@ -25,10 +25,10 @@ from privfl.accounting.audit.laws import (
     MixtureLaw,
     ProductLaw,
     UnsupportedAuditError,
-    _make_mixture,
     compose,
     gaussian,
     laplace,
+    make_mixture,
     mixture,
 )
 from privfl.accounting.audit.verdict import AuditReport, audit
@@ -155,7 +155,7 @@ def subsampled_gaussian_pair(
     Add/remove: ``P = (1 - q) N(0, z^2) + q N(1, z^2)`` (with the record) vs ``Q = N(0, z^2)``
     (without); ``E(P || Q)`` is the "remove" direction and ``E(Q || P)`` the "add" direction of
     dp-accounting. Replace-one: ``(1 - q) N(0, z^2) + q N(1, z^2)`` vs
-    ``(1 - q) N(0, z^2) + q N(-1, z^2)`` (the antipodal pair, see privfl.accounting.pld).
+    ``(1 - q) N(0, z^2) + q N(-1, z^2)`` (the antipodal pair, see privfl.accounting.pld.accountant).
     Both are dominating pairs of the step (others' contributions are post-processing).
     """
     q = check_rate("sampling_rate", sampling_rate)
@@ -229,13 +229,13 @@ def participation_pair(
     n = means.size
     kinds = np.zeros(2 * n + 1, dtype=np.int8)
     scales = np.full(2 * n + 1, std)
-    with_x = _make_mixture(
+    with_x = make_mixture(
         kinds,
         np.concatenate([[0.0], means, means + c]),
         scales,
         np.concatenate([[log_1mp], log_p + log_1mq + log_b, log_p + log_q + log_b]),
     )
-    without_x = _make_mixture(
+    without_x = make_mixture(
         kinds[: n + 1],
         np.concatenate([[0.0], means]),
         scales[: n + 1],
@@ -278,8 +278,8 @@ def _step_laws(
             )
         return up, base, step_noise is Noise.GAUSSIAN
     down = mixture([base, make(-1.0, z)], [1.0 - q, q])
-    # Poisson replace-one: the antipodal pair dominates (Gaussian; privfl.accounting.pld). For
-    # fixed-size batches it is the instance "others contribute 0", not necessarily the worst.
+    # Poisson replace-one: the antipodal pair dominates (Gaussian; privfl.accounting.pld).
+    # For fixed-size batches it is the instance "others contribute 0", not necessarily the worst.
     worst = step_noise is Noise.GAUSSIAN and sampling is Sampling.POISSON
     return up, down, worst
 

@@ -24,8 +24,8 @@ from privfl.accounting.audit.laws import (
     Law,
     ProductLaw,
     UnsupportedAuditError,
-    _aligned_factors,
-    _check_law,
+    aligned_factors,
+    check_law,
 )
 from privfl.accounting.audit.monte_carlo import INTERVALS, MonteCarloEstimate, _monte_carlo
 
@@ -195,8 +195,8 @@ def audit(
     value, when a Monte Carlo interval lies entirely above ``delta``. A composition without an
     exact value needs ``monte_carlo_samples``.
     """
-    P = _check_law("P", P)
-    Q = _check_law("Q", Q)
+    P = check_law("P", P)
+    Q = check_law("Q", Q)
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_range("delta", delta, 0.0, 1.0, high_open=True)
     rtol = check_range("rtol", rtol, 0.0, 1.0)
@@ -212,7 +212,7 @@ def audit(
     ):
         raise ValueError(f"directions = {directions!r} is not allowed: must be two distinct labels")
     if isinstance(P, ProductLaw) or isinstance(Q, ProductLaw):
-        _aligned_factors(P, Q)  # raises on mismatched shapes
+        aligned_factors(P, Q)  # raises on mismatched shapes
     try:
         forward = exact_divergence(P, Q, epsilon)
         backward = exact_divergence(Q, P, epsilon)

@@ -1,5 +1,5 @@
 """Random participation: the noise per scheme for a per-iteration (epsilon, delta) target, by
-privfl's one noise search (:mod:`privfl.accounting.calibrate_search`), and its labelled rows
+privfl's one noise search (:mod:`privfl.accounting.noise_search`), and its labelled rows
 (what the noise means for random participation: bound, estimate or reference)."""
 
 from __future__ import annotations
@@ -11,25 +11,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfl._validation import check_choice, check_delta, check_epsilon
-from privfl.accounting.calibrate_search import (
+from privfl.accounting.events import Neighbouring, Unit
+from privfl.accounting.noise_search import (
     RTOL_CLOSED_FORM,
     NoiseOutOfRangeError,
     smallest_noise_search,
 )
-from privfl.accounting.events import Neighbouring, Unit
 from privfl.accounting.participation.labels import (
-    _CALIBRATION_NOTES,
-    _RELATION,
-    _RELEASE,
-    _scheme_sampling,
+    CALIBRATION_NOTES,
+    RELATION,
+    RELEASE,
+    scheme_sampling,
 )
-from privfl.accounting.participation.per_iteration import _log_delta
+from privfl.accounting.participation.per_iteration import log_delta
 from privfl.accounting.participation.setting import (
     SERVERS,
-    _check_scheme,
-    _resolve_schemes,
-    _Setting,
+    Setting,
     _setting,
+    check_scheme,
+    resolve_schemes,
     scheme_kind,
 )
 from privfl.accounting.results import Kind
@@ -39,13 +39,13 @@ _THEOREM41_GRID = np.geomspace(0.005, 100.0, 241)
 
 def _noise_for(scheme: str, eps: float, delta: float, p: float, q: float, d: int) -> float | None:
     """Noise multiplier z = sigma / C for the per-iteration target, or None (never reached),
-    by privfl's one noise search (:func:`~privfl.accounting.calibrate_search.smallest_noise_search`,
+    by privfl's one noise search (:func:`~privfl.accounting.noise_search.smallest_noise_search`,
     to relative ``RTOL_CLOSED_FORM``); Theorem 4.1, not monotone in z, scans
     :data:`_THEOREM41_GRID`."""
     target = math.log(delta)
 
     def meets(z: float) -> bool:
-        return _log_delta(scheme, eps, _Setting(p, q, d, z)) <= target
+        return log_delta(scheme, eps, Setting(p, q, d, z)) <= target
 
     scan = _THEOREM41_GRID if scheme == "theorem-4.1" else None
     try:
@@ -72,10 +72,10 @@ def participation_noise(
     Bounds (all schemes but Theorem 4.1) are non-increasing in sigma (proven), so the answer
     is bracketed on powers of two of sigma/C in [1e-6, 1e6] and bisected; Theorem 4.1 is not
     monotone, so a log grid of sigma/C in [0.005, 100] is scanned and the last crossing from
-    above is bisected (privfl's one noise search, :mod:`privfl.accounting.calibrate_search`,
+    above is bisected (privfl's one noise search, :mod:`privfl.accounting.noise_search`,
     to relative 1e-13; the returned sigma meets the target when re-evaluated).
     """
-    scheme = _check_scheme(scheme)
+    scheme = check_scheme(scheme)
     eps = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
     s = _setting(client_rate, record_rate, records, 1.0, clip_norm)
@@ -155,10 +155,10 @@ def calibrate_participation_report(
             delta=float(delta),
             unit=Unit.RECORD.value,
             neighbouring=Neighbouring.ADD_REMOVE.value,
-            sampling=_scheme_sampling(scheme, p, q),
-            release=_RELEASE[server],
-            random_participation=_RELATION[scheme],
-            note=_CALIBRATION_NOTES[scheme]
+            sampling=scheme_sampling(scheme, p, q),
+            release=RELEASE[server],
+            random_participation=RELATION[scheme],
+            note=CALIBRATION_NOTES[scheme]
             + ("" if value is not None else "; unreachable: the scheme's delta never reaches "
                "the target, so it gives no calibration"),
         )
@@ -184,7 +184,7 @@ def calibrate_participation(
     s = _setting(client_rate, record_rate, records, 1.0, clip_norm)
     eps = check_epsilon("epsilon", epsilon)
     dlt = check_delta("delta", delta)
-    names = _resolve_schemes(schemes, server, "schemes")
+    names = resolve_schemes(schemes, server, "schemes")
     out: dict[str, float | None] = {}
     for scheme in names:
         z = _noise_for(scheme, eps, dlt, s.p, s.q, s.d)

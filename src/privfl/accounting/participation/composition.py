@@ -16,15 +16,15 @@ from privfl._validation import check_choice, check_int, check_positive, check_ra
 from privfl.accounting.events import Neighbouring, NoisyStep, PrivacyEvent, Sampling, Unit
 from privfl.accounting.methods import AccountingOptions, account
 from privfl.accounting.participation.labels import (
-    _NOTES,
-    _RELEASE,
+    NOTES,
+    RELEASE,
     _result,
-    _sampling_label,
-    _scheme_sampling,
-    _setting_extras,
+    sampling_label,
+    scheme_sampling,
+    setting_extras,
 )
-from privfl.accounting.participation.setting import SCHEMES, SERVERS, _Setting, scheme_kind
-from privfl.accounting.pld import composed_delta, composed_epsilon, poisson_gaussian_pld
+from privfl.accounting.participation.setting import SCHEMES, SERVERS, Setting, scheme_kind
+from privfl.accounting.pld.accountant import composed_delta, composed_epsilon, poisson_gaussian_pld
 from privfl.accounting.rdp import (
     delta_from_rdp,
     epsilon_from_rdp,
@@ -70,9 +70,9 @@ def participation_event(
         ((NoisyStep(z, rate, Sampling.POISSON), steps),),
         neighbouring=Neighbouring.ADD_REMOVE,
         unit=Unit.RECORD,
-        release=_RELEASE[server],
+        release=RELEASE[server],
         description=f"random participation (Hasircioglu and Gunduz 2022) {scheme}: "
-        f"{_sampling_label(p, q)}",
+        f"{sampling_label(p, q)}",
     )
 
 
@@ -157,10 +157,10 @@ def _composed_wcs(
     return epsilon, min(max(composed_delta(pld, steps, epsilon), 0.0), 1.0), extras
 
 
-def _composed_results(
+def composed_results(
     scheme: str,
     accountants: Sequence[str],
-    s: _Setting,
+    s: Setting,
     noise_std: float,
     clip_norm: float,
     steps: int,
@@ -172,7 +172,7 @@ def _composed_results(
     common = {
         "scheme": scheme,
         "iterations": steps,
-        **_setting_extras(scheme, s, noise_std, clip_norm, server),
+        **setting_extras(scheme, s, noise_std, clip_norm, server),
     }
     results = []
     if scheme in ("cs", "ols"):
@@ -187,7 +187,7 @@ def _composed_results(
                     r,
                     method=f"{scheme}-{r.method}",
                     kind=scheme_kind(scheme) if r.kind == "bound" else r.kind,
-                    sampling=_scheme_sampling(scheme, s.p, s.q),
+                    sampling=scheme_sampling(scheme, s.p, s.q),
                     extras={
                         **common,
                         "accountant": r.method,
@@ -195,7 +195,7 @@ def _composed_results(
                         **r.extras,
                     },
                     note=(
-                        f"{_NOTES[scheme]}; composed over {steps} iterations by privfl's "
+                        f"{NOTES[scheme]}; composed over {steps} iterations by privfl's "
                         f"{r.method} accountant on the equivalent event ({event.sampling_label})"
                     ),
                 )
@@ -214,11 +214,11 @@ def _composed_results(
                 "bound",
                 eps,
                 dlt,
-                sampling=_sampling_label(s.p, s.q),
+                sampling=sampling_label(s.p, s.q),
                 server=server,
                 steps=steps,
                 extras={**common, "accountant": accountant, **extras},
-                note=f"{_NOTES['wcs']}; composed over {steps} iterations with the {how}",
+                note=f"{NOTES['wcs']}; composed over {steps} iterations with the {how}",
             )
         )
     return results

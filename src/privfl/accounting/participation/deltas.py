@@ -12,24 +12,24 @@ from scipy import stats
 
 from privfl.accounting.logspace import logsumexp
 from privfl.accounting.participation.amplification import _constants, _deamp, _log_kappa
-from privfl.accounting.participation.gaussian import _log_positive_part, _log_term
-from privfl.accounting.participation.setting import _Setting
+from privfl.accounting.participation.gaussian import log_positive_part, log_term
+from privfl.accounting.participation.setting import Setting
 
 
-def _log_psg_forward(eps: float, g: float, z: float) -> float:
+def log_psg_forward(eps: float, g: float, z: float) -> float:
     """log delta of the Poisson(g)-subsampled Gaussian, with||without: g delta_G(deamp(eps, g))."""
-    return math.log(g) + _log_term(0.0, [_deamp(eps, g)], [1.0 / z])
+    return math.log(g) + log_term(0.0, [_deamp(eps, g)], [1.0 / z])
 
 
-def _log_psg_reverse(eps: float, g: float, z: float) -> float:
+def log_psg_reverse(eps: float, g: float, z: float) -> float:
     """log H(N(0) || (1-g) N(0) + g N(C)) = g int [kappa_g phi_1 - e^eps phi_0]_+ (reflected)."""
     log_kappa = _log_kappa(eps, g)
     if log_kappa == -math.inf:
         return -math.inf
-    return math.log(g) + _log_term(log_kappa, [eps], [1.0 / z])
+    return math.log(g) + log_term(log_kappa, [eps], [1.0 / z])
 
 
-def _binomial_window(d: int, q: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+def binomial_window(d: int, q: float) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Indices i, log b_i on a window of Binomial(d, q), and log masses below / above it."""
     if d == 0:
         return np.array([0]), np.array([0.0]), -math.inf, -math.inf
@@ -47,11 +47,11 @@ def _binomial_window(d: int, q: float) -> tuple[np.ndarray, np.ndarray, float, f
     return i[keep], log_b[keep], log_low, log_high
 
 
-def _log_per_s1(eps: float, s: _Setting, direction: str) -> float:
+def log_per_s1(eps: float, s: Setting, direction: str) -> float:
     """Variant B (per-S1 convexity), one direction; tails of the binomial outside the window
     are bounded by the monotonicity of the terms (rigorous)."""
     k = _constants(eps, s.p, s.q)
-    i, log_b, log_low, log_high = _binomial_window(s.d, s.q)
+    i, log_b, log_low, log_high = binomial_window(s.d, s.q)
     h1 = 1.0 / s.z
     n = i.size
     if direction == "forward":
@@ -59,7 +59,7 @@ def _log_per_s1(eps: float, s: _Setting, direction: str) -> float:
         log_p = np.zeros(n)
         log_n = np.column_stack([np.full(n, k.log_k), np.full(n, k.log_c)])
         h = np.column_stack([np.full(n, h1), (i + 1.0) * h1])
-        sup = _log_term(0.0, [k.log_k], [h1])  # the WCS inner term: limit as i -> inf
+        sup = log_term(0.0, [k.log_k], [h1])  # the WCS inner term: limit as i -> inf
     else:
         # int [kappa phi_i - c phi_0 - e^eps phi_{i-1}]_+ ; i = 0 merges kappa and c at mean 0
         if k.log_kappa == -math.inf:
@@ -70,8 +70,8 @@ def _log_per_s1(eps: float, s: _Setting, direction: str) -> float:
         zero = i == 0
         log_p[zero] = k.log_kappa_pq
         log_n[zero, 1] = -np.inf
-        sup = _log_term(k.log_kappa, [eps], [h1])
-    terms = _log_positive_part(log_p, log_n, h)
+        sup = log_term(k.log_kappa, [eps], [h1])
+    terms = log_positive_part(log_p, log_n, h)
     parts = [log_b + terms]
     if log_low > -math.inf:
         parts.append(np.array([log_low + terms[0]]))  # T_i <= T_lo for i < lo

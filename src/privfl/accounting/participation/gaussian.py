@@ -14,19 +14,19 @@ from scipy import special
 from privfl._validation import check_epsilon, check_positive
 from privfl.accounting.logspace import logsubexp, logsumexp
 
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT_HALF_PI = math.sqrt(0.5 * math.pi)
 _SQRT2 = math.sqrt(2.0)
-_MILLS_MIN = -30.0  # below this, tail masses are ~1 and the direct form is accurate
+MILLS_MIN = -30.0  # below this, tail masses are ~1 and the direct form is accurate
 _NEWTON_STEPS = 200
 
 
-def _mills(x: np.ndarray) -> np.ndarray:
+def mills(x: np.ndarray) -> np.ndarray:
     """Mills ratio ``SF(x) / phi(x)`` (finite for x >= -37)."""
     return _SQRT_HALF_PI * special.erfcx(x / _SQRT2)
 
 
-def _log_positive_part(log_p: np.ndarray, log_n: np.ndarray, h: np.ndarray) -> np.ndarray:
+def log_positive_part(log_p: np.ndarray, log_n: np.ndarray, h: np.ndarray) -> np.ndarray:
     """Row-wise ``log int [P phi(t) - sum_j N_j phi(t + h_j)]_+ dt`` with all ``h_j > 0``.
 
     ``log_p`` has shape (n,), ``log_n`` and ``h`` shape (n, J) (``-inf`` entries of ``log_n`` are
@@ -67,14 +67,14 @@ def _log_positive_part(log_p: np.ndarray, log_n: np.ndarray, h: np.ndarray) -> n
     w = np.exp(e - top[:, None])
     w /= np.sum(w, axis=1)[:, None]
     result = np.full(rows.size, -np.inf)
-    mills_rows = t >= _MILLS_MIN
+    mills_rows = t >= MILLS_MIN
     if np.any(mills_rows):
         tm = t[mills_rows]
         Hm = H[mills_rows]
-        bracket = np.sum(w[mills_rows] * (_mills(tm)[:, None] - _mills(tm[:, None] + Hm)), axis=1)
+        bracket = np.sum(w[mills_rows] * (mills(tm)[:, None] - mills(tm[:, None] + Hm)), axis=1)
         with np.errstate(divide="ignore"):
             result[mills_rows] = (
-                log_p[rows][mills_rows] - 0.5 * tm * tm - _LOG_SQRT_2PI + np.log(bracket)
+                log_p[rows][mills_rows] - 0.5 * tm * tm - LOG_SQRT_2PI + np.log(bracket)
             )
     for r in np.flatnonzero(~mills_rows):
         # t* < -30: SF(t*) ~ 1, no tiny quantities; subtract in log space
@@ -87,8 +87,8 @@ def _log_positive_part(log_p: np.ndarray, log_n: np.ndarray, h: np.ndarray) -> n
     return out
 
 
-def _log_term(log_p: float, log_n: Sequence[float], h: Sequence[float]) -> float:
-    return float(_log_positive_part(np.array([log_p]), np.array([log_n]), np.array([h]))[0])
+def log_term(log_p: float, log_n: Sequence[float], h: Sequence[float]) -> float:
+    return float(log_positive_part(np.array([log_p]), np.array([log_n]), np.array([h]))[0])
 
 
 def gaussian_delta(epsilon: float, noise: float, clip_norm: float = 1.0) -> float:
@@ -96,4 +96,4 @@ def gaussian_delta(epsilon: float, noise: float, clip_norm: float = 1.0) -> floa
     ``Phi(C/(2 sigma) - eps sigma / C) - e^eps Phi(-C/(2 sigma) - eps sigma / C)``."""
     eps = check_epsilon("epsilon", epsilon)
     z = check_positive("noise", noise) / check_positive("clip_norm", clip_norm)
-    return math.exp(_log_term(0.0, [eps], [1.0 / z]))
+    return math.exp(log_term(0.0, [eps], [1.0 / z]))

@@ -5,10 +5,10 @@ per-iteration, composed and calibrated results, the sampling labels and a settin
 from __future__ import annotations
 
 from privfl.accounting.events import Neighbouring, Unit
-from privfl.accounting.participation.setting import _Setting
+from privfl.accounting.participation.setting import Setting
 from privfl.accounting.results import Kind, PrivacyResult
 
-_RELEASE = {
+RELEASE = {
     "trusted": "every aggregated noisy gradient (trusted server)",
     "untrusted": (
         "every client message (untrusted server: every available client sends each iteration, "
@@ -22,7 +22,7 @@ _RELEASE = {
 }
 
 
-_RELATION = {
+RELATION = {
     "theorem-4.1": (
         "estimate: exact delta of one configuration (all of the client's gradients aligned, "
         "norm C), hence a lower bound on the true delta, not a worst-case bound"
@@ -39,7 +39,7 @@ _RELATION = {
 
 
 #: What a noise calibrated on each scheme means for random participation.
-_CALIBRATION_NOTES = {
+CALIBRATION_NOTES = {
     "theorem-4.1": (
         "estimate: solved on Theorem 4.1's delta, which can be below the true delta; this noise "
         "may NOT meet the target"
@@ -54,7 +54,7 @@ _CALIBRATION_NOTES = {
 }
 
 
-_NOTES = {
+NOTES = {
     "theorem-4.1": (
         "paper's Theorem 4.1 as stated (Eq. 6, forward direction only). Its proof fixes one "
         "aligned-gradient configuration (Eq. 27) instead of maximising over configurations, so "
@@ -76,17 +76,17 @@ _NOTES = {
 }
 
 
-def _sampling_label(p: float, q: float) -> str:
+def sampling_label(p: float, q: float) -> str:
     return f"random participation (clients p={p:.6g}, records q={q:.6g})"
 
 
-def _scheme_sampling(scheme: str, p: float, q: float) -> str:
+def scheme_sampling(scheme: str, p: float, q: float) -> str:
     if scheme == "cs":
         return f"centralized shuffling: poisson (q=p*q={p * q:.6g}); random participation is worse"
-    return _sampling_label(p, q)
+    return sampling_label(p, q)
 
 
-def _setting_extras(scheme: str, s: _Setting, noise_std: float, clip_norm: float,
+def setting_extras(scheme: str, s: Setting, noise_std: float, clip_norm: float,
                     server: str) -> dict:
     """The setting part of a result's ``extras`` (shared by per-iteration and composed)."""
     return {
@@ -97,7 +97,7 @@ def _setting_extras(scheme: str, s: _Setting, noise_std: float, clip_norm: float
         "clip": clip_norm,
         "noise_multiplier": s.z,
         "server": server,
-        "random_participation": _RELATION[scheme],
+        "random_participation": RELATION[scheme],
     }
 
 
@@ -113,7 +113,7 @@ def _result(method: str, kind: Kind, epsilon: float, delta: float, *, sampling: 
         unit=Unit.RECORD.value,
         neighbouring=Neighbouring.ADD_REMOVE.value,
         sampling=sampling,
-        release=_RELEASE[server],
+        release=RELEASE[server],
         steps=steps,
         extras=extras,
         note=note,

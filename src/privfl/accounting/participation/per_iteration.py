@@ -7,18 +7,18 @@ from __future__ import annotations
 import math
 
 from privfl._validation import check_epsilon
-from privfl.accounting.participation.deltas import _log_per_s1, _log_psg_forward, _log_psg_reverse
-from privfl.accounting.participation.setting import _check_query, _Setting, _setting
-from privfl.accounting.participation.theorem41 import _log_theorem41
+from privfl.accounting.participation.deltas import log_per_s1, log_psg_forward, log_psg_reverse
+from privfl.accounting.participation.setting import Setting, _setting, check_query
+from privfl.accounting.participation.theorem41 import log_theorem41
 from privfl.accounting.safe_epsilon import smallest_safe_epsilon
 
 
-def _log_delta_direction(scheme: str, eps: float, s: _Setting, direction: str) -> float:
+def _log_delta_direction(scheme: str, eps: float, s: Setting, direction: str) -> float:
     if scheme == "theorem-4.1":
-        return _log_theorem41(eps, s)[0]
+        return log_theorem41(eps, s)[0]
     if scheme == "per-s1-convexity":
-        return _log_per_s1(eps, s, direction)
-    psg = _log_psg_forward if direction == "forward" else _log_psg_reverse
+        return log_per_s1(eps, s, direction)
+    psg = log_psg_forward if direction == "forward" else log_psg_reverse
     if scheme == "cs":
         return psg(eps, s.pq, s.z)
     if scheme == "ols":
@@ -26,7 +26,7 @@ def _log_delta_direction(scheme: str, eps: float, s: _Setting, direction: str) -
     return math.log(s.p) + psg(eps, s.q, s.z)  # wcs
 
 
-def _log_delta(scheme: str, eps: float, s: _Setting, direction: str = "max") -> float:
+def log_delta(scheme: str, eps: float, s: Setting, direction: str = "max") -> float:
     if scheme == "theorem-4.1" or direction == "forward":
         return _log_delta_direction(scheme, eps, s, "forward")
     if direction == "reverse":
@@ -37,7 +37,7 @@ def _log_delta(scheme: str, eps: float, s: _Setting, direction: str = "max") -> 
     )
 
 
-def _both_directions(scheme: str, eps: float, s: _Setting) -> tuple[float, float]:
+def both_directions(scheme: str, eps: float, s: Setting) -> tuple[float, float]:
     forward = math.exp(_log_delta_direction(scheme, eps, s, "forward"))
     if scheme == "theorem-4.1":
         return forward, math.nan
@@ -69,10 +69,10 @@ def participation_delta(
     direction : ``"max"`` (default, both directions), ``"forward"`` (with x' || without x', the
         paper's) or ``"reverse"``. Theorem 4.1 is forward only (``"max"`` means forward there).
     """
-    scheme, eps, s, direction = _check_query(
+    scheme, eps, s, direction = check_query(
         scheme, "epsilon", epsilon, client_rate, record_rate, records, noise, clip_norm, direction
     )
-    return math.exp(_log_delta(scheme, eps, s, direction))
+    return math.exp(log_delta(scheme, eps, s, direction))
 
 
 def theorem41_zstar(
@@ -87,7 +87,7 @@ def theorem41_zstar(
     """The root z* of the paper's Eq. (7) (same units as ``clip_norm``)."""
     eps = check_epsilon("epsilon", epsilon)
     s = _setting(client_rate, record_rate, records, noise, clip_norm)
-    return _log_theorem41(eps, s)[1] * float(clip_norm)
+    return log_theorem41(eps, s)[1] * float(clip_norm)
 
 
 def participation_epsilon(
@@ -104,7 +104,7 @@ def participation_epsilon(
     """Per-iteration epsilon of ``scheme`` at ``delta``: the smallest epsilon found (Brent on
     ``log delta(eps)``) whose delta is <= ``delta``; ``inf`` beyond
     :data:`~privfl.accounting.safe_epsilon.EPSILON_MAX` (the float range)."""
-    scheme, delta, s, direction = _check_query(
+    scheme, delta, s, direction = check_query(
         scheme, "delta", delta, client_rate, record_rate, records, noise, clip_norm, direction
     )
-    return smallest_safe_epsilon(lambda e: _log_delta(scheme, e, s, direction), delta)
+    return smallest_safe_epsilon(lambda e: log_delta(scheme, e, s, direction), delta)

@@ -11,31 +11,31 @@ from functools import lru_cache
 
 from privfl._validation import check_choice, check_delta, check_epsilon, check_int
 from privfl.accounting.methods import AccountingOptions
-from privfl.accounting.participation.composition import _composed_results
+from privfl.accounting.participation.composition import composed_results
 from privfl.accounting.participation.labels import (
-    _NOTES,
-    _RELATION,
+    NOTES,
+    RELATION,
     _result,
-    _sampling_label,
-    _scheme_sampling,
-    _setting_extras,
+    sampling_label,
+    scheme_sampling,
+    setting_extras,
 )
-from privfl.accounting.participation.per_iteration import _both_directions, _log_delta
+from privfl.accounting.participation.per_iteration import both_directions, log_delta
 from privfl.accounting.participation.setting import (
     ACCOUNTANTS,
     COMPOSABLE_SCHEMES,
     SERVERS,
-    _resolve_schemes,
-    _Setting,
+    Setting,
     _setting,
+    resolve_schemes,
     scheme_kind,
 )
-from privfl.accounting.participation.theorem41 import _log_theorem41
+from privfl.accounting.participation.theorem41 import log_theorem41
 from privfl.accounting.results import PrivacyResult
 from privfl.accounting.safe_epsilon import smallest_safe_epsilon
 
 
-def _per_iteration_result(scheme: str, s: _Setting, *rest: object) -> PrivacyResult:
+def _per_iteration_result(scheme: str, s: Setting, *rest: object) -> PrivacyResult:
     """One iteration's result of ``scheme`` (``rest``: noise_std, clip_norm, epsilon, delta,
     server, as :func:`_per_iteration_cached` takes them): the same at every round of a run, so it
     is computed once per setting and handed out as a fresh copy (its ``extras`` dict is the
@@ -47,7 +47,7 @@ def _per_iteration_result(scheme: str, s: _Setting, *rest: object) -> PrivacyRes
 @lru_cache(maxsize=256)
 def _per_iteration_cached(
     scheme: str,
-    s: _Setting,
+    s: Setting,
     noise_std: float,
     clip_norm: float,
     epsilon: float | None,
@@ -56,22 +56,22 @@ def _per_iteration_cached(
 ) -> PrivacyResult:
     extras: dict = {
         "scheme": scheme,
-        **_setting_extras(scheme, s, noise_std, clip_norm, server),
+        **setting_extras(scheme, s, noise_std, clip_norm, server),
         "direction": "forward only (as stated)" if scheme == "theorem-4.1" else "max of both",
     }
     if delta is not None:
-        eps = smallest_safe_epsilon(lambda e: _log_delta(scheme, e, s), delta)
+        eps = smallest_safe_epsilon(lambda e: log_delta(scheme, e, s), delta)
         dlt = delta
     else:
         eps = epsilon
-        dlt = math.exp(_log_delta(scheme, eps, s))
+        dlt = math.exp(log_delta(scheme, eps, s))
     if math.isfinite(eps):
-        forward, reverse = _both_directions(scheme, eps, s)
+        forward, reverse = both_directions(scheme, eps, s)
         extras["delta_forward"] = forward
         if scheme != "theorem-4.1":
             extras["delta_reverse"] = reverse
         if scheme == "theorem-4.1":
-            extras["z_star"] = _log_theorem41(eps, s)[1] * clip_norm
+            extras["z_star"] = log_theorem41(eps, s)[1] * clip_norm
     if server == "untrusted":
         extras["aggregate_noise"] = "N_t sigma^2 per coordinate (every client adds its own)"
     return _result(
@@ -79,17 +79,17 @@ def _per_iteration_cached(
         scheme_kind(scheme),
         eps,
         dlt,
-        sampling=_scheme_sampling(scheme, s.p, s.q),
+        sampling=scheme_sampling(scheme, s.p, s.q),
         server=server,
         steps=1,
         extras=extras,
-        note=f"per iteration; {_NOTES[scheme]}",
+        note=f"per iteration; {NOTES[scheme]}",
     )
 
 
 def _basic_composition(
     scheme: str,
-    s: _Setting,
+    s: Setting,
     noise_std: float,
     clip_norm: float,
     steps: int,
@@ -99,11 +99,11 @@ def _basic_composition(
 ) -> PrivacyResult:
     """(T eps, T delta): basic composition of the per-iteration numbers (Dwork et al.)."""
     if delta is not None:
-        step_eps = smallest_safe_epsilon(lambda e: _log_delta(scheme, e, s), delta / steps)
+        step_eps = smallest_safe_epsilon(lambda e: log_delta(scheme, e, s), delta / steps)
         eps, dlt = steps * step_eps, delta
         per = {"per_iteration_epsilon": step_eps, "per_iteration_delta": delta / steps}
     else:
-        step_dlt = math.exp(_log_delta(scheme, epsilon / steps, s))
+        step_dlt = math.exp(log_delta(scheme, epsilon / steps, s))
         eps, dlt = epsilon, min(1.0, steps * step_dlt)
         per = {"per_iteration_epsilon": epsilon / steps, "per_iteration_delta": step_dlt}
     kind = scheme_kind(scheme)
@@ -112,7 +112,7 @@ def _basic_composition(
         kind,
         eps,
         dlt,
-        sampling=_sampling_label(s.p, s.q),
+        sampling=sampling_label(s.p, s.q),
         server=server,
         steps=steps,
         extras={
@@ -120,7 +120,7 @@ def _basic_composition(
             "iterations": steps,
             "composition": "basic (T eps, T delta)",
             "server": server,
-            "random_participation": _RELATION[scheme],
+            "random_participation": RELATION[scheme],
             **per,
         },
         note=(
@@ -182,7 +182,7 @@ def participation_report(
     if not isinstance(basic_composition, bool):
         raise ValueError(f"basic_composition = {basic_composition!r} is not allowed: must be "
                          "True or False")
-    schemes = _resolve_schemes(methods, server, "methods")
+    schemes = resolve_schemes(methods, server, "methods")
     accountant_names = [accountants] if isinstance(accountants, str) else list(accountants)
     accountant_names = list(
         dict.fromkeys(check_choice("accountants", a, ACCOUNTANTS) for a in accountant_names)
@@ -197,7 +197,7 @@ def participation_report(
             if scheme in COMPOSABLE_SCHEMES:
                 if accountant_names:
                     results.extend(
-                        _composed_results(
+                        composed_results(
                             scheme,
                             accountant_names,
                             s,

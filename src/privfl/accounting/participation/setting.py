@@ -55,7 +55,7 @@ _SERVER_SCHEMES = {
 
 
 @dataclass(frozen=True)
-class _Setting:
+class Setting:
     p: float  # client participation probability
     q: float  # local record sampling probability
     d: int  # other records of the client holding x'
@@ -66,7 +66,7 @@ class _Setting:
         return self.p * self.q
 
 
-def _setting(client_rate, record_rate, records, noise, clip_norm) -> _Setting:
+def _setting(client_rate, record_rate, records, noise, clip_norm) -> Setting:
     p = check_rate("client_rate", client_rate)
     q = check_rate("record_rate", record_rate)
     d = check_int("records", records, minimum=0)
@@ -75,10 +75,10 @@ def _setting(client_rate, record_rate, records, noise, clip_norm) -> _Setting:
     z = noise_std / c
     if not math.isfinite(z) or z <= 0.0:
         raise ValueError(f"noise / clip_norm = {z!r} is out of range: must be a finite number > 0")
-    return _Setting(p, q, d, z)
+    return Setting(p, q, d, z)
 
 
-def _check_scheme(scheme: object, server: str = "trusted") -> str:
+def check_scheme(scheme: object, server: str = "trusted") -> str:
     name = check_choice("scheme", scheme, SCHEMES)
     allowed = _SERVER_SCHEMES[server]
     if name not in allowed:
@@ -99,7 +99,7 @@ def _check_direction(direction: object, scheme: str) -> str:
     return direction
 
 
-def _check_query(
+def check_query(
     scheme: object,
     name: str,
     value: object,
@@ -109,16 +109,16 @@ def _check_query(
     noise: object,
     clip_norm: object,
     direction: object,
-) -> tuple[str, float, _Setting, str]:
+) -> tuple[str, float, Setting, str]:
     """Checked ``(scheme, value, setting, direction)`` of a per-iteration query, in that order;
     ``name`` says whether ``value`` is an ``"epsilon"`` or a ``"delta"``."""
-    scheme = _check_scheme(scheme)
+    scheme = check_scheme(scheme)
     value = (check_epsilon if name == "epsilon" else check_delta)(name, value)
     s = _setting(client_rate, record_rate, records, noise, clip_norm)
     return scheme, value, s, _check_direction(direction, scheme)
 
 
-def _resolve_schemes(methods: str | Iterable[str], server: str, name: str) -> tuple[str, ...]:
+def resolve_schemes(methods: str | Iterable[str], server: str, name: str) -> tuple[str, ...]:
     names = [methods] if isinstance(methods, str) else list(methods)
     if not names:
         raise ValueError(f"{name} = {methods!r} is out of range: must name at least one scheme")

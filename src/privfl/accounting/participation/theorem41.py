@@ -13,13 +13,13 @@ from scipy import optimize, special
 
 from privfl.accounting.logspace import logsubexp, logsumexp
 from privfl.accounting.participation.amplification import _constants
-from privfl.accounting.participation.deltas import _binomial_window
-from privfl.accounting.participation.gaussian import _LOG_SQRT_2PI, _MILLS_MIN, _mills
-from privfl.accounting.participation.setting import _Setting
+from privfl.accounting.participation.deltas import binomial_window
+from privfl.accounting.participation.gaussian import LOG_SQRT_2PI, MILLS_MIN, mills
+from privfl.accounting.participation.setting import Setting
 
 
 def _theorem41_coefficients(
-    eps: float, s: _Setting
+    eps: float, s: Setting
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Eq. (28) integrand grouped by mean j C: ``coef_j = b_{j-1} - k b_j`` (and ``- c`` at j=0).
 
@@ -27,7 +27,7 @@ def _theorem41_coefficients(
     in units of C. The coefficients change sign exactly once (``b_{j-1}/b_j`` increases in j).
     """
     k = _constants(eps, s.p, s.q)
-    i, log_b, _, _ = _binomial_window(s.d, s.q)
+    i, log_b, _, _ = binomial_window(s.d, s.q)
     j = np.arange(int(i[0]), int(i[-1]) + 2)
     lb = np.full(j.size, -np.inf)
     lb[i - j[0]] = log_b
@@ -90,7 +90,7 @@ def _theorem41_root(pos_log, pos_m, neg_log, neg_m, z) -> float:
     return root
 
 
-def _log_theorem41(eps: float, s: _Setting) -> tuple[float, float]:
+def log_theorem41(eps: float, s: Setting) -> tuple[float, float]:
     """(log delta of Eq. (6), z* / C)."""
     pos_log, pos_m, neg_log, neg_m = _theorem41_coefficients(eps, s)
     if pos_log.size == 0:
@@ -100,7 +100,7 @@ def _log_theorem41(eps: float, s: _Setting) -> tuple[float, float]:
     y = _theorem41_root(pos_log, pos_m, neg_log, neg_m, s.z)
     xp = (y - pos_m) / s.z
     xn = (y - neg_m) / s.z
-    if min(float(np.min(xp)), float(np.min(xn))) >= _MILLS_MIN:
+    if min(float(np.min(xp)), float(np.min(xn))) >= MILLS_MIN:
         # Mills form: sum_a P_a SF(x_a) - sum_b N_b SF(x_b)
         #   = S [sum_a u_a M(x_a) - sum_b v_b M(x_b)]
         # with S the common density at the root, u, v the normalised density weights; all
@@ -111,9 +111,9 @@ def _log_theorem41(eps: float, s: _Setting) -> tuple[float, float]:
         log_s = logsumexp(lu)
         u = np.exp(lu - log_s)
         v = np.exp(lv - logsumexp(lv))
-        ref = _mills(np.array([np.max(xp)]))[0]
-        bracket = float(np.sum(u * (_mills(xp) - ref)) + np.sum(v * (ref - _mills(xn))))
-        log_value = log_s - _LOG_SQRT_2PI + math.log(bracket) if bracket > 0 else -math.inf
+        ref = mills(np.array([np.max(xp)]))[0]
+        bracket = float(np.sum(u * (mills(xp) - ref)) + np.sum(v * (ref - mills(xn))))
+        log_value = log_s - LOG_SQRT_2PI + math.log(bracket) if bracket > 0 else -math.inf
     else:
         lp = logsumexp(pos_log + special.log_ndtr(-xp))
         ln = logsumexp(neg_log + special.log_ndtr(-xn))
@@ -121,11 +121,11 @@ def _log_theorem41(eps: float, s: _Setting) -> tuple[float, float]:
     return math.log(s.pq) + log_value, y
 
 
-def _theorem41_phi_form(eps: float, s: _Setting) -> float:
+def _theorem41_phi_form(eps: float, s: Setting) -> float:
     """The paper's Eq. (6) written literally with CDFs (for tests; cancels badly in tails)."""
     k = _constants(eps, s.p, s.q)
-    _, zstar = _log_theorem41(eps, s)
-    i, log_b, _, _ = _binomial_window(s.d, s.q)
+    _, zstar = log_theorem41(eps, s)
+    i, log_b, _, _ = binomial_window(s.d, s.q)
     b = np.exp(log_b)
     a_c2 = math.exp(k.log_k)
     a_c1 = math.exp(k.log_c)

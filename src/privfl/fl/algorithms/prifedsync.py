@@ -60,7 +60,7 @@ from privfl._validation import (
 )
 from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import Scopes
-from privfl.accounting.federated import STRONG_RELEASE, WEAK_RELEASE, federated_event
+from privfl.accounting.fdp.federated import STRONG_RELEASE, WEAK_RELEASE, federated_event
 from privfl.accounting.methods import AccountingOptions, resolve_methods
 from privfl.accounting.results import PrivacyResult
 from privfl.attacks.metrics import PersonalisedAttack, attack_monitor
@@ -160,8 +160,9 @@ class PriFedSyncPrivacy(PlanResults):
 
     def event(self, rounds: int) -> Scopes:
         """What the run releases after ``rounds`` >= 1 rounds, as the event tree that
-        ``privfl account fedfdp`` builds too (:func:`~privfl.accounting.federated.federated_event`):
-        client position j's weak and strong events, and the sets of clients sharing a record."""
+        ``privfl account fedfdp`` builds too
+        (:func:`~privfl.accounting.fdp.federated.federated_event`): client position j's weak
+        and strong events, and the sets of clients sharing a record."""
         rounds = check_int("rounds", rounds, 1)
         by_size = [{int(n): e for n, e in zip(np.unique(self.client_sizes),
                                               self.client_events(rounds, colluders=c),
