@@ -32,7 +32,7 @@ from privfl.accounting.rdp import (
     rdp_without_replacement,
     rdp_without_replacement_gaussian,
     resolve_orders,
-    seed2_proposition2_epsilon,
+    xie2023_proposition2_epsilon,
 )
 from privfl.accounting.rdp import accountant as rdp_accountant
 from privfl.accounting.rdp import poisson as rdp_poisson
@@ -227,15 +227,15 @@ def test_seed2_sanity_values():
 
 
 def test_seed2_proposition2_as_printed():
-    epsilon, order = seed2_proposition2_epsilon(3.0, 0.4, 10 / 30, 10, 200, 1e-4)
+    epsilon, order = xie2023_proposition2_epsilon(3.0, 0.4, 10 / 30, 10, 200, 1e-4)
     assert round(epsilon, 4) == 3.9697 and order == 4.0
-    assert round(seed2_proposition2_epsilon(3.0, 0.4, 10 / 30, 10, 200, 1e-5)[0], 2) == 4.74
+    assert round(xie2023_proposition2_epsilon(3.0, 0.4, 10 / 30, 10, 200, 1e-5)[0], 2) == 4.74
     # far above the Poisson accountant (0.8872): the figure cannot come from this bound
     assert epsilon > 4 * legacy_epsilon(0.4 * 10 / 30, 3 * math.sqrt(10), 200, 1e-4)[0]
     with pytest.raises(ValueError, match="cohort_size"):
-        seed2_proposition2_epsilon(3.0, 0.4, 10 / 30, 0, 200, 1e-4)
+        xie2023_proposition2_epsilon(3.0, 0.4, 10 / 30, 0, 200, 1e-4)
     with pytest.raises(ValueError, match="batch_rate"):
-        seed2_proposition2_epsilon(3.0, 1.4, 10 / 30, 10, 200, 1e-4)
+        xie2023_proposition2_epsilon(3.0, 1.4, 10 / 30, 10, 200, 1e-4)
 
 
 # ------------------------------------------------------------------------------------------

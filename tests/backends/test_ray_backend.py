@@ -76,7 +76,7 @@ def test_ray_runs_equal_local_runs(tmp_path, backend, raw):
 
 def test_streamed_cohort_on_ray_equals_local_unchunked(tmp_path, backend):
     """DP-FedAvg with ``run.memory_budget: 1MiB``: a model of 12,730 parameters and clients of
-    30 MNIST-sized records make chunks of 2 rows (``privfl.fl.streaming``), each cut into one
+    30 MNIST-sized records make chunks of 2 rows (``privfl.fl.chunked_cohorts``), each cut into one
     shard per Ray worker, so a worker holds one row at a time. Models, states, metrics and
     privacy equal the local run that trains each cohort in one chunk, bit for bit; each call
     ships the records of its two clients only (a worker never holds the population's)."""

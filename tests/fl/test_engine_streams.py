@@ -21,7 +21,7 @@ from privfl.fl import (
     noise_streams,
     take_rows,
 )
-from privfl.fl.streams import SEED_HIGH
+from privfl.fl.random_streams import SEED_HIGH
 
 SIZES = [6, 9, 7, 12, 6, 8]
 SEED = 5  # a seed where stride-d rows (unaligned) do round differently

@@ -1,4 +1,4 @@
-"""privfl.fl.streaming: the order-fixed row sum, the budget and the chunk size."""
+"""privfl.fl.chunked_cohorts: the order-fixed row sum, the budget and the chunk size."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privfl._memory import free_system_memory, parse_memory_budget
-from privfl.fl.streaming import (
+from privfl.fl.chunked_cohorts import (
     MAX_DEFAULT_BUDGET,
     RowSum,
     chunk_rows,

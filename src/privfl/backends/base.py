@@ -40,7 +40,7 @@ import torch
 from privfl._validation import check_int
 from privfl.fl.params import cat_rows
 from privfl.fl.pool import DataPool
-from privfl.fl.streams import ClientStreams, noise_streams
+from privfl.fl.random_streams import ClientStreams, noise_streams
 from privfl.fl.trainer import CohortTrainer, TrainingStats
 
 __all__ = [
@@ -130,7 +130,7 @@ class Backend:
         lr: float | torch.Tensor | None = None,
         keep_states: bool = True,
     ) -> Iterator[tuple[int, int, Result]]:
-        """:meth:`train_clients` in chunks of ``chunk`` rows (:mod:`privfl.fl.streaming`):
+        """:meth:`train_clients` in chunks of ``chunk`` rows (:mod:`privfl.fl.chunked_cohorts`):
         yields ``(lo, hi, (flat, states, stats))`` for rows ``lo..hi`` of the cohort, in order,
         each computed only when the previous one has been consumed. Every row's seeds are
         drawn from ``generator`` for the whole cohort before the first chunk, exactly as

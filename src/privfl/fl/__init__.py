@@ -14,7 +14,7 @@
 * Per-layer per-example gradient maths: :mod:`privfl.fl.grad_sample`; the trainer's parts, one
   job each: :mod:`~privfl.fl.layout` (flat rows), :mod:`~privfl.fl.stacked_model` (captured
   net), :mod:`~privfl.fl.kernels` (gradient sums), :mod:`~privfl.fl.noise_fill` (noise).
-* Streaming cohorts in chunks with an order-fixed sum: :mod:`privfl.fl.streaming`; per-client
+* Streaming cohorts in chunks with an order-fixed sum: :mod:`privfl.fl.chunked_cohorts`; per-client
   state of a population, in memory or memory-mapped: :mod:`privfl.fl.client_store`.
 
 Algorithms (PriFedSync, FedAvg, ...) live in :mod:`privfl.fl.algorithms` and build on these.
@@ -34,8 +34,8 @@ from privfl.fl.params import (
     unstack_params,
 )
 from privfl.fl.pool import DataPool
+from privfl.fl.random_streams import NOISE_STREAMS, ClientStreams, noise_streams
 from privfl.fl.spec import OPTIMIZERS, LocalTrainingSpec
-from privfl.fl.streams import NOISE_STREAMS, ClientStreams, noise_streams
 from privfl.fl.trainer import (
     LAYOUTS,
     CohortTrainer,

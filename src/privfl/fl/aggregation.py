@@ -501,13 +501,13 @@ class ServerSideDp:
 
 class DpRound:
     """One round of :class:`ServerSideDp` in progress: the clipped updates' weighted sum
-    (:class:`~privfl.fl.streaming.RowSum`: row by row in cohort order, float64) and, per row,
+    (:class:`~privfl.fl.chunked_cohorts.RowSum`: row by row in cohort order, float64) and, per row,
     the unclipped bit and the norm. Chunks must come in cohort order; the result does not
     depend on how the cohort was cut."""
 
     def __init__(self, dp: ServerSideDp, size: int, dtype: torch.dtype,
                  device: torch.device | str, thresholds: torch.Tensor, clip_norm: float) -> None:
-        from privfl.fl.streaming import RowSum
+        from privfl.fl.chunked_cohorts import RowSum
 
         self.dp = dp
         self.dtype = dtype
@@ -542,7 +542,7 @@ class MeanRound:
 
     def __init__(self, aggregation: MeanAggregation, size: int,
                  device: torch.device | str = "cpu") -> None:
-        from privfl.fl.streaming import RowSum
+        from privfl.fl.chunked_cohorts import RowSum
 
         self.aggregation = aggregation
         self.sum = RowSum(size, device)

@@ -17,7 +17,7 @@ The arithmetic is the same either way (the rows hold the same bits; gathering an
 copy them), so a run is **bit-identical** with a mapped and an in-memory store (tested).
 
 Threshold: ``run.memory_budget`` when it is set, else a quarter of the free memory
-(:func:`privfl.fl.streaming.available_memory`; no 1 GiB cap: unlike a chunk, a larger store
+(:func:`privfl.fl.chunked_cohorts.available_memory`; no 1 GiB cap: unlike a chunk, a larger store
 in memory saves disk traffic).
 
 Where the files live: :func:`state_directory` names a folder (the runner passes the run's
@@ -47,7 +47,7 @@ import torch
 
 from privfl._memory import parse_memory_budget
 from privfl._validation import check_int
-from privfl.fl.streaming import available_memory
+from privfl.fl.chunked_cohorts import available_memory
 
 __all__ = ["ClientStore", "state_directory"]
 

@@ -26,8 +26,8 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from privfl.fl._capture import UnsupportedModelError
+from privfl.fl.random_streams import SEED_HIGH
 from privfl.fl.stacked_model import StackedModel
-from privfl.fl.streams import SEED_HIGH
 from privfl.mechanisms.clipping import clip_factors
 
 __all__ = ["GradientResult", "clipped", "per_example_gradients", "plain_sums"]

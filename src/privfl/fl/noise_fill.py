@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from privfl.fl.streams import NOISE_STREAMS
+from privfl.fl.random_streams import NOISE_STREAMS
 from privfl.mechanisms.noise import standard_normal_
 
 __all__ = ["fill_noise"]

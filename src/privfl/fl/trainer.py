@@ -74,14 +74,14 @@ from privfl.fl.layout import ROW_ALIGN, ParamLayout
 from privfl.fl.noise_fill import fill_noise
 from privfl.fl.optim import StackedOptimizer
 from privfl.fl.pool import DataPool
-from privfl.fl.spec import LocalTrainingSpec
-from privfl.fl.stacked_model import StackedModel, cross_entropy_loss
-from privfl.fl.streams import (
+from privfl.fl.random_streams import (
     SEED_HIGH,
     ClientStreams,
     noise_streams,
     seeded_generator,
 )
+from privfl.fl.spec import LocalTrainingSpec
+from privfl.fl.stacked_model import StackedModel, cross_entropy_loss
 from privfl.fl.workers import ClientWorkers, single_thread
 from privfl.mechanisms.noise import check_noise_dtype
 from privfl.mechanisms.secure import SECURE_RANDOM

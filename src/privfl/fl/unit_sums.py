@@ -15,7 +15,7 @@ never changes:
   unit; every unit runs the stacked kernels (``single_rows=False``), so a unit's sum is the same
   bits alone or beside any other units;
 * the units' sums are added one at a time, in unit order, into a float64 accumulator
-  (:class:`~privfl.fl.streaming.RowSum`), rounded once to the model's dtype;
+  (:class:`~privfl.fl.chunked_cohorts.RowSum`), rounded once to the model's dtype;
 * the loss sum is added unit by unit (each unit's losses summed in float64), the clipped count
   and the largest norm are exact.
 
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 import torch
 
 from privfl._validation import check_int
-from privfl.fl.streaming import RowSum, chunk_rows, stream_chunks
-from privfl.fl.streams import ClientStreams, seeded_generator
+from privfl.fl.chunked_cohorts import RowSum, chunk_rows, stream_chunks
+from privfl.fl.random_streams import ClientStreams, seeded_generator
 from privfl.fl.workers import single_thread
 
 __all__ = [

@@ -47,7 +47,7 @@ import torch
 
 from privfl._validation import check_choice, check_int
 from privfl.fl.params import trainable_parameters
-from privfl.fl.streams import ClientStreams
+from privfl.fl.random_streams import ClientStreams
 from privfl.fl.trainer import LAYOUTS
 from privfl.fl.workers import single_thread
 from privfl.robustness.replica_cache import (

@@ -46,7 +46,7 @@ import torch
 from privfl.backends.base import Shard, ShardedBackend
 from privfl.fl.params import cat_rows
 from privfl.fl.pool import DataPool
-from privfl.fl.streams import ClientStreams
+from privfl.fl.random_streams import ClientStreams
 from privfl.fl.trainer import TrainingStats
 from privfl.fl.workers import single_thread
 

@@ -20,8 +20,8 @@ import torch
 import privfl.mechanisms.noise as noise_module
 import privfl.mechanisms.secure as secure_module
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.common import seeded_generators
-from privfl.fl.streams import noise_streams
+from privfl.fl.algorithms.algorithm_support import seeded_generators
+from privfl.fl.random_streams import noise_streams
 from privfl.report.experiment import build_algorithm
 
 _RUN = {"threads": 1}

@@ -1,4 +1,4 @@
-"""Streaming cohorts (privfl.fl.streaming): a round's cohort trained in chunks gives the same
+"""Streaming cohorts (privfl.fl.chunked_cohorts): a round's cohort trained in chunks gives the same
 run bit for bit, whatever the chunk size, the number of client workers or the backend."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from privfl.backends import InProcessShards, LocalBackend, use_backend
 from privfl.config import ConfigError, config_from_dict
 from privfl.fl.algorithms.builders import build_algorithm
-from privfl.fl.algorithms.streamed import CohortStream
+from privfl.fl.algorithms.cohort_stream import CohortStream
 
 BASE = {
     "name": "stream-tiny",

@@ -12,7 +12,7 @@ import torch
 
 from privfl.config import config_from_dict
 from privfl.fl.algorithms.builders import build_algorithm
-from privfl.fl.algorithms.streamed import CohortStream
+from privfl.fl.algorithms.cohort_stream import CohortStream
 from privfl.fl.unit_sums import RECORD_UNIT
 
 DSGD = {  # about 4 units of 64 records per iteration; dropout draws from each unit's stream

@@ -24,7 +24,7 @@ reaches it only through the registry's names):
 * :mod:`~privfl.accounting.rdp.conversion` - RDP -> (epsilon, delta): :func:`epsilon_from_rdp`,
   :func:`delta_from_rdp` (Mironov 2017; Balle et al. 2020);
 * :mod:`~privfl.accounting.rdp.xie2023_proposition2` - Xie et al. 2023, Proposition 2 as printed:
-  :func:`seed2_proposition2_epsilon`;
+  :func:`xie2023_proposition2_epsilon`;
 * :mod:`~privfl.accounting.rdp.accountant` - :class:`RdpAccountant`, which sums each step's
   curve over an event and converts.
 """
@@ -44,7 +44,7 @@ from privfl.accounting.rdp.without_replacement_gaussian import (
     WOR_GAUSSIAN_EXACT_MAX_ORDER,
     rdp_without_replacement_gaussian,
 )
-from privfl.accounting.rdp.xie2023_proposition2 import seed2_proposition2_epsilon
+from privfl.accounting.rdp.xie2023_proposition2 import xie2023_proposition2_epsilon
 
 __all__ = [
     "CONVERSIONS",
@@ -61,5 +61,5 @@ __all__ = [
     "rdp_without_replacement",
     "rdp_without_replacement_gaussian",
     "resolve_orders",
-    "seed2_proposition2_epsilon",
+    "xie2023_proposition2_epsilon",
 ]

@@ -19,7 +19,7 @@ from privfl.accounting.rdp.orders import orders_array
 from privfl.accounting.rdp.without_replacement import rdp_without_replacement
 
 
-def seed2_proposition2_epsilon(
+def xie2023_proposition2_epsilon(
     noise_multiplier: float,
     batch_rate: float,
     user_rate: float,

@@ -19,18 +19,18 @@ from privfl.fl.algorithms.base import (
     RoundAlgorithm,
     privacy_entries,
 )
-from privfl.fl.algorithms.helpers import (
-    HELPERS,
-    HelperMap,
-    IdentityHelper,
-    InterpolationHelper,
-    make_helper,
-)
 from privfl.fl.algorithms.prifedsync import (
     EMPTY_COHORT_POLICIES,
     PriFedSync,
     PriFedSyncConfig,
     PriFedSyncPrivacy,
+)
+from privfl.fl.algorithms.prifedsync_helpers import (
+    HELPERS,
+    HelperMap,
+    IdentityHelper,
+    InterpolationHelper,
+    make_helper,
 )
 from privfl.fl.algorithms.registry import algorithm_class, register
 

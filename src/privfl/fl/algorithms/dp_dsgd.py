@@ -88,8 +88,7 @@ from privfl.attacks.metrics import attack_monitor
 from privfl.config.algorithms.dp_dsgd import SERVERS, DpDsgdConfig
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.base import RoundAlgorithm
-from privfl.fl.algorithms.common import (
+from privfl.fl.algorithms.algorithm_support import (
     FlatPredictor,
     as_tensor,
     check_model_and_data,
@@ -100,9 +99,10 @@ from privfl.fl.algorithms.common import (
     restore_streams,
     seeded_generators,
 )
+from privfl.fl.algorithms.base import RoundAlgorithm
+from privfl.fl.algorithms.cohort_stream import CohortStream
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.algorithms.plan_results import PlanResults
-from privfl.fl.algorithms.streamed import CohortStream
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
@@ -459,7 +459,7 @@ class DpDsgd(RoundAlgorithm):
         Where tensors live; evaluation batch size; options of
         :class:`~privfl.fl.CohortTrainer`.
     stream
-        :class:`~privfl.fl.algorithms.streamed.CohortStream`: the memory budget
+        :class:`~privfl.fl.algorithms.cohort_stream.CohortStream`: the memory budget
         (``run.memory_budget``) that sets how many summation units of
         :data:`~privfl.fl.unit_sums.RECORD_UNIT` records one engine call takes (or a fixed
         number of units); the result is the same bits for any (:mod:`privfl.fl.unit_sums`).

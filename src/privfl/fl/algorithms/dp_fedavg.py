@@ -79,13 +79,13 @@ from privfl.fl.aggregation import (
     UpdateClipping,
     update_noise_multiplier,
 )
+from privfl.fl.algorithms.algorithm_support import flat_model
 from privfl.fl.algorithms.base import as_replace_one
-from privfl.fl.algorithms.common import flat_model
+from privfl.fl.algorithms.cohort_stream import StatsRows
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.algorithms.plan_results import PlanResults
 from privfl.fl.algorithms.protection import protected_local_models
 from privfl.fl.algorithms.server_fedavg import ServerFedAvg, local_spec
-from privfl.fl.algorithms.streamed import StatsRows
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.mechanisms.secure import SECURE_RANDOM, randomness_text
@@ -507,7 +507,7 @@ class DpFedAvg(ServerFedAvg):
     def local_work(self, cohort: np.ndarray, *, keep_updates: bool = False) -> dict[str, Any]:
         """K local non-private steps of every sampled client from the global model.
 
-        Streamed (:mod:`privfl.fl.streaming`): the cohort is trained in chunks on the active
+        Streamed (:mod:`privfl.fl.chunked_cohorts`): the cohort is trained in chunks on the active
         backend and every chunk's updates are clipped and added to the round's sum
         (``"round"``: a :class:`DpRound`, or a :class:`MeanRound` without privacy) before the
         next chunk runs, so memory does not grow with the cohort. ``keep_updates`` (and the

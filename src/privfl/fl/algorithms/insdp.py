@@ -43,8 +43,7 @@ from privfl.config.algorithms.insdp import (
 )
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.base import RoundAlgorithm
-from privfl.fl.algorithms.common import (
+from privfl.fl.algorithms.algorithm_support import (
     ClientTensors,
     FlatPredictor,
     check_model_and_data,
@@ -55,14 +54,15 @@ from privfl.fl.algorithms.common import (
     restore_streams,
     seeded_generators,
 )
+from privfl.fl.algorithms.base import RoundAlgorithm
+from privfl.fl.algorithms.cohort_stream import CohortStream, StatsRows
 from privfl.fl.algorithms.insdp_plan import InsDpPrivacy
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.algorithms.protection import protected_train
-from privfl.fl.algorithms.streamed import CohortStream, StatsRows
+from privfl.fl.chunked_cohorts import RowSum
 from privfl.fl.client_store import ClientStore
 from privfl.fl.params import put_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
-from privfl.fl.streaming import RowSum
 from privfl.fl.trainer import CohortTrainer
 from privfl.mechanisms.secure import SECURE_RANDOM
 
@@ -141,7 +141,7 @@ class _InsDp(RoundAlgorithm):
         check_model_and_data(model, data)
         if stream is not None and not isinstance(stream, CohortStream):
             raise ValueError(f"stream = {stream!r} is not allowed: must be a CohortStream")
-        #: the cohort is trained in chunks sized by its memory budget (privfl.fl.streaming)
+        #: the cohort is trained in chunks sized by its memory budget (privfl.fl.chunked_cohorts)
         self.stream = stream or CohortStream()
         self.seed = check_int("seed", seed, 0)
         # the accountant's view of every client, from the very spec the trainer runs
@@ -279,7 +279,7 @@ class _InsDp(RoundAlgorithm):
 
     def local_work(self, cohort: np.ndarray) -> dict[str, Any]:
         """V local DP-SGD steps of every selected client from the global model, streamed
-        (:mod:`privfl.fl.streaming`): chunk by chunk, each chunk's optimizer states taken from
+        (:mod:`privfl.fl.chunked_cohorts`): chunk by chunk, each chunk's optimizer states taken from
         and put back into the clients' store and its models added to the round's sum
         ``sum_i w_i`` (row by row in cohort order, float64) before the next chunk runs.
         Client-side protection (:mod:`privfl.fl.algorithms.protection`) samples and distorts

@@ -69,8 +69,7 @@ from privfl.config.algorithms.prifedsync import EMPTY_COHORT_POLICIES, PriFedSyn
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.data.sharing import RecordSharing
-from privfl.fl.algorithms.base import RoundAlgorithm, as_replace_one
-from privfl.fl.algorithms.common import (
+from privfl.fl.algorithms.algorithm_support import (
     ClientTensors,
     FlatPredictor,
     check_model_and_data,
@@ -81,9 +80,10 @@ from privfl.fl.algorithms.common import (
     restore_streams,
     seeded_generators,
 )
-from privfl.fl.algorithms.helpers import HelperMap, make_helper
+from privfl.fl.algorithms.base import RoundAlgorithm, as_replace_one
 from privfl.fl.algorithms.outputs import UNNOISED_TRAINING
 from privfl.fl.algorithms.plan_results import PlanResults
+from privfl.fl.algorithms.prifedsync_helpers import HelperMap, make_helper
 from privfl.fl.algorithms.protection import protected_train
 from privfl.fl.client_store import ClientStore
 from privfl.fl.params import put_rows, trainable_parameters
@@ -260,7 +260,7 @@ class PriFedSync(RoundAlgorithm):
         eta in ``(0, 1]``: ``w~_global <- (1 - eta) w~_global + eta * mean``.
     helper, alpha
         ``"interpolation"`` (eq. 2.1, weight ``alpha`` on the global model), ``"identity"``
-        (FedAvg), or a :class:`~privfl.fl.algorithms.helpers.HelperMap`.
+        (FedAvg), or a :class:`~privfl.fl.algorithms.prifedsync_helpers.HelperMap`.
     empty_cohort
         ``"redraw"`` (the reference code: draw again until some client is sampled) or
         ``"skip"`` (the round passes with no training; it still counts for privacy).

@@ -94,8 +94,7 @@ from privfl.config.algorithms.projected_sgd import (
 )
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
-from privfl.fl.algorithms.common import (
+from privfl.fl.algorithms.algorithm_support import (
     FlatPredictor,
     check_model_and_data,
     check_partition,
@@ -104,8 +103,9 @@ from privfl.fl.algorithms.common import (
     restore_streams,
     seeded_generators,
 )
+from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
+from privfl.fl.algorithms.cohort_stream import CohortStream
 from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
-from privfl.fl.algorithms.streamed import CohortStream
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
@@ -412,7 +412,7 @@ class ProjectedSgd(RoundAlgorithm):
     evaluate
         ``"final"`` (accuracy after round ``plan.rounds`` only) or ``"every-round"``.
     stream
-        :class:`~privfl.fl.algorithms.streamed.CohortStream`: the memory budget
+        :class:`~privfl.fl.algorithms.cohort_stream.CohortStream`: the memory budget
         (``run.memory_budget``) that sets how many users one engine call takes (or a fixed
         number); every user is a summation unit, so the result is the same bits for any
         (:mod:`privfl.fl.unit_sums`).

@@ -12,8 +12,8 @@ noises and takes its step. :class:`ServerFedAvg` holds what they share:
   trainer, the client tensors and the flat predictor;
 * :meth:`ServerFedAvg.from_config` (every setting from the configuration);
 * :meth:`ServerFedAvg._chunk_updates`: the cohort's local training streamed chunk by chunk on
-  the active backend (:mod:`privfl.fl.streaming`), each chunk's updates ``[c, d]`` handed to the
-  subclass before the next chunk runs, so memory does not grow with the cohort;
+  the active backend (:mod:`privfl.fl.chunked_cohorts`), each chunk's updates ``[c, d]``
+  handed to the subclass before the next chunk runs, so memory does not grow with the cohort;
 * the metrics every one reports (the global model's accuracy, a released model on test data;
   the local training loss, a monitoring value without noise);
 * checkpoints of ``(round, w, v)`` and both generators (:meth:`ServerFedAvg._server_state` adds
@@ -36,8 +36,7 @@ from torch import nn
 from privfl._validation import check_int, check_range
 from privfl.config.schema import ExperimentConfig
 from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.base import RoundAlgorithm
-from privfl.fl.algorithms.common import (
+from privfl.fl.algorithms.algorithm_support import (
     ClientTensors,
     FlatPredictor,
     check_model_and_data,
@@ -48,7 +47,8 @@ from privfl.fl.algorithms.common import (
     restore_streams,
     seeded_generators,
 )
-from privfl.fl.algorithms.streamed import CohortStream, StatsRows
+from privfl.fl.algorithms.base import RoundAlgorithm
+from privfl.fl.algorithms.cohort_stream import CohortStream, StatsRows
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
@@ -92,7 +92,7 @@ class ServerFedAvg(RoundAlgorithm):
     device, eval_batch_size, trainer_options, init_params, stream
         Where tensors live; evaluation batch size; keyword arguments of
         :class:`~privfl.fl.CohortTrainer`; optional ``name -> tensor`` starting model; the
-        cohort's chunking (:class:`~privfl.fl.algorithms.streamed.CohortStream`).
+        cohort's chunking (:class:`~privfl.fl.algorithms.cohort_stream.CohortStream`).
     """
 
     def __init__(
@@ -140,7 +140,7 @@ class ServerFedAvg(RoundAlgorithm):
                                        self.eval_batch_size)
         if stream is not None and not isinstance(stream, CohortStream):
             raise ValueError(f"stream = {stream!r} is not allowed: must be a CohortStream")
-        #: the cohort is trained in chunks sized by its memory budget (privfl.fl.streaming)
+        #: the cohort is trained in chunks sized by its memory budget (privfl.fl.chunked_cohorts)
         self.stream = stream or CohortStream()
         start = init_params if init_params is not None else trainable_parameters(model)
         self._fresh_state(flat_model(self.trainer, start, self.device))

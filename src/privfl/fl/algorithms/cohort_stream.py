@@ -1,10 +1,11 @@
-"""How an algorithm streams its cohort through the active backend (:mod:`privfl.fl.streaming`).
+"""How an algorithm streams its cohort through the active backend
+(:mod:`privfl.fl.chunked_cohorts`).
 
 :class:`CohortStream` holds the run's memory budget (``run.memory_budget``) or a fixed chunk
 size, turns it into rows per chunk for a trainer and a client population, and runs a cohort's
 local work chunk by chunk on the active backend (:meth:`privfl.backends.Backend.stream_clients`).
 The algorithm folds each chunk into what its server keeps (a
-:class:`~privfl.fl.aggregation.DpRound`, a :class:`~privfl.fl.streaming.RowSum`) before the
+:class:`~privfl.fl.aggregation.DpRound`, a :class:`~privfl.fl.chunked_cohorts.RowSum`) before the
 next chunk is trained; results are bit-identical for every chunk size.
 """
 
@@ -17,13 +18,13 @@ import torch
 
 from privfl._validation import check_int
 from privfl.backends import active_backend, merge_stats
-from privfl.fl.pool import PooledClients
-from privfl.fl.streaming import (
+from privfl.fl.chunked_cohorts import (
     chunk_rows,
     default_memory_budget,
     parse_memory_budget,
     row_bytes,
 )
+from privfl.fl.pool import PooledClients
 from privfl.fl.trainer import CohortTrainer, TrainingStats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,7 +40,7 @@ class CohortStream:
     ----------
     memory_budget
         Bytes (or a size string, ``"512MiB"``) the cohort's rows may hold at once; None: the
-        machine's default (:func:`~privfl.fl.streaming.default_memory_budget`, read when a
+        machine's default (:func:`~privfl.fl.chunked_cohorts.default_memory_budget`, read when a
         chunk size is first needed).
     chunk
         Rows per chunk, fixed (overrides the budget; tests and benchmarks).
