@@ -22,13 +22,14 @@ from privfl.accounting.events import (
     dpsgd_event,
     noise_multiplier_from_paper_sigma,
 )
-from privfl.accounting.methods import account
+from privfl.accounting.methods import ALIASES, account
+from privfl.accounting.registry import registered
 from privfl.cli import accounting_options as opt
 from privfl.cli.common import JsonOpt, TargetDeltaOpt, user_errors
 from privfl.cli.noise import one_noise
 
-MethodChoice = opt.choices("MethodChoice", "rdp", "pld", "gdp", "gdp-clt", "all")
-FedMethod = opt.choices("FedMethod", "gdp", "gdp-clt", "pld", "rdp", "all")
+#: the step accountants of privfl.accounting.registry, their aliases and "all"
+MethodChoice = opt.choices("MethodChoice", *registered(nodes=False), *ALIASES, "all")
 
 
 @user_errors
@@ -108,7 +109,8 @@ def account_fedfdp(
     client_rate: Annotated[
         float, typer.Option(help="p: client sampling rate (does not enter Theorem 2).")
     ] = 1.0,
-    method: Annotated[FedMethod, typer.Option(help="Accountant(s) to use.")] = FedMethod.all,
+    method: Annotated[MethodChoice, typer.Option(
+        help="Accountant(s) to use (all: PriFedSync's default ones).")] = MethodChoice.all,
     multiplicity: Annotated[int, typer.Option(
         help="k: the most clients holding one record (1: every record belongs to one client, "
         "Theorem 2's assumption; an overlapping partition: a record's k holders compose).",
@@ -119,6 +121,7 @@ def account_fedfdp(
     as_json: JsonOpt = False,
 ) -> None:
     from privfl.accounting.fdp.federated import FederatedSetting, federated_fdp
+    from privfl.config.algorithms.prifedsync import PriFedSyncConfig
 
     noise = one_noise(noise_multiplier, paper_sigma, paper_meaning=ZHENG_SIGMA,
                       deprecated=("--sigma", deprecated_sigma))
@@ -133,14 +136,15 @@ def account_fedfdp(
         client_rate=client_rate,
         multiplicity=multiplicity,
     )
-    methods = ("gdp-clt", "pld") if method is FedMethod.all else (method.value,)
+    all_methods = PriFedSyncConfig.DEFAULT_ACCOUNTANTS
+    methods = all_methods if method is MethodChoice.all else (method.value,)
     results, refused = [], {}
     for name in methods:
         try:
             options = opt.accountant_options(orders, conversion, discretization)
             results += federated_fdp(setting, delta, methods=(name,), options=options)
         except AccountingLimitError as error:  # --method all: report the others, say why not
-            if method is not FedMethod.all:
+            if method is not MethodChoice.all:
                 raise
             refused[name] = str(error)
     if not results:

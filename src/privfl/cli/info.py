@@ -29,29 +29,6 @@ DATASETS = {
     "cifar10": ("download (data.download: true)", "60,000 32x32 colour images, 10 classes"),
 }
 
-#: accountant -> what its numbers are: every name privacy.accountants accepts for some
-#: algorithm (tests/cli/test_info.py checks the list against the algorithms' own)
-ACCOUNTANTS = {
-    "pld": "privacy loss distribution with pessimistic discretisation: a rigorous bound",
-    "rdp": "Renyi DP over exact fractional orders, converted to (epsilon, delta): a bound",
-    "gdp-clt": "Gaussian DP by the central limit theorem (Zheng et al. 2021): an estimate",
-    "per-s1-convexity": "dp-dsgd: random participation by joint convexity over each client's "
-                        "own sampling (Hasircioglu and Gunduz 2022 setting): a bound",
-    "wcs": "dp-dsgd: random participation with participation revealed: a bound",
-    "ols": "dp-dsgd: Poisson sampling of records at rate q alone: a bound",
-    "theorem-4.1": "dp-dsgd: Hasircioglu and Gunduz 2022 Theorem 4.1 (Eq. 6), one "
-                   "configuration's delta: an estimate (can fall below the truth)",
-    "cs": "dp-dsgd: centralised Poisson sampling at rate p q: a reference (rigorous only for "
-          "that more private mechanism)",
-    "contraction": "projected-sgd: last-iterate bound by contraction of the E_gamma divergence "
-                   "(Asoodeh et al. 2021): a bound",
-    "contraction-sharpened": "projected-sgd: the same contraction with privfl's sharpened "
-                             "chain rule: a bound",
-    "gdp": "dp-ftrl, bandmf-fedavg: the exact Gaussian-DP curve of the correlated-noise "
-           "mechanism on its sensitivity (replace-with-zero): a bound",
-}
-
-
 class Catalogue(str, Enum):
     datasets = "datasets"
     models = "models"
@@ -99,7 +76,9 @@ def _catalogue(what: Catalogue) -> list[dict[str, str]]:
         from privfl.fl.algorithms.registry import algorithm_class, available
 
         return [{"name": n, "about": algorithm_class(n).title} for n in available()]
-    return [{"name": n, "about": a} for n, a in ACCOUNTANTS.items()]
+    from privfl.accounting.registry import methods
+
+    return [{"name": n, "about": m.describe()} for n, m in methods().items()]
 
 
 @user_errors

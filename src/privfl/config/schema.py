@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from privfl.accounting.registry import is_bound
 from privfl.attacks.config import AttackConfig
 from privfl.config.model_names import current_model_name
 from privfl.config.protection import ProtectionConfig
@@ -272,11 +273,14 @@ class FederatedConfig(_Section):
         description="R: rounds (at most 10^6: one metrics row and one checkpoint cycle each)",
     )
 
-    #: accountants the algorithm's privacy plan can answer, and the default list
-    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
+    #: accountants only this algorithm's plan answers (methods of a node accountant)
+    OWN_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ()
+    #: whether the plan's events are compositions of noisy steps, which every registered step
+    #: accountant answers (privfl.accounting.registry), except UNSUPPORTED_STEP_ACCOUNTANTS
+    STEP_ACCOUNTANTS: ClassVar[bool] = True
+    UNSUPPORTED_STEP_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ()
+    #: privacy.accountants when the configuration names none
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("pld",)
-    #: accountants among ACCOUNTANTS whose numbers are estimates (never a budget's bound)
-    ESTIMATE_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt",)
     #: whether privacy.sigma (Zheng et al. 2021's noise std / 2C) is accepted
     PAPER_SIGMA: ClassVar[bool] = False
     #: accuracy metrics that stop.target_metric may name (without "_accuracy")
@@ -286,6 +290,17 @@ class FederatedConfig(_Section):
 
     def check(self, config: ExperimentConfig) -> None:
         """Refuse settings of other sections that this algorithm cannot honour (ValueError)."""
+
+    @classmethod
+    def accountants(cls) -> tuple[str, ...]:
+        """The names ``privacy.accountants`` may hold: the algorithm's own methods, then each
+        registered step accountant its plan's events take (read from the registry, so an
+        accountant registered at run time is accepted where it applies)."""
+        from privfl.accounting.registry import registered
+
+        steps = registered(nodes=False) if cls.STEP_ACCOUNTANTS else ()
+        return tuple(dict.fromkeys((*cls.OWN_ACCOUNTANTS, *(
+            n for n in steps if n not in cls.UNSUPPORTED_STEP_ACCOUNTANTS))))
 
 
 class StopConfig(_Section):
@@ -386,26 +401,25 @@ class ExperimentConfig(_Section):
     @model_validator(mode="after")
     def _consistent(self) -> ExperimentConfig:
         fed, privacy = self.federated, self.privacy
+        allowed = fed.accountants()
         if privacy.accountants is None:
             privacy.accountants = list(fed.DEFAULT_ACCOUNTANTS)
         elif privacy.enabled and not privacy.accountants:
             raise ValueError(f"privacy.accountants = [] must name at least one of "
-                             f"{', '.join(fed.ACCOUNTANTS)}")
+                             f"{', '.join(allowed)}")
         for name in privacy.accountants:
-            if name not in fed.ACCOUNTANTS:
+            if name not in allowed:
                 raise ValueError(
                     f"privacy.accountants = {privacy.accountants!r} is not allowed for "
                     f"federated.algorithm = {fed.algorithm!r}: each must be one of "
-                    f"{', '.join(fed.ACCOUNTANTS)}"
+                    f"{', '.join(allowed)}"
                 )
         if not privacy.enabled and (self.stop.epsilon is not None or self.stop.mu is not None):
             raise ValueError(
                 "stop.epsilon / stop.mu need privacy.enabled: a non-private run has no budget"
             )
-        if self.stop.epsilon is not None and all(
-            name in fed.ESTIMATE_ACCOUNTANTS for name in privacy.accountants
-        ):
-            bounds = [n for n in fed.ACCOUNTANTS if n not in fed.ESTIMATE_ACCOUNTANTS]
+        if self.stop.epsilon is not None and not any(map(is_bound, privacy.accountants)):
+            bounds = [n for n in allowed if is_bound(n)]
             raise ValueError(
                 "stop.epsilon needs a bound accountant in privacy.accountants (one of "
                 f"{', '.join(bounds)})"

@@ -29,7 +29,7 @@ class ToyConfig(FederatedConfig):
     algorithm: Literal["toy"] = "toy"
     client_rate: float = Field(0.5, gt=0, le=1)
     step: float = Field(0.5, gt=0, le=1)
-    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
+    UNSUPPORTED_STEP_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt",)
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
 
 

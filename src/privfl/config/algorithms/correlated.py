@@ -38,9 +38,10 @@ class CorrelatedConfig(FederatedConfig):
     server_lr: float = Field(1.0, gt=0, description="eta: server learning rate")
     server_momentum: float = Field(0.9, ge=0, lt=1, description="beta: server momentum")
 
-    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp", "pld", "rdp")
+    #: the correlated-noise accountant's methods (one Gaussian mechanism: no step events)
+    OWN_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp", "pld", "rdp")
+    STEP_ACCOUNTANTS: ClassVar[bool] = False
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp", "pld", "rdp")
-    ESTIMATE_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ()
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
 
     def groups(self) -> int:

@@ -47,11 +47,12 @@ class DpDsgdConfig(FederatedConfig):
     eval_every: int = Field(1, ge=1, description="global accuracy every this many iterations "
                             "(and at iteration 1 and the last planned one)")
 
-    ACCOUNTANTS: ClassVar[tuple[str, ...]] = SCHEMES
+    #: the random-participation accountant's methods (its own node, no step events)
+    OWN_ACCOUNTANTS: ClassVar[tuple[str, ...]] = SCHEMES
+    STEP_ACCOUNTANTS: ClassVar[bool] = False
     #: cs (a lower reference, not a guarantee) only when asked for
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("per-s1-convexity", "wcs", "ols",
                                                       "theorem-4.1")
-    ESTIMATE_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("theorem-4.1", "cs")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
     ATTACKS: ClassVar[tuple[str, ...]] = ("backdoor", "label-flip", "dba")
 

@@ -63,7 +63,6 @@ class DpFedAvgConfig(FederatedConfig):
         False, description="also report Xie et al. 2023's RDP (legacy orders, classic "
         "conversion, Poisson) with scope 'paper'")
 
-    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld", "gdp-clt")
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
     ATTACKS: ClassVar[tuple[str, ...]] = ("backdoor", "label-flip", "dba", "scaling")

@@ -40,7 +40,8 @@ class InsDpFedAvgConfig(FederatedConfig):
     paper_accounting: bool = Field(
         True, description="also report the paper's RDP accounting (scope 'paper')")
 
-    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
+    #: step accountants not offered for this plan (its rigorous bounds are rdp and pld)
+    UNSUPPORTED_STEP_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt",)
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("rdp", "pld")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
     ATTACKS: ClassVar[tuple[str, ...]] = ("backdoor", "label-flip", "dba")

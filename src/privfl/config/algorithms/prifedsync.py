@@ -25,7 +25,6 @@ class PriFedSyncConfig(FederatedConfig):
     helper: Literal["interpolation", "identity"] = "interpolation"
     alpha: float = Field(0.1, ge=0, le=1, description="interpolation weight of the global model")
 
-    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt", "pld", "rdp")
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt", "pld")
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("personalised", "global")
     PAPER_SIGMA: ClassVar[bool] = True

@@ -13,11 +13,10 @@ from privfl.accounting.contraction import RELEASES, SCHEDULES
 from privfl.config.algorithms.unused_training import refuse_training_section
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 
-__all__ = ["ACCOUNTANTS", "CONVEX_MODELS", "LAST_ITERATE_ACCOUNTANTS", "LR_SCHEDULES",
+__all__ = ["CONVEX_MODELS", "LAST_ITERATE_ACCOUNTANTS", "LR_SCHEDULES",
            "ProjectedSgdConfig", "check_settings"]
 
 #: privacy.accountants: the last-iterate bounds, then the all-iterates composition accountants.
-ACCOUNTANTS = ("contraction", "contraction-sharpened", "pld", "rdp")
 LAST_ITERATE_ACCOUNTANTS = ("contraction", "contraction-sharpened")
 LR_SCHEDULES = ("constant", "inverse-time")
 #: Models whose cross-entropy is convex in the parameters (``convex: true`` is refused otherwise).
@@ -73,10 +72,11 @@ class ProjectedSgdConfig(FederatedConfig):
                                      "models, the secret schedule, generator states) after the "
                                      "run finishes; the headline becomes the all-iterates bound")
 
-    ACCOUNTANTS: ClassVar[tuple[str, ...]] = ACCOUNTANTS
+    OWN_ACCOUNTANTS: ClassVar[tuple[str, ...]] = LAST_ITERATE_ACCOUNTANTS
+    #: step accountants not offered for the all-iterates comparison (rigorous ones only)
+    UNSUPPORTED_STEP_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("gdp-clt",)
     DEFAULT_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ("contraction", "contraction-sharpened",
                                                       "pld")
-    ESTIMATE_ACCOUNTANTS: ClassVar[tuple[str, ...]] = ()
     TARGET_METRICS: ClassVar[tuple[str, ...]] = ("global",)
     ATTACKS: ClassVar[tuple[str, ...]] = ("backdoor", "label-flip", "dba")
 

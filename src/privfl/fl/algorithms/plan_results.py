@@ -17,12 +17,19 @@ from __future__ import annotations
 from typing import Any
 
 from privfl._validation import check_int
+from privfl.accounting.registry import method
 from privfl.accounting.results import PrivacyResult, zero_rounds
 
-__all__ = ["FROM_SCRATCH_ACCOUNTANTS", "PlanResults"]
+__all__ = ["PlanResults"]
 
-#: accountants whose answer for r rounds is a composition recomputed from scratch
-FROM_SCRATCH_ACCOUNTANTS = ("pld",)
+
+def _from_scratch(name: str) -> bool:
+    """Whether accountant ``name``'s answer for r rounds is a composition recomputed from
+    scratch (the registry's ``from_scratch``; a name outside the registry is not)."""
+    try:
+        return method(name).from_scratch
+    except ValueError:
+        return False
 
 
 class PlanResults:
@@ -48,13 +55,13 @@ class PlanResults:
     def _accountants(self, full: bool) -> tuple[str, ...]:
         """``accountants``, or (``full`` False) those whose round costs one step."""
         return tuple(a for a in self.accountants
-                     if full or a not in FROM_SCRATCH_ACCOUNTANTS)
+                     if full or not _from_scratch(a))
 
     @property
     def round_skips(self) -> tuple[str, ...]:
         """The results a per-round row leaves out (method names; empty: none), because each
         round count recomputes them from scratch."""
-        return tuple(a for a in self.accountants if a in FROM_SCRATCH_ACCOUNTANTS)
+        return tuple(a for a in self.accountants if _from_scratch(a))
 
     def results(self, rounds: int) -> list[PrivacyResult]:
         """Labelled guarantees of every configured accountant after ``rounds`` rounds (empty

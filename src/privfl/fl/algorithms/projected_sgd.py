@@ -86,7 +86,6 @@ from privfl.accounting.methods import AccountingOptions
 from privfl.accounting.results import PrivacyResult
 from privfl.attacks.metrics import attack_monitor
 from privfl.config.algorithms.projected_sgd import (
-    ACCOUNTANTS,
     CONVEX_MODELS,
     LAST_ITERATE_ACCOUNTANTS,
     ProjectedSgdConfig,
@@ -114,7 +113,7 @@ from privfl.fl.unit_sums import clipped_units, plain_units, unit_bytes, units_pe
 from privfl.mechanisms.noise import standard_normal_
 from privfl.mechanisms.secure import SECURE_RANDOM, randomness_text
 
-__all__ = ["ACCOUNTANTS", "ProjectedSgd", "ProjectedSgdConfig", "ProjectedSgdPrivacy",
+__all__ = ["ProjectedSgd", "ProjectedSgdConfig", "ProjectedSgdPrivacy",
            "check_settings", "project_"]
 
 #: Users per forward of :meth:`ProjectedSgd.objective` (a monitoring value, not the round's sum).
@@ -214,7 +213,8 @@ class ProjectedSgdPrivacy:
         self.lipschitz = lipschitz
         self.delta = check_delta("delta", delta)
         names = [accountants] if isinstance(accountants, str) else list(accountants)
-        self.accountants = tuple(dict.fromkeys(check_choice("accountants", a, ACCOUNTANTS)
+        self.accountants = tuple(dict.fromkeys(check_choice("accountants", a,
+                                                            ProjectedSgdConfig.accountants())
                                                for a in names))
         if not any(a in LAST_ITERATE_ACCOUNTANTS for a in self.accountants):
             raise ValueError(f"accountants = {list(self.accountants)!r} is not allowed: must "
