@@ -1,7 +1,10 @@
 """The one dispatcher: what ran (an event tree, :mod:`privfl.accounting.events`) to labelled
 results. ``privfl run`` (every algorithm's privacy plan), ``privfl check-privacy``,
 ``privfl account ...`` and ``privfl calibrate ...`` all call :func:`evaluate`, so one setting
-gives one number whichever command prints it.
+gives one number whichever command prints it. One exception in form only: ``privfl account
+dpsgd``, whose event is a single :class:`~privfl.accounting.events.PrivacyEvent` leaf, calls
+:func:`privfl.accounting.methods.account` itself (what :func:`evaluate` calls for a leaf, with the
+same arguments) because it also lists the methods that do not support the event.
 
 How each node is read:
 

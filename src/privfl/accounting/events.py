@@ -167,8 +167,8 @@ def dpsgd_event(
 
 
 def noise_multiplier_from_paper_sigma(paper_sigma: float) -> float:
-    """Zheng et al. 2021's sigma (noise std / 2C) to the noise multiplier z = 2 sigma (spec 3.2):
-    the conversion of ``privfl account fedfdp --paper-sigma``."""
+    """Zheng et al. 2021's sigma (noise std / 2C) to the noise multiplier z = 2 sigma: the
+    conversion of ``privfl account fedfdp --paper-sigma`` (docs/papers.md)."""
     return 2.0 * check_positive("paper_sigma", paper_sigma)
 
 

@@ -12,7 +12,7 @@ numpy-based; torch is imported only by ``Dataset.to_torch`` / ``Dataset.torch_da
   :func:`load_mnist_5k`, :func:`load_digits`, :func:`load_fashion_mnist`; after a download
   :func:`load_mnist`, :func:`load_emnist`, :func:`load_cifar10`; :func:`load_dataset` by name.
 * Partitions (:mod:`privfl.data.partition`) and :class:`FederatedDataset` builders:
-  :func:`federate_shards` (seed 000 MNIST), :func:`federate_dirichlet` (seed 000 CIFAR),
+  :func:`federate_shards` (Zheng et al. 2021 MNIST), :func:`federate_dirichlet` (their CIFAR-10),
   :func:`federate_iid`, :func:`federate_groups`, :func:`federate_leaf`.
 """
 

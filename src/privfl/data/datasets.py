@@ -6,7 +6,7 @@ A :class:`Dataset` holds images in model layout ``N x C x H x W`` (``float32``) 
 (``int64``), with the per-channel normalisation statistics the paper uses for that dataset.
 A :class:`FederatedDataset` assigns each client index arrays into a pooled train and a pooled
 test :class:`Dataset`. Keeping indices (not copies) makes partitions cheap, lets several clients
-share records when the paper's code does (seed 000 CIFAR), and makes ``n_j`` — which enters the
+share records when the paper's code does (Zheng et al. CIFAR), and makes ``n_j`` — which enters the
 privacy accounting directly — explicit and checked.
 """
 
@@ -61,7 +61,7 @@ class Dataset:
         Number of classes (>= 1).
     mean, std
         Per-channel normalisation statistics (one value per channel; ``std > 0``). Loaders set
-        the paper's constants (MNIST 0.1307/0.3081, CIFAR-10 per seed 000's code) or statistics
+        the paper's constants (MNIST 0.1307/0.3081, CIFAR-10 per Zheng et al.'s code) or statistics
         computed on the training split.
     normalized
         Whether ``x`` has already been standardised with ``mean``/``std``; loaders return
@@ -167,7 +167,7 @@ class Dataset:
     def filter_classes(self, keep: Sequence[int], *, relabel: bool = True) -> Dataset:
         """Only the examples of the classes in ``keep``; with ``relabel`` they become 0..k-1.
 
-        Seed 002 uses MNIST 0 vs 1 and CIFAR airplane (0) vs bird (2 -> 1).
+        Xie et al. 2023 use MNIST 0 vs 1 and CIFAR airplane (0) vs bird (2 -> 1).
         """
         keep = [check_int("keep", k, 0) for k in keep]
         if not keep or len(set(keep)) != len(keep) or max(keep) >= self.num_classes:
@@ -257,7 +257,7 @@ class FederatedDataset:
         client. Clients may share records only if the partitioner said so (see
         :meth:`is_disjoint`).
     test_indices
-        One array per client into ``test`` (may be empty; repeats allowed, as seed 000's MNIST
+        One array per client into ``test`` (may be empty; repeats allowed, as Zheng et al.'s MNIST
         test sets are drawn with replacement). ``None`` gives every client an empty test set.
     client_ids
         Names of the clients (default ``"0"``, ``"1"``, ...); distinct.

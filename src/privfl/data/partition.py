@@ -2,17 +2,17 @@
 
 Index-level partitioners (return one index array per client):
 
-* :func:`shard_partition` — seed 000 MNIST / McMahan et al.: sort by label, cut into shards,
+* :func:`shard_partition` — Zheng et al. MNIST / McMahan et al.: sort by label, cut into shards,
   shuffle, ``shards_per_client`` shards per client (400 x 150, 4 per client -> 600 each).
-* :func:`dirichlet_partition` — seed 000 CIFAR / Hsu et al.: per client ``q ~ Dir(beta)``,
+* :func:`dirichlet_partition` — Zheng et al. 2021 CIFAR / Hsu et al.: per client ``q ~ Dir(beta)``,
   ``theta ~ Multinomial(size, q)``, ``theta_i`` records of label ``i`` without replacement
   within the client; clients overlapping (the reference code) or disjoint.
-* :func:`dirichlet_class_partition` — seed 002: per class ``pi ~ Dir(alpha 1_N)``, unequal
+* :func:`dirichlet_class_partition` — Xie et al. 2023: per class ``pi ~ Dir(alpha 1_N)``, unequal
   client sizes.
 * :func:`iid_partition` — shuffle once, equal contiguous blocks (seeds 002 and 003).
 * :func:`natural_partition` — one client per group (LEAF writer / user).
 * :func:`matched_test_indices` — per-client test sets whose labels are among the client's
-  training labels (seed 000 MNIST; with replacement as in the reference code).
+  training labels (Zheng et al. 2021 MNIST; with replacement as in the reference code).
 
 Builders that return a :class:`~privfl.data.datasets.FederatedDataset`:
 :func:`federate_shards`, :func:`federate_dirichlet`, :func:`federate_iid`,
@@ -184,7 +184,7 @@ def sample_by_proportions(
 
     Within a client the records are distinct (sampling without replacement inside each class).
     With ``disjoint=False`` every client samples from the full pool, so two clients may share
-    records (seed 000's reference code). With ``disjoint=True`` a record is given to at most
+    records (Zheng et al.'s reference code). With ``disjoint=True`` a record is given to at most
     one client, clients in order ``0, 1, ...``.
 
     When a class does not have enough records left (possible with ``disjoint=True`` or tiny
@@ -249,7 +249,7 @@ def dirichlet_partition(
     num_classes: int | None = None,
     seed: Seed = 0,
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Seed 000's CIFAR split: per client ``q ~ Dir(beta)``, ``size`` records by ``q``.
+    """Zheng et al. 2021's CIFAR split: per client ``q ~ Dir(beta)``, ``size`` records by ``q``.
 
     Returns the index arrays (exactly ``size`` distinct records per client) and the
     ``num_clients x num_classes`` proportions ``q`` (to draw matching test sets).
@@ -272,7 +272,7 @@ def dirichlet_class_partition(
     num_classes: int | None = None,
     seed: Seed = 0,
 ) -> list[np.ndarray]:
-    """Seed 002's non-IID split (unequal client sizes).
+    """Xie et al. 2023's non-IID split (unequal client sizes).
 
     For each class ``c``: shuffle its records, draw ``pi ~ Dir(alpha * 1_N)`` over the clients,
     and give client ``u`` the next ``round(pi_u * (n_c - min_per_class * N)) + min_per_class``
@@ -381,7 +381,7 @@ def matched_test_indices(
     """Per-client test sets drawn from test records whose label the client has in training.
 
     Client ``j`` draws ``size`` records uniformly from the pooled test records with a label in
-    ``set(train_labels[train_indices[j]])`` — with replacement by default, as seed 000's
+    ``set(train_labels[train_indices[j]])`` — with replacement by default, as Zheng et al.'s
     reference code does for MNIST. The test sets depend on the training labels: accuracies on
     them are outside a DP guarantee on the training data (:data:`TEST_FROM_TRAIN_LABELS`).
     """
@@ -423,7 +423,7 @@ def federate_shards(
     test_replace: bool = True,
     seed: Seed = 0,
 ) -> FederatedDataset:
-    """Seed 000's non-IID MNIST federation (defaults: 100 clients x 4 shards x 150, 200 test).
+    """Zheng et al. 2021's non-IID MNIST federation (100 clients x 4 shards x 150, 200 test).
 
     Training records by :func:`shard_partition`; test sets by :func:`matched_test_indices`
     (labels among the client's training labels, drawn with replacement unless
@@ -455,7 +455,7 @@ def federate_dirichlet(
     test_sampling: str = "proportions",
     seed: Seed = 0,
 ) -> FederatedDataset:
-    """Seed 000's non-IID CIFAR-10 federation (defaults: 100 clients, 500/200, beta 0.5).
+    """Zheng et al. 2021's non-IID CIFAR-10 federation (defaults: 100 clients, 500/200, beta 0.5).
 
     Parameters
     ----------
@@ -463,7 +463,7 @@ def federate_dirichlet(
         ``False`` (reference code): clients sample independently and may share records.
         ``True``: no record is given to two clients.
     test_sampling
-        ``"proportions"`` (seed 000): test label counts ``~ Multinomial(test_size, q_j)``, drawn
+        ``"proportions"`` (Zheng et al.): test label counts ``~ Multinomial(test_size, q_j)``, drawn
         without replacement within the client from the test pool (clients may share test
         records). ``"train-labels"``: uniformly with replacement from test records whose label
         the client has in training, so test labels are a subset of training labels.

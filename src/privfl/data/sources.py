@@ -78,7 +78,7 @@ __all__ = [
 
 PathLike = str | os.PathLike
 
-#: Seed 000's normalisation constants (PyTorch MNIST example; CIFAR per the reference code,
+#: Zheng et al. 2021's normalisation constants (PyTorch MNIST example; CIFAR per their code,
 #: whose std values are the widespread per-image-averaged ones, not the pixel std).
 MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
 CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
@@ -290,7 +290,8 @@ def load_emnist(
     normalize: bool = False,
     transpose: bool = True,
 ) -> tuple[Dataset, Dataset]:
-    """EMNIST ``split`` from ``<data_home>/emnist`` (seed 003 uses ``byclass``: 62 classes).
+    """EMNIST ``split`` from ``<data_home>/emnist`` (Hasircioglu and Gunduz 2022:
+    ``byclass``, 62 classes).
 
     NIST stores EMNIST images transposed relative to MNIST; ``transpose=True`` (default) makes
     them upright. ``letters`` labels 1..26 are shifted to 0..25. Statistics are computed from
@@ -326,7 +327,7 @@ def load_cifar10(
     """CIFAR-10 (50,000 / 10,000, 3 x 32 x 32) from ``<data_home>/cifar10/cifar-10-batches-py``.
 
     With ``verify`` the batches are checked against their published MD5 sums first.
-    Normalisation statistics are seed 000's (see :data:`CIFAR10_MEAN`, :data:`CIFAR10_STD`).
+    Normalisation statistics: Zheng et al. 2021's (see :data:`CIFAR10_MEAN`, :data:`CIFAR10_STD`).
     """
     folder = data_home(root) / "cifar10" / CIFAR10_FOLDER
     if download:

@@ -1,6 +1,6 @@
 """Local optimizers on stacked, flattened parameters ``[M, d]`` with per-client state.
 
-The optimizer only sees the noisy gradient (post-processing; seed 000 §3.4), so any
+The optimizer only sees the noisy gradient (post-processing; Zheng et al. 2021, Sec. 3.4), so any
 deterministic update rule is allowed. The rules follow PyTorch's single-tensor implementations:
 
 * ``sgd``: ``theta -= lr * (g + wd * theta)``;

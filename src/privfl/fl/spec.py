@@ -1,6 +1,6 @@
 """What one client does locally in a round: :class:`LocalTrainingSpec`.
 
-The spec is the single copy of the local-training settings. The trainer
+This LocalTrainingSpec is the single copy of the local-training settings. The trainer
 (:class:`privfl.fl.CohortTrainer`) reads sampling, clipping and noise from it, and the
 accountant's view is *derived* from the same object (:meth:`LocalTrainingSpec.privacy_step`,
 :meth:`LocalTrainingSpec.privacy_event`), so the two cannot disagree.
@@ -54,12 +54,12 @@ class LocalTrainingSpec:
         B: the exact batch size (``without-replacement``) or the expected one (``poisson``,
         rate ``B / n_j``). The noisy sum is always divided by this B.
     sampling
-        ``"without-replacement"`` (seed 000) or ``"poisson"``.
+        ``"without-replacement"`` (Zheng et al. 2021) or ``"poisson"``.
     clip_norm
         C, flat L2 clip norm per example; ``None`` trains without clipping or noise
         (non-private baseline; :meth:`privacy_step` then refuses).
     noise_multiplier
-        z: noise std ``z * C`` on the sum of clipped gradients (seed 000: ``z = 2 sigma``).
+        z: noise std ``z * C`` on the sum of clipped gradients (Zheng et al.: ``z = 2 sigma``).
         0 with a clip norm clips without noise (no privacy). Must be 0 without a clip norm.
     optimizer
         ``"sgd"``, ``"momentum"`` (heavy ball, PyTorch convention, no dampening) or ``"adam"``
@@ -185,7 +185,7 @@ class LocalTrainingSpec:
         )
 
     def default_neighbouring(self) -> Neighbouring:
-        """Replace-one for fixed-size batches (seed 000), add/remove for Poisson."""
+        """Replace-one for fixed-size batches (Zheng et al. 2021), add/remove for Poisson."""
         if self.sampling_scheme is Sampling.WITHOUT_REPLACEMENT:
             return Neighbouring.REPLACE_ONE
         return Neighbouring.ADD_REMOVE

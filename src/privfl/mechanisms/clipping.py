@@ -1,7 +1,7 @@
 """Flat per-example L2 clipping.
 
 Every example's gradient over **all** parameters (one flat vector) is scaled to L2 norm at most
-``C``: ``clip(g) = g * min(1, C / ||g||)`` (seed 000 Algorithm 2; Abadi et al.). The sum of
+``C``: ``clip(g) = g * min(1, C / ||g||)`` (Zheng et al. 2021, Alg. 2; Abadi et al.). The sum of
 clipped gradients then has add/remove sensitivity ``C`` and replace-one sensitivity ``2C``.
 
 The engine never needs the clipped per-example gradients themselves, only the clip factors

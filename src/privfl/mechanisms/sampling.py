@@ -2,7 +2,7 @@
 
 Two schemes, matching :class:`privfl.accounting.events.Sampling`:
 
-``without-replacement`` (seed 000, Algorithm 2)
+``without-replacement`` (Zheng et al. 2021, Algorithm 2)
     Every step draws a fresh subset of exactly ``B`` of the ``n`` records, uniformly among all
     ``n choose B`` subsets, independently of the previous steps. Accounted as ``C_{B/n}`` under
     replace-one neighbours (q = B/n).

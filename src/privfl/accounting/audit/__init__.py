@@ -2,7 +2,7 @@
 
 An accountant *claims* that a mechanism is (epsilon, delta)-DP. For one concrete pair of
 neighbouring inputs D, D' the mechanism's outputs have laws P = M(D) and Q = M(D'), and the claim
-implies (Balle et al. 2018; spec seed3 section 2.1)
+implies (Balle et al. 2018, Theorem 1; Hasircioglu and Gunduz 2022, Theorem 2.3)
 
     E_g(P || Q) <= delta  and  E_g(Q || P) <= delta,   g = e^epsilon,
 

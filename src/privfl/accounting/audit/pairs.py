@@ -194,7 +194,10 @@ def participation_pair(
     clip_norm: float = 1.0,
     scale: float = 1.0,
 ) -> AdversarialPair:
-    """Random participation (spec seed3 sections 4.2 and 4.6): the aligned-gradient instance.
+    """Random participation (Hasircioglu and Gunduz 2022, Theorem 4.1): aligned gradients.
+
+    The instance behind docs/accountants/random-participation.md, "Why Theorem 4.1 is only an
+    estimate".
 
     Client 1 holds ``local_size`` = d records besides x'; it participates with probability
     ``participation_rate`` p, then keeps each record with probability ``sampling_rate`` q; the

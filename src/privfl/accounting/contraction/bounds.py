@@ -8,22 +8,23 @@ run's model, in :mod:`privfl.accounting.contraction.run`).
 Results
 -------
 Theorem 2: ``delta(eps) = (1/T) sum_t theta_eps(r1_t) prod_{j>t} theta_eps(rc_j)`` and its
-constant-parameter closed form; the sharpened chain rule (spec section 9.1), which replaces each
-factor theta_eps(rc_j) applied to a running value d by theta_{eps~}(rc_j) with
-``eps~ = log(1 + (e^eps - 1)/d)``; Corollary 1 (eta_t = 1/(lambda t), product term corrected to
-``theta_eps(2 rho lambda j sqrt(m) / sigma)``) and its bound (11); Corollary 3 (random stopping)
-and its bound (12). Everything is computed in log space; epsilon for a target delta by bracketed
-root finding, always returned on the safe side (delta(epsilon) <= target).
+constant-parameter closed form; the sharpened chain rule (privfl's addition, stated in
+docs/accountants/last-iterate.md, "Formulas"), which replaces each factor theta_eps(rc_j) applied
+to a running value d by theta_{eps~}(rc_j) with ``eps~ = log(1 + (e^eps - 1)/d)``; Corollary 1
+(eta_t = 1/(lambda t), product term corrected to ``theta_eps(2 rho lambda j sqrt(m) / sigma)``)
+and its bound (11); Corollary 3 (random stopping) and its bound (12). Everything is computed in
+log space; epsilon for a target delta by bracketed root finding, always returned on the safe side
+(delta(epsilon) <= target).
 
 A one-pass run may stop after ``rounds`` < n/m rounds (the users of the unused batches never
 take part): ``delta = (m/n) sum_{t<=rounds} theta(r1_t) prod_{t<j<=rounds} theta(rc_j)``.
 
-Multi-round extension (``schedule="independent"``; spec seed4 section 9.3, derived there with
-the paper's tools, **not in Asoodeh et al. 2021**): T rounds, each a fresh uniformly random
-size-m subset of the n users (q = m/n, secret), only W_T released. With tau the last round
-holding the differing user, a user who entered before re-enters with both inputs different,
-for which the two-point bound gives ``theta(r1_t + rc_t)`` (convex) or ``theta(rc_t)`` (relaxed
-diameter, which already covers different gradients). Averaging over the user's inclusion
+Multi-round extension (``schedule="independent"``; derived by privfl with the paper's tools, **not
+in Asoodeh et al. 2021**; docs/accountants/last-iterate.md, "Formulas"): T rounds, each a fresh
+uniformly random size-m subset of the n users (q = m/n, secret), only W_T released. With tau the
+last round holding the differing user, a user who entered before re-enters with both inputs
+different, for which the two-point bound gives ``theta(r1_t + rc_t)`` (convex) or ``theta(rc_t)``
+(relaxed diameter, which already covers different gradients). Averaging over the user's inclusion
 pattern (joint convexity)::
 
     delta_T(eps) = sum_t q (1-q)^(T-t) [(1-q)^(t-1) theta(r1_t) + (1 - (1-q)^(t-1)) theta(re_t)]
@@ -87,7 +88,7 @@ def _adaptive_sharpened(
 
 
 def _sharpened_steps(log_em1: float, start: float, r: float, steps: int) -> list[float]:
-    """The sharpened chain (spec 9.1) with constant contraction argument ``r``, in logs.
+    """The sharpened chain (module docstring) with constant contraction argument ``r``, in logs.
 
     ``x_0 = start``, ``x_{k+1} = x_k + log theta_{eps~(x_k)}(r)`` with
     ``eps~ = log(1 + (e^eps - 1)/e^{x_k})`` (``log_em1 = log(e^eps - 1)``); returns
@@ -168,7 +169,7 @@ class LastIterateBounds:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Sharpened chains of every entry round t (any schedule of parameters), in logs.
 
-        ``log_d[t]``: ``start[t]`` carried through rounds t+1..T with the chain rule of spec 9.1;
+        ``log_d[t]``: ``start[t]`` carried through rounds t+1..T with the sharpened chain rule;
         ``acc[t]`` (with ``accumulate``): log of the sum of the chain's values after rounds
         t..T (Corollary 3's stopped chains). O(T^2) work, vectorised over t.
         """
@@ -216,7 +217,7 @@ class LastIterateBounds:
             return float(np.max(per_round))
         return logsumexp(per_round) - math.log(self.partition_rounds)
 
-    # ---- the multi-round extension (spec seed4 section 9.3) -----------------------------------
+    # ---- the multi-round extension (not in the paper; see the module docstring) ------------------
 
     def _log_delta_independent(self, epsilon: float, sharpened: bool, secret: bool) -> float:
         """log delta_T of ``schedule="independent"`` for per-round parameters, O(T) (O(T^2)
@@ -245,7 +246,7 @@ class LastIterateBounds:
         """log delta_T of ``schedule="independent"`` with constant parameters, any T <= inf.
 
         With k = T - t rounds after the user's last one, c = 1 - q and the chain x_k (plain:
-        ``x_k = x_0 + k log a``; sharpened: spec 9.1), ``delta_T = sum_{k<T} q c^k [c^(T-1-k)
+        ``x_k = x_0 + k log a``; sharpened: the chain rule), ``delta_T = sum_{k<T} q c^k [c^(T-1-k)
         e^{x_k(first)} + (1 - c^(T-1-k)) e^{x_k(again)}]``. The sum is truncated once its
         remaining terms are below 1e-14 of it (or after 2e6 terms), and the tail bound
         ``c^K e^{x_K(again)}`` is added, so the result stays an upper bound. The plain chain at

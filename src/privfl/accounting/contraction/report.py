@@ -64,7 +64,8 @@ def corollary1(
 
     Its ``delta`` is the corrected exact sum
     ``(1/T) sum_t theta(2L/(sqrt(m) sigma)) prod_{j>t} theta(2 rho lambda j sqrt(m)/sigma)``
-    (the paper prints sqrt(lambda m j); spec seed4 section 8 item 3) and its
+    (the paper prints sqrt(lambda m j); docs/accountants/last-iterate.md, "Where privfl departs
+    from the paper, and why", item 2) and its
     ``uniform_bound_delta`` is bound (11). With ``convex=True`` the step-size condition
     eta_1 = 1/lambda <= 2/beta must hold (beta <= 2 lambda); otherwise it is refused, and
     ``convex=False`` gives the relaxed diameter 2 (rho + eta_j L).
@@ -103,7 +104,8 @@ def corollary1_utility_bound(
     inside the ball); ``grad_bound`` D >= sup ‖grad F‖ and ``grad_variance`` G^2 >= the
     variance of one user's gradient, both over ball(rho); ``noise`` is the paper's per-user
     sigma. The paper prints sigma^2 where isotropic noise in R^d has second moment d sigma^2
-    (spec seed4 section 8 item 7): ``dim=1`` gives the printed bound, ``dim=d`` the correct one.
+    (docs/experiments/asoodeh2021.md, "3. Corollary 1: the optimality gap against its bound"):
+    ``dim=1`` gives the printed bound, ``dim=d`` the correct one.
     """
     beta = check_positive("smooth", smooth)
     lam = check_positive("strong_convexity", strong_convexity)
@@ -137,10 +139,11 @@ def all_iterates_event(
     sum; (2/z)-GDP = theta(r1)), whatever the assignment. ``schedule="independent-rounds"``: T
     rounds, each a fresh uniform size-m subset without replacement (q = m/n), replace-one: what a
     practitioner running standard sampling would account. It is **not** the paper's one-pass
-    partition, and composition accountants are not proven valid for the partition (spec seed4
-    section 4.9); for a run with ``run.schedule == "independent"`` it is exactly what ran (then
-    the only baseline allowed). ``unit`` labels the event (``"client"`` when a user holds a
-    whole local dataset, as in :mod:`privfl.fl.algorithms.projected_sgd`).
+    partition, and composition accountants are not proven valid for the partition
+    (docs/accountants/last-iterate.md, "Next to it: the all-iterates numbers"); for a run with
+    ``run.schedule == "independent"`` it is exactly what ran (then the only baseline allowed).
+    ``unit`` labels the event (``"client"`` when a user holds a whole local dataset, as in
+    :mod:`privfl.fl.algorithms.projected_sgd`).
     """
     if not isinstance(run, ProjectedNoisySGD):
         raise ValueError(f"run = {run!r} is not a ProjectedNoisySGD")
@@ -270,14 +273,15 @@ def run_report(
 
     Returns, in order: ``contraction`` (Theorem 2, Corollary 3 for ``release="random-stop"``, or
     the multi-round extension for ``run.schedule == "independent"``), ``contraction-sharpened``
-    (spec 9.1 chain rule), then for each baseline in ``baselines`` the composition accountants
+    (the sharpened chain rule), then for each baseline in ``baselines`` the composition accountants
     ``methods`` on the same run with all iterates released (:func:`all_iterates_event`). The
-    contraction results are bounds (the proofs of Theorem 2, Corollary 3, the sharpened rule and
-    the extension of spec 9.3 hold under the checked assumptions) labelled with ``unit``,
-    neighbouring "replace-one" and the run's sampling. Baselines for ``"independent-rounds"`` of a
-    one-pass run are returned with kind "estimate": they assume a sampling scheme that differs
-    from the run's; for an independent run they are what ran (kind as the accountant says). A
-    run with ``rounds = inf`` has no all-iterates baseline. ``methods`` may be empty.
+    contraction results are bounds (the proofs of Theorem 2, Corollary 3, the sharpened rule and the
+    multi-round extension of docs/accountants/last-iterate.md hold under the checked assumptions)
+    labelled with ``unit``, neighbouring "replace-one" and the run's sampling. Baselines for
+    ``"independent-rounds"`` of a one-pass run are returned with kind "estimate": they assume a
+    sampling scheme that differs from the run's; for an independent run they are what ran (kind as
+    the accountant says). A run with ``rounds = inf`` has no all-iterates baseline. ``methods`` may
+    be empty.
     """
     if not isinstance(run, ProjectedNoisySGD):
         raise ValueError(f"run = {run!r} is not a ProjectedNoisySGD")

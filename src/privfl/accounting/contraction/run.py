@@ -148,7 +148,7 @@ class ProjectedNoisySGD(LastIterateBounds):
     schedule
         ``"one-pass"`` (the paper's Algorithm 1: a secret random partition, each user once) or
         ``"independent"`` (every round a fresh uniform size-m subset, kept secret: the
-        multi-round extension of spec seed4 section 9.3, not in the paper).
+        multi-round extension, not in the paper: docs/accountants/last-iterate.md, "Formulas").
     """
 
     users: int
@@ -286,7 +286,8 @@ class ProjectedNoisySGD(LastIterateBounds):
 
         Both inputs differ there; the two-point bound gives ``r1_t + rc_t`` with the diameter
         2 rho (convex), and ``rc_t`` with the relaxed diameter 2 (rho + eta_t L), which already
-        bounds ``‖Psi_t(w) - Psi'_t(w')‖`` for different gradients (spec seed4 section 9.3).
+        bounds ``‖Psi_t(w) - Psi'_t(w')‖`` for different gradients (the
+        multi-round extension in docs/accountants/last-iterate.md, "Formulas").
         """
         if self.convex:
             return _read_only(self.entry_r + self.contraction_r)
@@ -324,7 +325,7 @@ class ProjectedNoisySGD(LastIterateBounds):
     def per_round_delta(
         self, epsilon: float, *, sharpened: bool = False, release: str = "last"
     ) -> np.ndarray:
-        """delta_t for a user whose data entered round t (t = 1..T), a diagnostic (spec 4.2).
+        """delta_t for a user whose data entered round t (t = 1..T): Theorem 2's t-th term.
 
         Late users get about theta(r1); early users geometrically less. The guarantee of the
         run is their mean (secret assignment) or their maximum (public assignment). One-pass
@@ -347,8 +348,9 @@ class ProjectedNoisySGD(LastIterateBounds):
         """delta(eps): Theorem 2 (release "last") or Corollary 3 (release "random-stop"); with
         ``schedule="independent"`` the multi-round extension (release "last" only).
 
-        ``sharpened`` uses the chain rule of spec 9.1 (never larger). ``secret_assignment=False``
-        reports the worst user position (max_t delta_t) for a public partition (spec 9.2), or
+        ``sharpened`` uses the sharpened chain rule (never larger). ``secret_assignment=False``
+        reports the worst user position (max_t delta_t) for a public partition (see
+        docs/accountants/last-iterate.md, "Formulas"), or
         the worst inclusion pattern (the user in the last round) for public independent batches.
         """
         epsilon = check_epsilon("epsilon", epsilon)
@@ -417,7 +419,8 @@ class ProjectedNoisySGD(LastIterateBounds):
 
     def saturation_delta(self, epsilon: float, *, sharpened: bool = False) -> float:
         """delta_inf: the independent schedule's bound as T -> inf with this run's (constant)
-        parameters, ``q theta(re) / (1 - (1-q) theta(rc))`` (spec seed4 section 9.3)."""
+        parameters, ``q theta(re) / (1 - (1-q) theta(rc))`` (not in the paper;
+        docs/accountants/last-iterate.md, "Formulas")."""
         return self._saturated().delta(epsilon, sharpened=sharpened)
 
     def saturation_epsilon(self, delta: float, *, sharpened: bool = False) -> float:
@@ -438,7 +441,7 @@ class ProjectedNoisySGD(LastIterateBounds):
 
         Scalars summarise the worst round (max r1, max rc). ``kappa`` is the last-iterate delta
         (with the given options) over the all-iterates delta theta(r1); kappa close to 1 means
-        hidden-state accounting buys nothing (spec seed4 section 4.4).
+        hidden-state accounting buys nothing (docs/accountants/last-iterate.md, "Formulas").
         """
         epsilon = check_epsilon("epsilon", epsilon)
         r1 = float(np.max(self.entry_r))

@@ -5,7 +5,8 @@ eq. 6, Q the standard normal survival function) is the delta(eps) of a Gaussian 
 are r noise standard deviations apart; every bound of :mod:`privfl.accounting.contraction` is a
 sum of products of such factors. Also here: Theorem 2's closed form for constant parameters,
 ``delta(eps) = (1/T) theta(r1) (1 - a^T)/(1 - a)`` with ``a = theta(rc)``, and the eps~ of the
-sharpened chain rule (spec section 9.1), ``eps~ = log(1 + (e^eps - 1)/d)``.
+sharpened chain rule (privfl's addition, docs/accountants/last-iterate.md),
+``eps~ = log(1 + (e^eps - 1)/d)``.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def theta(epsilon: Any, r: Any) -> Any:
 
 
 def sharpened_eps(log_em1: float, log_d: np.ndarray) -> np.ndarray:
-    """eps~ = log(1 + (e^eps - 1)/d) (spec 9.1), overflow-safe; inf where d = 0."""
+    """eps~ = log(1 + (e^eps - 1)/d) (sharpened chain rule), overflow-safe; inf where d = 0."""
     if log_em1 == -math.inf:  # eps = 0: eps~ = 0
         return np.logaddexp(0.0, np.full(np.shape(log_d), -np.inf))
     x = log_em1 - log_d  # log_em1 > -inf and log_d <= 0: no inf - inf
@@ -184,7 +185,8 @@ def closed_form_delta(epsilon: float, entry_r: float, contraction_r: float, roun
     """Theorem 2 for constant parameters: ``(1/T) theta(r1) (1 - a^T)/(1 - a)``, a = theta(rc).
 
     ``rounds`` (T) may be any real >= 1: a non-integer T reproduces the paper's Figure 2 for
-    q = 0.3 (T = 10/3, spec seed4 section 8 item 8, option a) and is **not** a guarantee for any
+    q = 0.3 (T = 10/3; docs/accountants/last-iterate.md, "Where privfl departs from the paper, and
+    why", item 3) and is **not** a guarantee for any
     algorithm; :class:`ProjectedNoisySGD` refuses batch sizes that do not divide n.
     """
     epsilon = check_epsilon("epsilon", epsilon)

@@ -1,6 +1,6 @@
-"""Record-level federated f-DP of PriFedSync with noisy SGD (seed 000, Theorem 2).
+"""Record-level federated f-DP of PriFedSync with noisy SGD (Zheng et al. 2021, Theorem 2).
 
-Conventions (seed 000 section 3.2, spec seed0 sections 3.2 and 4.4):
+Conventions (Zheng et al. 2021, Section 3.2, Algorithm 2 and Theorem 2):
 
 * neighbours differ by **replacing one record** of one client j;
 * client j runs K local steps per round on fixed-size batches of B_j records drawn uniformly
@@ -32,7 +32,8 @@ G_{mu_max}; *strong* (all m - 1 other clients collude) is, as the paper states i
 G_{sqrt(m-1) mu_max}, i.e. the composition over (m - 1)·K·R steps. The paper's proof of the strong
 case treats the helper models as independent, which they are not; the strong numbers remain valid
 upper bounds because the coalition's view is post-processing of client j's model stream, which is
-already covered by the weak guarantee (spec seed0 A5) — they are simply very loose.
+already covered by the weak guarantee — they are simply very loose (docs/accountants/
+federated-fdp.md, "Departures", item 2).
 """
 
 from __future__ import annotations
@@ -258,7 +259,7 @@ def federated_fdp(
 def noise_multiplier_for_mu(
     target_mu: float, *, records: int, batch_size: int, local_steps: int, rounds: int
 ) -> float:
-    """The noise multiplier z whose Theorem 2 CLT mu equals ``target_mu`` (spec seed0 6.5):
+    """The noise multiplier z whose Theorem 2 CLT mu equals ``target_mu``:
     ``z = 2 sigma`` for the smallest paper sigma (noise std / 2C) with CLT mu <= ``target_mu``,
     to relative 1e-13, by privfl's one noise search over the paper's sigma
     (:mod:`privfl.accounting.noise_search`, sigma in [1e-6, 1e6]).

@@ -21,7 +21,7 @@ def mixed_epsilon(epsilon: np.ndarray, p: float) -> np.ndarray:
 
 
 class MixtureTradeOff(TradeOff):
-    """f_p = p f + (1 - p) Id (seed 000 section 3.4); the p-mixture of f with perfect privacy."""
+    """f_p = p f + (1 - p) Id (Zheng et al. 2021, Section 3.4): the p-mixture of f with Id."""
 
     def __init__(self, f: TradeOff, p: float) -> None:
         self.f = check_tradeoff("f", f)
@@ -83,7 +83,7 @@ def _reflect_tabulated(f: TabulatedTradeOff) -> TabulatedTradeOff:
 
 
 class ClientSampledTradeOff(TradeOff):
-    """g(alpha) = max(f(alpha), 1 - alpha - p^2): seed 000 Lemma 3.8 (see that function)."""
+    """g(alpha) = max(f(alpha), 1 - alpha - p^2): Zheng et al. 2021, Lemma 3.8 (see there)."""
 
     def __init__(self, f: TradeOff, p: float) -> None:
         self.f = check_tradeoff("f", f)
@@ -102,13 +102,13 @@ class ClientSampledTradeOff(TradeOff):
 
 
 def client_sampling_lower_bound(f: TradeOff, p: float) -> ClientSampledTradeOff:
-    """Seed 000 Lemma 3.8: one round with Poisson client sampling at rate p is g-DP,
+    """Zheng et al. 2021, Lemma 3.8: one round with Poisson client sampling at rate p is g-DP,
     ``g(alpha) = max(f(alpha), 1 - alpha - p^2)``.
 
     Setting: a federated round where client j's local training is f-DP and each client is sampled
     independently with probability p; the attacked record's client j and the observing client i
     are both sampled with probability p^2, the only event in which the two output laws differ
     (Lemma B.1: a mixture differing on an event of mass p_E is max{f, 1 - alpha - p_E}-DP). g is
-    convex, so it is a trade-off function. Note that seed 000 Theorem 2 drops the p^2 branch.
+    convex, so it is a trade-off function. Zheng et al. 2021's Theorem 2 drops the p^2 branch.
     """
     return ClientSampledTradeOff(f, p)

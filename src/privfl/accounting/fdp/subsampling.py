@@ -22,7 +22,7 @@ from privfl.accounting.gdp.accountant import gdp_delta, gdp_epsilon
 
 
 class SubsampledGaussianTradeOff(TradeOff):
-    """C_p(G_mu) in closed form ([DRS19] Thm 4.2 / seed 000 section 3.4), p in [0, 1].
+    """C_p(G_mu) in closed form ([DRS19] Thm 4.2; Zheng et al. 2021, Section 3.4), p in [0, 1].
 
     With x* = Phi(-mu/2) the fixed point of G_mu and f_p = p G_mu + (1 - p) Id:
     ``C_p(alpha) = f_p(alpha)`` on [0, x*], ``x* + f_p(x*) - alpha`` on [x*, f_p(x*)] and
@@ -78,7 +78,7 @@ class SubsampledGaussianTradeOff(TradeOff):
 
 
 def subsample(f: TradeOff, p: float) -> TradeOff:
-    """The subsampling operator C_p(f) = min{f_p, f_p^{-1}}** (seed 000 section 3.4), symmetric.
+    """Subsampling operator C_p(f) = min{f_p, f_p^{-1}}** (Zheng et al. 2021, Sec. 3.4), symmetric.
 
     * ``GaussianTradeOff``: closed form :class:`SubsampledGaussianTradeOff` (accurate to ~1e-15);
     * ``TabulatedTradeOff``: exact (the lower convex hull of the vertices of f_p and f_p^{-1});

@@ -273,12 +273,12 @@ def fdp_clt_mu(sampling_rate: float, steps: int, noise_multiplier: float) -> flo
 
     ``mu = sqrt(2) q sqrt(T) kappa(sigma)`` with
     ``kappa(sigma) = sqrt(e^{1/sigma^2} Phi(1.5/sigma) + 3 Phi(-0.5/sigma) - 2)``: the limit of
-    ``C_q(G_{1/sigma})^{(x) T}`` ([DRS19] Cor. 5.4; seed 000 Theorem 2 with the sqrt(2) c typo
-    corrected). ``q = B/n`` (batches of fixed size B drawn uniformly without replacement from n
-    records), ``T`` steps, and ``sigma`` is the paper's sigma = noise std / (2C) on the summed
-    gradient; the argument is ``noise_multiplier`` z = 2 sigma. An asymptotic approximation,
-    NOT a bound (use the PLD accountant for a guarantee). Computed in log space; returns
-    ``inf`` if mu overflows a float.
+    ``C_q(G_{1/sigma})^{(x) T}`` ([DRS19] Cor. 5.4; Zheng et al. 2021, Theorem 2 as in its
+    Appendix D: the main text's sqrt(2 c) is a typo). ``q = B/n`` (batches of fixed size B drawn
+    uniformly without replacement from n records), ``T`` steps, and ``sigma`` is the paper's
+    sigma = noise std / (2C) on the summed gradient; the argument is ``noise_multiplier``
+    z = 2 sigma. An asymptotic approximation, NOT a bound (use the PLD accountant for a
+    guarantee). Computed in log space; returns ``inf`` if mu overflows a float.
     """
     q = check_rate("sampling_rate", sampling_rate)
     steps = check_int("steps", steps, minimum=0)

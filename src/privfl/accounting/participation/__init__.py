@@ -2,9 +2,9 @@
 proven tighter bound.
 
 Source: Hasircioglu & Gunduz, "Privacy Amplification via Random Participation in Federated
-Learning" (arXiv 2205.01556), with the corrections of ``shared/specs/seed3-random-participation.md``
-("the spec"). numpy/scipy/dp-accounting only; never imports torch. The user documentation, with
-the proofs, is ``docs/accountants/random-participation.md``.
+Learning" (arXiv 2205.01556), with privfl's corrections. numpy/scipy/dp-accounting only; never
+imports torch. The user documentation, with the proofs and the corrections ("Where privfl
+departs from the paper, and why"), is ``docs/accountants/random-participation.md``.
 
 What ran (Algorithm 1)
 ----------------------
@@ -21,7 +21,7 @@ Directions
 ----------
 ``forward`` is ``H_{e^eps}(M(D u {x'}) || M(D))`` (the only one the paper bounds), ``reverse`` is
 ``H_{e^eps}(M(D) || M(D u {x'}))``. Rigorous answers (``kind = "bound"``) take the maximum of
-both, each computed in closed form (spec 8.7).
+both, each computed in closed form (privfl's addition: the paper bounds only the forward one).
 
 Kinds: ``bound`` (rigorous for random participation: ``per-s1-convexity``, ``wcs``, ``ols`` and
 their compositions), ``estimate`` (``theorem-4.1``, the paper's formula, which can fall below the
@@ -45,7 +45,7 @@ and ``b_i`` the Binomial(d, q) pmf; ``phi_m`` is the N(m C, sigma^2) density:
 * ``wcs`` - participation revealed: ``delta = p * delta_ols`` in each direction. Upper bound
   for random participation (post-processing: drop the revealed bit); exact for the
   "untrusted-participants-only" server.
-* ``per-s1-convexity`` (the spec's variant B) -
+* ``per-s1-convexity`` (privfl's bound, not in the paper; proof in the user documentation) -
   ``delta = pq sum_i b_i int [phi_{i+1} - k phi_i - c phi_0]_+`` (forward) and
   ``pq sum_i b_i int [kappa phi_i - c phi_0 - e^eps phi_{i-1}]_+`` (reverse). PROVEN upper bound
   (advanced joint convexity, joint convexity over client 1's own sampling, and a Gaussian

@@ -1,6 +1,7 @@
 """Random participation (Hasircioglu and Gunduz 2022): the amplification maps
-``eps -> log(1 + g (e^eps - 1))`` and their inverse (spec 2.1), and the paper's derived
-constants at an epsilon (spec 4.1: eps', alpha', beta, cbar1, cbar2, k, c, kappa)."""
+``eps -> log(1 + g (e^eps - 1))`` and their inverse (the paper's Theorem 2.5, Balle et al. 2018),
+and the paper's derived constants at an epsilon (Theorem 4.1: eps', alpha', beta, cbar1, cbar2,
+k, c, kappa)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def amplify_epsilon(epsilon: float, rate: float) -> float:
 
 
 def deamplify_epsilon(epsilon: float, rate: float) -> float:
-    """``log(1 + (e^epsilon - 1) / rate)``: the base epsilon behind a sampled epsilon (spec 2.1)."""
+    """``log(1 + (e^epsilon - 1) / rate)``: the base epsilon behind a sampled epsilon."""
     eps = check_epsilon("epsilon", epsilon)
     g = check_rate("rate", rate)
     return _deamp(eps, g)
@@ -95,7 +96,7 @@ def _constants(eps: float, p: float, q: float) -> _Constants:
 
 
 def participation_constants(epsilon: float, client_rate: float, record_rate: float) -> dict:
-    """The paper's derived quantities at ``epsilon`` (spec 4.1), as a dict.
+    """The paper's derived quantities at ``epsilon`` (Theorem 4.1), as a dict.
 
     ``eps1`` = eps', ``alpha1`` = alpha' = e^eps', ``beta``, ``cbar1``, ``cbar2``, ``eps2`` =
     eps'' of Theorem 5.2 (= log(1 + (e^eps - 1)/q)), ``kappa`` = 1 - (e^eps - 1)(1 - q)/q (the

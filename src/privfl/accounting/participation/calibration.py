@@ -67,7 +67,8 @@ def participation_noise(
     """Smallest noise sigma (std on the sum) whose per-iteration ``scheme`` delta at ``epsilon``
     is <= ``delta`` from there on; ``None`` when the scheme's delta never reaches the target
     (it stays below ``delta`` for every sigma tried, so the formula gives no calibration: the
-    paper's Theorem 4.1 in spec 6.2 - the formula would claim the target with any noise).
+    paper's Theorem 4.1 in its Section 6.2 setting - the formula would claim the target with
+    any noise).
 
     Bounds (all schemes but Theorem 4.1) are non-increasing in sigma (proven), so the answer
     is bracketed on powers of two of sigma/C in [1e-6, 1e6] and bisected; Theorem 4.1 is not

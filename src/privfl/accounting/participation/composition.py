@@ -1,6 +1,7 @@
 """Random participation composed over T iterations, rigorously: cs and ols as standard
 Poisson-subsampled Gaussian events for privfl's RDP and PLD accountants, wcs by its exact
-closed-form RDP and its exact PLD mixture ``(1-p) * identity + p * PLD_ols`` (spec 4.7)."""
+closed-form RDP and its exact PLD mixture ``(1-p) * identity + p * PLD_ols`` (not in the
+paper: docs/accountants/random-participation.md, "Composition over T iterations")."""
 
 from __future__ import annotations
 
@@ -83,9 +84,9 @@ def wcs_rdp(
     noise_multiplier: float,
 ) -> np.ndarray:
     """RDP of one Weak-Client-Sampling step (participation revealed), add/remove, both directions:
-    ``log(1 - p + p exp((a - 1) RDP_psg(a; q, z))) / (a - 1)`` (spec 4.7), exact for the revealed
-    pair and an upper bound for random participation (post-processing). Cached per setting
-    (a run asks the same curve every round)."""
+    ``log(1 - p + p exp((a - 1) RDP_psg(a; q, z))) / (a - 1)`` (not in the paper; see the module),
+    exact for the revealed pair and an upper bound for random participation (post-processing).
+    Cached per setting (a run asks the same curve every round)."""
     p = check_rate("client_rate", client_rate)
     q = check_rate("record_rate", record_rate)
     z = check_positive("noise_multiplier", noise_multiplier)

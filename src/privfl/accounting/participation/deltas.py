@@ -1,7 +1,8 @@
 """Per-iteration log deltas of random participation's rigorous schemes, one direction at a time:
 the Poisson-subsampled Gaussian (cs at rate p q, ols at rate q, wcs = p * ols) and privfl's
 per-S1 convexity bound over a window of the Binomial(d, q) record count (Hasircioglu and Gunduz
-2022, spec 8.7)."""
+2022; the per-S1 bound and the reverse direction are privfl's, proven in
+docs/accountants/random-participation.md)."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def log_term(log_p: float, log_n: Sequence[float], h: Sequence[float]) -> float:
 
 
 def gaussian_delta(epsilon: float, noise: float, clip_norm: float = 1.0) -> float:
-    """Exact Gaussian-mechanism delta (Balle & Wang 2018, Thm 8; spec Theorem 2.4):
+    """Exact Gaussian-mechanism delta (Balle & Wang 2018, Thm 8; the paper's Theorem 2.4):
     ``Phi(C/(2 sigma) - eps sigma / C) - e^eps Phi(-C/(2 sigma) - eps sigma / C)``."""
     eps = check_epsilon("epsilon", epsilon)
     z = check_positive("noise", noise) / check_positive("clip_norm", clip_norm)

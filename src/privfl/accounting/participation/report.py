@@ -164,10 +164,10 @@ def participation_report(
     left out when ``basic_composition`` is False: each T solves a new root at delta / T).
     Every result carries ``extras["scheme"]`` and its ``steps`` (1 per iteration, else T).
 
-    ``server``: ``"trusted"`` (Algorithm 1), ``"untrusted"`` (spec 4.4: every available client
-    sends each iteration, non-participants pure noise, each adds its own N(0, sigma^2 I); the
-    same numbers hold for the server's view, with ``noise`` the per-client std) or
-    ``"untrusted-participants-only"`` (participation revealed: only ``wcs`` and ``ols``).
+    ``server``: ``"trusted"`` (Algorithm 1), ``"untrusted"`` (the paper's Section 5.5: every
+    available client sends each iteration, non-participants pure noise, each adds its own
+    N(0, sigma^2 I); the same numbers hold for the server's view, with ``noise`` the per-client
+    std) or ``"untrusted-participants-only"`` (participation revealed: only ``wcs`` and ``ols``).
     """
     server = check_choice("server", server, SERVERS)
     s = _setting(client_rate, record_rate, records, noise, clip_norm)

@@ -26,7 +26,8 @@ COMPOSABLE_SCHEMES = ("cs", "ols", "wcs")
 #: ``max`` = the larger of the two directions (what a guarantee needs).
 DIRECTIONS = ("max", "forward", "reverse")
 
-#: Release models (spec 2.5 / 4.4).
+#: Release models (Hasircioglu and Gunduz 2022, Sections 3.1 and 5.5; docs/accountants/
+#: random-participation.md, "Release models").
 SERVERS = ("trusted", "untrusted", "untrusted-participants-only")
 
 #: Accountants used for composition over iterations.

@@ -1,7 +1,8 @@
-"""The paper's Theorem 4.1 (Hasircioglu and Gunduz 2022, Eq. 6 and 7), as stated: the exact
-forward delta of one aligned-gradient configuration, an estimate (spec 6). z* of Eq. (7) is a
-bracketed Brent root with a guarded grid-scan fallback (spec 8.5); Eq. (6) is evaluated in the
-Mills-ratio form, and literally with CDFs for the tests."""
+"""The paper's Theorem 4.1 (Hasircioglu and Gunduz 2022, Eq. 6 and 7), as stated: the exact forward
+delta of one aligned-gradient configuration, an estimate (docs/accountants/random-participation.md,
+"Why Theorem 4.1 is only an estimate"). z* of Eq. (7) is a bracketed Brent root with a guarded
+grid-scan fallback ("Numerics" there); Eq. (6) is evaluated in the Mills-ratio form, and literally
+with CDFs for the tests."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def _scan_root(func: Callable[[float], float], lo: float, hi: float, n: int = 40
 
 def _theorem41_root(pos_log, pos_m, neg_log, neg_m, z) -> float:
     """z* of Eq. (7), in units of C: the root of the increasing log-ratio (bracket by doubling
-    from [-1, 1], Brent; grid-scan fallback, spec 8.5)."""
+    from [-1, 1], Brent; grid-scan fallback)."""
 
     def f(y: float) -> float:
         return _mixture_log_ratio(y, pos_log, pos_m, z) - _mixture_log_ratio(y, neg_log, neg_m, z)

@@ -22,9 +22,9 @@ Supported steps (``step.effective_sampling``)
   no grid and no FFT (:mod:`privfl.accounting.gdp.closed_form`).
 * Gaussian, fixed-size batches without replacement (B of n, q = B/n), replace-one: the step is
   ``C_q(G_{2/z})``-DP (Dong, Roth & Su 2019, Thm 4.2: an f-DP mechanism run on a uniformly random
-  size-B subset is C_{B/n}(f)-DP under replace-one; the unsampled step is G_{2/z}). Seed 000
-  writes this ``C_{B/n}(G_{1/sigma})`` with ``sigma = z / 2``. Its PLD is built here from the
-  symmetric dominating pair of spec seed0 section 4.4; see below.
+  size-B subset is C_{B/n}(f)-DP under replace-one; the unsampled step is G_{2/z}). Zheng et
+  al. 2021 (Theorem 2) write this ``C_{B/n}(G_{1/sigma})`` with ``sigma = z / 2``. Its PLD is
+  built here from a symmetric dominating pair, derived below.
 * Laplace (scale z), no sampling or Poisson, add/remove: dp-accounting's
   ``LaplacePrivacyLoss(parameter=z, sensitivity=1, sampling_prob=q)`` pairs (PMFs built here as
   for the Gaussian, see :func:`_connect_dots`); replace-one without
@@ -75,8 +75,9 @@ Define the pair (A, B) by its PLD under the upper law A (dp-accounting's convent
 * negative part: ``L = -g(Y)``, Y ~ N(0,1) restricted to ``Y > mu/2``; mass ``Phi(-mu/2)``.
 
 Under B the law of L is ``e^{-l}`` times this, i.e. the mirror image (``omega(-l) = e^{-l}
-omega(l)``): the PLD is symmetric, so T(B, A) is a symmetric trade-off function (the spec writes
-the same PLD under the lower law). Its Neyman-Pearson curve, rejecting in decreasing order of L:
+omega(l)``): the PLD is symmetric, so T(B, A) is a symmetric trade-off function (the
+same PLD also describes the pair in the other order). Its Neyman-Pearson curve, rejecting in
+decreasing order of L:
 
 * losses > 0 are the outcomes x > mu/2 of the pair (N(0,1), M) with the same likelihood ratios,
   so the curve is ``f_q`` on ``[0, x*]`` with ``x* = Phi(-mu/2)`` (B-mass of the positive part),
@@ -86,8 +87,8 @@ the same PLD under the lower law). Its Neyman-Pearson curve, rejecting in decrea
   ``(f_q(x*), x*)``;
 * by symmetry the rest is the reflection, ``f_q^{-1}`` on ``[f_q(x*), 1]``.
 
-That is exactly the closed form of ``C_q(G_mu) = min{f_q, f_q^{-1}}**`` (spec seed0 2.2), so
-``T(B, A) = C_q(G_mu)``: the pair is tight, not just dominating. Its profile is
+That is exactly the closed form of ``C_q(G_mu) = min{f_q, f_q^{-1}}**`` (Zheng et al. 2021,
+Section 3.4), so ``T(B, A) = C_q(G_mu)``: the pair is tight, not just dominating. Its profile is
 ``delta(eps) = max(H(M||N), H(N||M)) = H_{e^eps}(M || N(0,1)) = q delta_{G_mu}(eps')`` for
 ``eps >= 0`` with ``eps' = log(1 + (e^eps - 1)/q)`` (the conjugate of a minimum is the maximum of
 the conjugates, and the double conjugate does not change the conjugate), and

@@ -16,8 +16,8 @@ import numpy as np
 from privfl._validation import check_orders
 from privfl.accounting.events import AccountingLimitError
 
-#: The grid of seed 002 / Opacus 0.x: {1.1, 1.2, ..., 10.9} U {12, ..., 63} (11 is absent).
-#: Note: that is 99 + 52 = 151 orders (the spec's "150" miscounts); it is Opacus's list exactly.
+#: The grid of Xie et al. 2023's code / Opacus 0.x: {1.1, 1.2, ..., 10.9} U {12, ..., 63}
+#: (11 is absent). Note: that is 99 + 52 = 151 orders; it is Opacus's list exactly.
 LEGACY_ORDERS: tuple[float, ...] = tuple(
     [1 + x / 10.0 for x in range(1, 100)] + [float(a) for a in range(12, 64)]
 )

@@ -28,7 +28,7 @@ def xie2023_proposition2_epsilon(
     delta: float,
     orders: Sequence[float] | np.ndarray | None = None,
 ) -> tuple[float, float]:
-    """Epsilon of seed 2's Proposition 2 (InsDP-FedSGD) exactly as printed (spec seed2 Sec. 3.3).
+    """Epsilon of Xie et al. 2023, Proposition 2 (InsDP-FedSGD, Section 5.1.1) exactly as printed.
 
     ``eps = min_a  T rdp'(a) + log((a-1)/a) - (log delta + log a) / (a - 1)`` where ``rdp'`` is
     the Wang-Balle-Kasiviswanathan 2019 Theorem 9 bound (:func:`rdp_without_replacement`) at

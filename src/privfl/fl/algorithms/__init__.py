@@ -5,10 +5,10 @@
   importing this package registers every built-in algorithm's ``federated`` model with
   :mod:`privfl.config.sections`, which the configuration schema reads).
 
-* :class:`PriFedSync` — seed 000 Algorithm 1 with local NoisySGD / noisy Adam (Algorithm 2),
+* :class:`PriFedSync` — Zheng et al. 2021, Algorithm 1, local NoisySGD / noisy Adam (Algorithm 2),
   Poisson client sampling with a stated empty-cohort policy, aggregation with step eta,
   pluggable helper maps (:class:`IdentityHelper` = FedAvg, :class:`InterpolationHelper`),
-  personalised and global evaluation, and per-round accounting (seed 000 Theorem 2).
+  personalised and global evaluation, and per-round accounting (Zheng et al. 2021, Theorem 2).
 * :mod:`privfl.fl.algorithms.builders` — build an algorithm (or its privacy plan alone) from a
   :class:`privfl.config.ExperimentConfig`; the runner is :mod:`privfl.report.experiment`.
 """

@@ -1,4 +1,4 @@
-"""PriFedSync (seed 000 Algorithm 1) with local NoisySGD / noisy Adam (Algorithm 2).
+"""PriFedSync (Zheng et al. 2021, Algorithm 1) with local NoisySGD / noisy Adam (Algorithm 2).
 
 One round ``r``::
 
@@ -13,13 +13,13 @@ One round ``r``::
     h~_i <- F_i(w~_global) for i in Omega; client i continues from h~_i next time it is sampled
     evaluate w~_global on every client's test set               (global accuracy)
 
-Privacy (record level; spec seed0 section 4.4). Only noised models leave a client, so
+Privacy (record level; Zheng et al. 2021, Theorem 2). Only noised models leave a client, so
 everything the server does — the mean over the *realised* cohort (dividing by |Omega| is
 post-processing of private models, not a sensitivity-calibrated sum), the helper maps, the
 redraw or skip of empty cohorts — is post-processing. The plan (:class:`PriFedSyncPrivacy`)
 derives every client's event from the **same** :class:`~privfl.fl.LocalTrainingSpec` that
 configures the trainer (:meth:`~privfl.fl.LocalTrainingSpec.privacy_event`: ``K * r`` steps of
-the spec's noise multiplier z and batch sampling; replace-one neighbours for fixed-size batches
+that spec's noise multiplier z and batch sampling; replace-one neighbours for fixed-size batches
 as in Theorem 2, add/remove for Poisson batches) and takes the worst client, a record held by
 several clients composing its holders' events
 (:func:`privfl.accounting.parallel.worst_record_results`); ``gdp-clt`` is Theorem 2's CLT mu
@@ -27,12 +27,12 @@ several clients composing its holders' events
 client sampling, the redraw policy nor skipped rounds change the number: a skipped round still
 counts (conservative).
 
-Metrics (spec seed0 A10): the *personalised accuracy* of round r is the mean over all m clients
-of each client's accuracy on its own test set, measured right after its latest local training
-(stale for clients not sampled in r, 0 for clients never sampled yet — the reference code's
-definition). The *global accuracy* is the mean over clients of the global model's accuracy on
-each client's test set. Both are computed from the clients' data without noise: they are
-monitoring values for the experimenter, not covered by the privacy guarantee.
+Metrics (docs/run.md, "Metrics"): the *personalised accuracy* of round r is the mean over all m
+clients of each client's accuracy on its own test set, measured right after its latest local
+training (stale for clients not sampled in r, 0 for clients never sampled yet — the reference code's
+definition). The *global accuracy* is the mean over clients of the global model's accuracy on each
+client's test set. Both are computed from the clients' data without noise: they are monitoring
+values for the experimenter, not covered by the privacy guarantee.
 
 A simulated poisoning attack the data carry (Xie et al. 2023; backdoor, label flip, DBA: the
 clients only poison data, no server clips their models, so update scaling is refused) adds
@@ -103,10 +103,10 @@ class PriFedSyncPrivacy(PlanResults):
     the clients' record counts. Per client j the event is ``spec.privacy_event(n_j, rounds)``;
     the *weak* scope (one other client sees j's helper-model stream) is the worst client's
     guarantee, the *strong* scope (all m - 1 others collude) the paper's composition over
-    ``(m - 1) K R`` steps (valid, very loose; spec seed0 A5). Theorem 2 assumes every record
-    belongs to one client; a record held by several clients (``sharing``, an overlapping
-    partition such as the reference code's CIFAR split) composes its holders' events
-    (:func:`~privfl.accounting.parallel.worst_record_results`), so its mu is
+    ``(m - 1) K R`` steps (valid, very loose: docs/accountants/federated-fdp.md, "Departures", item
+    2). Theorem 2 assumes every record belongs to one client; a record held by several clients
+    (``sharing``, an overlapping partition such as the reference code's CIFAR split) composes its
+    holders' events (:func:`~privfl.accounting.parallel.worst_record_results`), so its mu is
     ``sqrt(sum of the holders' mu_j^2)``.
     """
 
@@ -509,8 +509,8 @@ class PriFedSync(RoundAlgorithm):
         return self.tensors.accuracies(lambda x: self._predict(flat_row, x))
 
     def personalised_accuracy(self) -> float:
-        """Spec A10: mean over clients (with a test set) of the latest personalised accuracy,
-        0 for clients never sampled yet."""
+        """The paper's metric (docs/run.md, "Metrics"): mean over clients (with a test set) of
+        the latest personalised accuracy, 0 for clients never sampled yet."""
         has = self.test_sizes > 0
         return float(self.personal_accuracy[has].mean()) if has.any() else math.nan
 
@@ -541,7 +541,7 @@ class PriFedSync(RoundAlgorithm):
                 self.generator, lr=self._learning_rates(chosen))  # w~_i, [c, d]
         put_rows(self.optimizer_state, chosen, states)
         self.participations[chosen] += 1
-        # personalised models, right after local training (spec A10)
+        # personalised models, right after local training (the paper's metric; docs/run.md)
         accs = np.array([self.client_accuracy(trained[k], j) for k, j in enumerate(chosen)])
         self.personal_accuracy[chosen] = np.nan_to_num(accs, nan=0.0)
         self.evaluated[chosen] = True

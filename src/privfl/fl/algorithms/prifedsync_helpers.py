@@ -1,13 +1,14 @@
-"""Helper maps F_i of PriFedSync (seed 000 Algorithm 1): global model -> client i's helper.
+"""Helper maps F_i of PriFedSync (Zheng et al. 2021, Algorithm 1): global model -> i's helper.
 
 A helper map is called once per round with the cohort's freshly trained private models and the
 new global model (both flat: ``[c, d]`` and ``[d]``) and returns the ``[c, d]`` helper models
 the server pushes to the cohort. It only combines already-private models, so it is
-post-processing and costs no privacy (seed 000 section 2, spec A8).
+post-processing and costs no privacy (Zheng et al. 2021, Section 2;
+docs/run.md, "The algorithm", step 5).
 
 * :class:`IdentityHelper` — ``F_i(w) = w``: every client receives the global model (FedAvg).
 * :class:`InterpolationHelper` — eq. 2.1, ``F_i(w) = (1 - alpha) w~_i + alpha w``
-  (``alpha = 0.1`` in all of seed 000's experiments; ``alpha = 1`` equals the identity,
+  (``alpha = 0.1`` in all of Zheng et al.'s experiments; ``alpha = 1`` equals the identity,
   ``alpha = 0`` keeps purely local models).
 
 Any callable with the same signature (``local, global_model, clients -> [c, d]``) can be passed

@@ -6,19 +6,20 @@ local dataset. One round ``t`` (a round of the runner)::
 
     B_t   <- the users of round t: block t of a secret uniformly random permutation of the n
              users (``schedule: one-pass``, the paper: every user exactly once, T <= n/m), or a
-             fresh secret uniform subset of m users (``schedule: independent``, spec 9.3)
+             fresh secret uniform subset of m users (``schedule: independent``, not in the
+             paper: docs/accountants/last-iterate.md, "Formulas")
     g_j   <- (1/n_j) sum_{records i of user j} clip_L(grad l(W_{t-1}, x_i))   (||g_j|| <= L)
     W_t   <- proj_rho(W_{t-1} - eta_t [(1/m)(sum_{j in B_t} g_j + N(0, (z L)^2 I)) + l2 W_{t-1}])
     release W_T only (``release: last``), or W_tau for a secret tau ~ Uniform{1..T}
     (``release: random-stop``, kept by reservoir sampling so any stopping round is uniform)
 
 The noise ``N(0, (z L)^2 I)`` on the sum is the sum of the m users' shares ``N(0, sigma^2 I)``
-with the paper's per-user ``sigma = z L / sqrt(m)``; privfl draws it at the trusted aggregator
-(the same distribution; spec seed4 section 7.2 item 4). ``proj_rho(w) = w min(1, rho/||w||)``
-around 0 acts on the *noisy* update; ``W_0`` is the model's seeded initialisation projected onto
-the ball (data-independent). The L2 term ``l2 W`` (the gradient of ``(l2/2)||W||^2`` in every
-user's loss) is data-independent and added after the noise; replacing one user changes only its
-clipped ``g_j``.
+with the paper's per-user ``sigma = z L / sqrt(m)`` (its Section III-B); privfl draws it at the
+trusted aggregator (a sum of independent Gaussians: the same distribution).
+``proj_rho(w) = w min(1, rho/||w||)`` around 0 acts on the *noisy* update; ``W_0`` is the model's
+seeded initialisation projected onto the ball (data-independent). The L2 term ``l2 W`` (the gradient
+of ``(l2/2)||W||^2`` in every user's loss) is data-independent and added after the noise; replacing
+one user changes only its clipped ``g_j``.
 
 Privacy (:class:`ProjectedSgdPrivacy`): client level (a user's whole data), replace-one user,
 against an observer of the released model only, from the last-iterate accountant
