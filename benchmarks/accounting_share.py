@@ -102,7 +102,7 @@ def measure(config: str, rounds: int) -> dict:
                 spent[0] += time.perf_counter() - started
         return timed
 
-    # a per-round row asks round_results where the plan has it (privfl.fl.algorithms.cadence)
+    # a per-round row asks round_results where the plan has it (privfl.algorithms.cadence)
     for name in ("results", "round_results"):
         if hasattr(plan_class, name):
             setattr(plan_class, name, timer(getattr(plan_class, name)))

@@ -33,8 +33,8 @@ import time
 import numpy as np
 import torch
 
+from privfl.algorithms.builders import build_dataset
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.builders import build_dataset
 from privfl.robustness import montecarlo as mc
 
 MODELS = {

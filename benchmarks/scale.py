@@ -130,10 +130,10 @@ def _timed(cls, train: list[float]) -> None:
 
 def child(args: list[str]) -> None:
     """Run ``privfl run`` in this process; print peak memory and the round's numbers."""
+    from privfl.algorithms.dp_dsgd import DpDsgd
+    from privfl.algorithms.dp_fedavg import DpFedAvg
+    from privfl.algorithms.prifedsync import PriFedSync
     from privfl.cli.main import app
-    from privfl.fl.algorithms.dp_dsgd import DpDsgd
-    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
-    from privfl.fl.algorithms.prifedsync import PriFedSync
 
     train = [0.0]
     _timed(DpFedAvg, train)

@@ -25,8 +25,8 @@ TOY = textwrap.dedent('''
     from privfl.accounting.registry import register
     from privfl.config.algorithms.dp_fedavg import DpFedAvgConfig
     from privfl.config.datasets import register_dataset
-    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
-    from privfl.fl.algorithms.registry import register as register_algorithm
+    from privfl.algorithms.dp_fedavg import DpFedAvg
+    from privfl.algorithms.registry import register as register_algorithm
 
 
     class ToyAccountant(RdpAccountant):

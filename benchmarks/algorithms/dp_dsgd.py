@@ -11,7 +11,7 @@ records, flat clipping C = 1, and run **the same cohorts** (participants and rec
 privfl's sampler, p = ``--client-rate``, q = ``--record-rate``; the defaults keep the paper's
 section 6.1 local setting d = 30, q = 0.1 with more participants per round):
 
-* ``privfl-dp-dsgd`` - :meth:`privfl.fl.algorithms.dp_dsgd.DpDsgd.run_round` minus the sampling:
+* ``privfl-dp-dsgd`` - :meth:`privfl.algorithms.dp_dsgd.DpDsgd.run_round` minus the sampling:
   every sampled record of the iteration on the engine together (``CohortTrainer.clipped_sums``),
   one N(0, sigma^2 I) at the trusted server, the division by p q sum n_i, the momentum step, the
   per-iteration accounting (wcs with RDP composition) and an evaluation on 100 test records;
@@ -110,7 +110,7 @@ def bench(rounds: int, clients: int, *, records: int = 30, client_rate: float = 
     """
     import torch
 
-    from privfl.fl.algorithms.dp_dsgd import DpDsgd, DpDsgdPrivacy
+    from privfl.algorithms.dp_dsgd import DpDsgd, DpDsgdPrivacy
     from privfl.models import build_model
 
     for name, value in (("rounds", rounds), ("clients", clients), ("records", records),

@@ -9,7 +9,7 @@ work. Both methods train Zheng et al. 2021's MNIST CNN (as :mod:`benchmarks.engi
 fixed-size batches of B without replacement and SGD (lr 0.02, momentum 0.9, weight decay 5e-4, a
 fresh optimizer per client and round, as Xie et al. 2023's UserDP-FedAvg):
 
-* ``privfl-dp-fedavg`` — :class:`privfl.fl.algorithms.dp_fedavg.DpFedAvg` (fixed-size cohorts
+* ``privfl-dp-fedavg`` — :class:`privfl.algorithms.dp_fedavg.DpFedAvg` (fixed-size cohorts
   of m = N): its whole round (the cohort's local training on the vectorised engine, the
   updates, :class:`~privfl.fl.aggregation.ServerSideDp`'s flat clipping at S = 1, one Gaussian
   draw z S with z = 1 and the division by m, the global model's evaluation on 10 test records
@@ -81,8 +81,8 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
     """
     import torch
 
+    from privfl.algorithms.dp_fedavg import DpFedAvg, DpFedAvgPrivacy
     from privfl.fl import LocalTrainingSpec
-    from privfl.fl.algorithms.dp_fedavg import DpFedAvg, DpFedAvgPrivacy
     from privfl.models import build_model
 
     for name, value in (("rounds", rounds), ("clients", clients), ("steps", steps),

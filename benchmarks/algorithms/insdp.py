@@ -8,7 +8,7 @@ MNIST CNN (as :mod:`benchmarks.engine`) on ``--clients`` clients of 600 random M
 records, with fixed-size batches of B without replacement, flat clipping C = 1, noise multiplier
 2, Adam (lr 1e-3):
 
-* ``privfl-insdp-fedavg`` — :class:`privfl.fl.algorithms.insdp.InsDpFedAvg`, every client every
+* ``privfl-insdp-fedavg`` — :class:`privfl.algorithms.insdp.InsDpFedAvg`, every client every
   round (m = N): its whole round (the cohort's local DP-SGD on the vectorised engine, the server
   average, the global model's evaluation on 10 test records per client, and the per-round RDP
   accounting with the paper's scope);
@@ -40,8 +40,8 @@ def bench(rounds: int, clients: int, *, steps: int = 8, batch: int = 50, threads
     """
     import torch
 
+    from privfl.algorithms.insdp import InsDpFedAvg, InsDpFedSgd
     from privfl.fl import LocalTrainingSpec
-    from privfl.fl.algorithms.insdp import InsDpFedAvg, InsDpFedSgd
     from privfl.models import build_model
 
     for name, value in (("rounds", rounds), ("clients", clients), ("steps", steps),

@@ -7,7 +7,7 @@ One client-update = one user's mean clipped record gradient. Both methods run th
 the one-pass schedule on digits (logistic regression, the demo's settings: rho = 0.05, L = 2,
 z = 2, eta = 2), ``--users`` users of ``--records`` records, m = users / rounds per round:
 
-* ``privfl-projected-sgd`` — :class:`privfl.fl.algorithms.projected_sgd.ProjectedSgd` built from
+* ``privfl-projected-sgd`` — :class:`privfl.algorithms.projected_sgd.ProjectedSgd` built from
   the demo configuration: its whole rounds (the users' clipped gradients on the vectorised
   engine, noise, step, projection, and the per-round last-iterate accounting);
 * ``opacus-loop`` — the users one after the other: Opacus ``GradSampleModule`` per-sample
@@ -33,9 +33,9 @@ def bench(rounds: int, users: int, *, records: int = 5, threads: int = 1,
     import torch
     from opacus import GradSampleModule
 
+    from privfl.algorithms.builders import build_dataset
+    from privfl.algorithms.projected_sgd import ProjectedSgd
     from privfl.config import load_config
-    from privfl.fl.algorithms.builders import build_dataset
-    from privfl.fl.algorithms.projected_sgd import ProjectedSgd
 
     for name, value in (("rounds", rounds), ("users", users), ("records", records),
                         ("threads", threads)):

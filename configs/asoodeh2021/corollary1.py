@@ -29,10 +29,10 @@ import numpy as np
 import torch
 
 from privfl.accounting.contraction import corollary1_utility_bound
+from privfl.algorithms.builders import build_dataset, build_model
+from privfl.algorithms.projected_sgd import ProjectedSgd, project_
 from privfl.config import config_from_dict, read_yaml
 from privfl.data import FederatedDataset
-from privfl.fl.algorithms.builders import build_dataset, build_model
-from privfl.fl.algorithms.projected_sgd import ProjectedSgd, project_
 
 HERE = Path(__file__).resolve().parent
 

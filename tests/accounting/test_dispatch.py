@@ -44,8 +44,8 @@ def test_the_demo_runs_privacy_json_equals_account_fedfdp_bit_for_bit():
     """configs/demo.yaml is PriFedSync with 20 clients of 200 records, B = 16, K = 12, paper
     sigma 1, p = 0.5, delta 1e-5: the privacy.json of its real two-round run (pinned in
     tests/golden/runs.json) and its plan rebuilt now both equal ``account fedfdp --json``."""
+    from privfl.algorithms.builders import privacy_plan
     from privfl.config.loader import load_config
-    from privfl.fl.algorithms.builders import privacy_plan
 
     cli = _cli([*FEDFDP, "--rounds", "2"])["results"]
     run = golden.load("runs.json")["demo.yaml"]
@@ -162,8 +162,8 @@ def test_the_dp_dsgd_demos_plan_equals_account_participation():
     """configs/demo-dp-dsgd.yaml: 40 clients of 100 records, p = 0.5, q = 0.1, z = 1, C = 1,
     delta 1e-5. Every number of its plan after 3 iterations is the number ``account
     participation --json`` prints for the same method (per iteration and composed)."""
+    from privfl.algorithms.builders import privacy_plan
     from privfl.config.loader import load_config
-    from privfl.fl.algorithms.builders import privacy_plan
 
     pytest.importorskip("mlxtend")
     plan = privacy_plan(load_config(ROOT / "configs/demo-dp-dsgd.yaml"))

@@ -49,7 +49,7 @@ CASES = [PRIFEDSYNC, DP_FEDAVG, INSDP, INSDP_SGD]
 
 
 def test_every_sharded_algorithm_is_compared():
-    from privfl.fl.algorithms.registry import ALGORITHM_NAMES, algorithm_class
+    from privfl.algorithms.registry import ALGORITHM_NAMES, algorithm_class
 
     sharded = [name for name in ALGORITHM_NAMES if algorithm_class(name).local_only is None]
     algorithms = [raw["federated"].get("algorithm", "prifedsync") for raw in CASES]

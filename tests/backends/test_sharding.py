@@ -12,6 +12,7 @@ from _backend_helpers import DP_FEDAVG, PRIFEDSYNC, assert_same, config, outcome
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from privfl.algorithms.registry import algorithm_class
 from privfl.backends import (
     InProcessShards,
     LocalBackend,
@@ -22,7 +23,6 @@ from privfl.backends import (
     use_backend,
 )
 from privfl.fl import CohortTrainer, LocalTrainingSpec, replicate_params
-from privfl.fl.algorithms.registry import algorithm_class
 from privfl.models import build_model
 
 SIZES = [9, 7, 12, 8, 10]

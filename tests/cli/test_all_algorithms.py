@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from privfl.algorithms.registry import ALGORITHM_NAMES, available
 from privfl.cli.main import app
-from privfl.fl.algorithms.registry import ALGORITHM_NAMES, available
 
 pytestmark = pytest.mark.slow  # about 80 s: three short runs of every algorithm
 
@@ -96,7 +96,7 @@ def test_compare_across_algorithms(runs):
     for row in middle:
         for name in runs:
             # PriFedSync's default accountants (gdp-clt, pld) leave a per-round row the CLT
-            # estimate only, so no bound (privfl.fl.algorithms.cadence); the others keep one
+            # estimate only, so no bound (privfl.algorithms.cadence); the others keep one
             if name == "prifedsync":  # no number (--json spells the missing value "nan")
                 assert row[name]["epsilon"] == "nan"
             else:

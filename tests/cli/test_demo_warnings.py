@@ -1,4 +1,4 @@
-"""Every demo under configs/ runs without a setting warning (:mod:`privfl.fl.algorithms.sanity`):
+"""Every demo under configs/ runs without a setting warning (:mod:`privfl.algorithms.sanity`):
 none is too noisy to learn, none has a risky delta (>= 0.1/n; the DP-FedAvg demo had delta =
 1e-3 with 100 clients)."""
 

@@ -13,11 +13,11 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
+from privfl.algorithms.base import tightest_bound
+from privfl.algorithms.builders import privacy_plan
 from privfl.cli.common import EXIT_DIVERGED
 from privfl.cli.main import app
 from privfl.config import ConfigError, config_from_dict
-from privfl.fl.algorithms.base import tightest_bound
-from privfl.fl.algorithms.builders import privacy_plan
 from privfl.report.check import check_run_privacy
 from privfl.report.experiment import Experiment
 from privfl.report.run_resume import check_resumable

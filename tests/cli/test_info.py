@@ -9,10 +9,10 @@ import yaml
 from typer.testing import CliRunner
 
 import privfl
+from privfl.algorithms.registry import available
 from privfl.cli.main import app
 from privfl.config import load_config
 from privfl.data.errors import DatasetNotFoundError
-from privfl.fl.algorithms.registry import available
 from privfl.models import list_models
 
 runner = CliRunner()
@@ -85,7 +85,7 @@ def test_help_shows_the_install_extra_intact(command):
 
 
 def test_list_accountants_names_every_accountant_a_config_accepts():
-    from privfl.fl.algorithms.registry import config_class
+    from privfl.algorithms.registry import config_class
 
     accepted = {name for algorithm in available()
                 for name in config_class(algorithm).accountants()}

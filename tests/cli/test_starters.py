@@ -1,6 +1,6 @@
 """Every ``privfl init`` starter learns as written on its built-in data, and ``privfl run`` /
 ``--dry-run`` warn about settings that cannot learn or a risky delta
-(:mod:`privfl.fl.algorithms.sanity`)."""
+(:mod:`privfl.algorithms.sanity`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
+from privfl.algorithms.registry import available
+from privfl.algorithms.sanity import averaged_and_noise, setting_warnings
 from privfl.cli.info import starter_config
 from privfl.cli.main import app
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.registry import available
-from privfl.fl.algorithms.sanity import averaged_and_noise, setting_warnings
 from privfl.report.experiment import Experiment, privacy_plan
 
 runner = CliRunner()

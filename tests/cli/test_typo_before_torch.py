@@ -4,7 +4,7 @@ Each case runs the command line in a fresh interpreter (pytest itself has import
 after the command exits, checks ``sys.modules``: the error is on stderr with exit status 2 and
 ``torch`` (and privfl's torch-importing packages) were never imported. A regression, e.g. the
 schema importing :mod:`privfl.models` or the ``federated`` section needing
-:mod:`privfl.fl.algorithms`, imports torch before the message and fails here.
+:mod:`privfl.algorithms`, imports torch before the message and fails here.
 """
 
 from __future__ import annotations

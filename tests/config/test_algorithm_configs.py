@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from privfl.algorithms.registry import ALGORITHM_NAMES, algorithm_class
 from privfl.config import sections
 from privfl.config.algorithms import BUILTIN_ALGORITHMS, builtin_config, register_builtin_algorithms
-from privfl.fl.algorithms.registry import ALGORITHM_NAMES, algorithm_class
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from privfl.algorithms.dp_fedavg import DpFedAvgConfig
+from privfl.algorithms.registry import ALGORITHM_NAMES
 from privfl.config import FederatedConfig, config_from_dict
 from privfl.config.sections import (
     federated_model,
@@ -11,8 +13,6 @@ from privfl.config.sections import (
     registered_algorithms,
     unregister_federated_model,
 )
-from privfl.fl.algorithms.dp_fedavg import DpFedAvgConfig
-from privfl.fl.algorithms.registry import ALGORITHM_NAMES
 
 
 class ToySection(FederatedConfig):

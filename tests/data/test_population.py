@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from privfl.algorithms.builders import build_dataset
 from privfl.config import config_from_dict
 from privfl.data.population import LEAF_SIZE_SPREAD, leaf_synthetic_partition
-from privfl.fl.algorithms.builders import build_dataset
 from privfl.fl.pool import PooledClients
 
 

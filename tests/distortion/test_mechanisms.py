@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from privfl.algorithms.builders import build_dataset
+from privfl.algorithms.dp_fedavg import DpFedAvg
 from privfl.config import config_from_dict
 from privfl.distortion.mechanisms import (
     ClientProtection,
@@ -15,8 +17,6 @@ from privfl.distortion.mechanisms import (
     aggregate,
     sampled_mean_steps,
 )
-from privfl.fl.algorithms.builders import build_dataset
-from privfl.fl.algorithms.dp_fedavg import DpFedAvg
 
 
 def test_aggregation_t18():

@@ -17,7 +17,7 @@ from flwr.serverapp import (  # noqa: E402
     SamplingMethod,
 )
 
-from privfl.fl.algorithms.dp_fedavg import DpFedAvgPrivacy  # noqa: E402
+from privfl.algorithms.dp_fedavg import DpFedAvgPrivacy  # noqa: E402
 from privfl.flower.accountant import PrivflAccountant  # noqa: E402
 
 N, ROUNDS, DELTA = 1000, 200, 1e-5

@@ -173,7 +173,7 @@ def test_registration_needs_one_node_per_client():
 
 
 def test_every_flower_algorithm_is_compared():
-    from privfl.fl.algorithms.registry import algorithm_class, available
+    from privfl.algorithms.registry import algorithm_class, available
     from privfl.flower.apps import FLOWER_ALGORITHMS
 
     sharded = [name for name in available() if algorithm_class(name).local_only is None]

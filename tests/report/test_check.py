@@ -15,10 +15,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from privfl.algorithms.base import privacy_entries
 from privfl.cli.check_privacy import check_privacy_command
 from privfl.cli.main import app
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.base import privacy_entries
 from privfl.report.check import check_run_privacy
 from privfl.report.experiment import privacy_plan
 

@@ -17,9 +17,9 @@ import yaml
 from test_check import RAW as CHECK_RAW  # tests/report/test_check.py
 from typer.testing import CliRunner
 
+from privfl.algorithms.outputs import GENERIC_METRICS
 from privfl.cli.main import app
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.outputs import GENERIC_METRICS
 from privfl.report.check import check_run_privacy
 from privfl.report.check_files import check_run_files
 from privfl.report.experiment import Experiment
@@ -217,8 +217,8 @@ def test_a_field_added_inside_a_privacy_json_result_fails(run):
 
 
 def test_check_run_files_validates_its_inputs(run):
+    from privfl.algorithms.builders import build_dataset
     from privfl.config.loader import load_config
-    from privfl.fl.algorithms.builders import build_dataset
 
     config = load_config(run / "config.yaml")
     data = build_dataset(config)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from privfl.accounting.results import PrivacyResult
+from privfl.algorithms.base import budget_results, tightest_bound
+from privfl.algorithms.outputs import classify_metrics, file_outputs
 from privfl.config import config_from_dict, load_config
-from privfl.fl.algorithms.base import budget_results, tightest_bound
-from privfl.fl.algorithms.outputs import classify_metrics, file_outputs
 from privfl.report.experiment import Experiment, privacy_plan
 from privfl.report.headline import compose_headline, format_delta, method_name
 from privfl.report.html import Section, line_figure, render_page

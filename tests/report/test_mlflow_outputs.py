@@ -4,7 +4,7 @@ guarantee-only and secure noise; absent when MLflow is off. No mlflow package ne
 
 from __future__ import annotations
 
-from privfl.fl.algorithms.outputs import Output, file_outputs
+from privfl.algorithms.outputs import Output, file_outputs
 
 STORE = "mlflow (run.mlflow store)"
 

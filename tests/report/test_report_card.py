@@ -9,9 +9,9 @@ import pytest
 import torch
 from rich.console import Console
 
+from privfl.algorithms import PriFedSync
 from privfl.data import federate_iid, synthetic_dataset
 from privfl.fl import LocalTrainingSpec
-from privfl.fl.algorithms import PriFedSync
 from privfl.models import build_model
 from privfl.report import (
     RunDirectory,

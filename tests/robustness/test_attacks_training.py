@@ -16,6 +16,8 @@ from torch import nn
 from typer.testing import CliRunner
 
 import privfl.fl.trainer as trainer_module
+from privfl.algorithms.builders import build_dataset
+from privfl.algorithms.insdp import InsDpFedAvg
 from privfl.attacks.metrics import AttackMonitor, attack_monitor, attack_outcomes
 from privfl.attacks.poisoning import poison
 from privfl.attacks.triggers import Trigger
@@ -23,8 +25,6 @@ from privfl.cli.main import app
 from privfl.config import config_from_dict
 from privfl.data import Dataset, FederatedDataset
 from privfl.fl import CohortTrainer, LocalTrainingSpec
-from privfl.fl.algorithms.builders import build_dataset
-from privfl.fl.algorithms.insdp import InsDpFedAvg
 from privfl.models import build_model
 from privfl.report.experiment import build_algorithm
 

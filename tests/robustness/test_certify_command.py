@@ -205,8 +205,8 @@ def test_label_flip_limit_counts_source_class_records_before_training(tmp_path, 
     """A label flip poisons source-class records only: 20 records per client, but at most
     `limit` of class 1 in any client. The issue's --attackers 60 failed at k = 46 after 3
     minutes of training; now it fails before training, naming the limit."""
+    from privfl.algorithms.builders import build_dataset
     from privfl.config import load_config
-    from privfl.fl.algorithms.builders import build_dataset
 
     path = _instance_config(tmp_path)
     data = build_dataset(load_config(path))

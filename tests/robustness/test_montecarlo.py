@@ -225,7 +225,7 @@ def test_a_backend_that_cannot_run_gathered_rows_is_refused():
 def test_a_failing_replica_stops_the_run_and_every_paused_replica_is_unwound(monkeypatch):
     """The first error of a replica is re-raised; every other replica, paused inside its local
     work, is unwound (its finally blocks run) before train_replicas returns."""
-    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
+    from privfl.algorithms.dp_fedavg import DpFedAvg
     from privfl.robustness import replica_runner
 
     entered, left, calls = [], [], []

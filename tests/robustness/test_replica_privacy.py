@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from privfl.algorithms.base import privacy_metrics
+from privfl.algorithms.registry import ALGORITHM_NAMES
 from privfl.config.loader import load_config
-from privfl.fl.algorithms.base import privacy_metrics
-from privfl.fl.algorithms.registry import ALGORITHM_NAMES
 from privfl.report.experiment import privacy_plan
 from privfl.robustness.replica_privacy import ReplicaPrivacy, replica_privacy
 

@@ -8,6 +8,6 @@
 * :mod:`~privfl.attacks.metrics` — update scaling and the attack success measures (torch).
 
 Layering: this package imports only :mod:`privfl.data` and the validators, so the algorithms
-(:mod:`privfl.fl.algorithms`) and the configuration schema use it without importing the
+(:mod:`privfl.algorithms`) and the configuration schema use it without importing the
 certification (:mod:`privfl.robustness`) or the report.
 """

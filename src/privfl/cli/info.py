@@ -182,8 +182,8 @@ def starter_config(algorithm: str, filename: str | None = None) -> str:
     on its built-in data. ``filename``: the file it is written to (named in its header)."""
     from pydantic import BaseModel
 
+    from privfl.algorithms.registry import algorithm_class
     from privfl.config import config_from_dict, dump_config
-    from privfl.fl.algorithms.registry import algorithm_class
 
     title = algorithm_class(algorithm).title
     extra = STARTER_SETTINGS.get(algorithm, {})

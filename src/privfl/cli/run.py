@@ -238,9 +238,9 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     """The resolved configuration and the planned privacy card, without training. The plan
     needs the clients' data sizes: when the data are not on this machine (and nothing is
     downloaded here), the card is replaced by a note saying how to get them."""
+    from privfl.algorithms.builders import build_dataset, privacy_plan
     from privfl.attacks.poisoning import attack_card_rows
     from privfl.config import config_from_dict, dump_config
-    from privfl.fl.algorithms.builders import build_dataset, privacy_plan
     from privfl.report.card import render_card
 
     text = dump_config(config)
@@ -278,8 +278,8 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
 
 
 def _setting_warnings(plan: Any, data: Any) -> list[str]:
-    """Settings that cannot learn or are risky (:mod:`privfl.fl.algorithms.sanity`)."""
-    from privfl.fl.algorithms.sanity import setting_warnings
+    """Settings that cannot learn or are risky (:mod:`privfl.algorithms.sanity`)."""
+    from privfl.algorithms.sanity import setting_warnings
 
     return setting_warnings(plan, clients=int(data.num_clients),
                             records=int(data.client_sizes.sum()))

@@ -4,7 +4,7 @@ Each entry names a loader ``"module:function"`` (imported on first use) that tak
 section and the run's seed and returns the ``(train, test)`` pair of
 :class:`~privfl.data.Dataset` that the partition then federates, with where the data come
 from and one line on what they are. The configuration's validation, ``privfl list datasets``,
-``privfl init`` and the runner (:func:`privfl.fl.algorithms.builders.build_dataset`) read this
+``privfl init`` and the runner (:func:`privfl.algorithms.builders.build_dataset`) read this
 table: adding a dataset is its loader plus one :func:`register_dataset` line. ``custom`` is not
 a registered dataset: it means the data come from Python (docs/python-api.md).
 """

@@ -1,7 +1,7 @@
 """The ``protection`` section of a ``privfl run`` configuration: client-side distortion.
 
 Zhang, Chen and Yang 2022's protection of each client's upload, for every algorithm that
-``privfl run`` runs (applied by :mod:`privfl.fl.algorithms.protection`)::
+``privfl run`` runs (applied by :mod:`privfl.algorithms.protection`)::
 
     data_k <- each record kept with probability record_rate          (their Algorithm 2)
     w_k    <- the client's local work on data_k

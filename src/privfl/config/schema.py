@@ -7,7 +7,7 @@ configuration. See ``docs/run.md`` for the reference with examples.
 ``model``       which architecture (:func:`privfl.models.build_model`) and its keyword arguments
 ``training``    local training of a client in one round (:class:`privfl.fl.LocalTrainingSpec`)
 ``privacy``     clipping, noise, delta, accountants; ``enabled: false`` for non-private baselines
-``federated``   the algorithm (``federated.algorithm``, see :mod:`privfl.fl.algorithms.registry`)
+``federated``   the algorithm (``federated.algorithm``, see :mod:`privfl.algorithms.registry`)
                 and its settings: rounds, client sampling, server step, ...
 ``stop``        optional early stops: a privacy budget, a target accuracy
 ``run``         execution only (device, threads, checkpoints); never changes the result
@@ -18,7 +18,7 @@ configuration. See ``docs/run.md`` for the reference with examples.
 Privacy-relevant numbers (``training.batch_size``, ``training.local_steps``,
 ``training.sampling``, ``privacy.clip_norm``, ``privacy.sigma`` / ``privacy.noise_multiplier``)
 appear exactly once here; the algorithm builds ONE privacy plan from them
-(:class:`~privfl.fl.algorithms.base.PrivacyPlan`) and both the trainer and the accountant read it.
+(:class:`~privfl.algorithms.base.PrivacyPlan`) and both the trainer and the accountant read it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Each algorithm registers the model of its ``federated`` section here under its
 live in torch-free modules (:mod:`privfl.config.algorithms`) and are registered by one call,
 :func:`privfl.config.algorithms.register_builtin_algorithms`, which the application layer makes
 once (the command line, :mod:`privfl.report`, the Flower apps; importing
-:mod:`privfl.fl.algorithms` makes it too); :func:`privfl.fl.algorithms.registry.register` adds
+:mod:`privfl.algorithms` makes it too); :func:`privfl.algorithms.registry.register` adds
 an algorithm at run time. A configuration validated before that names an algorithm that is
 "not allowed", with that hint.
 """

@@ -15,7 +15,7 @@ A client's protected upload is its locally trained parameter, distorted (their e
 * :func:`aggregate` — their Algorithm 1 (weights ``n_k / n``) or eq. (9) (uniform ``1/K``).
 
 :class:`ClientProtection` bundles record sampling and distortions into the client-side hook of
-:mod:`privfl.fl.algorithms.protection`, which any algorithm on the seam can take (DP-FedAvg's
+:mod:`privfl.algorithms.protection`, which any algorithm on the seam can take (DP-FedAvg's
 ``protection=`` argument). Randomness comes from the ``torch.Generator`` passed in, or with
 ``secure=True`` from ``os.urandom`` (noise: :func:`privfl.mechanisms.gaussian_noise`; masks and
 record sampling: :data:`privfl.mechanisms.SECURE_RANDOM`).

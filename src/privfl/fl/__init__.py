@@ -17,7 +17,7 @@
 * Streaming cohorts in chunks with an order-fixed sum: :mod:`privfl.fl.chunked_cohorts`; per-client
   state of a population, in memory or memory-mapped: :mod:`privfl.fl.client_store`.
 
-Algorithms (PriFedSync, FedAvg, ...) live in :mod:`privfl.fl.algorithms` and build on these.
+Algorithms (PriFedSync, FedAvg, ...) live in :mod:`privfl.algorithms` and build on these.
 """
 
 from privfl.fl.evaluate import Evaluation

@@ -22,7 +22,7 @@ in memory saves disk traffic).
 
 Where the files live: :func:`state_directory` names a folder (the runner passes the run's
 private ``client-state/`` folder, classified as private state in
-:mod:`privfl.fl.algorithms.outputs`); without one, a temporary folder. Each store writes into
+:mod:`privfl.algorithms.outputs`); without one, a temporary folder. Each store writes into
 its own subfolder ``pid-<pid>-<random>`` and removes it when the store is garbage-collected
 or the process exits; a new store removes the subfolders of processes that no longer run
 (a killed run). The files are never read back: checkpoints hold a copy of the state

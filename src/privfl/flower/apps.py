@@ -120,8 +120,8 @@ def _built(digest: str, config: Any) -> tuple[dict[str, Any], list]:
     """The trainer settings and every client's training pair of a configuration, built once
     per process (a simulation's actor serves many virtual nodes)."""
     if digest not in _BUILT:
+        from privfl.algorithms.builders import build_algorithm, build_dataset
         from privfl.backends.base import trainer_settings
-        from privfl.fl.algorithms.builders import build_algorithm, build_dataset
 
         algorithm = build_algorithm(config, build_dataset(config))
         settings = trainer_settings(algorithm.trainer)

@@ -1,6 +1,6 @@
 """The application layer: running an experiment and everything it writes and reads back.
 
-This package sits above the algorithms (:mod:`privfl.fl.algorithms`), the certification
+This package sits above the algorithms (:mod:`privfl.algorithms`), the certification
 (:mod:`privfl.robustness`) and the configuration; only the command line sits above it.
 
 * :mod:`privfl.report.experiment` — :class:`~privfl.report.experiment.Experiment`, the runner

@@ -6,7 +6,7 @@ and step counts from; no model is built, nothing is trained) and asked for round
 entry ``(method, kind, scope) -> epsilon, delta[, mu]`` must equal the fresh one within ``rtol``
 and the two sets of entries must be the same: an entry deleted (or an emptied list), added or
 logged twice is a problem naming it. A row whose ``privacy_methods`` is ``"per-round"`` is
-compared with the plan's per-round set (``round_results``, :mod:`privfl.fl.algorithms.cadence`),
+compared with the plan's per-round set (``round_results``, :mod:`privfl.algorithms.cadence`),
 and a round the cadence makes full must not be one. The logged rounds must be 1, 2, ..., n,
 each once: a deleted or repeated round is a problem too; the first and the last round are
 always checked. Works for every registered algorithm.
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from privfl._validation import check_int, check_range
-from privfl.fl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
+from privfl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
 from privfl.report.check_entries import compare_entries
 
 __all__ = ["PrivacyCheck", "check_run_privacy"]
@@ -72,10 +72,10 @@ class PrivacyCheck:
 def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9,
                       ) -> PrivacyCheck:
     """Compare every ``every``-th round (and the first and last) with a fresh computation."""
+    from privfl.algorithms.base import privacy_entries, released_results
+    from privfl.algorithms.builders import build_dataset, privacy_plan
+    from privfl.algorithms.outputs import private_dir_of
     from privfl.config.loader import load_config
-    from privfl.fl.algorithms.base import privacy_entries, released_results
-    from privfl.fl.algorithms.builders import build_dataset, privacy_plan
-    from privfl.fl.algorithms.outputs import private_dir_of
     from privfl.report.check_files import check_run_files
     from privfl.report.run_stops import accounted_rounds
     from privfl.report.rundir import RunDirectory
@@ -197,8 +197,8 @@ def _check_released(directory: Any, plan: Any, redrawn_rounds: list[Any], rtol: 
     """privacy.json: ``rounds_released`` = ``rounds`` + the re-drawn rounds, ``rounds_accounted``
     = ``accounted`` (the rounds the guarantee covers: more than ran after a data-dependent
     stop), and its results equal to a fresh computation of ``accounted`` rounds with the
-    re-drawn ones (:func:`~privfl.fl.algorithms.base.released_results`)."""
-    from privfl.fl.algorithms.base import privacy_entries, released_results
+    re-drawn ones (:func:`~privfl.algorithms.base.released_results`)."""
+    from privfl.algorithms.base import privacy_entries, released_results
 
     redrawn = len(redrawn_rounds)
 

@@ -36,7 +36,7 @@ def _keyed(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], M
 
 def compare_entries(logged: Any, fresh: Sequence[Mapping[str, Any]], rtol: float
                     ) -> dict[str, Any]:
-    """Logged privacy entries against fresh ones (:func:`privfl.fl.algorithms.base.privacy_entries`
+    """Logged privacy entries against fresh ones (:func:`privfl.algorithms.base.privacy_entries`
     of the plan's results): ``{"ok", "max_rel_diff", "problems"}``. Entries are keyed by
     ``(method, kind, scope)``; an entry missing, extra or logged twice, a field (epsilon,
     delta, mu) missing on either side, or a number further than ``rtol`` (relative) is a

@@ -168,10 +168,10 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     ``data``: the dataset built from it; ``rtol``: relative tolerance of every number."""
     from markupsafe import escape
 
+    from privfl.algorithms.base import privacy_entries, privacy_metrics
+    from privfl.algorithms.builders import build_algorithm
     from privfl.config import ExperimentConfig
     from privfl.data.datasets import FederatedDataset
-    from privfl.fl.algorithms.base import privacy_entries, privacy_metrics
-    from privfl.fl.algorithms.builders import build_algorithm
     from privfl.fl.client_store import state_directory
     from privfl.report.card import card_markdown
     from privfl.report.markdown import headline_markdown, outputs_markdown

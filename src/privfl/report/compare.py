@@ -73,7 +73,7 @@ def _labels_of_saved_privacy(run_dir: RunDirectory) -> tuple[str, str]:
 
 def load_run(path: str | Path) -> RunRecord:
     """Read ``config.yaml``, ``metrics.jsonl`` and (if present) ``privacy.json`` of a run."""
-    from privfl.fl.algorithms.registry import algorithm_class
+    from privfl.algorithms.registry import algorithm_class
 
     run_dir = RunDirectory(path)
     if not run_dir.config.is_file():

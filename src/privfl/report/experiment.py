@@ -1,8 +1,8 @@
 """Build and run any registered algorithm from a configuration, with a run directory and resume.
 
 :class:`Experiment` turns an :class:`~privfl.config.ExperimentConfig` into data and the algorithm
-``federated.algorithm`` names (:mod:`privfl.fl.algorithms.registry`; the runner only knows the
-protocol of :mod:`privfl.fl.algorithms.base`), then runs rounds until a stop: all rounds
+``federated.algorithm`` names (:mod:`privfl.algorithms.registry`; the runner only knows the
+protocol of :mod:`privfl.algorithms.base`), then runs rounds until a stop: all rounds
 done, a target accuracy reached, the privacy budget would be exceeded by the next round (that
 round is not run), ``run.max_rounds`` rounds ran in this invocation, or the round diverged (a
 non-finite loss or model: ``stop_reason == "diverged"``, returned, not raised; its state is
@@ -28,7 +28,7 @@ new row is compared with the logged one and a difference is a warning. Secure mo
 (``privacy.secure``) draws cohorts, batches and noise from ``os.urandom``, so the round run
 again is a second, independent release: its logged row is kept in ``redrawn.jsonl`` and every
 such round is composed once more by the accountant
-(:meth:`~privfl.fl.algorithms.base.RoundAlgorithm.released_rounds`), in the per-round metrics,
+(:meth:`~privfl.algorithms.base.RoundAlgorithm.released_rounds`), in the per-round metrics,
 privacy.json, summary.json, report.md and ``privfl check-privacy``.
 
 This module builds the experiment and runs its loop; the other jobs of :class:`Experiment` live
@@ -47,6 +47,15 @@ from typing import Any
 
 import torch
 
+from privfl.algorithms.builders import (
+    apply_attack,
+    build_algorithm,
+    build_dataset,
+    build_model,
+    build_spec,
+    privacy_plan,
+)
+from privfl.algorithms.cadence import AccountingCadence
 from privfl.config import (
     ConfigError,
     ExperimentConfig,
@@ -56,15 +65,6 @@ from privfl.config import (
     read_yaml,
 )
 from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.builders import (
-    apply_attack,
-    build_algorithm,
-    build_dataset,
-    build_model,
-    build_spec,
-    privacy_plan,
-)
-from privfl.fl.algorithms.cadence import AccountingCadence
 from privfl.fl.client_store import state_directory
 from privfl.report.checkpoints import CheckpointStore
 from privfl.report.run_finish import ExperimentResult, RunArtefacts

@@ -1,9 +1,9 @@
 """The headline: one sentence that says what a run's privacy number is, and which scope to report.
 
 The number is the one budgets and the privacy card use, never recomputed here: the tightest
-rigorous bound (:func:`~privfl.fl.algorithms.base.tightest_bound`) among the results valid for
-what the run releases (:func:`~privfl.fl.algorithms.base.budget_results`, i.e. the plan's
-:func:`~privfl.fl.algorithms.base.headline_scopes`), selected by
+rigorous bound (:func:`~privfl.algorithms.base.tightest_bound`) among the results valid for
+what the run releases (:func:`~privfl.algorithms.base.budget_results`, i.e. the plan's
+:func:`~privfl.algorithms.base.headline_scopes`), selected by
 :func:`privfl.report.plan_headline.plan_headline` (this module only words it, so that
 ``report`` does not import the engine). The sentence reads::
 

@@ -87,7 +87,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, id: str = "",
 
 
 def outputs_table(outputs: Sequence[Mapping[str, Any]]) -> HtmlTable:
-    """The classified outputs (``Output.to_dict()`` rows of :mod:`privfl.fl.algorithms.outputs`)
+    """The classified outputs (``Output.to_dict()`` rows of :mod:`privfl.algorithms.outputs`)
     as a table: output, kind, covered, why; the rows outside the guarantee highlighted."""
     rows = [(o["name"], o["kind"], "yes" if o["covered"] else "no", o["reason"])
             for o in outputs]

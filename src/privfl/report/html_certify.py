@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from privfl.fl.algorithms.outputs import COVERED_ACCOUNTING, Output
+from privfl.algorithms.outputs import COVERED_ACCOUNTING, Output
 from privfl.report.html import Section, line_figure, outputs_table, render_page, table
 
 __all__ = ["certification_html", "certification_outputs", "outputs_section"]

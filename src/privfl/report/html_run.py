@@ -5,7 +5,7 @@ plot per round; the privacy card and its results with epsilon (and Gaussian-DP m
 one trace per accountant and scope (the headline's scopes solid, estimates dashed); the health
 signals, every other number the rows carry (training loss, clipped fraction, cohort size, ...)
 hidden until their legend entry is clicked, each one marked *outside the guarantee* where the
-run's output classification says so (:mod:`privfl.fl.algorithms.outputs`); the table of outputs;
+run's output classification says so (:mod:`privfl.algorithms.outputs`); the table of outputs;
 provenance. It shows exactly what report.md shows (the same rows, accuracies and results), so
 the run's classification treats the two files alike.
 """

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from privfl.fl.algorithms.outputs import Output
+from privfl.algorithms.outputs import Output
 from privfl.report.html import Section, line_figure, render_page, table
 from privfl.report.html_certify import outputs_section
 

@@ -20,7 +20,7 @@ offline; ``MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri DIR/../mlr
 ``file:`` URIs); a string is any MLflow tracking URI (e.g. ``sqlite:///mlflow.db`` with the full
 ``mlflow`` package, or a tracking server).
 What the store holds is classified with the run's other outputs
-(:func:`privfl.fl.algorithms.outputs.file_outputs`, ``mlflow``).
+(:func:`privfl.algorithms.outputs.file_outputs`, ``mlflow``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Select a run's headline numbers from its plan (:mod:`privfl.report.headline` words them).
 
 The headline bound is ``tightest_bound(budget_results(plan, results))``: the number budgets use
-(:mod:`privfl.fl.algorithms.base`); every other scope contributes its own tightest bound, so
+(:mod:`privfl.algorithms.base`); every other scope contributes its own tightest bound, so
 that the report can say what a reader with another threat model should quote.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from privfl.accounting.results import PrivacyResult
-from privfl.fl.algorithms.base import budget_results, headline_scopes, tightest_bound
+from privfl.algorithms.base import budget_results, headline_scopes, tightest_bound
 from privfl.report.headline import Headline, compose_headline
 
 __all__ = ["plan_headline"]

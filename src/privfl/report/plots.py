@@ -2,7 +2,7 @@
 
 Generic over algorithms: :func:`plot_accuracy` draws the metrics an algorithm declares
 (``metric_labels``), :func:`plot_privacy` one line per (accountant, scope) of the per-round
-``privacy`` entries (:func:`privfl.fl.algorithms.base.privacy_entries`), dashed for estimates:
+``privacy`` entries (:func:`privfl.algorithms.base.privacy_entries`), dashed for estimates:
 the headline's scopes in the first panel, the other scopes (e.g. a strong scope ten times
 larger) in a second one, any Gaussian-DP mu in the last; each panel's y axis is logarithmic
 when its values span more than a factor 30. :func:`plot_health` draws the health signals

@@ -11,7 +11,7 @@ the resolved configuration (:func:`privfl.report.checkpoints.digest_json`), the 
 run of one configuration. None of these is computed from data: they are public, except that the
 digest identifies a seeded run's configuration (and so its seed) as config.yaml itself does,
 which is why summary.json is outside the guarantee in seeded mode
-(:func:`privfl.fl.algorithms.outputs.file_outputs`). The wall time is ``wall_seconds`` beside it.
+(:func:`privfl.algorithms.outputs.file_outputs`). The wall time is ``wall_seconds`` beside it.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from privfl.accounting.results import PrivacyResult
-from privfl.fl.algorithms.base import finite, headline_scopes, privacy_metrics
+from privfl.algorithms.base import finite, headline_scopes, privacy_metrics
 from privfl.report.run_resume import STATE_DELETED
 from privfl.report.run_stops import DIVERGED
 from privfl.report.rundir import write_atomically
@@ -239,7 +239,7 @@ class RunArtefacts:
         """The rounds-run value of a run whose stop (``reason``) read released results,
         labelled as what it is: epsilon for the rounds that ran, not a bound for the mechanism
         (whose guarantee covers ``accounted`` rounds, :meth:`StoppingRules.guarantee_rounds`)."""
-        from privfl.fl.algorithms.base import budget_results, tightest_bound
+        from privfl.algorithms.base import budget_results, tightest_bound
         from privfl.report.headline import method_name
 
         ran = self.algorithm.privacy(rounds)

@@ -1,7 +1,7 @@
 """What a run of :class:`~privfl.report.experiment.Experiment` writes, and where.
 
 :class:`RunOutputs` classifies every metrics key and file as covered by the printed guarantee
-or outside it (the table of :mod:`privfl.fl.algorithms.outputs`, privacy.json's ``outputs``),
+or outside it (the table of :mod:`privfl.algorithms.outputs`, privacy.json's ``outputs``),
 and writes each round's metrics row; with ``run.outputs: guarantee-only`` the run directory
 shows only the covered keys and the rest goes to a separate private directory
 (:func:`private_root`).
@@ -12,8 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from privfl.config import ConfigError, ExperimentConfig
-from privfl.fl.algorithms.outputs import (
+from privfl.algorithms.outputs import (
     GENERIC_METRICS,
     classify_metrics,
     file_outputs,
@@ -21,6 +20,7 @@ from privfl.fl.algorithms.outputs import (
     split_row,
     test_set_classes,
 )
+from privfl.config import ConfigError, ExperimentConfig
 
 
 def private_root(config: ExperimentConfig, run_dir: str | Path) -> Path | None:
@@ -45,12 +45,12 @@ class RunOutputs:
     def metric_classes(self) -> dict[str, tuple[bool, str]]:
         """``metrics key -> (covered, reason)`` of this run: the algorithm's table, with the
         accuracies outside the guarantee where the data's test sets were chosen by the
-        clients' training labels (:func:`privfl.fl.algorithms.outputs.test_set_classes`)."""
+        clients' training labels (:func:`privfl.algorithms.outputs.test_set_classes`)."""
         return test_set_classes(self.algorithm.output_classes(), self.algorithm.metric_labels,
                                 self.data.info)
 
     def covered_metrics(self) -> set[str]:
-        """The metrics keys the printed guarantee covers (:mod:`privfl.fl.algorithms.outputs`)."""
+        """The metrics keys the printed guarantee covers (:mod:`privfl.algorithms.outputs`)."""
         table = {**GENERIC_METRICS, **self.metric_classes()}
         return {key for key, (covered, _) in table.items() if covered}
 

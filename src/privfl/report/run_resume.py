@@ -81,8 +81,8 @@ def step_size_problem(old: ExperimentConfig, new: ExperimentConfig, data: Any,
     each of ``rounds`` and the same pins, i.e. the accountant does not read the step size.
     Composition accountants (RDP, PLD, GDP) do not; the last-iterate contraction bound
     (Asoodeh et al. 2021) does."""
-    from privfl.fl.algorithms.base import privacy_entries
-    from privfl.fl.algorithms.builders import privacy_plan
+    from privfl.algorithms.base import privacy_entries
+    from privfl.algorithms.builders import privacy_plan
 
     for name, value in (("old", old), ("new", new)):
         if not isinstance(value, ExperimentConfig):

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from privfl.fl.algorithms.base import budget_results, finite, tightest_bound
+from privfl.algorithms.base import budget_results, finite, tightest_bound
 from privfl.report.rundir import logged_number
 
 #: ``stop_reason`` of a run whose training diverged (:func:`first_nonfinite`)
@@ -102,8 +102,8 @@ def accounted_rounds(config: Any, plan: Any, metrics: list[dict[str, Any]], ran:
     those that ran, or after a data-dependent stop (:func:`recorded_stop`; ``written``:
     summary.json's ``stop_reason``) every round the public stop rules allowed
     (:func:`guarantee_rounds`), re-drawn rounds composed as the runner composes them
-    (:func:`~privfl.fl.algorithms.base.released_results`)."""
-    from privfl.fl.algorithms.base import released_results
+    (:func:`~privfl.algorithms.base.released_results`)."""
+    from privfl.algorithms.base import released_results
 
     reason = recorded_stop(config, metrics, written)
     return guarantee_rounds(
@@ -122,7 +122,7 @@ def budget_problem(stop: Any, plan: Any, rounds: int,
     The budget applies to the results of every accountant in the plan's primary scope:
     ``stop.epsilon`` to the tightest rigorous bound among them, ``stop.mu`` to the largest
     Gaussian-DP mu among them. Without ``stop.mu``, a bound of the per-round set
-    (:mod:`privfl.fl.algorithms.cadence`) within ``stop.epsilon`` settles it (the tightest
+    (:mod:`privfl.algorithms.cadence`) within ``stop.epsilon`` settles it (the tightest
     is no larger), so the accountants recomputed from scratch run only near the budget.
     """
     if stop.epsilon is None and stop.mu is None:

@@ -20,7 +20,7 @@
     DIR/checkpoints/round-000012.json   their digests (:mod:`privfl.report.checkpoints`)
 
 What the printed guarantee covers is listed in privacy.json's ``outputs``
-(:mod:`privfl.fl.algorithms.outputs`). The checkpoints are private state. With ``run.outputs:
+(:mod:`privfl.algorithms.outputs`). The checkpoints are private state. With ``run.outputs:
 guarantee-only`` they, and the metrics outside the guarantee (``metrics.jsonl`` rows of the
 uncovered keys), live in the private directory ``DIR.private`` beside the run directory
 (:attr:`RunDirectory.private`) instead.

@@ -18,7 +18,7 @@
 4. compares the measurements with the paper's bounds (which held, on how many clients), the
    accuracy of the aggregated protected model (Algorithm 1 weights), and, with
    ``protected_rounds``, the accuracy of training from scratch with the protection applied every
-   round through the client-side hook (:mod:`privfl.fl.algorithms.protection`).
+   round through the client-side hook (:mod:`privfl.algorithms.protection`).
 
 Every point draws its protection from the same seed (common random numbers): within a
 mechanism the points share their noise, mask and sampling draws, so the standard error of a
@@ -131,7 +131,7 @@ def _train(config: ExperimentConfig, data: Any, protection: ClientProtection | N
     """DP-FedAvg from the configuration (FedAvg with privacy off), with the client-side
     ``protection`` hook, trained ``rounds`` rounds (default the configured ones); returns the
     algorithm and the last round's metrics."""
-    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
+    from privfl.algorithms.dp_fedavg import DpFedAvg
 
     algorithm = DpFedAvg.from_config(config, data)
     algorithm.protection = protection
@@ -185,7 +185,7 @@ class _Base:
 
 
 def _base_model(config: ExperimentConfig, say: Progress) -> _Base:
-    from privfl.fl.algorithms.builders import build_dataset, build_model
+    from privfl.algorithms.builders import build_dataset, build_model
 
     if not config.training.weight_decay > 0:
         raise ValueError(f"training.weight_decay = {config.training.weight_decay!r} is out of "

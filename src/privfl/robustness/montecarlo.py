@@ -121,8 +121,8 @@ def _config(config: Any) -> Any:
 
 
 def _data(config: Any, data: Any) -> Any:
+    from privfl.algorithms.builders import apply_attack, build_dataset
     from privfl.data.datasets import FederatedDataset
-    from privfl.fl.algorithms.builders import apply_attack, build_dataset
 
     if data is None:
         return build_dataset(config)
@@ -198,7 +198,7 @@ def replica_chunk(trainer: Any, example: tuple[np.ndarray, np.ndarray],
 
 
 def _supports_replicas(algorithm: Any) -> None:
-    from privfl.fl.algorithms.base import RoundAlgorithm
+    from privfl.algorithms.base import RoundAlgorithm
 
     if getattr(type(algorithm), "replica", RoundAlgorithm.replica) is RoundAlgorithm.replica:
         raise ValueError(f"federated.algorithm = {algorithm.name!r} is not allowed for Monte "
@@ -230,7 +230,7 @@ def _replica_engine(backend: Any, device: str) -> Any:
 def initial_parameters(config: Any, data: Any, seed: int) -> dict[str, torch.Tensor]:
     """The initial parameters of the replica with seed ``seed``: the configuration's model
     initialised from that seed, as ``privfl run`` would with ``seed: <seed>``."""
-    from privfl.fl.algorithms.builders import build_model
+    from privfl.algorithms.builders import build_model
 
     return trainable_parameters(build_model(replica_config(config, seed), data))
 
@@ -396,7 +396,7 @@ def train_replicas(
         backend selected with :func:`privfl.backends.use_backend` (local unless one is).
         The server noise of every replica is drawn here, by the replica's own generator.
     """
-    from privfl.fl.algorithms.builders import build_algorithm
+    from privfl.algorithms.builders import build_algorithm
 
     started = time.perf_counter()
     config, models, data, sets, seeds = _prepare(config, models, data, eval_sets)
@@ -442,7 +442,7 @@ def train_replicas_serially(
     ``build_algorithm(replica configuration, data)`` and the algorithm's stages, on the local
     backend. Same parameters and result as :func:`train_replicas` (``info["mode"]`` is
     ``"serial"``)."""
-    from privfl.fl.algorithms.builders import build_algorithm
+    from privfl.algorithms.builders import build_algorithm
 
     started = time.perf_counter()
     config, models, data, sets, seeds = _prepare(config, models, data, eval_sets)

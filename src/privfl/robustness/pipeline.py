@@ -145,9 +145,9 @@ def run_certification(
     Xie et al. 2023's reading; :mod:`~privfl.robustness.adversary`). Every error that the
     configuration, the data or the privacy plan reveal is raised before any training.
     """
+    from privfl.algorithms.builders import build_dataset, privacy_plan
     from privfl.attacks.config import AttackConfig
     from privfl.attacks.poisoning import attack_test_set
-    from privfl.fl.algorithms.builders import build_dataset, privacy_plan
     from privfl.robustness.adversary import readings
     from privfl.robustness.montecarlo import train_replicas
     from privfl.robustness.replica_privacy import replica_privacy

@@ -123,7 +123,7 @@ def _rederive(clean: Any, config: Any, where: Path) -> Any:
     """The privacy statement of ``config`` through its plan's accountants; refused when the
     stored one differs in any of :data:`_COMPARED` (or the data differ from the stored
     digest)."""
-    from privfl.fl.algorithms.builders import build_dataset, privacy_plan
+    from privfl.algorithms.builders import build_dataset, privacy_plan
     from privfl.robustness.replica_cache import data_digest
     from privfl.robustness.replica_privacy import replica_privacy
 

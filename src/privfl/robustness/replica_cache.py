@@ -66,7 +66,7 @@ def config_digest(config: Any) -> str:
 def data_digest(data: Any) -> str:
     """SHA-256 of a :class:`~privfl.data.FederatedDataset`: the partition (every client's
     train and test indices) and the records (train and test inputs and labels)."""
-    from privfl.fl.algorithms.algorithm_support import data_fingerprint
+    from privfl.algorithms.algorithm_support import data_fingerprint
 
     digest = hashlib.sha256(data_fingerprint(data).encode())
     for split in (data.train, data.test):

@@ -26,7 +26,7 @@ from typing import Any
 from privfl._validation import check_int
 from privfl.accounting.events import AccountingLimitError, UnsupportedEventError
 from privfl.accounting.parallel import worst_client_results
-from privfl.fl.algorithms.base import budget_results, privacy_entries, tightest_bound
+from privfl.algorithms.base import budget_results, privacy_entries, tightest_bound
 
 __all__ = ["ReplicaPrivacy", "replica_privacy"]
 
@@ -124,7 +124,7 @@ class ReplicaPrivacy:
 
 def replica_privacy(plan: Any, rounds: int, models: int) -> ReplicaPrivacy:
     """The statement for ``models`` replicas of ``rounds`` rounds of an algorithm with privacy
-    plan ``plan`` (:class:`~privfl.fl.algorithms.base.PrivacyPlan`)."""
+    plan ``plan`` (:class:`~privfl.algorithms.base.PrivacyPlan`)."""
     models = check_int("models", models, 1)
     rounds = check_int("rounds", rounds, 0)
     results = plan.results(rounds) if plan.private and plan.delta is not None else []

@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from privfl.accounting.events import Sampling, Unit, dpsgd_event
 from privfl.accounting.methods import account
+from privfl.algorithms.base import FederatedAlgorithm, PrivacyPlan, RoundAlgorithm, zero_rounds
+from privfl.algorithms.outputs import RELEASED_ACCURACY
+from privfl.algorithms.registry import algorithm_class, available, register, unregister
 from privfl.cli.main import app
 from privfl.config import ConfigError, config_from_dict
 from privfl.config.schema import FederatedConfig
-from privfl.fl.algorithms.base import FederatedAlgorithm, PrivacyPlan, RoundAlgorithm, zero_rounds
-from privfl.fl.algorithms.outputs import RELEASED_ACCURACY
-from privfl.fl.algorithms.registry import algorithm_class, available, register, unregister
 from privfl.report.experiment import Experiment, RunCallbacks
 
 
@@ -150,7 +150,7 @@ def test_registry_and_protocol(toy):
     assert "toy" in available() and algorithm_class("toy") is toy
     assert {"prifedsync", "toy"} <= set(available())
     config = config_from_dict(_config())
-    from privfl.fl.algorithms.builders import build_dataset
+    from privfl.algorithms.builders import build_dataset
 
     algorithm = toy.from_config(config, build_dataset(config))
     assert isinstance(algorithm, FederatedAlgorithm) and isinstance(algorithm.plan, PrivacyPlan)
@@ -236,7 +236,7 @@ def test_run_report_check_privacy_and_compare(toy, tmp_path):
     assert set(payload["rows"][0]["toy"]) == {"global_accuracy", "epsilon", "epsilon_method",
                                               "mu"}
     # PriFedSync's default accountants (gdp-clt, pld): a per-round row carries the CLT
-    # estimate only (no bound), the last planned row the PLD bound (privfl.fl.algorithms.cadence)
+    # estimate only (no bound), the last planned row the PLD bound (privfl.algorithms.cadence)
     assert payload["rows"][0]["pfs"].get("epsilon_method") is None
     assert payload["rows"][2]["pfs"]["epsilon_method"] == "pld"
     assert payload["rows"][0]["pfs"]["mu"] > 0  # Theorem 2's CLT mu (an estimate)
@@ -286,7 +286,7 @@ def test_kill_and_resume_equals_an_uninterrupted_run(toy, tmp_path):
 def test_an_algorithm_that_does_not_apply_protection_refuses_the_section(toy):
     """A registered algorithm whose local work ignores ``protection`` must not run with it
     silently (the report would claim a distortion that never happened)."""
-    from privfl.fl.algorithms.builders import build_algorithm
+    from privfl.algorithms.builders import build_algorithm
 
     config = config_from_dict({**_config(), "protection": {"noise_std": 0.1}})
     with pytest.raises(ConfigError, match="protection is not supported by federated.algorithm "

@@ -1,4 +1,4 @@
-"""Per-round accounting (privfl.fl.algorithms.cadence and .plan_results): what each metrics row
+"""Per-round accounting (privfl.algorithms.cadence and .plan_results): what each metrics row
 carries, that privacy.json / summary.json / check-privacy / a budget stop still rest on every
 accountant, and that a row cannot pass for less than the cadence says it holds."""
 
@@ -9,9 +9,9 @@ import json
 
 import pytest
 
+from privfl.algorithms.base import privacy_entries, tightest_bound
+from privfl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.base import privacy_entries, tightest_bound
-from privfl.fl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
 from privfl.report.check import check_run_privacy
 from privfl.report.experiment import Experiment, privacy_plan
 

@@ -11,9 +11,9 @@ import json
 import pytest
 import torch
 
+from privfl.algorithms import PriFedSync
+from privfl.algorithms.insdp import InsDpFedAvg
 from privfl.config import config_from_dict
-from privfl.fl.algorithms import PriFedSync
-from privfl.fl.algorithms.insdp import InsDpFedAvg
 from privfl.fl.client_store import ClientStore
 from privfl.report.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory
@@ -125,7 +125,7 @@ def test_resumed_run_with_mapped_store_equals_the_whole_run(tmp_path, tiny_confi
 
 
 def test_client_state_is_private_state_beside_the_checkpoints():
-    from privfl.fl.algorithms.outputs import PRIVATE_STATE, file_outputs
+    from privfl.algorithms.outputs import PRIVATE_STATE, file_outputs
 
     def files(**kwargs):
         return {o.name: o for o in file_outputs(

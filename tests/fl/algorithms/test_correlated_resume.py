@@ -21,8 +21,8 @@ import pytest
 
 from privfl.accounting.dispatch import evaluate
 from privfl.accounting.gdp.accountant import gdp_epsilon
+from privfl.algorithms.base import lost_attempts, released_results
 from privfl.config import ConfigError, config_from_dict
-from privfl.fl.algorithms.base import lost_attempts, released_results
 from privfl.mechanisms.correlated_privacy import composed_release, tree_release
 from privfl.mechanisms.sensitivity import Participation
 from privfl.report.check import check_run_privacy

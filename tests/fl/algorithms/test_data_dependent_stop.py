@@ -9,8 +9,8 @@ import json
 
 import pytest
 
+from privfl.algorithms.builders import privacy_plan
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.builders import privacy_plan
 from privfl.report.check import check_run_privacy
 from privfl.report.experiment import Experiment
 

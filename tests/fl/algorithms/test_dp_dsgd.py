@@ -15,16 +15,16 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from privfl.accounting.participation import calibrate_participation, participation_report
-from privfl.config import ConfigError, config_from_dict, read_yaml
-from privfl.data import Dataset, FederatedDataset, synthetic_dataset
-from privfl.fl.algorithms.base import privacy_entries
-from privfl.fl.algorithms.dp_dsgd import (
+from privfl.algorithms.base import privacy_entries
+from privfl.algorithms.dp_dsgd import (
     SERVERS,
     Cohort,
     DpDsgd,
     DpDsgdPrivacy,
     GradientSum,
 )
+from privfl.config import ConfigError, config_from_dict, read_yaml
+from privfl.data import Dataset, FederatedDataset, synthetic_dataset
 from privfl.models import build_model
 from privfl.report.check import check_run_privacy
 from privfl.report.experiment import Experiment, build_algorithm

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from privfl.accounting.events import Neighbouring, Sampling, Unit, dpsgd_event
 from privfl.accounting.methods import AccountingOptions, account
+from privfl.algorithms.dp_fedavg import DpFedAvg, DpFedAvgConfig, DpFedAvgPrivacy
+from privfl.algorithms.registry import algorithm_class
 from privfl.cli.main import app
 from privfl.config import ConfigError, config_from_dict
 from privfl.fl.aggregation import update_noise_multiplier
-from privfl.fl.algorithms.dp_fedavg import DpFedAvg, DpFedAvgConfig, DpFedAvgPrivacy
-from privfl.fl.algorithms.registry import algorithm_class
 from privfl.report.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory
 
@@ -425,7 +425,7 @@ def test_algorithm_validation():
 
 def test_legacy_options_are_what_the_paper_uses():
     # the paper's orders/conversion, for reference in the plan
-    from privfl.fl.algorithms import dp_fedavg
+    from privfl.algorithms import dp_fedavg
 
     assert AccountingOptions(orders="legacy", conversion="classic") == dp_fedavg._PAPER_OPTIONS
 

@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 
 from privfl.accounting.events import NoisyStep, PrivacyEvent, Sampling
 from privfl.accounting.methods import build_accountant
+from privfl.algorithms import builders
+from privfl.algorithms.builders import build_dataset
+from privfl.algorithms.insdp import InsDpFedAvg, InsDpFedSgd
+from privfl.algorithms.insdp_plan import PAPER_ACCOUNTING, PAPER_OPTIONS, InsDpPrivacy
 from privfl.config import ConfigError, config_from_dict
 from privfl.data import Dataset, FederatedDataset
 from privfl.fl import LocalTrainingSpec
-from privfl.fl.algorithms import builders
-from privfl.fl.algorithms.builders import build_dataset
-from privfl.fl.algorithms.insdp import InsDpFedAvg, InsDpFedSgd
-from privfl.fl.algorithms.insdp_plan import PAPER_ACCOUNTING, PAPER_OPTIONS, InsDpPrivacy
 from privfl.models import build_model
 from privfl.report.check import check_run_privacy
 from privfl.report.experiment import Experiment, build_algorithm

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from privfl.algorithms.outputs import private_dir_of
 from privfl.config import ConfigError, config_from_dict, load_config
-from privfl.fl.algorithms.outputs import private_dir_of
 from privfl.report.experiment import Experiment
 
 REPO = Path(__file__).resolve().parents[3]

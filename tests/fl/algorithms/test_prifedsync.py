@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from privfl.accounting.fdp.federated import ClientTraining, FederatedSetting, federated_fdp
-from privfl.fl import LocalTrainingSpec
-from privfl.fl.algorithms import (
+from privfl.algorithms import (
     IdentityHelper,
     InterpolationHelper,
     PriFedSync,
     make_helper,
     privacy_entries,
 )
+from privfl.fl import LocalTrainingSpec
 from privfl.models import build_model
 
 

@@ -19,13 +19,13 @@ from privfl.accounting.contraction import (
     corollary1_utility_bound,
     theta,
 )
-from privfl.config import ConfigError, config_from_dict, read_yaml
-from privfl.data import Dataset, FederatedDataset
-from privfl.fl.algorithms.projected_sgd import (
+from privfl.algorithms.projected_sgd import (
     ProjectedSgd,
     ProjectedSgdPrivacy,
     project_,
 )
+from privfl.config import ConfigError, config_from_dict, read_yaml
+from privfl.data import Dataset, FederatedDataset
 from privfl.models import build_model
 from privfl.report.check import check_run_privacy
 from privfl.report.experiment import Experiment, build_algorithm

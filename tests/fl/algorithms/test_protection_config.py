@@ -12,6 +12,9 @@ import torch
 from test_secure_sources import CONFIGS
 
 import privfl.distortion.layers as layers_module
+from privfl.algorithms.builders import build_algorithm
+from privfl.algorithms.dp_fedavg import DpFedAvg
+from privfl.algorithms.registry import algorithm_class
 from privfl.config import ConfigError, config_from_dict
 from privfl.distortion import (
     ClientProtection,
@@ -20,9 +23,6 @@ from privfl.distortion import (
     RandomMask,
 )
 from privfl.distortion.layers import LayerGaussianDistortion, resolve_layer_stds
-from privfl.fl.algorithms.builders import build_algorithm
-from privfl.fl.algorithms.dp_fedavg import DpFedAvg
-from privfl.fl.algorithms.registry import algorithm_class
 
 
 def raw_config(name: str, protection: dict | None = None, **privacy) -> dict:

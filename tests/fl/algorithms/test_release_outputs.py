@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from privfl.algorithms.base import privacy_metrics
+from privfl.algorithms.outputs import GENERIC_METRICS, UNCLASSIFIED
+from privfl.algorithms.projected_sgd import logreg_constants
 from privfl.config import ConfigError, config_from_dict
-from privfl.fl.algorithms.base import privacy_metrics
-from privfl.fl.algorithms.outputs import GENERIC_METRICS, UNCLASSIFIED
-from privfl.fl.algorithms.projected_sgd import logreg_constants
 from privfl.report.check import check_run_privacy
 from privfl.report.experiment import Experiment, build_algorithm
 from privfl.report.rundir import RunDirectory

@@ -175,7 +175,7 @@ def test_zheng2021_configs_are_the_generators_output(tmp_path, monkeypatch):
 def test_deprecated_model_name_runs_as_its_current_name():
     """A config naming a model by its old name validates and builds the same model from the same
     seed as the current name (the alias is looked up in privfl.models.MODEL_ALIASES)."""
-    from privfl.fl.algorithms.builders import build_dataset, build_model
+    from privfl.algorithms.builders import build_dataset, build_model
 
     current = load_config(None, ["model.name=xie2023-mnist-cnn", "model.kwargs={}"])
     with warnings.catch_warnings():
@@ -298,7 +298,7 @@ def test_poisson_local_batches_are_accounted_as_poisson_add_remove(tmp_path):
 
 def test_data_classes_make_a_binary_task():
     """data.classes keeps the listed classes, relabelled 0..k-1 (Xie et al. 2023's 0 vs 1)."""
-    from privfl.fl.algorithms.builders import build_dataset
+    from privfl.algorithms.builders import build_dataset
 
     config = load_config(None, ["data.classes=[7, 1]", "data.partition=iid", "data.clients=4",
                                 "data.test_size=10"])

@@ -93,7 +93,7 @@ def test_run_directory_contents(tmp_path, tiny_config_dict):
                     "cohort_size", "privacy_methods"):
             assert key in row
     # the per-round rows carry the CLT estimate; the last (planned) round every accountant,
-    # with the PLD bound (privfl.fl.algorithms.cadence)
+    # with the PLD bound (privfl.algorithms.cadence)
     assert [r["privacy_methods"] for r in rows] == ["per-round", "per-round", "all"]
     assert ["epsilon" in r for r in rows] == [False, False, True]
     assert {e["method"] for e in rows[0]["privacy"]} == {"gdp-clt"}

@@ -19,8 +19,8 @@ import torch
 
 import privfl.mechanisms.noise as noise_module
 import privfl.mechanisms.secure as secure_module
+from privfl.algorithms.algorithm_support import seeded_generators
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.algorithm_support import seeded_generators
 from privfl.fl.random_streams import noise_streams
 from privfl.report.experiment import build_algorithm
 
@@ -174,7 +174,7 @@ def _global_states():
 
 
 def test_every_shipped_algorithm_is_covered():
-    from privfl.fl.algorithms.registry import ALGORITHM_NAMES
+    from privfl.algorithms.registry import ALGORITHM_NAMES
 
     assert set(ALGORITHM_NAMES) == set(ALGORITHMS)
     assert {_config(name).federated.algorithm for name in CONFIGS} == set(ALGORITHMS)
@@ -267,13 +267,13 @@ def test_secure_client_protection_reads_only_the_secure_source(monkeypatch):
     """DP-FedAvg with a secure client-side protection (Zhang, Chen and Yang 2022: record
     sampling, a random mask, Gaussian distortion): the protection's draws leave the seeded
     generators untouched too."""
+    from privfl.algorithms.dp_fedavg import DpFedAvg
     from privfl.distortion import (
         ClientProtection,
         GaussianDistortion,
         PoissonRecordSampling,
         RandomMask,
     )
-    from privfl.fl.algorithms.dp_fedavg import DpFedAvg
 
     config = _config("dp-fedavg")
     base = build_algorithm(config)

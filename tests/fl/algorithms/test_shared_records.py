@@ -15,10 +15,10 @@ from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import HeldByClients, Neighbouring, Sampling, Scope, dpsgd_event
 from privfl.accounting.gdp.accountant import fdp_clt_mu
 from privfl.accounting.methods import build_accountant
+from privfl.algorithms.builders import build_dataset
+from privfl.algorithms.insdp_plan import PAPER_ACCOUNTING, PAPER_OPTIONS, InsDpPrivacy
+from privfl.algorithms.prifedsync import PriFedSyncPrivacy
 from privfl.config import ConfigError, config_from_dict
-from privfl.fl.algorithms.builders import build_dataset
-from privfl.fl.algorithms.insdp_plan import PAPER_ACCOUNTING, PAPER_OPTIONS, InsDpPrivacy
-from privfl.fl.algorithms.prifedsync import PriFedSyncPrivacy
 from privfl.report.check import check_run_privacy
 from privfl.report.experiment import Experiment, privacy_plan
 

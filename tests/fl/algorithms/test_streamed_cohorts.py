@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from privfl.algorithms.builders import build_algorithm
+from privfl.algorithms.cohort_stream import CohortStream
 from privfl.backends import InProcessShards, LocalBackend, use_backend
 from privfl.config import ConfigError, config_from_dict
-from privfl.fl.algorithms.builders import build_algorithm
-from privfl.fl.algorithms.cohort_stream import CohortStream
 
 BASE = {
     "name": "stream-tiny",

@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 
+from privfl.algorithms.builders import build_algorithm
+from privfl.algorithms.cohort_stream import CohortStream
 from privfl.config import config_from_dict
-from privfl.fl.algorithms.builders import build_algorithm
-from privfl.fl.algorithms.cohort_stream import CohortStream
 from privfl.fl.unit_sums import RECORD_UNIT
 
 DSGD = {  # about 4 units of 64 records per iteration; dropout draws from each unit's stream
@@ -82,7 +82,7 @@ def test_any_units_per_call_and_any_workers_give_the_same_run(case):
 
 
 def test_the_budget_sets_the_units_per_call(monkeypatch):
-    import privfl.fl.algorithms.dp_dsgd as module
+    import privfl.algorithms.dp_dsgd as module
 
     calls = []
     real = module.clipped_units

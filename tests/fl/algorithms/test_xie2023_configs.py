@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 import privfl.data
 from privfl.accounting.events import NoisyStep, PrivacyEvent, Sampling
 from privfl.accounting.methods import build_accountant
+from privfl.algorithms.builders import build_dataset
+from privfl.algorithms.insdp_plan import PAPER_OPTIONS
 from privfl.cli.main import app
 from privfl.config.loader import load_config
-from privfl.fl.algorithms.builders import build_dataset
-from privfl.fl.algorithms.insdp_plan import PAPER_OPTIONS
 from privfl.report.experiment import privacy_plan
 
 FOLDER = Path(__file__).resolve().parents[3] / "configs" / "xie2023"

@@ -143,7 +143,7 @@ def all_iterates_event(
     (docs/accountants/last-iterate.md, "Next to it: the all-iterates numbers"); for a run with
     ``run.schedule == "independent"`` it is exactly what ran (then the only baseline allowed).
     ``unit`` labels the event (``"client"`` when a user holds a whole local dataset, as in
-    :mod:`privfl.fl.algorithms.projected_sgd`).
+    :mod:`privfl.algorithms.projected_sgd`).
     """
     if not isinstance(run, ProjectedNoisySGD):
         raise ValueError(f"run = {run!r} is not a ProjectedNoisySGD")

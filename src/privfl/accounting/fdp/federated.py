@@ -203,7 +203,7 @@ def federated_event(weak: Sequence[PrivacyEvent], strong: Sequence[PrivacyEvent]
     client's helper-model stream; ``weak[j]`` is client position j's K R steps) and the *strong*
     scope (all m - 1 others collude; ``strong[j]`` its (m - 1) K R steps), each the worst record
     over clients (``holder_sets``: the client positions sharing a record, empty for disjoint
-    clients). ``privfl run`` (:class:`privfl.fl.algorithms.prifedsync.PriFedSyncPrivacy`) and
+    clients). ``privfl run`` (:class:`privfl.algorithms.prifedsync.PriFedSyncPrivacy`) and
     ``privfl account fedfdp`` (:func:`federated_fdp`) both build it, and
     :func:`privfl.accounting.dispatch.evaluate` answers it."""
     holder_sets = tuple(tuple(h) for h in holder_sets)

@@ -1,7 +1,7 @@
 """The ``federated`` sections of the built-in algorithms, in torch-free modules.
 
 One module per algorithm holds the pydantic model of its ``federated`` section (and the
-constants and checks that model needs); the algorithm itself (:mod:`privfl.fl.algorithms`,
+constants and checks that model needs); the algorithm itself (:mod:`privfl.algorithms`,
 which imports torch) takes its ``config_class`` from here. A configuration is therefore
 validated, and a typo answered, before torch is imported.
 
@@ -9,7 +9,7 @@ The configuration schema (:mod:`privfl.config.schema`) names no algorithm: it re
 registry of :mod:`privfl.config.sections`. :func:`register_builtin_algorithms` is the one call
 that puts the built-ins there; the application layer makes it once (the command line,
 :mod:`privfl.cli.main`; the runner's package, :mod:`privfl.report`; the Flower apps,
-:mod:`privfl.flower.apps`), as does :mod:`privfl.fl.algorithms.registry`, so that importing the
+:mod:`privfl.flower.apps`), as does :mod:`privfl.algorithms.registry`, so that importing the
 algorithms is enough in a script. Each model is imported on first use.
 
 :data:`BUILTIN_ALGORITHMS` is the one table of the built-ins: for each ``federated.algorithm``,
@@ -40,43 +40,43 @@ class BuiltinAlgorithm:
 
 
 #: The built-in algorithms, keyed by ``federated.algorithm``: the one table the configuration
-#: schema, the algorithm registry (:mod:`privfl.fl.algorithms.registry`), ``privfl list`` and
+#: schema, the algorithm registry (:mod:`privfl.algorithms.registry`), ``privfl list`` and
 #: ``privfl run --help`` read.
 BUILTIN_ALGORITHMS: dict[str, BuiltinAlgorithm] = {
     "prifedsync": BuiltinAlgorithm(
         "privfl.config.algorithms.prifedsync:PriFedSyncConfig",
-        "privfl.fl.algorithms.prifedsync:PriFedSync",
+        "privfl.algorithms.prifedsync:PriFedSync",
         "PriFedSync, record-level federated f-DP with personalised helper models "
         "(Zheng et al. 2021)"),
     "dp-fedavg": BuiltinAlgorithm(
         "privfl.config.algorithms.dp_fedavg:DpFedAvgConfig",
-        "privfl.fl.algorithms.dp_fedavg:DpFedAvg",
+        "privfl.algorithms.dp_fedavg:DpFedAvg",
         "DP-FedAvg, client-level DP (McMahan et al. 2018; Xie et al. 2023, Algorithm 1)"),
     "insdp-fedsgd": BuiltinAlgorithm(
         "privfl.config.algorithms.insdp:InsDpFedSgdConfig",
-        "privfl.fl.algorithms.insdp:InsDpFedSgd",
+        "privfl.algorithms.insdp:InsDpFedSgd",
         "InsDP-FedSGD, record-level DP-SGD in each client, FedSGD (Xie et al. 2023, "
         "Algorithm 2)"),
     "insdp-fedavg": BuiltinAlgorithm(
         "privfl.config.algorithms.insdp:InsDpFedAvgConfig",
-        "privfl.fl.algorithms.insdp:InsDpFedAvg",
+        "privfl.algorithms.insdp:InsDpFedAvg",
         "InsDP-FedAvg, record-level DP-SGD in each client, FedAvg (Xie et al. 2023, "
         "Algorithm 3)"),
     "dp-dsgd": BuiltinAlgorithm(
         "privfl.config.algorithms.dp_dsgd:DpDsgdConfig",
-        "privfl.fl.algorithms.dp_dsgd:DpDsgd",
+        "privfl.algorithms.dp_dsgd:DpDsgd",
         "DP distributed SGD with random client participation (Hasircioglu and Gunduz 2022)"),
     "projected-sgd": BuiltinAlgorithm(
         "privfl.config.algorithms.projected_sgd:ProjectedSgdConfig",
-        "privfl.fl.algorithms.projected_sgd:ProjectedSgd",
+        "privfl.algorithms.projected_sgd:ProjectedSgd",
         "projected noisy SGD, only the last iterate released (Asoodeh et al. 2021)"),
     "dp-ftrl": BuiltinAlgorithm(
         "privfl.config.algorithms.correlated:DpFtrlConfig",
-        "privfl.fl.algorithms.dp_ftrl:DpFtrl",
+        "privfl.algorithms.dp_ftrl:DpFtrl",
         "DP-FTRL, user-level DP with tree aggregation, no sampling (Kairouz et al. 2021)"),
     "bandmf-fedavg": BuiltinAlgorithm(
         "privfl.config.algorithms.correlated:BandMfFedAvgConfig",
-        "privfl.fl.algorithms.bandmf_fedavg:BandMfFedAvg",
+        "privfl.algorithms.bandmf_fedavg:BandMfFedAvg",
         "BandMF-FedAvg, user-level DP with banded matrix-factorization noise "
         "(Choquette-Choo et al. 2023)"),
 }

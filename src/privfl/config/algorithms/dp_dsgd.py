@@ -14,7 +14,7 @@ from privfl.config.schema import ExperimentConfig, FederatedConfig
 
 __all__ = ["SERVERS", "DpDsgdConfig"]
 
-#: Who adds the noise and what the server sees (:mod:`privfl.fl.algorithms.dp_dsgd`).
+#: Who adds the noise and what the server sees (:mod:`privfl.algorithms.dp_dsgd`).
 SERVERS = ("trusted", "untrusted", "untrusted-participants-only", "secure-aggregation")
 
 

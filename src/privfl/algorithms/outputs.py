@@ -7,7 +7,7 @@ it is computed from (unnoised training data, a realised count the guarantee assu
 private state, ...).
 
 Metrics keys are classified by the algorithm (:meth:`RoundAlgorithm.output_classes
-<privfl.fl.algorithms.base.RoundAlgorithm.output_classes>`) on top of :data:`GENERIC_METRICS`;
+<privfl.algorithms.base.RoundAlgorithm.output_classes>`) on top of :data:`GENERIC_METRICS`;
 a key nobody classified is treated as outside the guarantee (:data:`UNCLASSIFIED`), and the
 tests require every key the algorithms write to be classified. Files are classified by the
 runner (:func:`file_outputs`). With ``run.outputs: guarantee-only`` the run directory holds only
@@ -50,7 +50,7 @@ PRIVATE_STATE = (False, "private state: models, optimizer and generator states a
                  "sampling decisions the guarantee assumes secret")
 UNCLASSIFIED = (False, "not classified by the algorithm: treated as outside the guarantee")
 
-#: Keys every algorithm's metrics rows may carry (:func:`privfl.fl.algorithms.base.run_round`).
+#: Keys every algorithm's metrics rows may carry (:func:`privfl.algorithms.base.run_round`).
 GENERIC_METRICS: dict[str, tuple[bool, str]] = {
     "round": (True, "the round index: public"),
     "privacy": COVERED_ACCOUNTING,

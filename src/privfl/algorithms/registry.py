@@ -3,7 +3,7 @@
 Built-in algorithms are imported lazily (``module:Class``); their ``federated`` models live in
 the torch-free :mod:`privfl.config.algorithms`, registered with :mod:`privfl.config.sections`
 by :func:`~privfl.config.algorithms.register_builtin_algorithms`. :func:`register` adds an
-algorithm at run time (a class following :class:`~privfl.fl.algorithms.base.FederatedAlgorithm`
+algorithm at run time (a class following :class:`~privfl.algorithms.base.FederatedAlgorithm`
 with a ``config_class``: the pydantic model of its ``federated`` section) and registers that
 model too (the schema imports no algorithm).
 

@@ -12,7 +12,7 @@ docs/run.md, "The algorithm", step 5).
   ``alpha = 0`` keeps purely local models).
 
 Any callable with the same signature (``local, global_model, clients -> [c, d]``) can be passed
-to :class:`~privfl.fl.algorithms.prifedsync.PriFedSync` as a custom map, e.g. an
+to :class:`~privfl.algorithms.prifedsync.PriFedSync` as a custom map, e.g. an
 attention-weighted combination; it must use only the private models it is given.
 """
 

@@ -60,6 +60,13 @@ from privfl.accounting.methods import (
     resolve_methods,
 )
 from privfl.accounting.results import PrivacyResult
+from privfl.algorithms.algorithm_support import flat_model
+from privfl.algorithms.base import as_replace_one
+from privfl.algorithms.cohort_stream import StatsRows
+from privfl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.algorithms.plan_results import PlanResults
+from privfl.algorithms.protection import protected_local_models
+from privfl.algorithms.server_fedavg import ServerFedAvg, local_spec
 from privfl.attacks.metrics import attack_monitor
 from privfl.config.algorithms.dp_fedavg import (
     CLIENT_SAMPLING,
@@ -79,13 +86,6 @@ from privfl.fl.aggregation import (
     UpdateClipping,
     update_noise_multiplier,
 )
-from privfl.fl.algorithms.algorithm_support import flat_model
-from privfl.fl.algorithms.base import as_replace_one
-from privfl.fl.algorithms.cohort_stream import StatsRows
-from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
-from privfl.fl.algorithms.plan_results import PlanResults
-from privfl.fl.algorithms.protection import protected_local_models
-from privfl.fl.algorithms.server_fedavg import ServerFedAvg, local_spec
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.mechanisms.secure import SECURE_RANDOM, randomness_text
@@ -259,7 +259,7 @@ class DpFedAvgPrivacy(PlanResults):
     def _compose(self, rounds: int, full: bool) -> list[PrivacyResult]:
         """Labelled client-level guarantees after ``rounds`` >= 1 rounds, each accountant in
         turn, then (``paper_accounting``) Xie et al. 2023's own RDP in scope ``paper``
-        (results and caching: :class:`~privfl.fl.algorithms.plan_results.PlanResults`)."""
+        (results and caching: :class:`~privfl.algorithms.plan_results.PlanResults`)."""
         median = (f"the clipping = {self.clipping!r} threshold is the cohort's median update "
                   "norm, which no accountant charges: not a bound for what ran"
                   if self.clipping in MEDIAN_CLIPPINGS else "")
@@ -369,20 +369,20 @@ class DpFedAvg(ServerFedAvg):
     Parameters
     ----------
     model, spec, data
-        As :class:`~privfl.fl.algorithms.server_fedavg.ServerFedAvg`: ``spec`` is non-private
+        As :class:`~privfl.algorithms.server_fedavg.ServerFedAvg`: ``spec`` is non-private
         (``clip_norm=None``), the guarantee is client level and comes from the server's
         clipping and noise.
     plan
         :class:`DpFedAvgPrivacy`: client sampling, noise, clipping and accounting. The round
         reads its sampling and noise from this object, the accountant its events.
     options
-        :class:`~privfl.fl.algorithms.server_fedavg.ServerFedAvg`'s: ``server_lr`` eta and
+        :class:`~privfl.algorithms.server_fedavg.ServerFedAvg`'s: ``server_lr`` eta and
         ``server_momentum`` beta (``v <- beta v + Delta; w <- w + eta v``), ``seed`` (client
         sampling and all training randomness; in secure mode, ``plan.secure``, cohorts,
         batches and noise come from ``os.urandom``), ``device``, ``eval_batch_size``,
         ``trainer_options``, ``init_params``, ``stream``.
     protection
-        Optional client-side protection (:mod:`privfl.fl.algorithms.protection`, e.g. a
+        Optional client-side protection (:mod:`privfl.algorithms.protection`, e.g. a
         :class:`privfl.distortion.ClientProtection`): record sampling before and parameter
         distortion after local training; None (default) leaves the round unchanged.
     """

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from privfl.accounting.results import PrivacyResult, zero_rounds
-from privfl.fl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
+from privfl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
 
 if TYPE_CHECKING:  # pragma: no cover
     from privfl.config.schema import ExperimentConfig
@@ -78,7 +78,7 @@ class PrivacyPlan(Protocol):
     A plan that composes accountants whose answer is recomputed from scratch for every round
     count (the sampled PLD) also defines ``round_results(rounds)`` and ``round_skips``: what a
     per-round metrics row carries and what it leaves out
-    (:mod:`privfl.fl.algorithms.plan_results`, :mod:`privfl.fl.algorithms.cadence`).
+    (:mod:`privfl.algorithms.plan_results`, :mod:`privfl.algorithms.cadence`).
 
     A plan whose events may be re-read under replace-one neighbours (certification of
     privfl's replacing attackers, Xie et al. 2023 with the replace adversary) also defines
@@ -159,8 +159,8 @@ class RoundAlgorithm:
     #: and ran again with fresh randomness (a resumed secure run; redrawn.jsonl's order): each
     #: is one more release, composed by :meth:`privacy` (:func:`released_results`)
     redrawn_rounds: tuple[int, ...] = ()
-    #: client-side protection of every upload (:mod:`privfl.fl.algorithms.protection`; set by
-    #: :func:`~privfl.fl.algorithms.protection.attach_protection` from the ``protection``
+    #: client-side protection of every upload (:mod:`privfl.algorithms.protection`; set by
+    #: :func:`~privfl.algorithms.protection.attach_protection` from the ``protection``
     #: section) and its resolved settings for the report; None: no protection
     protection: Any = None
     protection_config: Any = None

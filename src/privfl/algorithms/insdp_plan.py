@@ -84,9 +84,9 @@ from privfl.accounting.events import (
 )
 from privfl.accounting.methods import AccountingOptions, resolve_methods
 from privfl.accounting.results import PrivacyResult
+from privfl.algorithms.base import as_replace_one
+from privfl.algorithms.plan_results import PlanResults
 from privfl.data.sharing import RecordSharing
-from privfl.fl.algorithms.base import as_replace_one
-from privfl.fl.algorithms.plan_results import PlanResults
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.mechanisms.secure import randomness_text
@@ -356,7 +356,7 @@ class InsDpPrivacy(PlanResults):
         scope (``accountants``, or those of a per-round row), then (``paper_accounting``) the
         paper's RDP in scope ``paper``, each
         :func:`~privfl.accounting.dispatch.evaluate` of :meth:`event` (results and caching:
-        :class:`~privfl.fl.algorithms.plan_results.PlanResults`)."""
+        :class:`~privfl.algorithms.plan_results.PlanResults`)."""
         results = [_ordered(r) for r in evaluate(
             self.event(rounds), self.delta, methods=self._accountants(full),
             options=self.options)]

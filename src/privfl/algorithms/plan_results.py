@@ -6,7 +6,7 @@ closed forms; the CLT estimate); others recompute the whole composition for ever
 sampled PLD's FFT composition (its length is set by the composed window, not by the number of
 steps; docs/accounting.md, "Why the sampled PLD is not composed incrementally") and the basic
 composition of DP-DSGD's per-iteration bounds (a new root solve at delta / r). A per-round
-metrics row (:class:`~privfl.fl.algorithms.cadence.AccountingCadence`) carries
+metrics row (:class:`~privfl.algorithms.cadence.AccountingCadence`) carries
 :meth:`PlanResults.round_results`: every configured accountant except those, named by
 :attr:`PlanResults.round_skips`. :meth:`PlanResults.results` is always the full set: privacy.json,
 summary.json, the card, ``check-privacy`` and ``privfl account`` read it.

@@ -5,7 +5,7 @@
 clients train locally: the trainer and the accountant both read it) and
 :func:`trainer_options` (execution settings of the engine, which never change a result);
 :func:`build_algorithm` and :func:`privacy_plan` (the algorithm ``federated.algorithm`` names, or
-its privacy plan alone, from :mod:`~privfl.fl.algorithms.registry`).
+its privacy plan alone, from :mod:`~privfl.algorithms.registry`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from privfl.algorithms.protection import attach_protection
+from privfl.algorithms.registry import algorithm_class
 from privfl.config import ConfigError, ExperimentConfig
 from privfl.config.datasets import dataset_entry
 from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.protection import attach_protection
-from privfl.fl.algorithms.registry import algorithm_class
 from privfl.fl.spec import LocalTrainingSpec
 
 __all__ = ["apply_attack", "build_algorithm", "build_dataset", "build_model", "build_spec",
@@ -189,7 +189,7 @@ def trainer_options(config: ExperimentConfig) -> dict[str, int]:
 
 def build_algorithm(config: ExperimentConfig, data: FederatedDataset | None = None) -> Any:
     """The algorithm ``federated.algorithm`` names, built from the configuration (data built if
-    not given); see :mod:`privfl.fl.algorithms.registry`."""
+    not given); see :mod:`privfl.algorithms.registry`."""
     data = build_dataset(config) if data is None else data
     cls = algorithm_class(config.federated.algorithm)
     try:

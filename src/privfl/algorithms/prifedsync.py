@@ -63,13 +63,7 @@ from privfl.accounting.events import Scopes
 from privfl.accounting.fdp.federated import STRONG_RELEASE, WEAK_RELEASE, federated_event
 from privfl.accounting.methods import AccountingOptions, resolve_methods
 from privfl.accounting.results import PrivacyResult
-from privfl.attacks.metrics import PersonalisedAttack, attack_monitor
-from privfl.backends import train_clients
-from privfl.config.algorithms.prifedsync import EMPTY_COHORT_POLICIES, PriFedSyncConfig
-from privfl.config.schema import ExperimentConfig, FederatedConfig
-from privfl.data.datasets import FederatedDataset
-from privfl.data.sharing import RecordSharing
-from privfl.fl.algorithms.algorithm_support import (
+from privfl.algorithms.algorithm_support import (
     ClientTensors,
     FlatPredictor,
     check_model_and_data,
@@ -80,11 +74,17 @@ from privfl.fl.algorithms.algorithm_support import (
     restore_streams,
     seeded_generators,
 )
-from privfl.fl.algorithms.base import RoundAlgorithm, as_replace_one
-from privfl.fl.algorithms.outputs import UNNOISED_TRAINING
-from privfl.fl.algorithms.plan_results import PlanResults
-from privfl.fl.algorithms.prifedsync_helpers import HelperMap, make_helper
-from privfl.fl.algorithms.protection import protected_train
+from privfl.algorithms.base import RoundAlgorithm, as_replace_one
+from privfl.algorithms.outputs import UNNOISED_TRAINING
+from privfl.algorithms.plan_results import PlanResults
+from privfl.algorithms.prifedsync_helpers import HelperMap, make_helper
+from privfl.algorithms.protection import protected_train
+from privfl.attacks.metrics import PersonalisedAttack, attack_monitor
+from privfl.backends import train_clients
+from privfl.config.algorithms.prifedsync import EMPTY_COHORT_POLICIES, PriFedSyncConfig
+from privfl.config.schema import ExperimentConfig, FederatedConfig
+from privfl.data.datasets import FederatedDataset
+from privfl.data.sharing import RecordSharing
 from privfl.fl.client_store import ClientStore
 from privfl.fl.params import put_rows, trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
@@ -174,7 +174,7 @@ class PriFedSyncPrivacy(PlanResults):
     def _compose(self, rounds: int, full: bool) -> list[PrivacyResult]:
         """Weak and strong guarantees after ``rounds`` >= 1 rounds:
         :func:`~privfl.accounting.dispatch.evaluate` of :meth:`event` (results and caching:
-        :class:`~privfl.fl.algorithms.plan_results.PlanResults`).
+        :class:`~privfl.algorithms.plan_results.PlanResults`).
 
         A record held by several clients (``sharing``) composes its holders' K R steps (weak)
         or their strong events (strong); disjoint clients give the worst client's guarantee.
@@ -260,7 +260,7 @@ class PriFedSync(RoundAlgorithm):
         eta in ``(0, 1]``: ``w~_global <- (1 - eta) w~_global + eta * mean``.
     helper, alpha
         ``"interpolation"`` (eq. 2.1, weight ``alpha`` on the global model), ``"identity"``
-        (FedAvg), or a :class:`~privfl.fl.algorithms.prifedsync_helpers.HelperMap`.
+        (FedAvg), or a :class:`~privfl.algorithms.prifedsync_helpers.HelperMap`.
     empty_cohort
         ``"redraw"`` (the reference code: draw again until some client is sampled) or
         ``"skip"`` (the round passes with no training; it still counts for privacy).
@@ -418,7 +418,7 @@ class PriFedSync(RoundAlgorithm):
     @classmethod
     def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> PriFedSync:
         """PriFedSync with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model, build_spec, trainer_options
+        from privfl.algorithms.builders import build_model, build_spec, trainer_options
 
         model = build_model(config, data)
         spec = build_spec(config)
@@ -436,7 +436,7 @@ class PriFedSync(RoundAlgorithm):
     @classmethod
     def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> PriFedSyncPrivacy:
         """The plan alone, from the same spec builder the training uses."""
-        from privfl.fl.algorithms.builders import build_spec
+        from privfl.algorithms.builders import build_spec
 
         spec = build_spec(config)
         f, p = config.federated, config.privacy

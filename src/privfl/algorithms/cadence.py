@@ -2,7 +2,7 @@
 
 A privacy plan that composes accountants whose answer for r rounds is recomputed from scratch
 (the sampled PLD's FFT composition, DP-DSGD's basic compositions; see
-:mod:`privfl.fl.algorithms.plan_results`) gives two lists: ``results(r)`` (every accountant) and
+:mod:`privfl.algorithms.plan_results`) gives two lists: ``results(r)`` (every accountant) and
 ``round_results(r)`` (those whose round costs one step: RDP, closed forms, CLT estimates,
 per-iteration numbers). A run's metrics row of round r carries ``results(r)`` when
 :meth:`AccountingCadence.full` says so and ``round_results(r)`` otherwise, and says which in

@@ -84,11 +84,7 @@ from privfl.accounting.participation import (
 )
 from privfl.accounting.participation import COMPOSABLE_SCHEMES, SCHEMES
 from privfl.accounting.results import PrivacyResult
-from privfl.attacks.metrics import attack_monitor
-from privfl.config.algorithms.dp_dsgd import SERVERS, DpDsgdConfig
-from privfl.config.schema import ExperimentConfig, FederatedConfig
-from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.algorithm_support import (
+from privfl.algorithms.algorithm_support import (
     FlatPredictor,
     as_tensor,
     check_model_and_data,
@@ -99,10 +95,14 @@ from privfl.fl.algorithms.algorithm_support import (
     restore_streams,
     seeded_generators,
 )
-from privfl.fl.algorithms.base import RoundAlgorithm
-from privfl.fl.algorithms.cohort_stream import CohortStream
-from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
-from privfl.fl.algorithms.plan_results import PlanResults
+from privfl.algorithms.base import RoundAlgorithm
+from privfl.algorithms.cohort_stream import CohortStream
+from privfl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.algorithms.plan_results import PlanResults
+from privfl.attacks.metrics import attack_monitor
+from privfl.config.algorithms.dp_dsgd import SERVERS, DpDsgdConfig
+from privfl.config.schema import ExperimentConfig, FederatedConfig
+from privfl.data.datasets import FederatedDataset
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
@@ -328,7 +328,7 @@ class DpDsgdPrivacy(PlanResults):
 
     @property
     def accountants(self) -> tuple[str, ...]:
-        """The composition accountants (:class:`~privfl.fl.algorithms.plan_results.PlanResults`
+        """The composition accountants (:class:`~privfl.algorithms.plan_results.PlanResults`
         composes them; the schemes are :attr:`schemes`)."""
         return self.composition
 
@@ -346,7 +346,7 @@ class DpDsgdPrivacy(PlanResults):
 
     def _compose(self, rounds: int, full: bool) -> list[PrivacyResult]:
         """Per-iteration and run-scope guarantees after ``rounds`` >= 1 iterations (results
-        and caching: :class:`~privfl.fl.algorithms.plan_results.PlanResults`)."""
+        and caching: :class:`~privfl.algorithms.plan_results.PlanResults`)."""
         report = self.report(rounds, full)
         per_iteration = [r for r in report if r.steps == 1]
         composed = per_iteration if rounds == 1 else [r for r in report if r.steps > 1]
@@ -459,7 +459,7 @@ class DpDsgd(RoundAlgorithm):
         Where tensors live; evaluation batch size; options of
         :class:`~privfl.fl.CohortTrainer`.
     stream
-        :class:`~privfl.fl.algorithms.cohort_stream.CohortStream`: the memory budget
+        :class:`~privfl.algorithms.cohort_stream.CohortStream`: the memory budget
         (``run.memory_budget``) that sets how many summation units of
         :data:`~privfl.fl.unit_sums.RECORD_UNIT` records one engine call takes (or a fixed
         number of units); the result is the same bits for any (:mod:`privfl.fl.unit_sums`).
@@ -584,7 +584,7 @@ class DpDsgd(RoundAlgorithm):
     @classmethod
     def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> DpDsgd:
         """DP-DSGD with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model, trainer_options
+        from privfl.algorithms.builders import build_model, trainer_options
 
         f = config.federated
         return cls(
@@ -638,7 +638,7 @@ class DpDsgd(RoundAlgorithm):
             return GradientSum(self._zeros(), 0, math.nan, math.nan)
         if self.protection is None:
             total, loss, clipped = self._record_sums(index, 0)
-        else:  # each participant's message distorted (privfl.fl.algorithms.protection)
+        else:  # each participant's message distorted (privfl.algorithms.protection)
             total, loss, clipped = self._zeros(), 0.0, 0.0
             for k, records in enumerate(cohort.records, start=1):
                 part, part_loss, part_clipped = self._record_sums(

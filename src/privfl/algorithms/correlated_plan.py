@@ -26,7 +26,7 @@ from privfl._validation import check_choice, check_delta, check_int, check_range
 from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import CorrelatedNoiseRelease
 from privfl.accounting.results import PrivacyResult
-from privfl.fl.algorithms.base import lost_attempts, zero_rounds
+from privfl.algorithms.base import lost_attempts, zero_rounds
 from privfl.mechanisms.correlated_privacy import banded_release, composed_release, tree_release
 from privfl.mechanisms.schedule import CyclicGroups
 from privfl.mechanisms.secure import randomness_text

@@ -85,6 +85,18 @@ from privfl.accounting.dispatch import evaluate
 from privfl.accounting.events import LastIterateRelease, Unit
 from privfl.accounting.methods import AccountingOptions
 from privfl.accounting.results import PrivacyResult
+from privfl.algorithms.algorithm_support import (
+    FlatPredictor,
+    check_model_and_data,
+    check_partition,
+    checkpoint_streams,
+    checkpoint_tensor,
+    restore_streams,
+    seeded_generators,
+)
+from privfl.algorithms.base import RoundAlgorithm, zero_rounds
+from privfl.algorithms.cohort_stream import CohortStream
+from privfl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.attacks.metrics import attack_monitor
 from privfl.config.algorithms.projected_sgd import (
     CONVEX_MODELS,
@@ -94,18 +106,6 @@ from privfl.config.algorithms.projected_sgd import (
 )
 from privfl.config.schema import ExperimentConfig, FederatedConfig
 from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.algorithm_support import (
-    FlatPredictor,
-    check_model_and_data,
-    check_partition,
-    checkpoint_streams,
-    checkpoint_tensor,
-    restore_streams,
-    seeded_generators,
-)
-from privfl.fl.algorithms.base import RoundAlgorithm, zero_rounds
-from privfl.fl.algorithms.cohort_stream import CohortStream
-from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
 from privfl.fl.cohort_sampler import CohortSampler
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
@@ -413,7 +413,7 @@ class ProjectedSgd(RoundAlgorithm):
     evaluate
         ``"final"`` (accuracy after round ``plan.rounds`` only) or ``"every-round"``.
     stream
-        :class:`~privfl.fl.algorithms.cohort_stream.CohortStream`: the memory budget
+        :class:`~privfl.algorithms.cohort_stream.CohortStream`: the memory budget
         (``run.memory_budget``) that sets how many users one engine call takes (or a fixed
         number); every user is a summation unit, so the result is the same bits for any
         (:mod:`privfl.fl.unit_sums`).
@@ -562,7 +562,7 @@ class ProjectedSgd(RoundAlgorithm):
     @classmethod
     def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> ProjectedSgd:
         """Projected noisy SGD with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model, trainer_options
+        from privfl.algorithms.builders import build_model, trainer_options
 
         f = config.federated
         return cls(build_model(config, data), data, cls.privacy_plan(config, data),
@@ -641,7 +641,7 @@ class ProjectedSgd(RoundAlgorithm):
 
     def _distorted(self, per_user: torch.Tensor) -> torch.Tensor:
         """Each user's gradient (a row) distorted alone by the client-side protection
-        (:mod:`privfl.fl.algorithms.protection`), so the draws do not depend on the chunks."""
+        (:mod:`privfl.algorithms.protection`), so the draws do not depend on the chunks."""
         if self.protection is None:
             return per_user
         return torch.cat([self.protection.distort(per_user[j: j + 1], self.generator)

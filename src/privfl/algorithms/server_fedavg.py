@@ -34,9 +34,7 @@ import torch
 from torch import nn
 
 from privfl._validation import check_int, check_range
-from privfl.config.schema import ExperimentConfig
-from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.algorithm_support import (
+from privfl.algorithms.algorithm_support import (
     ClientTensors,
     FlatPredictor,
     check_model_and_data,
@@ -47,8 +45,10 @@ from privfl.fl.algorithms.algorithm_support import (
     restore_streams,
     seeded_generators,
 )
-from privfl.fl.algorithms.base import RoundAlgorithm
-from privfl.fl.algorithms.cohort_stream import CohortStream, StatsRows
+from privfl.algorithms.base import RoundAlgorithm
+from privfl.algorithms.cohort_stream import CohortStream, StatsRows
+from privfl.config.schema import ExperimentConfig
+from privfl.data.datasets import FederatedDataset
 from privfl.fl.params import trainable_parameters
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.fl.trainer import CohortTrainer
@@ -92,7 +92,7 @@ class ServerFedAvg(RoundAlgorithm):
     device, eval_batch_size, trainer_options, init_params, stream
         Where tensors live; evaluation batch size; keyword arguments of
         :class:`~privfl.fl.CohortTrainer`; optional ``name -> tensor`` starting model; the
-        cohort's chunking (:class:`~privfl.fl.algorithms.cohort_stream.CohortStream`).
+        cohort's chunking (:class:`~privfl.algorithms.cohort_stream.CohortStream`).
     """
 
     def __init__(
@@ -161,7 +161,7 @@ class ServerFedAvg(RoundAlgorithm):
     @classmethod
     def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> ServerFedAvg:
         """The algorithm with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model, trainer_options
+        from privfl.algorithms.builders import build_model, trainer_options
 
         f = config.federated
         return cls(

@@ -36,14 +36,7 @@ from torch import nn
 
 from privfl._validation import check_delta, check_int, check_positive
 from privfl.accounting.methods import AccountingOptions, resolve_methods
-from privfl.attacks.metrics import attack_monitor
-from privfl.config.algorithms.insdp import (
-    InsDpFedAvgConfig,
-    InsDpFedSgdConfig,
-)
-from privfl.config.schema import ExperimentConfig, FederatedConfig
-from privfl.data.datasets import FederatedDataset
-from privfl.fl.algorithms.algorithm_support import (
+from privfl.algorithms.algorithm_support import (
     ClientTensors,
     FlatPredictor,
     check_model_and_data,
@@ -54,11 +47,18 @@ from privfl.fl.algorithms.algorithm_support import (
     restore_streams,
     seeded_generators,
 )
-from privfl.fl.algorithms.base import RoundAlgorithm
-from privfl.fl.algorithms.cohort_stream import CohortStream, StatsRows
-from privfl.fl.algorithms.insdp_plan import InsDpPrivacy
-from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
-from privfl.fl.algorithms.protection import protected_train
+from privfl.algorithms.base import RoundAlgorithm
+from privfl.algorithms.cohort_stream import CohortStream, StatsRows
+from privfl.algorithms.insdp_plan import InsDpPrivacy
+from privfl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.algorithms.protection import protected_train
+from privfl.attacks.metrics import attack_monitor
+from privfl.config.algorithms.insdp import (
+    InsDpFedAvgConfig,
+    InsDpFedSgdConfig,
+)
+from privfl.config.schema import ExperimentConfig, FederatedConfig
+from privfl.data.datasets import FederatedDataset
 from privfl.fl.chunked_cohorts import RowSum
 from privfl.fl.client_store import ClientStore
 from privfl.fl.params import put_rows, trainable_parameters
@@ -91,7 +91,7 @@ class _InsDp(RoundAlgorithm):
         eta_s > 0: ``w <- w + eta_s * mean(w_i - w)``.
     release
         ``"client-updates"`` or (InsDP-FedSGD only) ``"global-model"``; see
-        :mod:`privfl.fl.algorithms.insdp_plan`.
+        :mod:`privfl.algorithms.insdp_plan`.
     seed
         Seeds the cohorts (numpy) and all training randomness (a torch generator). With
         ``spec.secure`` the cohorts, batches and noise come from ``os.urandom``.
@@ -214,7 +214,7 @@ class _InsDp(RoundAlgorithm):
     @classmethod
     def from_config(cls, config: ExperimentConfig, data: FederatedDataset) -> _InsDp:
         """The algorithm with everything the configuration says."""
-        from privfl.fl.algorithms.builders import build_model, build_spec, trainer_options
+        from privfl.algorithms.builders import build_model, build_spec, trainer_options
 
         kwargs = cls._plan_kwargs(config)
         kwargs["accounting_options"] = None
@@ -229,7 +229,7 @@ class _InsDp(RoundAlgorithm):
     @classmethod
     def privacy_plan(cls, config: ExperimentConfig, data: FederatedDataset) -> InsDpPrivacy:
         """The plan alone, from the same spec builder the training uses."""
-        from privfl.fl.algorithms.builders import build_spec
+        from privfl.algorithms.builders import build_spec
 
         kwargs = cls._plan_kwargs(config)
         kwargs["options"] = None
@@ -282,7 +282,7 @@ class _InsDp(RoundAlgorithm):
         (:mod:`privfl.fl.chunked_cohorts`): chunk by chunk, each chunk's optimizer states taken from
         and put back into the clients' store and its models added to the round's sum
         ``sum_i w_i`` (row by row in cohort order, float64) before the next chunk runs.
-        Client-side protection (:mod:`privfl.fl.algorithms.protection`) samples and distorts
+        Client-side protection (:mod:`privfl.algorithms.protection`) samples and distorts
         the whole cohort at once: one chunk."""
         total = RowSum(self.global_model.numel(), self.device)
         if self.protection is not None:

@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from privfl.algorithms.correlated_fedavg import CorrelatedFedAvg
 from privfl.config.algorithms.correlated import BandMfFedAvgConfig
 from privfl.config.schema import FederatedConfig
-from privfl.fl.algorithms.correlated_fedavg import CorrelatedFedAvg
 from privfl.mechanisms.banded_noise import BandedNoise
 
 __all__ = ["BandMfFedAvg"]

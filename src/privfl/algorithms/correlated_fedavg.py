@@ -28,14 +28,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from privfl.algorithms.algorithm_support import checkpoint_tensor
+from privfl.algorithms.cohort_stream import StatsRows
+from privfl.algorithms.correlated_plan import CorrelatedPrivacy
+from privfl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
+from privfl.algorithms.server_fedavg import ServerFedAvg
 from privfl.config.schema import ExperimentConfig
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.aggregation import UpdateClipping
-from privfl.fl.algorithms.algorithm_support import checkpoint_tensor
-from privfl.fl.algorithms.cohort_stream import StatsRows
-from privfl.fl.algorithms.correlated_plan import CorrelatedPrivacy
-from privfl.fl.algorithms.outputs import RELEASED_ACCURACY, UNNOISED_TRAINING
-from privfl.fl.algorithms.server_fedavg import ServerFedAvg
 from privfl.fl.spec import LocalTrainingSpec
 from privfl.mechanisms.noise import gaussian_noise
 from privfl.mechanisms.secure import SECURE_RANDOM

@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from privfl.algorithms.correlated_fedavg import CorrelatedFedAvg
 from privfl.config.algorithms.correlated import DpFtrlConfig
 from privfl.config.schema import FederatedConfig
-from privfl.fl.algorithms.correlated_fedavg import CorrelatedFedAvg
 from privfl.mechanisms.tree import TreeAggregator
 
 __all__ = ["DpFtrl"]
