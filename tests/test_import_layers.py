@@ -185,3 +185,40 @@ def test_the_walk_sees_imports_inside_functions():
     cycle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(cycle) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+ARCHITECTURE = SRC.parent / "docs" / "architecture.md"
+
+
+def _documented_layers() -> dict[str, int]:
+    """``package -> layer`` from the table of docs/architecture.md."""
+    import re
+
+    rows = re.findall(r"^\| (\d+) \| `([a-z_.]+)` \|", ARCHITECTURE.read_text(encoding="utf-8"),
+                      re.MULTILINE)
+    return {package: int(layer) for layer, package in rows}
+
+
+def _top_package(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1 or (len(parts) == 2 and module not in PACKAGES):
+        return "privfl"
+    return parts[1]
+
+
+def test_the_package_map_lists_every_package():
+    tops = {_top_package(module) for module in MODULES}
+    assert set(_documented_layers()) == tops
+
+
+def test_every_import_goes_down_the_documented_layers():
+    """docs/architecture.md's layers are true: a package imports only lower layers."""
+    layers = _documented_layers()
+    upward = collections.defaultdict(list)
+    for (a, b), where in _imports().items():
+        pa, pb = _top_package(a), _top_package(b)
+        if pa != pb and layers[pb] >= layers[pa]:
+            upward[(pa, pb)].append(f"{where[0]} ({a} -> {b})")
+    assert not upward, "imports that do not go down docs/architecture.md's layers:\n" + "\n".join(
+        f"  {pa} (layer {layers[pa]}) -> {pb} (layer {layers[pb]}): {w[0]}"
+        for (pa, pb), w in sorted(upward.items()))
