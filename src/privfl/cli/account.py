@@ -45,6 +45,7 @@ def account_dpsgd(
     sampling: opt.SamplingOpt = Sampling.POISSON,
     discretization: opt.DiscretizationOpt = 1e-4,
     unit: opt.UnitOpt = Unit.RECORD,
+    fdp_curve: opt.FdpCurveOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Epsilon of DP-SGD: T steps of a subsampled Gaussian, noise multiplier z.
@@ -74,6 +75,8 @@ def account_dpsgd(
         "delta": delta,
     }
     opt.emit(as_json, "account dpsgd", setting, report.results, unsupported=report.unsupported)
+    opt.write_fdp_curves(fdp_curve, "account dpsgd", setting, event, delta,
+                         [r.method for r in report.results], options)
 
 
 FEDFDP_HELP = (
@@ -118,9 +121,10 @@ def account_fedfdp(
     orders: opt.OrdersOpt = "default",
     conversion: opt.ConversionOpt = opt.Conversion.improved,
     discretization: opt.DiscretizationOpt = 1e-4,
+    fdp_curve: opt.FdpCurveOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from privfl.accounting.fdp.federated import FederatedSetting, federated_fdp
+    from privfl.accounting.fdp.federated import FederatedSetting, federated_fdp, setting_event
     from privfl.config.algorithms.prifedsync import PriFedSyncConfig
 
     noise = one_noise(noise_multiplier, paper_sigma, paper_meaning=ZHENG_SIGMA,
@@ -164,6 +168,9 @@ def account_fedfdp(
         "delta": delta,
     }
     opt.emit(as_json, "account fedfdp", card, results, unsupported=refused)
+    opt.write_fdp_curves(fdp_curve, "account fedfdp", card, setting_event(setting), delta,
+                         sorted({r.method for r in results}),
+                         opt.accountant_options(orders, conversion, discretization))
 
 
 def _float_list(name: str, text: str) -> float | list[float]:

@@ -3,12 +3,14 @@
 The choice options (:func:`choices`), the accountant settings (orders, conversion,
 discretisation: :func:`accountant_options`), the options of a PriFedSync setting (Zheng et al.
 2021) and of random participation (Hasircioglu and Gunduz 2022), each with its --help text, and
-:func:`emit`, which prints a report as text or as one ``--json`` object.
+:func:`emit`, which prints a report as text or as one ``--json`` object, and ``--fdp-curve``
+(:func:`write_fdp_curves`).
 """
 
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -142,3 +144,31 @@ def participation_card(p: float, q: float, d: int, server: Server, **more: Any) 
         "server": server.value,
         **more,
     }
+
+
+FdpCurveOpt = Annotated[Path | None, typer.Option(
+    "--fdp-curve", help="Also write the guarantee's trade-off curve (f-DP, Zheng et al. 2021; "
+    "a bound's curve is a lower bound of the true one) to this JSON file and a plot beside it "
+    "(same name, .png).", show_default=False)]
+
+
+def write_fdp_curves(path: Path | None, command: str, setting: dict[str, Any], event: object,
+                     delta: float, methods: Any, options: AccountingOptions) -> None:
+    """``--fdp-curve PATH``: the trade-off curves of ``event``'s results as JSON and PNG
+    (:mod:`privfl.accounting.fdp.curve`); nothing when ``path`` is None."""
+    if path is None:
+        return
+    import json
+
+    from privfl.accounting.fdp.curve import plot_curves, tradeoff_curves
+
+    path = Path(path)
+    if path.suffix != ".json":
+        raise ValueError(f"--fdp-curve = {str(path)!r} is not allowed: must end in .json (the "
+                         "plot is written beside it as .png)")
+    curves = tradeoff_curves(event, delta, methods, options=options)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"command": command, "setting": setting, "delta": delta,
+                                "curves": curves}, indent=1) + "\n", encoding="utf-8")
+    plot_curves(curves, str(path.with_suffix(".png")), f"privfl {command}: trade-off curve")
+
