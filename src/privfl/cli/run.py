@@ -215,20 +215,20 @@ class _Display:
                                + (f"reached at round {reached}" if reached else "not reached"))
         if not summary["finished"]:
             self.console.print(f"continue with: privfl run --resume {escape(str(result.run_dir))}")
-        state = summary.get("private_state", "")
+        state = result.private_state
         names = {o["name"] for o in summary.get("outputs", [])}
         self.console.print(f"run directory: {escape(str(result.run_dir))} (report.html, "
                            "report.md, metrics.jsonl, privacy.json, plots"
                            + (", model.pt" if "model.pt" in names else "")
-                           + (", checkpoints" if state == "kept in checkpoints/"
+                           + (", checkpoints" if not state.deleted and not state.separate
                               and "checkpoints/" in names else "") + ")")
         outside = [o["name"] for o in summary.get("outputs", []) if not o["covered"]]
-        if state == "deleted":
+        if state.deleted:
             self.console.print("private state deleted: the checkpoints (intermediate models, the "
                                "secret schedule) are gone, as the last-iterate guarantee needs")
-        elif state and state != "kept in checkpoints/":
-            self.console.print(f"private state {escape(state)} (outside the guarantee: never "
-                               "publish it)")
+        elif state.separate:
+            self.console.print(f"private state {escape(state.text)} (outside the guarantee: "
+                               "never publish it)")
         if outside:
             self.console.print("outside the guarantee (privacy.json outputs): "
                                + escape(", ".join(outside)))

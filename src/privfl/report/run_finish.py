@@ -22,6 +22,21 @@ from privfl.report.run_stops import DIVERGED
 from privfl.report.rundir import write_atomically
 
 
+@dataclass(frozen=True)
+class PrivateState:
+    """Where a stopped run's private state is (its checkpoints: models, optimizer and generator
+    states, the sampling decisions the guarantee assumes secret)."""
+
+    deleted: bool  #: a finished last-iterate run deleted it, as its guarantee needs
+    folder: str = ""  #: where it is kept ("" once deleted), relative to the run directory
+    separate: bool = False  #: kept in a private folder apart from the covered outputs
+
+    @property
+    def text(self) -> str:
+        """summary.json's ``private_state``: ``deleted`` or ``kept in FOLDER``."""
+        return STATE_DELETED if self.deleted else f"kept in {self.folder}"
+
+
 @dataclass
 class ExperimentResult:
     """What a run (or one invocation of it) produced."""
@@ -32,6 +47,7 @@ class ExperimentResult:
     card: dict[str, Any]
     run_dir: Path
     stop_reason: str
+    private_state: PrivateState = PrivateState(deleted=False, folder="checkpoints/")
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -120,6 +136,9 @@ class RunArtefacts:
         outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()),
                                model_file=model)
         guarantee_only = self.dir.separate_private
+        state = PrivateState(deleted, "" if deleted else (
+            f"{self.dir.private.name}/checkpoints/" if guarantee_only else "checkpoints/"),
+            guarantee_only)
         covered = self.covered_metrics()
         shown = self._split_rows(self.metrics)[0]  # guarantee-only: the covered keys only
         labels = {k: v for k, v in algo.metric_labels.items()
@@ -164,9 +183,7 @@ class RunArtefacts:
             **({"after_the_fact": after_the_fact} if after_the_fact is not None else {}),
             "setting": card,
             "privacy": [r.to_dict() for r in results],
-            "private_state": STATE_DELETED if deleted else (
-                f"kept in {self.dir.private.name}/checkpoints/" if guarantee_only
-                else "kept in checkpoints/"),
+            "private_state": state.text,
             "outputs": outputs,
             "provenance": run_provenance(config.model_dump(mode="json")),
         }
@@ -204,7 +221,7 @@ class RunArtefacts:
         if guarantee_only:  # the file times would give away the wall time the mode drops
             self.dir.fix_times()
         return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
-                                reason)
+                                reason, state)
 
     def guarantee(self, rounds: int, accounted: int, reason: str
                   ) -> tuple[list[PrivacyResult], Any, dict[str, Any], dict[str, Any] | None]:
