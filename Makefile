@@ -62,7 +62,7 @@ test-browser:
 # torch pinned (CPU build), then privfl with the flower, mlflow and data extras. `make flower-venv`
 # builds the venv alone (.ci/run builds it in the background while the other stages run).
 test-flower: $(FLOWER_STAMP)
-	$(FLOWER_VENV)/bin/python -m pytest -m 'flower or mlflow' tests/flower tests/report/test_mlflow.py
+	$(FLOWER_VENV)/bin/python -m pytest -m 'flower or mlflow' tests/flower tests/runs/test_mlflow.py
 
 flower-venv: $(FLOWER_STAMP)
 

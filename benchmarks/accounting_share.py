@@ -81,8 +81,8 @@ def measure(config: str, rounds: int) -> dict:
     """Wall and accounting seconds of ``rounds`` rounds of ``config`` (in this interpreter),
     and the inverse-FFT floor of its PLD compositions."""
     from privfl.config.loader import load_config
-    from privfl.report.experiment import Experiment
-    from privfl.report.rundir import RunDirectory
+    from privfl.runs.experiment import Experiment
+    from privfl.runs.rundir import RunDirectory
 
     cfg = load_config(ROOT / "configs" / config)
     rounds = rounds or cfg.federated.rounds  # 0: the whole run, as privfl run runs it

@@ -93,7 +93,7 @@ def main() -> None:
 def _training_rounds(args: argparse.Namespace) -> None:
     """Whole training rounds of both algorithms against their noise generators."""
     from privfl.config.loader import load_config
-    from privfl.report.experiment import build_algorithm
+    from privfl.runs.experiment import build_algorithm
 
     configs = Path(__file__).resolve().parents[1] / "configs"
     settings = {

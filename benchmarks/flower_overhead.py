@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "src"))
 def _run(backend: str, rounds: int, workers: int, out: Path) -> dict:
     from privfl.backends import use_backend
     from privfl.config import load_config
-    from privfl.report.experiment import Experiment, RunCallbacks
+    from privfl.runs.experiment import Experiment, RunCallbacks
 
     config = load_config(ROOT / "configs" / "demo-dp-fedavg.yaml",
                          [f"federated.rounds={rounds}"])

@@ -11,7 +11,7 @@ import torch
 
 from privfl.backends import use_backend
 from privfl.config import config_from_dict
-from privfl.report.experiment import Experiment
+from privfl.runs.experiment import Experiment
 
 #: PriFedSync, 6 clients, a small MLP, local DP-SGD, Poisson cohorts (p = 0.8).
 PRIFEDSYNC = {

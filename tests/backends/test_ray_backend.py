@@ -28,8 +28,8 @@ from _backend_helpers import (
 )
 
 from privfl.backends import use_backend
-from privfl.report.experiment import Experiment
-from privfl.report.rundir import RunDirectory
+from privfl.runs.experiment import Experiment
+from privfl.runs.rundir import RunDirectory
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from _backend_helpers import DP_FEDAVG
 
-from privfl.report.rundir import RunDirectory
+from privfl.runs.rundir import RunDirectory
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")

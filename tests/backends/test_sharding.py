@@ -264,7 +264,7 @@ def test_python_api_refuses_an_algorithm_that_would_run_locally_on_a_sharded_bac
     from pathlib import Path
 
     from privfl.config import load_config
-    from privfl.report.experiment import Experiment
+    from privfl.runs.experiment import Experiment
 
     demo = Path(__file__).resolve().parents[2] / "configs" / "demo-dp-dsgd.yaml"
     cfg = load_config(demo, ["federated.rounds=1"])

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from privfl.accounting.results import PrivacyResult
 from privfl.cli.main import app
-from privfl.report.card import render_card
+from privfl.runs.card import render_card
 
 TINY = {
     "name": "tiny-card",

@@ -18,10 +18,10 @@ from privfl.algorithms.builders import privacy_plan
 from privfl.cli.common import EXIT_DIVERGED
 from privfl.cli.main import app
 from privfl.config import ConfigError, config_from_dict
-from privfl.report.check import check_run_privacy
-from privfl.report.experiment import Experiment
-from privfl.report.run_resume import check_resumable
-from privfl.report.run_stops import DATA_DEPENDENT_STOPS, first_nonfinite
+from privfl.runs.check import check_run_privacy
+from privfl.runs.experiment import Experiment
+from privfl.runs.run_resume import check_resumable
+from privfl.runs.run_stops import DATA_DEPENDENT_STOPS, first_nonfinite
 
 runner = CliRunner()
 

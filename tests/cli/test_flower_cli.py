@@ -19,7 +19,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 def test_no_module_imports_flwr_on_import():
     code = ("import sys, privfl, privfl.cli.main, privfl.flower, privfl.flower.apps, "
             "privfl.flower.project, privfl.flower.wire, privfl.flower.backend, "
-            "privfl.report.mlflow_log; bad = sorted(m for m in sys.modules if m == 'flwr' or "
+            "privfl.runs.mlflow_log; bad = sorted(m for m in sys.modules if m == 'flwr' or "
             "m.startswith('flwr.') or m == 'mlflow'); print(bad); assert not bad")
     done = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True,
                           text=True)

@@ -16,7 +16,7 @@ from privfl.algorithms.sanity import averaged_and_noise, setting_warnings
 from privfl.cli.info import starter_config
 from privfl.cli.main import app
 from privfl.config import config_from_dict
-from privfl.report.experiment import Experiment, privacy_plan
+from privfl.runs.experiment import Experiment, privacy_plan
 
 runner = CliRunner()
 

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from privfl.cli.main import app
 from privfl.distortion.divergence import tv_random_mask, tv_record_sampling
-from privfl.report.tradeoff_config import DEFAULT_TRADEOFF, load_tradeoff
-from privfl.report.tradeoff_run import run_tradeoff
+from privfl.runs.tradeoff_config import DEFAULT_TRADEOFF, load_tradeoff
+from privfl.runs.tradeoff_run import run_tradeoff
 
 runner = CliRunner()
 
@@ -177,7 +177,7 @@ def test_default_model_is_anisotropic_and_the_isotropic_calibration_overshoots()
     from privfl.distortion.calibrate import noise_variance_exact, noise_variance_paper
     from privfl.distortion.diagonal import tv_diagonal_monte_carlo, tv_gaussian_diagonal
     from privfl.distortion.measure import prepare_client
-    from privfl.report.tradeoff_run import _base_model
+    from privfl.runs.tradeoff_run import _base_model
 
     config, settings = load_tradeoff(None)
     base = _base_model(config, lambda _message: None)
@@ -255,7 +255,7 @@ def test_c6_is_fitted_on_draws_the_checks_do_not_use(tmp_path, monkeypatch):
     import torch
 
     from privfl.distortion import measure as m
-    from privfl.report.tradeoff_run import _base_model, grid_points
+    from privfl.runs.tradeoff_run import _base_model, grid_points
 
     path = tmp_path / "tiny.yaml"
     path.write_text(TINY)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from privfl.distortion.divergence import sqrt_js, sqrt_js_rows
 from privfl.distortion.measure import _leakage, _resampling_weights
 from privfl.distortion.orderings import leakage_orderings, paired_se
-from privfl.report.tradeoff_run import _mean_se
+from privfl.runs.tradeoff_run import _mean_se
 
 PRIOR = np.full(4, 0.25)
 

@@ -45,7 +45,7 @@ def test_the_worked_example_runs_and_resumes_exactly(tmp_path, monkeypatch, _fre
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 4
 
     # equals an uninterrupted run of the same configuration, bit for bit
-    from privfl.report.experiment import Experiment
+    from privfl.runs.experiment import Experiment
 
     config = namespace["config"]
     whole = config.model_copy(update={"run": config.run.model_copy(update={"max_rounds": None})})
@@ -61,7 +61,7 @@ def test_resume_without_the_data_or_with_another_partition_is_refused(tmp_path, 
     exec(compile(_blocks().split("resumed =")[0], str(DOC), "exec"), namespace)  # noqa: S102
     from privfl.config import ConfigError
     from privfl.data import federate_iid
-    from privfl.report.experiment import Experiment
+    from privfl.runs.experiment import Experiment
 
     with pytest.raises(ConfigError, match="data come from Python"):
         Experiment.resume("runs/blobs")

@@ -26,7 +26,7 @@ from privfl.backends import use_backend  # noqa: E402
 from privfl.config import dump_config  # noqa: E402
 from privfl.flower.backend import FlowerBackend  # noqa: E402
 from privfl.flower.wire import RESULT, ReplyError, config_digest  # noqa: E402
-from privfl.report.experiment import Experiment  # noqa: E402
+from privfl.runs.experiment import Experiment  # noqa: E402
 
 
 def _backend(cfg, grid, **kwargs):

@@ -15,7 +15,7 @@ from _backend_helpers import DP_FEDAVG, INSDP, assert_same, config, outcome, run
 pytest.importorskip("flwr")
 
 from privfl.flower.apps import simulate  # noqa: E402
-from privfl.report.experiment import Experiment  # noqa: E402
+from privfl.runs.experiment import Experiment  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -23,7 +23,7 @@ from privfl.attacks.metrics import PersonalisedAttack
 from privfl.cli.main import app
 from privfl.config import ConfigError, config_from_dict
 from privfl.models import build_model
-from privfl.report.experiment import build_algorithm
+from privfl.runs.experiment import build_algorithm
 
 #: Xie et al. 2023's trigger as printed: 16 (row, column) pairs naming 15 distinct pixels.
 PAPER_PIXELS = [(23, 26), (23, 27), (24, 26), (24, 27), (25, 25), (25, 26), (25, 26), (26, 24),

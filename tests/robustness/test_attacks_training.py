@@ -26,7 +26,7 @@ from privfl.config import config_from_dict
 from privfl.data import Dataset, FederatedDataset
 from privfl.fl import CohortTrainer, LocalTrainingSpec
 from privfl.models import build_model
-from privfl.report.experiment import build_algorithm
+from privfl.runs.experiment import build_algorithm
 
 #: 8 IID synthetic clients (10 classes, 1 x 28 x 28) of 24 records, logistic regression.
 RUN = {

@@ -12,7 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from privfl.cli.main import app
-from privfl.report.certify import certification_lines, certification_markdown
 from privfl.robustness.adversary import readings
 from privfl.robustness.certified_accuracy import EnsembleScores, certify_ensemble
 from privfl.robustness.certify import certify_prediction, k_max, steps_per_adversary
@@ -20,6 +19,7 @@ from privfl.robustness.inefficacy import certify_attack_inefficacy
 from privfl.robustness.pipeline import certify_replicas
 from privfl.robustness.replica_cache import ReplicaResult
 from privfl.robustness.replica_privacy import ReplicaPrivacy
+from privfl.runs.certify import certification_lines, certification_markdown
 
 #: The issue's M = 20 run (configs/certify/xie2023-mnist01.yaml, z = 1.8, 3 rounds, q = 0.1):
 #: PLD epsilon at delta = 0.0029 under add/remove and under replace-one neighbours.

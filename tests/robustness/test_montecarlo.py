@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from privfl.config import config_from_dict
-from privfl.report.experiment import build_dataset, privacy_plan
 from privfl.robustness import montecarlo
 from privfl.robustness.montecarlo import (
     initial_parameters,
@@ -19,6 +18,7 @@ from privfl.robustness.montecarlo import (
     train_replicas,
     train_replicas_serially,
 )
+from privfl.runs.experiment import build_dataset, privacy_plan
 
 #: digits 0 vs 1 (8x8 images), 8 clients of 20 records: a replica trains in milliseconds
 BASE = {
@@ -101,8 +101,8 @@ def test_a_replica_does_not_depend_on_how_many_run_or_with_whom():
     assert np.array_equal(replica_seeds(3, 3), five.seeds[:3])
     assert replica_seeds(3, 2, first=1).tolist() == five.seeds[1:3].tolist()
     # replica r is exactly the run of the configuration with seed s_r (privfl run's algorithm)
-    from privfl.report.experiment import build_algorithm
     from privfl.robustness.replica_runner import run_rounds
+    from privfl.runs.experiment import build_algorithm
 
     alone = build_algorithm(replica_config(cfg, int(five.seeds[4])), build_dataset(cfg))
     run_rounds(alone, cfg.federated.rounds)
@@ -254,8 +254,8 @@ def test_a_failing_replica_stops_the_run_and_every_paused_replica_is_unwound(mon
 def test_replica_chunk_fits_the_budget_and_shrinks_with_bigger_rows():
     """The default chunk of the batched layout is a power of two in [8, 1024] whose rows'
     working set fits CHUNK_BUDGET, smaller for a bigger batch (more activations a row)."""
-    from privfl.report.experiment import build_algorithm
     from privfl.robustness.montecarlo import CHUNK_BUDGET, replica_chunk
+    from privfl.runs.experiment import build_algorithm
 
     chunks = []
     for batch in (1, 4, 16):

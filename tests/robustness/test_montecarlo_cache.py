@@ -11,10 +11,10 @@ import pytest
 import torch
 from test_montecarlo import config
 
-from privfl.report.experiment import build_dataset
 from privfl.robustness.montecarlo import load_replicas, train_replicas
 from privfl.robustness.replica_cache import FILE_NAME, config_digest, data_digest
 from privfl.robustness.replica_runner import ReplicaBackend, run_replicas
+from privfl.runs.experiment import build_dataset
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 from privfl.algorithms.base import privacy_metrics
 from privfl.algorithms.registry import ALGORITHM_NAMES
 from privfl.config.loader import load_config
-from privfl.report.experiment import privacy_plan
 from privfl.robustness.replica_privacy import ReplicaPrivacy, replica_privacy
+from privfl.runs.experiment import privacy_plan
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 

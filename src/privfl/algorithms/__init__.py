@@ -10,7 +10,7 @@
   pluggable helper maps (:class:`IdentityHelper` = FedAvg, :class:`InterpolationHelper`),
   personalised and global evaluation, and per-round accounting (Zheng et al. 2021, Theorem 2).
 * :mod:`privfl.algorithms.builders` — build an algorithm (or its privacy plan alone) from a
-  :class:`privfl.config.ExperimentConfig`; the runner is :mod:`privfl.report.experiment`.
+  :class:`privfl.config.ExperimentConfig`; the runner is :mod:`privfl.runs.experiment`.
 """
 
 from privfl.algorithms.base import (

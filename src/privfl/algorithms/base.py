@@ -10,7 +10,7 @@ Flower's strategies. A round is four stages, run by :meth:`RoundAlgorithm.run_ro
 
 and the algorithm's privacy is one :class:`PrivacyPlan`: the settings object from which both the
 training (noise, clipping, sampling, step counts) and the accountant's events are derived, so
-the two cannot disagree (design principle 1). The runner (:mod:`privfl.report.experiment`,
+the two cannot disagree (design principle 1). The runner (:mod:`privfl.runs.experiment`,
 ``privfl run``, ``privfl compare``, ``privfl check-privacy``, the privacy card and report.md)
 only knows this protocol; nothing in it names an algorithm, an accountant or a paper's metric.
 

@@ -12,7 +12,7 @@ its ``privacy_methods`` key (``"all"`` or ``"per-round"``). Full rows: the last 
 each). privacy.json, summary.json's headline and ``check-privacy``'s final check always take
 every accountant, and a budget stop (``stop.epsilon``) decides on every accountant too: it asks
 the full set only when no per-round bound already stays within the budget
-(:meth:`privfl.report.run_stops.StoppingRules.budget_exceeded`).
+(:meth:`privfl.runs.run_stops.StoppingRules.budget_exceeded`).
 """
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ class DpDsgdPrivacy(PlanResults):
 
     unit = "record"
     primary_scope = "run"
-    #: why each scope (the headline's scope advice, :mod:`privfl.report.headline`)
+    #: why each scope (the headline's scope advice, :mod:`privfl.runs.headline`)
     scope_notes = {
         "run": "every iteration of the run composed",
         "iteration": "one iteration alone, the paper's statement; not a guarantee for the run",

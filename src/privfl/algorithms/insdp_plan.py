@@ -146,7 +146,7 @@ class InsDpPrivacy(PlanResults):
     """
 
     unit = "record"
-    #: why each scope (the headline's scope advice, :mod:`privfl.report.headline`)
+    #: why each scope (the headline's scope advice, :mod:`privfl.runs.headline`)
     scope_notes = {
         "client-updates": "each client's update is released: the server need not be trusted",
         "global-model": "only the mean of the cohort's updates leaves a trusted aggregator or "

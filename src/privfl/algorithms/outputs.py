@@ -157,7 +157,7 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
     disk; ``model_file``: the run writes ``model.pt`` (the released model); ``redrawn``: a
     secure resume kept the rows of rounds released twice in ``redrawn.jsonl``; ``health``: the
     metrics keys plotted in health.png (None: the run writes no health.png); ``mlflow``: the
-    run is tracked in an MLflow store (``run.mlflow``, privfl.report.mlflow_log);
+    run is tracked in an MLflow store (``run.mlflow``, privfl.runs.mlflow_log);
     ``client_state``: the running process keeps per-client state memory-mapped in
     ``client-state/`` (:mod:`privfl.fl.client_store`: personalised models and optimizer states,
     private state kept beside the checkpoints, never beside covered outputs in guarantee-only

@@ -112,7 +112,7 @@ class PriFedSyncPrivacy(PlanResults):
 
     unit = "record"
     primary_scope = "weak"
-    #: why each scope (the headline's scope advice, :mod:`privfl.report.headline`)
+    #: why each scope (the headline's scope advice, :mod:`privfl.runs.headline`)
     scope_notes = {
         "weak": "any one other client sees a client's helper-model stream, the federated "
                 "f-DP of Zheng et al. 2021",

@@ -176,7 +176,7 @@ class ProjectedSgdPrivacy:
     """
 
     unit = "client"
-    #: why each scope (the headline's scope advice, :mod:`privfl.report.headline`)
+    #: why each scope (the headline's scope advice, :mod:`privfl.runs.headline`)
     scope_notes = {
         "last-iterate": "only the final model is released, the intermediate ones stay hidden "
                         "(Asoodeh et al. 2021)",

@@ -192,8 +192,8 @@ def certify_run_command(
     console = Console(stderr=True)
     resolved = load_config(config, list(set_ or []))  # a typo is answered before torch loads
     from privfl.backends import check_options
-    from privfl.report.certify import write_certification
     from privfl.robustness.pipeline import run_certification
+    from privfl.runs.certify import write_certification
 
     check_options(backend, address, workers)
     directory = _new_directory(out, resolved.name)
@@ -239,8 +239,8 @@ def certify_recompute_command(
     accidental damage, not forgery (whoever can rewrite the files can rewrite the digests)."""
     import json
 
-    from privfl.report.certify import write_certification
     from privfl.robustness.recompute import check_about, recompute_certification
+    from privfl.runs.certify import write_certification
 
     source = directory / "certify.json"
     try:
@@ -274,7 +274,7 @@ def _new_directory(out: Path | None, name: str) -> Path:
 
 def _show(result, directory: Path, as_json: bool, extra: str = "") -> None:
     """Print a certification (one JSON object with --json); ``extra``: more files written."""
-    from privfl.report.certify import certification_lines
+    from privfl.runs.certify import certification_lines
 
     if as_json:
         from privfl.cli.output import print_json

@@ -26,7 +26,7 @@ def check_privacy_command(
     it with metrics.jsonl and privacy.json; recompute the headline, results, card, outputs table
     and config digest of summary.json, report.md and report.html and compare them too. Exit
     status 0 when everything agrees, 1 otherwise, 2 for an unreadable run directory."""
-    from privfl.report.check import check_run_privacy
+    from privfl.runs.check import check_run_privacy
 
     report = check_run_privacy(run_dir, every=every, rtol=rtol)
     if json_output:

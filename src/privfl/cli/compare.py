@@ -32,7 +32,7 @@ def compare_command(
     accuracies and, for private ones, the tightest epsilon bound (with its accountant and unit)
     and any Gaussian-DP mu estimate. A run whose files disagree with a fresh computation from
     its config.yaml (`privfl check-privacy`) is named in a warning."""
-    from privfl.report.compare import (
+    from privfl.runs.compare import (
         common_rounds,
         comparison_markdown,
         comparison_notes,
@@ -54,8 +54,8 @@ def compare_command(
     if plot is not None:
         plot_comparison(loaded, plot)
     if html is not None:
-        from privfl.report.html import write_page
-        from privfl.report.html_compare import comparison_html
+        from privfl.runs.html import write_page
+        from privfl.runs.html_compare import comparison_html
 
         write_page(html, comparison_html(loaded, rows))
     if json_output:

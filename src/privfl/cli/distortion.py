@@ -41,7 +41,7 @@ def _emit(as_json: bool, command: str, setting: Mapping[str, Any], payload: Mapp
     from rich.markup import escape
     from rich.table import Table
 
-    from privfl.report.card import format_number, render_card
+    from privfl.runs.card import format_number, render_card
 
     console = Console()
     render_card(console, f"privfl distortion {command}", setting, [])

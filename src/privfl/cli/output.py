@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from privfl.accounting.results import PrivacyResult
-from privfl.report.card import kind_cell
+from privfl.runs.card import kind_cell
 
 #: One line per kind, printed under a table that shows it (README "Reading a privacy number").
 KIND_LEGEND = {

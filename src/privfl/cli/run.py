@@ -1,7 +1,7 @@
 """``privfl run``: train any registered federated algorithm from a YAML configuration (or the demo).
 
 Prints a privacy card at the start (what the planned rounds will spend) and at the end (what was
-spent), shows a progress bar, and writes a run directory (see :mod:`privfl.report.rundir`).
+spent), shows a progress bar, and writes a run directory (see :mod:`privfl.runs.rundir`).
 Errors in the user's input exit with status 2 and one line on stderr; a run whose training
 diverged exits with status 3 (:data:`~privfl.cli.common.EXIT_DIVERGED`) after one line naming
 the round and the non-finite quantity.
@@ -94,7 +94,7 @@ class _Display:
 
     # RunCallbacks interface
     def on_start(self, experiment) -> None:
-        from privfl.report.card import render_card
+        from privfl.runs.card import render_card
 
         config, algo = experiment.config, experiment.algorithm
         self.console.print(
@@ -185,7 +185,7 @@ class _Display:
             self.progress = None
 
     def on_end(self, experiment, result) -> None:
-        from privfl.report.card import render_card
+        from privfl.runs.card import render_card
 
         self.close()
         summary = result.summary
@@ -241,7 +241,7 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     from privfl.algorithms.builders import build_dataset, privacy_plan
     from privfl.attacks.poisoning import attack_card_rows
     from privfl.config import config_from_dict, dump_config
-    from privfl.report.card import render_card
+    from privfl.runs.card import render_card
 
     text = dump_config(config)
     raw = config.model_dump(mode="json")
@@ -291,7 +291,7 @@ def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
     if experiment is None:  # before the runner (and torch) was imported: nothing to resume
         return error
     from privfl.backends.ray_backend import RayClusterError
-    from privfl.report.rundir import DiskFullError
+    from privfl.runs.rundir import DiskFullError
 
     if not isinstance(error, (DiskFullError, RayClusterError)):
         return error
@@ -302,7 +302,7 @@ def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
 
 
 def _json_safe(value: Any) -> Any:
-    from privfl.report.rundir import json_safe
+    from privfl.runs.rundir import json_safe
 
     return json_safe(value)
 
@@ -368,7 +368,7 @@ def run_command(
         # backends and the algorithms import it)
         resolved = load_config(config, overrides) if resume is None else None
         from privfl.backends import check_algorithm, check_options
-        from privfl.report.experiment import Experiment
+        from privfl.runs.experiment import Experiment
 
         if backend == "flower":  # the whole run as Flower apps (privfl.flower, docs/flower.md)
             from privfl.flower.apps import check_options as check_flower
@@ -419,7 +419,7 @@ def run_command(
         stack.close()  # the backend's workers (and a local Ray instance) stop here
     if as_json:
         sys.stdout.write(json.dumps(_json_safe(result.summary), indent=2) + "\n")
-    from privfl.report.run_stops import DIVERGED
+    from privfl.runs.run_stops import DIVERGED
 
     if result.stop_reason == DIVERGED:
         from privfl.cli.common import EXIT_DIVERGED

@@ -148,8 +148,8 @@ def run_point(raw: dict[str, Any], run_dir: str, label: str, say=print) -> dict[
     to ``say`` (``print`` in a Ray task: Ray forwards them to the driver). A run directory that
     already holds the run (an interrupted sweep) is continued from its checkpoint."""
     from privfl.config import config_from_dict
-    from privfl.report.experiment import Experiment
-    from privfl.report.rundir import json_safe
+    from privfl.runs.experiment import Experiment
+    from privfl.runs.rundir import json_safe
 
     if (Path(run_dir) / "config.yaml").is_file():
         experiment = Experiment.resume(run_dir)
@@ -212,7 +212,7 @@ class _SweepFile:
         self.write()
 
     def report(self) -> dict[str, Any]:
-        from privfl.report.rundir import json_safe
+        from privfl.runs.rundir import json_safe
 
         pending = [{"run": name, "overrides": point, "run_dir": run_dir, "config": raw}
                    for i, (name, point, raw, run_dir) in enumerate(self.jobs)
@@ -222,7 +222,7 @@ class _SweepFile:
                           "pending": pending})
 
     def write(self) -> None:
-        from privfl.report.rundir import write_atomically
+        from privfl.runs.rundir import write_atomically
 
         text = json.dumps(self.report(), indent=2) + "\n"
         write_atomically(self.path, lambda stream: stream.write(text.encode("utf-8")))

@@ -1,5 +1,5 @@
 """``privfl tradeoff``: the empirical utility-privacy trade-off of Zhang, Chen and Yang 2022 on a
-federated model trained here (:mod:`privfl.report.tradeoff_run`)."""
+federated model trained here (:mod:`privfl.runs.tradeoff_run`)."""
 
 from __future__ import annotations
 
@@ -41,9 +41,9 @@ def tradeoff_command(
 ) -> None:
     from privfl.cli.run import default_out  # runs/NAME-TIME, as privfl run
     from privfl.data.errors import DatasetNotFoundError
-    from privfl.report.tradeoff_config import load_tradeoff
-    from privfl.report.tradeoff_report import write_outputs
-    from privfl.report.tradeoff_run import run_tradeoff
+    from privfl.runs.tradeoff_config import load_tradeoff
+    from privfl.runs.tradeoff_report import write_outputs
+    from privfl.runs.tradeoff_run import run_tradeoff
 
     experiment, settings = load_tradeoff(config, tuple(set_ or ()))
     folder = out or default_out(experiment.name)

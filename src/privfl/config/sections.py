@@ -5,7 +5,7 @@ Each algorithm registers the model of its ``federated`` section here under its
 ``federated.algorithm`` name, and the schema reads the registry. The built-in algorithms' models
 live in torch-free modules (:mod:`privfl.config.algorithms`) and are registered by one call,
 :func:`privfl.config.algorithms.register_builtin_algorithms`, which the application layer makes
-once (the command line, :mod:`privfl.report`, the Flower apps; importing
+once (the command line, :mod:`privfl.runs`, the Flower apps; importing
 :mod:`privfl.algorithms` makes it too); :func:`privfl.algorithms.registry.register` adds
 an algorithm at run time. A configuration validated before that names an algorithm that is
 "not allowed", with that hint.

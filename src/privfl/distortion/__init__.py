@@ -19,7 +19,7 @@ is proven about them, corrected forms, and calibration.
 * :mod:`~privfl.distortion.sampling` — Lemma 6.9, Theorem 6.10, the Theorem 6.11 solver, the
   ``sigma^2`` estimators.
 * :mod:`~privfl.distortion.calibrate` — Lemma 6.8's noise rule and the exact calibration.
-* :mod:`~privfl.report.tradeoff_run` — the empirical trade-off on a trained federated model
+* :mod:`~privfl.runs.tradeoff_run` — the empirical trade-off on a trained federated model
   (``privfl tradeoff``).
 
 Proofs of privfl's corrections and the counterexamples: ``docs/distortion.md``.

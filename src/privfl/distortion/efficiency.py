@@ -5,7 +5,7 @@ in communication and computation for one client and one round.
 values; a random mask's upload as the kept values plus a bitmap of the kept positions, when that
 is smaller), the expected per-record gradients of the local step (record sampling at rate ``p``
 computes ``p n`` of them, the other mechanisms ``p0 n``) and the random numbers the mechanism
-draws. Measured seconds are added by the caller (:mod:`privfl.report.tradeoff_run`).
+draws. Measured seconds are added by the caller (:mod:`privfl.runs.tradeoff_run`).
 """
 
 from __future__ import annotations

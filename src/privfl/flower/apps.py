@@ -1,7 +1,7 @@
 """privfl's ServerApp and ClientApp, and ``privfl run --backend flower`` on Flower's simulation.
 
 * :func:`make_server_app` ``(start)``: a ``flwr.serverapp.ServerApp`` whose main function runs a
-  privfl :class:`~privfl.report.experiment.Experiment` (``start(context)`` makes it) with the
+  privfl :class:`~privfl.runs.experiment.Experiment` (``start(context)`` makes it) with the
   :class:`~privfl.flower.backend.FlowerBackend` active: privfl's algorithm selects each round's
   cohort (secret Poisson or fixed-size sampling, as configured), sends each member's local work
   to its node, aggregates with its own server-side DP (clipping, noise from the secure source
@@ -214,7 +214,7 @@ def start_run(config_text: str, out: str) -> Any:
     import yaml
 
     from privfl.config import config_from_dict
-    from privfl.report.experiment import Experiment
+    from privfl.runs.experiment import Experiment
 
     if (Path(out) / "run.json").exists():
         return Experiment.resume(out)

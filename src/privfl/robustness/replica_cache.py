@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from privfl.report.checkpoints import digest_json
 from privfl.robustness.replica_privacy import ReplicaPrivacy
+from privfl.runs.checkpoints import digest_json
 
 __all__ = ["FILE_NAME", "FORMAT", "ReplicaResult", "check_set_name", "config_digest",
            "data_digest", "load_replicas", "save_replicas"]

@@ -22,7 +22,7 @@ from privfl.algorithms.registry import algorithm_class, available, register, unr
 from privfl.cli.main import app
 from privfl.config import ConfigError, config_from_dict
 from privfl.config.schema import FederatedConfig
-from privfl.report.experiment import Experiment, RunCallbacks
+from privfl.runs.experiment import Experiment, RunCallbacks
 
 
 class ToyConfig(FederatedConfig):

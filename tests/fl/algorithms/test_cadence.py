@@ -12,8 +12,8 @@ import pytest
 from privfl.algorithms.base import privacy_entries, tightest_bound
 from privfl.algorithms.cadence import FULL, PER_ROUND, AccountingCadence
 from privfl.config import config_from_dict
-from privfl.report.check import check_run_privacy
-from privfl.report.experiment import Experiment, privacy_plan
+from privfl.runs.check import check_run_privacy
+from privfl.runs.experiment import Experiment, privacy_plan
 
 DP_FEDAVG = {
     "name": "cadence",

@@ -15,8 +15,8 @@ from privfl.algorithms import PriFedSync
 from privfl.algorithms.insdp import InsDpFedAvg
 from privfl.config import config_from_dict
 from privfl.fl.client_store import ClientStore
-from privfl.report.experiment import Experiment, build_algorithm
-from privfl.report.rundir import RunDirectory
+from privfl.runs.experiment import Experiment, build_algorithm
+from privfl.runs.rundir import RunDirectory
 
 
 def _strip(rows):

@@ -19,7 +19,7 @@ from privfl.mechanisms.correlated_privacy import banded_release, tree_release
 from privfl.mechanisms.factorization import toeplitz_lower
 from privfl.mechanisms.sensitivity import Participation, sensitivity
 from privfl.mechanisms.tree import restarted_tree_encoder, tree_decoder
-from privfl.report.experiment import build_algorithm, privacy_plan
+from privfl.runs.experiment import build_algorithm, privacy_plan
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "golden"))

@@ -25,9 +25,9 @@ from privfl.algorithms.base import lost_attempts, released_results
 from privfl.config import ConfigError, config_from_dict
 from privfl.mechanisms.correlated_privacy import composed_release, tree_release
 from privfl.mechanisms.sensitivity import Participation
-from privfl.report.check import check_run_privacy
-from privfl.report.experiment import Experiment, privacy_plan
-from privfl.report.rundir import RunDirectory
+from privfl.runs.check import check_run_privacy
+from privfl.runs.experiment import Experiment, privacy_plan
+from privfl.runs.rundir import RunDirectory
 
 DELTA = 1e-5
 _BASE = {

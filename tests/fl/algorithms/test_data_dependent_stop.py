@@ -11,8 +11,8 @@ import pytest
 
 from privfl.algorithms.builders import privacy_plan
 from privfl.config import config_from_dict
-from privfl.report.check import check_run_privacy
-from privfl.report.experiment import Experiment
+from privfl.runs.check import check_run_privacy
+from privfl.runs.experiment import Experiment
 
 # the tiny config's RDP bounds (weak scope, the headline's) after 1, 2 and 3 rounds
 WEAK = {1: 3.6642454825368356, 2: 4.846539350852474, 3: 5.725878211862879}
@@ -99,7 +99,7 @@ def test_public_stops_cover_the_rounds_that_ran(tmp_path, tiny_config_dict):
 
 
 def test_guarantee_rounds_bisects_the_budget():
-    from privfl.report.run_stops import guarantee_rounds
+    from privfl.runs.run_stops import guarantee_rounds
 
     budget = {r: r > 7 for r in range(0, 21)}  # rounds 8.. would exceed the budget
     assert guarantee_rounds("target", 3, 20, budget.__getitem__) == 7

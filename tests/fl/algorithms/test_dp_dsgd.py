@@ -26,9 +26,9 @@ from privfl.algorithms.dp_dsgd import (
 from privfl.config import ConfigError, config_from_dict, read_yaml
 from privfl.data import Dataset, FederatedDataset, synthetic_dataset
 from privfl.models import build_model
-from privfl.report.check import check_run_privacy
-from privfl.report.experiment import Experiment, build_algorithm
-from privfl.report.rundir import RunDirectory
+from privfl.runs.check import check_run_privacy
+from privfl.runs.experiment import Experiment, build_algorithm
+from privfl.runs.rundir import RunDirectory
 
 #: A complete run configuration that trains in about a second (4,700-parameter MLP).
 CONFIG = {

@@ -18,8 +18,8 @@ from privfl.algorithms.registry import algorithm_class
 from privfl.cli.main import app
 from privfl.config import ConfigError, config_from_dict
 from privfl.fl.aggregation import update_noise_multiplier
-from privfl.report.experiment import Experiment, build_algorithm
-from privfl.report.rundir import RunDirectory
+from privfl.runs.experiment import Experiment, build_algorithm
+from privfl.runs.rundir import RunDirectory
 
 #: 12 IID synthetic clients of 30 records, logistic regression: a round takes milliseconds.
 DPF = {

@@ -25,8 +25,8 @@ from privfl.config import ConfigError, config_from_dict
 from privfl.data import Dataset, FederatedDataset
 from privfl.fl import LocalTrainingSpec
 from privfl.models import build_model
-from privfl.report.check import check_run_privacy
-from privfl.report.experiment import Experiment, build_algorithm
+from privfl.runs.check import check_run_privacy
+from privfl.runs.experiment import Experiment, build_algorithm
 
 #: A run configuration that trains in well under a second per round.
 TINY = {

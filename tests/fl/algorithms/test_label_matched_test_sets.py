@@ -11,7 +11,7 @@ import pytest
 
 from privfl.config import ConfigError, config_from_dict
 from privfl.data import Dataset, federate_dirichlet, federate_shards, matched_test_indices
-from privfl.report.experiment import Experiment
+from privfl.runs.experiment import Experiment
 
 
 def _pools(seed=0):

@@ -14,7 +14,7 @@ import torch
 
 from privfl.algorithms.outputs import private_dir_of
 from privfl.config import ConfigError, config_from_dict, load_config
-from privfl.report.experiment import Experiment
+from privfl.runs.experiment import Experiment
 
 REPO = Path(__file__).resolve().parents[3]
 FIXED_TIME = 946_684_800  # 2000-01-01 UTC (rundir.FIXED_TIME)

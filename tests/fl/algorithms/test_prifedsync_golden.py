@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from privfl.config import load_config
-from privfl.report.experiment import build_algorithm
+from privfl.runs.experiment import build_algorithm
 
 GOLDEN = json.loads((Path(__file__).parent / "data" / "prifedsync_golden.json").read_text())
 SAME_PLATFORM = (GOLDEN["cpu_capability"] == torch.backends.cpu.get_cpu_capability()

@@ -27,9 +27,9 @@ from privfl.algorithms.projected_sgd import (
 from privfl.config import ConfigError, config_from_dict, read_yaml
 from privfl.data import Dataset, FederatedDataset
 from privfl.models import build_model
-from privfl.report.check import check_run_privacy
-from privfl.report.experiment import Experiment, build_algorithm
-from privfl.report.rundir import RunDirectory
+from privfl.runs.check import check_run_privacy
+from privfl.runs.experiment import Experiment, build_algorithm
+from privfl.runs.rundir import RunDirectory
 
 #: A complete configuration that trains in well under a second (logreg on 40 digits users).
 CONFIG = {

@@ -19,9 +19,9 @@ from privfl.algorithms.base import privacy_metrics
 from privfl.algorithms.outputs import GENERIC_METRICS, UNCLASSIFIED
 from privfl.algorithms.projected_sgd import logreg_constants
 from privfl.config import ConfigError, config_from_dict
-from privfl.report.check import check_run_privacy
-from privfl.report.experiment import Experiment, build_algorithm
-from privfl.report.rundir import RunDirectory
+from privfl.runs.check import check_run_privacy
+from privfl.runs.experiment import Experiment, build_algorithm
+from privfl.runs.rundir import RunDirectory
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 

@@ -15,9 +15,9 @@ import json
 import pytest
 
 from privfl.config import config_from_dict
-from privfl.report.check import check_run_privacy
-from privfl.report.experiment import Experiment, privacy_plan
-from privfl.report.rundir import RunDirectory
+from privfl.runs.check import check_run_privacy
+from privfl.runs.experiment import Experiment, privacy_plan
+from privfl.runs.rundir import RunDirectory
 
 
 def _config(raw, secure=False, **run):

@@ -22,7 +22,7 @@ from privfl.config import (
     load_config,
     parse_override,
 )
-from privfl.report.experiment import build_spec
+from privfl.runs.experiment import build_spec
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
@@ -273,7 +273,7 @@ def test_table3_cifar_configs(p, sigma, paper_r, paper_mu):
 def test_poisson_local_batches_are_accounted_as_poisson_add_remove(tmp_path):
     """PriFedSync with Poisson local batches (no paper-convention detour): the plan gives every
     accountant Poisson steps at q = B / n_j under add/remove neighbours, and the card says so."""
-    from privfl.report.experiment import privacy_plan
+    from privfl.runs.experiment import privacy_plan
 
     config = load_config(None, ["training.sampling=poisson", "federated.rounds=4",
                                 "privacy.accountants=[gdp-clt, pld, rdp]"])

@@ -10,8 +10,8 @@ import torch
 import yaml
 
 from privfl.config import ConfigError, config_from_dict
-from privfl.report.experiment import Experiment, build_algorithm
-from privfl.report.rundir import RunDirectory
+from privfl.runs.experiment import Experiment, build_algorithm
+from privfl.runs.rundir import RunDirectory
 
 
 def _config(raw, **sections):

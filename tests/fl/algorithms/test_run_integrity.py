@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from privfl.config import ConfigError, config_from_dict
-from privfl.report.checkpoints import digest_json
-from privfl.report.experiment import Experiment
-from privfl.report.rundir import RunDirectory
+from privfl.runs.checkpoints import digest_json
+from privfl.runs.experiment import Experiment
+from privfl.runs.rundir import RunDirectory
 
 FAST = {"accountants": ["gdp-clt"]}
 

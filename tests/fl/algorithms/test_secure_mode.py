@@ -19,8 +19,8 @@ import yaml
 import privfl.fl.noise_fill as noise_module
 import privfl.fl.trainer as trainer_module
 from privfl.config import config_from_dict
-from privfl.report.experiment import Experiment, build_algorithm
-from privfl.report.rundir import RunDirectory
+from privfl.runs.experiment import Experiment, build_algorithm
+from privfl.runs.rundir import RunDirectory
 
 
 def _config(raw, secure, **sections):

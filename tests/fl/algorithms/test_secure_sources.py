@@ -22,7 +22,7 @@ import privfl.mechanisms.secure as secure_module
 from privfl.algorithms.algorithm_support import seeded_generators
 from privfl.config import config_from_dict
 from privfl.fl.random_streams import noise_streams
-from privfl.report.experiment import build_algorithm
+from privfl.runs.experiment import build_algorithm
 
 _RUN = {"threads": 1}
 _SYNTHETIC = {"dataset": "synthetic", "synthetic_examples": 240, "test_fraction": 0.25,

@@ -19,8 +19,8 @@ from privfl.algorithms.builders import build_dataset
 from privfl.algorithms.insdp_plan import PAPER_ACCOUNTING, PAPER_OPTIONS, InsDpPrivacy
 from privfl.algorithms.prifedsync import PriFedSyncPrivacy
 from privfl.config import ConfigError, config_from_dict
-from privfl.report.check import check_run_privacy
-from privfl.report.experiment import Experiment, privacy_plan
+from privfl.runs.check import check_run_privacy
+from privfl.runs.experiment import Experiment, privacy_plan
 
 DELTA = 1e-5
 #: 180 training records, 4 clients of 45 (disjoint: all of them; overlapping: shared).

@@ -21,7 +21,7 @@ from privfl.algorithms.builders import build_dataset
 from privfl.algorithms.insdp_plan import PAPER_OPTIONS
 from privfl.cli.main import app
 from privfl.config.loader import load_config
-from privfl.report.experiment import privacy_plan
+from privfl.runs.experiment import privacy_plan
 
 FOLDER = Path(__file__).resolve().parents[3] / "configs" / "xie2023"
 SHIPPED = sorted(FOLDER.glob("*.yaml"))

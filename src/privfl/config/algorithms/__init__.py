@@ -8,7 +8,7 @@ validated, and a typo answered, before torch is imported.
 The configuration schema (:mod:`privfl.config.schema`) names no algorithm: it reads the
 registry of :mod:`privfl.config.sections`. :func:`register_builtin_algorithms` is the one call
 that puts the built-ins there; the application layer makes it once (the command line,
-:mod:`privfl.cli.main`; the runner's package, :mod:`privfl.report`; the Flower apps,
+:mod:`privfl.cli.main`; the runner's package, :mod:`privfl.runs`; the Flower apps,
 :mod:`privfl.flower.apps`), as does :mod:`privfl.algorithms.registry`, so that importing the
 algorithms is enough in a script. Each model is imported on first use.
 

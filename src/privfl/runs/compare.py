@@ -1,0 +1,280 @@
+"""Side-by-side comparison of finished (or partial) run directories at the same rounds.
+
+Generic over algorithms (e.g. a private run against its non-private baseline, or PriFedSync
+against DP-FedAvg): at each compared round the table holds every run's headline accuracies (the
+first two metrics its algorithm declares) and, for private runs, the guarantee reached by then:
+``epsilon`` (the tightest rigorous bound in the algorithm's primary scope, with the accountant
+that gave it) and ``mu`` (a Gaussian-DP estimate, where the algorithm reports one).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from privfl._validation import check_int
+from privfl.config.loader import load_config
+from privfl.runs.card import format_number, format_percent
+from privfl.runs.plots import _series, figure
+from privfl.runs.rundir import RunDirectory, logged_number
+
+__all__ = ["MISSING", "RunRecord", "common_rounds", "comparison_markdown", "comparison_notes",
+           "comparison_rows", "disagreement_notes", "distinct_labels", "load_run", "number_cell",
+           "percent_cell", "plot_comparison", "reports_mu"]
+
+#: A table cell with no number: not measured at that round, or not reported by that run.
+MISSING = "—"
+MISSING_NOTE = (f"{MISSING}: not measured at that round (e.g. an algorithm that evaluates "
+                "every k rounds) or not reported by that run's accountants.")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a comparison needs from one run directory."""
+
+    path: Path
+    name: str
+    algorithm: str
+    private: bool
+    delta: float | None
+    unit: str
+    sampling: str
+    metric_labels: tuple[tuple[str, str], ...]
+    metrics: tuple[dict[str, Any], ...]
+    dataset: str = "-"
+
+    @property
+    def headline(self) -> tuple[str, ...]:
+        """The (at most two) accuracy metrics shown for this run."""
+        return tuple(key for key, _ in self.metric_labels[:2])
+
+    def at(self, round_index: int) -> dict[str, Any]:
+        for row in self.metrics:
+            if row["round"] == round_index:
+                return row
+        done = sorted(row["round"] for row in self.metrics)
+        raise ValueError(f"round = {round_index!r} is not a completed round of run {self.name!r}: "
+                         f"must be one of its rounds {done[0]}..{done[-1]}")
+
+
+def _labels_of_saved_privacy(run_dir: RunDirectory) -> tuple[str, str]:
+    """(unit, sampling) of the run's privacy.json results, when it was written."""
+    try:
+        results = json.loads(run_dir.privacy.read_text()).get("results") or []
+        first = results[0]
+        return str(first.get("unit", "-")), str(first.get("sampling", "-"))
+    except (OSError, ValueError, AttributeError, IndexError, TypeError):
+        return "-", "-"
+
+
+def load_run(path: str | Path) -> RunRecord:
+    """Read ``config.yaml``, ``metrics.jsonl`` and (if present) ``privacy.json`` of a run."""
+    from privfl.algorithms.registry import algorithm_class
+
+    run_dir = RunDirectory(path)
+    if not run_dir.config.is_file():
+        raise ValueError(f"run directory = {str(path)!r} is not a privfl run: no config.yaml")
+    config = load_config(run_dir.config)
+    metrics = run_dir.read_metrics()
+    for line, row in enumerate(metrics, 1):
+        if not isinstance(row, dict) or isinstance(row.get("round"), bool) or not isinstance(
+                row.get("round"), int):
+            raise ValueError(f"{run_dir.metrics}: line {line} is not a round's metrics (no "
+                             "integer 'round'): the file is damaged")
+    if not metrics:
+        raise ValueError(f"run directory = {str(path)!r} has no completed rounds "
+                         "(metrics.jsonl is empty or missing)")
+    private = config.privacy.enabled
+    unit, sampling = _labels_of_saved_privacy(run_dir) if private else ("-", "-")
+    labels = tuple(algorithm_class(config.federated.algorithm).metric_labels.items())
+    return RunRecord(Path(path), config.name, config.federated.algorithm, private,
+                     config.privacy.delta if private else None, unit, sampling, labels,
+                     tuple(metrics), dataset=config.data.dataset)
+
+
+def distinct_labels(runs: Sequence[RunRecord]) -> list[RunRecord]:
+    """The runs, each named so that no two share a label: the config name where it is unique,
+    else ``name (directory)``, else the directory's full path."""
+    names = [run.name for run in runs]
+    out = []
+    for run in runs:
+        label = run.name
+        if names.count(run.name) > 1:
+            label = f"{run.name} ({run.path.name})"
+            if sum(f"{r.name} ({r.path.name})" == label for r in runs) > 1:
+                label = str(run.path)
+        out.append(replace(run, name=label))
+    return out
+
+
+def common_rounds(runs: Sequence[RunRecord], every: int = 1) -> list[int]:
+    """Rounds completed by every run: every ``every``-th one, always the first and the last."""
+    check_int("every", every, minimum=1)
+    if len(runs) < 1:
+        raise ValueError("runs = [] is not allowed: must name at least one run directory")
+    shared = set.intersection(*({row["round"] for row in run.metrics} for run in runs))
+    if not shared:
+        names = ", ".join(str(run.path) for run in runs)
+        raise ValueError(f"runs = {names} share no completed round: nothing to compare")
+    ordered = sorted(shared)
+    chosen = [r for r in ordered if r % every == 0]
+    return sorted({ordered[0], *chosen, ordered[-1]})
+
+
+def _value(row: dict[str, Any], key: str) -> float:
+    value = logged_number(row.get(key))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return math.nan
+
+
+def number_cell(value: Any) -> str:
+    """:func:`format_number` of a finite number, else :data:`MISSING` (never ``nan``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return format_number(float(value))
+    return MISSING
+
+
+def percent_cell(value: Any) -> str:
+    """A fraction as a percentage (2 decimals, no sign), else :data:`MISSING`."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return format_percent(value, suffix="")
+    return MISSING
+
+
+def reports_mu(run: RunRecord) -> bool:
+    """Whether ``run`` logged a finite Gaussian-DP ``mu`` at any round (a column is shown)."""
+    return run.private and any(math.isfinite(_value(row, "mu")) for row in run.metrics)
+
+
+def comparison_notes(runs: Sequence[RunRecord]) -> list[str]:
+    """Warnings about runs that are not comparable: private runs protecting different units
+    (record or client), runs on different datasets."""
+    notes = []
+    units = {run.unit for run in runs if run.private}
+    if len(units) > 1:
+        notes.append(f"the private runs protect different units ({', '.join(sorted(units))}): "
+                     "their epsilons are not comparable")
+    datasets = {run.dataset for run in runs}
+    if len(datasets) > 1:
+        notes.append("the runs use different datasets ("
+                     + ", ".join(f"{run.name}: {run.dataset}" for run in runs)
+                     + "): their accuracies are not comparable")
+    return notes
+
+
+def disagreement_notes(runs: Sequence[RunRecord], *, shown: int = 3) -> list[str]:
+    """Warnings about stopped runs (privacy.json or summary.json written) whose files disagree
+    with a fresh computation from their config.yaml (:func:`privfl.runs.check.check_run_privacy`
+    on the first and last rounds, privacy.json, summary.json and the reports): a forged
+    headline must not be compared as if it were the run's. ``shown``: the problems quoted per
+    run. A run that has not stopped is left to ``privfl check-privacy``."""
+    from privfl.config import ConfigError
+    from privfl.runs.check import check_run_privacy
+
+    shown = check_int("shown", shown, minimum=1)
+    notes = []
+    for run in runs:
+        if not isinstance(run, RunRecord):
+            raise ValueError(f"runs holds {type(run).__name__}: must be RunRecords (load_run)")
+        directory = RunDirectory(run.path)
+        if not (directory.privacy.is_file() or directory.summary.is_file()):
+            continue
+        try:
+            report = check_run_privacy(run.path, every=max(len(run.metrics), 1))
+        except (ConfigError, ValueError) as error:
+            notes.append(f"{run.path}: its files could not be checked against its config.yaml "
+                         f"({error})")
+            continue
+        if report.ok:
+            continue
+        problems = [p for row in report.rows for p in row["problems"]]
+        problems += report.released["problems"] + report.files["problems"]
+        more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+        notes.append(f"{run.path}: its files disagree with a fresh computation from its "
+                     f"config.yaml (privfl check-privacy): {'; '.join(problems[:shown])}{more}")
+    return notes
+
+
+def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[dict[str, Any]]:
+    """One dict per round: ``{"round": r, run name: {accuracies, epsilon, epsilon_method,
+    mu}}``."""
+    rows = []
+    for r in rounds:
+        row: dict[str, Any] = {"round": r}
+        for run in runs:
+            m = run.at(r)
+            entry: dict[str, Any] = {k: _value(m, k) for k in run.headline}
+            if run.private:
+                entry["epsilon"] = _value(m, "epsilon")
+                entry["epsilon_method"] = m.get("epsilon_method")
+                entry["mu"] = _value(m, "mu")
+            row[run.name] = entry
+        rows.append(row)
+    return rows
+
+
+def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]]) -> str:
+    """A Markdown table: accuracies (%) of every run per round, privacy of the private runs."""
+    lines = [f"**Warning:** {note}." for note in comparison_notes(runs)]
+    lines += [""] if lines else []
+    lines += ["| run | algorithm | dataset | directory | private | unit | sampling | "
+              "rounds completed | delta |", "|---|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        delta = format_number(run.delta) if run.private else "-"
+        lines.append(f"| {run.name} | {run.algorithm} | {run.dataset} | `{run.path}` | "
+                     f"{'yes' if run.private else 'no'} | {run.unit} | {run.sampling} | "
+                     f"{run.metrics[-1]['round']} | {delta} |")
+    header = ["round"]
+    for run in runs:
+        header += [f"{run.name} {dict(run.metric_labels)[k]} %" for k in run.headline]
+        if run.private:
+            header += [f"{run.name} eps (bound)"]
+            header += [f"{run.name} mu (estimate)"] if reports_mu(run) else []
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    missing = False
+    for row in rows:
+        cells = [str(row["round"])]
+        for run in runs:
+            entry = row[run.name]
+            cells += [percent_cell(entry[key]) for key in run.headline]
+            if run.private:
+                eps = number_cell(entry["epsilon"])
+                method = entry.get("epsilon_method")
+                cells += [eps + (f" ({method})" if method and eps != MISSING else "")]
+                cells += [number_cell(entry["mu"])] if reports_mu(run) else []
+        missing = missing or MISSING in cells
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Accuracy: test accuracy as each algorithm defines it (mean over clients' own "
+              "test sets). Privacy: eps is the tightest rigorous bound at delta in the "
+              "algorithm's primary scope (the accountant in brackets), with each run's unit "
+              "(record or client) — runs with different units are not comparable; mu is a "
+              "Gaussian-DP estimate where one is reported."]
+    lines += [MISSING_NOTE] if missing else []
+    return "\n".join(lines) + "\n"
+
+
+def plot_comparison(runs: Sequence[RunRecord], path: str | Path, *, title: str = "") -> Path:
+    """Each run's headline accuracies per round (first solid, second dashed)."""
+    fig = figure()
+    ax = fig.add_subplot()
+    for index, run in enumerate(runs):
+        color = f"C{index % 10}"
+        for key, style in zip(run.headline, ("-", "--"), strict=False):
+            xs, ys = _series(run.metrics, key)
+            if xs:
+                ax.plot(xs, ys, style, color=color,
+                        label=f"{run.name}: {dict(run.metric_labels)[key]}")
+    ax.set_xlabel("round")
+    ax.set_ylabel("test accuracy")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=7)
+    ax.set_title(title or "accuracy per round", fontsize=10)
+    path = Path(path)
+    fig.savefig(path)
+    return path

@@ -1,0 +1,348 @@
+"""Build and run any registered algorithm from a configuration, with a run directory and resume.
+
+:class:`Experiment` turns an :class:`~privfl.config.ExperimentConfig` into data and the algorithm
+``federated.algorithm`` names (:mod:`privfl.algorithms.registry`; the runner only knows the
+protocol of :mod:`privfl.algorithms.base`), then runs rounds until a stop: all rounds
+done, a target accuracy reached, the privacy budget would be exceeded by the next round (that
+round is not run), ``run.max_rounds`` rounds ran in this invocation, or the round diverged (a
+non-finite loss or model: ``stop_reason == "diverged"``, returned, not raised; its state is
+never checkpointed). After every ``run.checkpoint_every`` rounds (and at the stop) it writes a
+checkpoint holding the algorithm's state (its ``state_dict``: models, optimizer states,
+generator states), torch's global RNG state, the round index and the metrics so far.
+
+Resume (:meth:`Experiment.resume`) rebuilds the same objects from the saved ``config.yaml``,
+loads the newest checkpoint whose digests verify (:mod:`privfl.runs.checkpoints`; skipped
+ones are reported), truncates ``metrics.jsonl`` to it and continues: the result equals an
+uninterrupted run with the same seed bit for bit on the same machine, whatever ``run.threads``
+(client workers each use one torch thread; :mod:`privfl.fl.workers`). On resume only
+execution keys (``run.*``), stops (``stop.*``), ``federated.rounds`` (to extend a run, never
+below the rounds already completed) and the step sizes the privacy accounting does not read
+(:data:`~privfl.runs.run_resume.STEP_SIZE_KEYS`, e.g. after a divergence) may be changed.
+A run directory belongs to one run (``run.json``'s run id, carried by its checkpoints) and to
+one process at a time (a lock).
+
+A round logged after the last checkpoint (a kill between its metrics row and its checkpoint,
+or ``run.checkpoint_every`` > 1) runs again from that checkpoint, or from round 0 when the run
+was killed before its first checkpoint. A seeded run recomputes the same round bit for bit: the
+new row is compared with the logged one and a difference is a warning. Secure mode
+(``privacy.secure``) draws cohorts, batches and noise from ``os.urandom``, so the round run
+again is a second, independent release: its logged row is kept in ``redrawn.jsonl`` and every
+such round is composed once more by the accountant
+(:meth:`~privfl.algorithms.base.RoundAlgorithm.released_rounds`), in the per-round metrics,
+privacy.json, summary.json, report.md and ``privfl check-privacy``.
+
+This module builds the experiment and runs its loop; the other jobs of :class:`Experiment` live
+in sibling modules, one mixin each: checkpoints and resume (:mod:`privfl.runs.run_resume`),
+the outputs table and metrics rows (:mod:`privfl.runs.run_outputs`), the stopping rules
+(:mod:`privfl.runs.run_stops`) and the artefacts written at the stop
+(:mod:`privfl.runs.run_finish`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from privfl.algorithms.builders import (
+    apply_attack,
+    build_algorithm,
+    build_dataset,
+    build_model,
+    build_spec,
+    privacy_plan,
+)
+from privfl.algorithms.cadence import AccountingCadence
+from privfl.config import (
+    ConfigError,
+    ExperimentConfig,
+    apply_overrides,
+    config_from_dict,
+    dump_config,
+    read_yaml,
+)
+from privfl.data.datasets import FederatedDataset
+from privfl.fl.client_store import state_directory
+from privfl.runs.checkpoints import CheckpointStore
+from privfl.runs.run_finish import ExperimentResult, RunArtefacts
+from privfl.runs.run_outputs import RunOutputs, private_root
+from privfl.runs.run_resume import (
+    RESUMABLE_KEYS,
+    Checkpointing,
+    check_private_state_kept,
+    check_resumable,
+    fixed_part,
+)
+from privfl.runs.run_stops import DIVERGED, StoppingRules
+from privfl.runs.rundir import RunDirectory
+
+__all__ = [
+    "RESUMABLE_KEYS",
+    "Experiment",
+    "ExperimentResult",
+    "RunCallbacks",
+    "build_algorithm",
+    "build_dataset",
+    "build_model",
+    "build_spec",
+    "privacy_plan",
+]
+
+
+# ---------------------------------------------------------------------------------- running
+class RunCallbacks:
+    """Hooks for progress display; the default does nothing."""
+
+    def on_start(self, experiment: Experiment) -> None:
+        """Called once before the first round of this invocation."""
+
+    def on_round(self, experiment: Experiment, metrics: dict[str, Any]) -> None:
+        """Called after every round with its metrics."""
+
+    def on_warning(self, experiment: Experiment, message: str) -> None:
+        """Called when something in a round needs the user's attention (e.g. a re-run round
+        that differs from its logged row)."""
+
+    def on_end(self, experiment: Experiment, result: ExperimentResult) -> None:
+        """Called once when the run stops (artefacts already written)."""
+
+
+def _check_device(device: str) -> None:
+    """Refuse a ``run.device`` this machine does not have, naming the key."""
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(device.partition(":")[2] or 0) >= count:
+            raise ConfigError(f"run.device = {device!r} is not available on this machine "
+                              f"({count} CUDA device(s) visible to torch): use 'cpu'")
+    elif device == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("run.device = 'mps' is not available on this machine: use 'cpu'")
+
+
+class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
+    """One run of any registered algorithm, backed by a run directory.
+
+    Use :meth:`create` for a new run and :meth:`resume` to continue one; then :meth:`run`.
+    """
+
+    def __init__(self, config: ExperimentConfig, run_dir: RunDirectory,
+                 data: FederatedDataset | None = None) -> None:
+        self.config = config
+        self.dir = run_dir
+        self.store: CheckpointStore | None = None  # set once the run directory is locked
+        self._lock = None
+        self._created = False  # this process made the run directory (Experiment.create)
+        self.warnings: list[str] = []  # e.g. a re-run round that differs from its logged row
+        _check_device(config.run.device)
+        if config.run.tensorboard:
+            from privfl.runs.tensorboard import check_available
+
+            check_available()
+        self._tensorboard = None
+        if config.run.mlflow:
+            from privfl.runs.mlflow_log import check_available as check_mlflow
+
+            check_mlflow()
+        self._mlflow = None
+        # run.threads sets the engine's client workers (builders.trainer_options); the server's
+        # work runs on one torch thread, so no setting of run changes a result's bits
+        torch.set_num_threads(1)
+        if data is not None and config.data.dataset != "custom":
+            raise ConfigError(f"data = {data.name!r} given from Python needs data.dataset: "
+                              f"custom in the configuration (it says {config.data.dataset!r}),"
+                              " so that config.yaml does not claim another dataset")
+        if data is not None and not isinstance(data, FederatedDataset):
+            raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
+                             "privfl.data.FederatedDataset")
+        # the configuration's dataset, or the caller's; poisoned if config.attack says so
+        self.data = build_dataset(config) if data is None else apply_attack(config, data)
+        self.algorithm = self._build_algorithm()
+        self.check_stops_read_covered()
+        self.metrics: list[dict[str, Any]] = []
+        self.resumed_from: int | None = None
+        self.resume_warnings: list[str] = []  # unreadable checkpoints that were skipped
+        self.resume_notes: list[str] = []  # what else the user should know about the resume
+        self.redrawn: list[dict[str, Any]] = []  # rows released, lost and run again (secure)
+        self._expected: dict[int, dict[str, Any]] = {}  # logged rows a seeded resume reproduces
+        self.previous_fixed: dict[str, Any] | None = None  # config.yaml's before a resume
+        self.steps_changed = False  # a resume changed a step size (run_resume.STEP_SIZE_KEYS)
+
+    # ------------------------------------------------------------------ construction
+    def _build_algorithm(self) -> Any:
+        """The configuration's algorithm; a memory-mapped per-client store puts its files in
+        the run's private ``client-state/`` folder (:mod:`privfl.fl.client_store`)."""
+        with state_directory(self.dir.client_state):
+            algorithm = build_algorithm(self.config, self.data)
+        algorithm.cadence = AccountingCadence.from_config(self.config)
+        return algorithm
+
+    @classmethod
+    def create(cls, config: ExperimentConfig, run_dir: str | Path,
+               data: FederatedDataset | None = None) -> Experiment:
+        """A new run in ``run_dir`` (must not already hold one); writes config.yaml.
+
+        ``data``: your own :class:`~privfl.data.FederatedDataset` (``data.dataset: custom``);
+        by default the configuration's dataset is built.
+        """
+        directory = RunDirectory(run_dir, private_root(config, run_dir))
+        directory.check_new()
+        experiment = cls(config, directory, data)
+        experiment.planned_privacy()  # an accountant's refusal comes before any file is written
+        run_id = directory.create(getattr(experiment.algorithm.plan, "pins", dict)())
+        experiment._created = True
+        try:
+            experiment._lock = directory.acquire_lock()
+            experiment.store = CheckpointStore(directory, run_id)
+            directory.write_text(directory.config, dump_config(config))
+            experiment._write_metrics([])
+        except BaseException:  # e.g. a full disk: remove what was written
+            experiment.discard_if_unstarted()
+            raise
+        return experiment
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, overrides: Iterable[str] = (),
+               data: FederatedDataset | None = None) -> Experiment:
+        """Continue the run in ``run_dir`` from its newest verified checkpoint (``data``: the
+        same dataset the run was created with, for ``data.dataset: custom``; a different
+        partition is refused)."""
+        directory = RunDirectory(run_dir)
+        directory.require_existing()
+        run_id = directory.run_id()
+        lock = directory.acquire_lock()
+        removed = directory.remove_temporary_files() + directory.remove_orphan_records()
+        saved = read_yaml(directory.config)
+        config = config_from_dict(apply_overrides(saved, check_resumable(overrides)))
+        try:
+            directory.private = private_root(config, run_dir) or directory.path
+            check_private_state_kept(directory)
+        except BaseException:
+            lock.close()
+            raise
+        removed += [] if not directory.separate_private else directory.remove_temporary_files()
+        directory.checkpoints.mkdir(parents=True, exist_ok=True)
+        try:
+            experiment = cls(config, directory, data)
+        except BaseException:
+            lock.close()
+            raise
+        experiment._lock = lock
+        experiment.store = CheckpointStore(directory, run_id)
+        experiment.previous_fixed = fixed_part(config_from_dict(saved))
+        if removed:
+            experiment.resume_notes.append(
+                f"removed {len(removed)} file(s) left by an interrupted write (temporary files, "
+                f"digest records without their checkpoint): {', '.join(sorted(removed))}")
+        try:
+            experiment._load_latest_checkpoint()
+            done = experiment.algorithm.round
+            if config.federated.rounds < done:
+                raise ConfigError(
+                    f"federated.rounds = {config.federated.rounds} is out of range: this run "
+                    f"has already completed {done} rounds; must be >= {done}"
+                )
+        except BaseException:
+            experiment.release()
+            raise
+        directory.write_text(directory.config, dump_config(config))
+        return experiment
+
+    def discard_if_unstarted(self) -> bool:
+        """After a failure: remove a run directory this process created whose run completed no
+        round (nothing in it would be worth resuming); True if it was removed."""
+        if not self._created or self.algorithm.round > 0 or self.dir.list_checkpoints():
+            return False
+        self.release()
+        self.dir.discard()
+        return True
+
+    def release(self) -> None:
+        """Give up the run directory's lock (done at the end of :meth:`run`)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, callbacks: RunCallbacks | None = None) -> ExperimentResult:
+        """Run rounds until a stop; write checkpoints, metrics and the final artefacts."""
+        if self.store is None:
+            raise ValueError("run needs a run directory: use Experiment.create or "
+                             "Experiment.resume")
+        from privfl.backends import active_backend, check_algorithm
+
+        # inside use_backend(RayBackend(...)): refuse an algorithm that would run locally anyway
+        check_algorithm(active_backend(), self.algorithm)
+        try:
+            return self._run(callbacks or RunCallbacks())
+        finally:
+            self.release()
+
+    def _run(self, callbacks: RunCallbacks) -> ExperimentResult:
+        started = time.perf_counter()
+        self._accounting_start = float(getattr(self.algorithm, "accounting_seconds", 0.0))
+        if self.config.run.tensorboard:
+            from privfl.runs.tensorboard import TensorBoardLog
+
+            self._tensorboard = TensorBoardLog(self.dir.private / "tensorboard",
+                                               purge_step=self.algorithm.round + 1)
+        if self.config.run.mlflow:
+            self._mlflow = self._start_mlflow()
+        status = "FAILED"
+        try:
+            result = self._rounds(callbacks, started)
+            if self._mlflow is not None:
+                self._mlflow.finish(result.privacy, self.dir.path)
+            status = "FINISHED"
+            return result
+        finally:
+            if self._tensorboard is not None:
+                self._tensorboard.close()
+                self._tensorboard = None
+            if self._mlflow is not None:
+                self._mlflow.close(status)
+                self._mlflow = None
+
+    def _start_mlflow(self) -> Any:
+        """The MLflow run of this privfl run (privfl.runs.mlflow_log): a new one, or the one
+        tagged with this run directory's id (resume). guarantee-only: covered keys only."""
+        from privfl.runs.mlflow_log import MlflowLog, tracking_uri
+
+        return MlflowLog(
+            tracking_uri(self.config.run.mlflow, self.dir.path), self.config.name,
+            self.dir.run_id(), self.config.model_dump(mode="json"),
+            covered=self.covered_metrics() if self.dir.separate_private else None,
+            run_name=self.dir.path.name)
+
+    def _rounds(self, callbacks: RunCallbacks, started: float) -> ExperimentResult:
+        callbacks.on_start(self)
+        ran = 0
+        every = self.config.run.checkpoint_every
+        stop = self.next_stop(ran)
+        while stop is None:
+            metrics = self.algorithm.run_round()
+            ran += 1
+            self.metrics.append(metrics)
+            self._append_metrics(metrics)
+            if self._tensorboard is not None:
+                self._tensorboard.log(metrics)
+            if self._mlflow is not None:
+                self._mlflow.log(metrics)
+            warning = self._check_reproduced(metrics)
+            if warning is not None:
+                self.warnings.append(warning)
+                callbacks.on_warning(self, warning)
+            diverged = self.diverged(metrics)  # its non-finite state is never checkpointed
+            if diverged is None and self.algorithm.round % every == 0:
+                self.save_checkpoint()
+            callbacks.on_round(self, metrics)
+            stop = diverged or self.next_stop(ran)
+        reason, detail = stop
+        saved = {r for r, _ in self.dir.list_checkpoints()}
+        if self.algorithm.round not in saved and self.algorithm.round > 0 \
+                and reason != DIVERGED:
+            self.save_checkpoint()
+        result = self.finish(reason, detail, time.perf_counter() - started)
+        callbacks.on_end(self, result)
+        return result

@@ -1,0 +1,285 @@
+"""The artefacts of a run of :class:`~privfl.runs.experiment.Experiment` when it stops.
+
+:class:`RunArtefacts` writes privacy.json, summary.json, model.pt, the plots, report.md and
+report.html, and makes the privacy card and the setup rows they show; a finished run whose
+guarantee assumes its intermediate state hidden (a last-iterate release) deletes its
+checkpoints first. :class:`ExperimentResult` is what a run returns.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from privfl.accounting.results import PrivacyResult
+from privfl.algorithms.base import finite, headline_scopes, privacy_metrics
+from privfl.runs.run_resume import STATE_DELETED
+from privfl.runs.run_stops import DIVERGED
+from privfl.runs.rundir import write_atomically
+
+
+@dataclass(frozen=True)
+class PrivateState:
+    """Where a stopped run's private state is (its checkpoints: models, optimizer and generator
+    states, the sampling decisions the guarantee assumes secret)."""
+
+    deleted: bool  #: a finished last-iterate run deleted it, as its guarantee needs
+    folder: str = ""  #: where it is kept ("" once deleted), relative to the run directory
+    separate: bool = False  #: kept in a private folder apart from the covered outputs
+
+    @property
+    def text(self) -> str:
+        """summary.json's ``private_state``: ``deleted`` or ``kept in FOLDER``."""
+        return STATE_DELETED if self.deleted else f"kept in {self.folder}"
+
+
+@dataclass
+class ExperimentResult:
+    """What a run (or one invocation of it) produced."""
+
+    summary: dict[str, Any]
+    metrics: list[dict[str, Any]]
+    privacy: list[PrivacyResult]
+    card: dict[str, Any]
+    run_dir: Path
+    stop_reason: str
+    private_state: PrivateState = PrivateState(deleted=False, folder="checkpoints/")
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _rounds_text(rows: list[dict[str, Any]]) -> str:
+    """``"4, 5"``: the round indices of metrics rows."""
+    return ", ".join(str(row.get("round")) for row in rows)
+
+
+class RunArtefacts:
+    """The final artefacts of :class:`~privfl.runs.experiment.Experiment` (a mixin: it uses
+    the experiment's ``config``, ``dir``, ``data``, ``algorithm``, ``metrics``, ``redrawn``,
+    ``warnings`` and ``resumed_from``)."""
+
+    def card(self, rounds: int) -> dict[str, Any]:
+        """The privacy card's rows after ``rounds`` rounds: the plan's, and a simulated
+        attack's (:func:`privfl.attacks.poisoning.attack_card_rows`)."""
+        from privfl.attacks.poisoning import attack_card_rows, attack_of
+
+        algo = self.algorithm
+        released = algo.released_rounds(rounds)
+        rows = {**algo.plan.card(released), **attack_card_rows(attack_of(self.data))}
+        if self.redrawn:
+            rows["released rounds"] = (
+                f"{released}: {rounds} rounds + {len(self.redrawn)} released twice "
+                f"(rounds {_rounds_text(self.redrawn)} were logged, lost with their checkpoint "
+                "and drawn again in secure mode); the accountant composes every release")
+        return rows
+
+    def planned_privacy(self) -> list[PrivacyResult]:
+        """The guarantee if all configured rounds run (what the start card shows)."""
+        return self.algorithm.privacy(self.config.federated.rounds)
+
+    def setup(self) -> dict[str, Any]:
+        """What ran, for report.md and the summary: data, then the algorithm's own rows."""
+        c, algo = self.config, self.algorithm
+        sizes = self.data.client_sizes
+        rows = {
+            "dataset": f"{c.data.dataset}: {self.data.name}",
+            "clients": f"{self.data.num_clients} (n_j = {int(sizes.min())}..{int(sizes.max())}"
+            f" train, {int(self.data.test_sizes.min())}..{int(self.data.test_sizes.max())} "
+            "test)",
+            "algorithm": f"{c.federated.algorithm}: {algo.title}",
+        }
+        rows.update(algo.setup())
+        from privfl.attacks.poisoning import attack_of
+
+        attack = attack_of(self.data)
+        if attack is not None:
+            rows["attack (simulated)"] = attack.text()
+        if getattr(algo, "protection_config", None) is not None:
+            rows["protection (client-side)"] = algo.protection_config.text()
+        rows["seed"] = f"{c.seed} (" + (
+            "partition, initialisation; cohorts, batches, noise and dropout from os.urandom"
+            if c.privacy.secure else "partition, initialisation, cohorts, batches, noise") + ")"
+        return rows
+
+    def finish(self, reason: str, detail: str, seconds: float) -> ExperimentResult:
+        """Write privacy.json, summary.json, model.pt (not after a divergence,
+        :meth:`releases_model`), the plots and report.md; return the result. A finished run
+        whose guarantee assumes its intermediate state hidden (a last-iterate release) deletes
+        its checkpoints first."""
+        from privfl.runs.html_run import run_report_html
+        from privfl.runs.markdown import run_report_markdown
+        from privfl.runs.plots import plot_accuracy, plot_health, plot_privacy
+        from privfl.runs.provenance import run_provenance
+
+        algo, config = self.algorithm, self.config
+        # the accountants' share of the loop that wall_seconds times (the planned card is not)
+        accounting = (float(getattr(algo, "accounting_seconds", 0.0))
+                      - getattr(self, "_accounting_start", 0.0))
+        rounds = algo.round
+        # a stop that read a released metric: the guarantee covers every round it allowed
+        accounted = self.guarantee_rounds(reason)
+        results, headline, card, after_the_fact = self.guarantee(rounds, accounted, reason)
+        released = {"rounds_released": algo.released_rounds(rounds),
+                    "redrawn_rounds": [row.get("round") for row in self.redrawn],
+                    "rounds_accounted": accounted}
+        finished = reason != "max_rounds"
+        deleted = (bool(getattr(algo.plan, "hidden_state", False)) and finished
+                   and rounds > 0)
+        if deleted:
+            self.dir.delete_private_state()
+        model = self.releases_model(reason)
+        if not model:  # e.g. one written by an earlier invocation of this run
+            self.dir.model.unlink(missing_ok=True)
+        outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()),
+                               model_file=model)
+        guarantee_only = self.dir.separate_private
+        state = PrivateState(deleted, "" if deleted else (
+            f"{self.dir.private.name}/checkpoints/" if guarantee_only else "checkpoints/"),
+            guarantee_only)
+        covered = self.covered_metrics()
+        shown = self._split_rows(self.metrics)[0]  # guarantee-only: the covered keys only
+        labels = {k: v for k, v in algo.metric_labels.items()
+                  if not guarantee_only or k in covered}
+        last = shown[-1] if shown else {}
+        target = config.stop.target_accuracy
+        key = f"{config.stop.target_metric}_accuracy"
+        reached = next((m["round"] for m in shown
+                        if target is not None and finite(m.get(key)) and m[key] >= target), None)
+        # every accountant, whether or not the last row carried them all (.cadence)
+        final_privacy = privacy_metrics(algo.plan, results)
+        summary: dict[str, Any] = {
+            "command": "run",
+            "headline": headline.to_dict(),
+            "name": config.name,
+            "description": config.description,
+            "run_dir": str(self.dir.path),
+            "algorithm": config.federated.algorithm,
+            "private": algo.private,
+            "rounds_planned": config.federated.rounds,
+            "rounds_completed": rounds,
+            **released,
+            "stop_reason": reason,
+            "stop_detail": detail,
+            "finished": finished,
+            "resumed_from_round": self.resumed_from,
+            "warnings": list(self.warnings),
+            "wall_seconds": seconds,
+            "training_seconds": sum(m.get("seconds", 0.0) for m in self.metrics),
+            "accounting_seconds": accounting,
+            "final": {
+                "round": last.get("round", 0),
+                **{k: last.get(k, math.nan) for k in labels},
+                **({"epsilon": final_privacy["epsilon"],
+                    "epsilon_method": final_privacy["epsilon_method"]}
+                   if last and "epsilon" in final_privacy else {}),
+            },
+            "metric_labels": labels,
+            "target_accuracy": target,
+            "target_metric": config.stop.target_metric,
+            "rounds_to_target": reached,
+            **({"after_the_fact": after_the_fact} if after_the_fact is not None else {}),
+            "setting": card,
+            "privacy": [r.to_dict() for r in results],
+            "private_state": state.text,
+            "outputs": outputs,
+            "provenance": run_provenance(config.model_dump(mode="json")),
+        }
+        self.dir.write_json(self.dir.privacy, {
+            "command": "run",
+            "setting": card,
+            "rounds": rounds,
+            **released,
+            "private": algo.private,
+            "results": [r.to_dict() for r in results],
+            **({"after_the_fact": after_the_fact} if after_the_fact is not None else {}),
+            "outputs": outputs,
+        })
+        written = dict(summary)
+        if guarantee_only:  # timings grow with realised counts; warnings read unnoised losses
+            for name in ("warnings", "wall_seconds", "training_seconds",
+                         "accounting_seconds"):
+                written.pop(name)
+        self.dir.write_json(self.dir.summary, written)
+        if model:
+            self._write_model()
+        title = f"{config.name}: {self.data.name}"
+        plot_accuracy(shown, self.dir.accuracy_plot, labels, title=title, target=target)
+        plot_privacy(shown, self.dir.privacy_plot,
+                     delta=config.privacy.delta if algo.private else None, title=title,
+                     headline_scopes=[s for s in headline_scopes(algo.plan) if s])
+        covered_now = {o["name"]: o["covered"] for o in outputs if o["kind"] == "metric"}
+        plot_health(shown, self.dir.health_plot, self.health_keys(), covered=covered_now,
+                    title=title)
+        setup = self.setup()
+        self.dir.write_text(self.dir.report, run_report_markdown(
+            written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
+        self.dir.write_text(self.dir.report_html, run_report_html(
+            written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
+        if guarantee_only:  # the file times would give away the wall time the mode drops
+            self.dir.fix_times()
+        return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
+                                reason, state)
+
+    def guarantee(self, rounds: int, accounted: int, reason: str
+                  ) -> tuple[list[PrivacyResult], Any, dict[str, Any], dict[str, Any] | None]:
+        """``(results, headline, card, after_the_fact)`` of a run stopped for ``reason`` after
+        ``rounds`` rounds whose guarantee covers ``accounted`` (more after a data-dependent
+        stop, where the card and the headline's advice carry the after-the-fact note): what
+        the run writes, and what ``check-privacy`` recomputes
+        (:mod:`privfl.runs.check_files`)."""
+        from privfl.runs.plan_headline import plan_headline
+
+        algo = self.algorithm
+        results = algo.privacy(accounted)
+        after = (self.after_the_fact(rounds, accounted, reason)
+                 if accounted != rounds and algo.private else None)
+        card = self.card(accounted)
+        headline = plan_headline(algo.plan, results)
+        if after is not None:
+            card["data-dependent stop"] = after["note"]
+            headline = replace(headline, advice=f"{headline.advice} {after['note']}".strip())
+        return results, headline, card, after
+
+    def releases_model(self, reason: str) -> bool:
+        """Whether a run stopped for ``reason`` writes model.pt: not a diverged run (its model
+        is not finite), nor a paused run (``run.max_rounds``) whose guarantee hides its
+        intermediate state, since W_t of a pause is an intermediate iterate (and with
+        random-stop or the independent schedule, a model before the end tells part of the
+        secret)."""
+        return reason != DIVERGED and not (
+            bool(getattr(self.algorithm.plan, "hidden_state", False)) and reason == "max_rounds")
+
+    def after_the_fact(self, rounds: int, accounted: int, reason: str) -> dict[str, Any]:
+        """The rounds-run value of a run whose stop (``reason``) read released results,
+        labelled as what it is: epsilon for the rounds that ran, not a bound for the mechanism
+        (whose guarantee covers ``accounted`` rounds, :meth:`StoppingRules.guarantee_rounds`)."""
+        from privfl.algorithms.base import budget_results, tightest_bound
+        from privfl.runs.headline import method_name
+
+        ran = self.algorithm.privacy(rounds)
+        best = tightest_bound(budget_results(self.algorithm.plan, ran))
+        value = (f"epsilon = {best.epsilon:.4g} ({method_name(best.method)})"
+                 if best is not None else "no rigorous bound")
+        stop = self.config.stop
+        why = ("a non-finite result (it diverged)" if reason == DIVERGED else
+               f"stop.target_accuracy = {stop.target_accuracy:g} ({stop.target_metric} "
+               "accuracy)")
+        note = (f"The run stopped on {why} after {rounds} of up to "
+                f"{accounted} rounds: the stop depends on the data, so the guarantee covers "
+                f"the {accounted} rounds the stop rules allowed; {value} for the {rounds} "
+                "rounds that ran is an after-the-fact value, not a bound for this run.")
+        return {"rounds": rounds, "kind": "after-the-fact", "note": note,
+                "epsilon": None if best is None else float(best.epsilon),
+                "method": None if best is None else best.method,
+                "results": [r.to_dict() for r in ran]}
+
+    def _write_model(self) -> None:
+        """model.pt: the final released model (``name -> tensor``, torch.save), for algorithms
+        that offer ``global_params()``."""
+        if not callable(getattr(self.algorithm, "global_params", None)):
+            return
+        params = {k: v.detach().cpu() for k, v in self.algorithm.global_params().items()}
+        write_atomically(self.dir.model, lambda stream: torch.save(params, stream))

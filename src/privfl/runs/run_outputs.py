@@ -1,0 +1,125 @@
+"""What a run of :class:`~privfl.runs.experiment.Experiment` writes, and where.
+
+:class:`RunOutputs` classifies every metrics key and file as covered by the printed guarantee
+or outside it (the table of :mod:`privfl.algorithms.outputs`, privacy.json's ``outputs``),
+and writes each round's metrics row; with ``run.outputs: guarantee-only`` the run directory
+shows only the covered keys and the rest goes to a separate private directory
+(:func:`private_root`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from privfl.algorithms.outputs import (
+    GENERIC_METRICS,
+    classify_metrics,
+    file_outputs,
+    private_dir_of,
+    split_row,
+    test_set_classes,
+)
+from privfl.config import ConfigError, ExperimentConfig
+
+
+def private_root(config: ExperimentConfig, run_dir: str | Path) -> Path | None:
+    """The separate private directory of ``run.outputs: guarantee-only`` (None: the run
+    directory itself); refuses the setting where no guarantee could hold for the outputs."""
+    if config.run.outputs != "guarantee-only":
+        return None
+    if not config.privacy.enabled:
+        raise ConfigError("run.outputs = 'guarantee-only' needs a private run (privacy.enabled"
+                          " = false: there is no guarantee to cover anything)")
+    if not config.privacy.secure:
+        raise ConfigError("run.outputs = 'guarantee-only' needs privacy.secure = true: a seeded "
+                          "run's config.yaml holds the seed that regenerates its noise, so no "
+                          "output would be covered")
+    return private_dir_of(Path(run_dir))
+
+
+class RunOutputs:
+    """The outputs of :class:`~privfl.runs.experiment.Experiment` (a mixin: it uses the
+    experiment's ``config``, ``dir``, ``algorithm``, ``metrics`` and ``redrawn``)."""
+
+    def metric_classes(self) -> dict[str, tuple[bool, str]]:
+        """``metrics key -> (covered, reason)`` of this run: the algorithm's table, with the
+        accuracies outside the guarantee where the data's test sets were chosen by the
+        clients' training labels (:func:`privfl.algorithms.outputs.test_set_classes`)."""
+        return test_set_classes(self.algorithm.output_classes(), self.algorithm.metric_labels,
+                                self.data.info)
+
+    def covered_metrics(self) -> set[str]:
+        """The metrics keys the printed guarantee covers (:mod:`privfl.algorithms.outputs`)."""
+        table = {**GENERIC_METRICS, **self.metric_classes()}
+        return {key for key, (covered, _) in table.items() if covered}
+
+    def check_stops_read_covered(self) -> None:
+        """Refuse a stop that reads an output outside the guarantee: ``stop.target_accuracy``
+        on an uncovered accuracy would make the round the run stops at (and every output
+        after it) depend on data the guarantee does not cover."""
+        stop = self.config.stop
+        key = f"{stop.target_metric}_accuracy"
+        if (stop.target_accuracy is None or not self.algorithm.private
+                or key in self.covered_metrics()):
+            return
+        reason = {**GENERIC_METRICS, **self.metric_classes()}.get(key, (False, "not classified"))
+        raise ConfigError(
+            f"stop.target_accuracy = {stop.target_accuracy:g} is not allowed here: the stop "
+            f"would read {key}, which is outside the guarantee ({reason[1]}); remove the stop "
+            "or draw the test sets from public information")
+
+    def _split_rows(self, rows: list[dict[str, Any]]
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        """``(what the run directory shows, what the private directory keeps)``: the rows
+        themselves and None unless ``run.outputs: guarantee-only`` separates them."""
+        if not self.dir.separate_private:
+            return rows, None
+        covered = self.covered_metrics()
+        parts = [split_row(row, covered) for row in rows]
+        return [public for public, _ in parts], [private for _, private in parts]
+
+    def _write_metrics(self, rows: list[dict[str, Any]]) -> None:
+        """Rewrite metrics.jsonl (and the private one, see :meth:`_split_rows`)."""
+        public, private = self._split_rows(rows)
+        if private is not None:
+            self.dir.write_metrics(private, self.dir.private_metrics)
+        self.dir.write_metrics(public)
+
+    def _append_metrics(self, row: dict[str, Any]) -> None:
+        """Append one round's row to metrics.jsonl (and the private one)."""
+        public, private = self._split_rows([row])
+        if private is not None:
+            self.dir.append_metrics(private[0], self.dir.private_metrics)
+        self.dir.append_metrics(public[0])
+
+    def outputs(self, *, checkpoints: bool, model_file: bool = True,
+                client_state: bool | None = None) -> list[dict[str, Any]]:
+        """Every metrics key and file of this run, covered by the guarantee or not, with the
+        reason (privacy.json's ``outputs``). ``checkpoints``: the private state is on disk;
+        ``model_file`` False: no model.pt (a diverged run, or a paused run whose guarantee
+        hides its intermediate models); ``client_state``: per-client state is memory-mapped in
+        ``client-state/`` (None: look at the run directory; ``privfl check-privacy`` passes
+        what the run found, since the folder goes when the process ends)."""
+        if client_state is None:
+            client_state = (self.dir.client_state.is_dir()
+                            and any(self.dir.client_state.iterdir()))
+        keys = [key for row in self.metrics for key in row]
+        metrics = classify_metrics(keys, self.metric_classes())
+        files = file_outputs(
+            metrics=metrics, accuracy_keys=self.algorithm.metric_labels,
+            secure=self.config.privacy.secure, guarantee_only=self.dir.separate_private,
+            private_name=self.dir.private.name, checkpoints=checkpoints,
+            tensorboard=self.config.run.tensorboard,
+            mlflow=bool(self.config.run.mlflow),
+            model_file=model_file and callable(getattr(self.algorithm, "global_params", None)),
+            redrawn=bool(self.redrawn), health=self.health_keys(),
+            client_state=client_state)
+        return [o.to_dict() for o in metrics + files]
+
+    def health_keys(self) -> list[str]:
+        """The health signals health.png and report.html plot: the numeric keys of the rows the
+        run directory shows that are neither accuracies nor privacy numbers."""
+        from privfl.runs.plots import health_keys
+
+        return health_keys(self._split_rows(self.metrics)[0], list(self.algorithm.metric_labels))
