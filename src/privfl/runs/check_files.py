@@ -40,14 +40,17 @@ __all__ = ["check_run_files"]
 _NUMBERS = ("epsilon", "delta")
 
 
-class _Rebuilt(RunOutputs, RunArtefacts):
-    """The attributes the run's own mixins read, rebuilt from config.yaml and the run's files
-    (no training): the outputs table, the card and the results come from their code."""
+class _Rebuilt:
+    """What the run's own parts read, rebuilt from config.yaml and the run's files (no
+    training), with the parts themselves: the outputs table, the card and the results come
+    from their code."""
 
     def __init__(self, config: Any, directory: Any, data: Any, algorithm: Any,
                  metrics: list[dict[str, Any]], redrawn: list[dict[str, Any]]) -> None:
         self.config, self.dir, self.data, self.algorithm = config, directory, data, algorithm
         self.metrics, self.redrawn = metrics, redrawn
+        self.outputs = RunOutputs(self)
+        self.artefacts = RunArtefacts(self)
 
 
 def _is_number(value: Any) -> bool:
@@ -210,16 +213,16 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     written = (summary or {}).get("stop_reason")
     accounted = accounted_rounds(config, algorithm.plan, rows, rounds,
                                  algorithm.redrawn_rounds, written)
-    results, headline, card, _ = run.guarantee(rounds, accounted,
+    results, headline, card, _ = run.artefacts.guarantee(rounds, accounted,
                                                recorded_stop(config, rows, written))
     card = json.loads(json.dumps(card))
     tables = [t.get("outputs") for t in (saved, summary) if t is not None]
     names = {str(o.get("name")) for t in tables if isinstance(t, list) for o in t
              if isinstance(o, Mapping)}
-    outputs = run.outputs(
+    outputs = run.outputs.table(
         checkpoints=any(n.endswith("checkpoints/") for n in names)
         or bool(directory.list_checkpoints()),
-        model_file=run.releases_model(str(written)),
+        model_file=run.artefacts.releases_model(str(written)),
         client_state=any(n.endswith("client-state/") for n in names))
     fresh_results = privacy_entries(results)
 

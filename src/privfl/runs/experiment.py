@@ -31,11 +31,12 @@ such round is composed once more by the accountant
 (:meth:`~privfl.algorithms.base.RoundAlgorithm.released_rounds`), in the per-round metrics,
 privacy.json, summary.json, report.md and ``privfl check-privacy``.
 
-This module builds the experiment and runs its loop; the other jobs of :class:`Experiment` live
-in sibling modules, one mixin each: checkpoints and resume (:mod:`privfl.runs.run_resume`),
-the outputs table and metrics rows (:mod:`privfl.runs.run_outputs`), the stopping rules
-(:mod:`privfl.runs.run_stops`) and the artefacts written at the stop
-(:mod:`privfl.runs.run_finish`).
+This module builds the experiment and runs its loop; the loop calls four parts, one class in
+a sibling module each, holding the experiment as ``run``: checkpoints and resume
+(:attr:`Experiment.checkpoints`, :mod:`privfl.runs.run_resume`), the outputs table and metrics
+rows (:attr:`Experiment.outputs`, :mod:`privfl.runs.run_outputs`), the stopping rules
+(:attr:`Experiment.stops`, :mod:`privfl.runs.run_stops`) and the artefacts written at the stop
+(:attr:`Experiment.artefacts`, :mod:`privfl.runs.run_finish`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from typing import Any
 
 import torch
 
+from privfl.accounting.results import PrivacyResult
 from privfl.algorithms.builders import (
     apply_attack,
     build_algorithm,
@@ -121,10 +123,14 @@ def _check_device(device: str) -> None:
         raise ConfigError("run.device = 'mps' is not available on this machine: use 'cpu'")
 
 
-class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
+class Experiment:
     """One run of any registered algorithm, backed by a run directory.
 
     Use :meth:`create` for a new run and :meth:`resume` to continue one; then :meth:`run`.
+    The run loop calls four parts, each holding this experiment as ``run``: :attr:`outputs`
+    (what the run writes, covered or not), :attr:`stops` (when it stops and what the guarantee
+    then covers), :attr:`checkpoints` (saving and resuming) and :attr:`artefacts` (what it
+    writes at the stop).
     """
 
     def __init__(self, config: ExperimentConfig, run_dir: RunDirectory,
@@ -159,7 +165,11 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         # the configuration's dataset, or the caller's; poisoned if config.attack says so
         self.data = build_dataset(config) if data is None else apply_attack(config, data)
         self.algorithm = self._build_algorithm()
-        self.check_stops_read_covered()
+        self.outputs = RunOutputs(self)
+        self.stops = StoppingRules(self)
+        self.checkpoints = Checkpointing(self)
+        self.artefacts = RunArtefacts(self)
+        self.outputs.check_stops_read_covered()
         self.metrics: list[dict[str, Any]] = []
         self.resumed_from: int | None = None
         self.resume_warnings: list[str] = []  # unreadable checkpoints that were skipped
@@ -168,6 +178,19 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         self._expected: dict[int, dict[str, Any]] = {}  # logged rows a seeded resume reproduces
         self.previous_fixed: dict[str, Any] | None = None  # config.yaml's before a resume
         self.steps_changed = False  # a resume changed a step size (run_resume.STEP_SIZE_KEYS)
+
+    # ------------------------------------------------------------------ what callers read
+    def card(self, rounds: int) -> dict[str, Any]:
+        """The privacy card's rows after ``rounds`` rounds (:meth:`RunArtefacts.card`)."""
+        return self.artefacts.card(rounds)
+
+    def planned_privacy(self) -> list[PrivacyResult]:
+        """The guarantee of the planned rounds (:meth:`RunArtefacts.planned_privacy`)."""
+        return self.artefacts.planned_privacy()
+
+    def covered_metrics(self) -> set[str]:
+        """The metrics keys the guarantee covers (:meth:`RunOutputs.covered_metrics`)."""
+        return self.outputs.covered_metrics()
 
     # ------------------------------------------------------------------ construction
     def _build_algorithm(self) -> Any:
@@ -189,14 +212,15 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         directory = RunDirectory(run_dir, private_root(config, run_dir))
         directory.check_new()
         experiment = cls(config, directory, data)
-        experiment.planned_privacy()  # an accountant's refusal comes before any file is written
+        # an accountant's refusal comes before any file is written
+        experiment.artefacts.planned_privacy()
         run_id = directory.create(getattr(experiment.algorithm.plan, "pins", dict)())
         experiment._created = True
         try:
             experiment._lock = directory.acquire_lock()
             experiment.store = CheckpointStore(directory, run_id)
             directory.write_text(directory.config, dump_config(config))
-            experiment._write_metrics([])
+            experiment.outputs.write_metrics([])
         except BaseException:  # e.g. a full disk: remove what was written
             experiment.discard_if_unstarted()
             raise
@@ -236,7 +260,7 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
                 f"removed {len(removed)} file(s) left by an interrupted write (temporary files, "
                 f"digest records without their checkpoint): {', '.join(sorted(removed))}")
         try:
-            experiment._load_latest_checkpoint()
+            experiment.checkpoints.load_latest()
             done = experiment.algorithm.round
             if config.federated.rounds < done:
                 raise ConfigError(
@@ -312,37 +336,37 @@ class Experiment(Checkpointing, RunOutputs, StoppingRules, RunArtefacts):
         return MlflowLog(
             tracking_uri(self.config.run.mlflow, self.dir.path), self.config.name,
             self.dir.run_id(), self.config.model_dump(mode="json"),
-            covered=self.covered_metrics() if self.dir.separate_private else None,
+            covered=self.outputs.covered_metrics() if self.dir.separate_private else None,
             run_name=self.dir.path.name)
 
     def _rounds(self, callbacks: RunCallbacks, started: float) -> ExperimentResult:
         callbacks.on_start(self)
         ran = 0
         every = self.config.run.checkpoint_every
-        stop = self.next_stop(ran)
+        stop = self.stops.next_stop(ran)
         while stop is None:
             metrics = self.algorithm.run_round()
             ran += 1
             self.metrics.append(metrics)
-            self._append_metrics(metrics)
+            self.outputs.append_metrics(metrics)
             if self._tensorboard is not None:
                 self._tensorboard.log(metrics)
             if self._mlflow is not None:
                 self._mlflow.log(metrics)
-            warning = self._check_reproduced(metrics)
+            warning = self.checkpoints.check_reproduced(metrics)
             if warning is not None:
                 self.warnings.append(warning)
                 callbacks.on_warning(self, warning)
-            diverged = self.diverged(metrics)  # its non-finite state is never checkpointed
+            diverged = self.stops.diverged(metrics)  # its non-finite state is never checkpointed
             if diverged is None and self.algorithm.round % every == 0:
-                self.save_checkpoint()
+                self.checkpoints.save_checkpoint()
             callbacks.on_round(self, metrics)
-            stop = diverged or self.next_stop(ran)
+            stop = diverged or self.stops.next_stop(ran)
         reason, detail = stop
         saved = {r for r, _ in self.dir.list_checkpoints()}
         if self.algorithm.round not in saved and self.algorithm.round > 0 \
                 and reason != DIVERGED:
-            self.save_checkpoint()
-        result = self.finish(reason, detail, time.perf_counter() - started)
+            self.checkpoints.save_checkpoint()
+        result = self.artefacts.finish(reason, detail, time.perf_counter() - started)
         callbacks.on_end(self, result)
         return result

@@ -57,44 +57,48 @@ def _rounds_text(rows: list[dict[str, Any]]) -> str:
 
 
 class RunArtefacts:
-    """The final artefacts of :class:`~privfl.runs.experiment.Experiment` (a mixin: it uses
-    the experiment's ``config``, ``dir``, ``data``, ``algorithm``, ``metrics``, ``redrawn``,
-    ``warnings`` and ``resumed_from``)."""
+    """The final artefacts of :class:`~privfl.runs.experiment.Experiment` (a part of its run loop,
+    holding the experiment as ``run``; it reads the experiment's ``config``, ``dir``, ``data``,
+    ``algorithm``, ``metrics``, ``redrawn``, ``warnings`` and ``resumed_from``)."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
 
     def card(self, rounds: int) -> dict[str, Any]:
         """The privacy card's rows after ``rounds`` rounds: the plan's, and a simulated
         attack's (:func:`privfl.attacks.poisoning.attack_card_rows`)."""
         from privfl.attacks.poisoning import attack_card_rows, attack_of
 
-        algo = self.algorithm
+        algo = self.run.algorithm
         released = algo.released_rounds(rounds)
-        rows = {**algo.plan.card(released), **attack_card_rows(attack_of(self.data))}
-        if self.redrawn:
+        rows = {**algo.plan.card(released), **attack_card_rows(attack_of(self.run.data))}
+        if self.run.redrawn:
             rows["released rounds"] = (
-                f"{released}: {rounds} rounds + {len(self.redrawn)} released twice "
-                f"(rounds {_rounds_text(self.redrawn)} were logged, lost with their checkpoint "
+                f"{released}: {rounds} rounds + {len(self.run.redrawn)} released twice "
+                f"(rounds {_rounds_text(self.run.redrawn)} were logged, lost with their checkpoint "
                 "and drawn again in secure mode); the accountant composes every release")
         return rows
 
     def planned_privacy(self) -> list[PrivacyResult]:
         """The guarantee if all configured rounds run (what the start card shows)."""
-        return self.algorithm.privacy(self.config.federated.rounds)
+        return self.run.algorithm.privacy(self.run.config.federated.rounds)
 
     def setup(self) -> dict[str, Any]:
         """What ran, for report.md and the summary: data, then the algorithm's own rows."""
-        c, algo = self.config, self.algorithm
-        sizes = self.data.client_sizes
+        c, algo = self.run.config, self.run.algorithm
+        sizes = self.run.data.client_sizes
         rows = {
-            "dataset": f"{c.data.dataset}: {self.data.name}",
-            "clients": f"{self.data.num_clients} (n_j = {int(sizes.min())}..{int(sizes.max())}"
-            f" train, {int(self.data.test_sizes.min())}..{int(self.data.test_sizes.max())} "
+            "dataset": f"{c.data.dataset}: {self.run.data.name}",
+            "clients": f"{self.run.data.num_clients} (n_j = {int(sizes.min())}..{int(sizes.max())}"
+            f" train, {int(self.run.data.test_sizes.min())}..{int(self.run.data.test_sizes.max())} "
             "test)",
             "algorithm": f"{c.federated.algorithm}: {algo.title}",
         }
         rows.update(algo.setup())
         from privfl.attacks.poisoning import attack_of
 
-        attack = attack_of(self.data)
+        attack = attack_of(self.run.data)
         if attack is not None:
             rows["attack (simulated)"] = attack.text()
         if getattr(algo, "protection_config", None) is not None:
@@ -114,33 +118,35 @@ class RunArtefacts:
         from privfl.runs.plots import plot_accuracy, plot_health, plot_privacy
         from privfl.runs.provenance import run_provenance
 
-        algo, config = self.algorithm, self.config
+        algo, config = self.run.algorithm, self.run.config
         # the accountants' share of the loop that wall_seconds times (the planned card is not)
         accounting = (float(getattr(algo, "accounting_seconds", 0.0))
-                      - getattr(self, "_accounting_start", 0.0))
+                      - getattr(self.run, "_accounting_start", 0.0))
         rounds = algo.round
         # a stop that read a released metric: the guarantee covers every round it allowed
-        accounted = self.guarantee_rounds(reason)
+        accounted = self.run.stops.guarantee_rounds(reason)
         results, headline, card, after_the_fact = self.guarantee(rounds, accounted, reason)
         released = {"rounds_released": algo.released_rounds(rounds),
-                    "redrawn_rounds": [row.get("round") for row in self.redrawn],
+                    "redrawn_rounds": [row.get("round") for row in self.run.redrawn],
                     "rounds_accounted": accounted}
         finished = reason != "max_rounds"
         deleted = (bool(getattr(algo.plan, "hidden_state", False)) and finished
                    and rounds > 0)
         if deleted:
-            self.dir.delete_private_state()
+            self.run.dir.delete_private_state()
         model = self.releases_model(reason)
         if not model:  # e.g. one written by an earlier invocation of this run
-            self.dir.model.unlink(missing_ok=True)
-        outputs = self.outputs(checkpoints=not deleted and bool(self.dir.list_checkpoints()),
+            self.run.dir.model.unlink(missing_ok=True)
+        outputs = self.run.outputs.table(
+            checkpoints=not deleted and bool(self.run.dir.list_checkpoints()),
                                model_file=model)
-        guarantee_only = self.dir.separate_private
+        guarantee_only = self.run.dir.separate_private
         state = PrivateState(deleted, "" if deleted else (
-            f"{self.dir.private.name}/checkpoints/" if guarantee_only else "checkpoints/"),
+            f"{self.run.dir.private.name}/checkpoints/" if guarantee_only else "checkpoints/"),
             guarantee_only)
-        covered = self.covered_metrics()
-        shown = self._split_rows(self.metrics)[0]  # guarantee-only: the covered keys only
+        covered = self.run.outputs.covered_metrics()
+        # guarantee-only: the covered keys only
+        shown = self.run.outputs.split_rows(self.run.metrics)[0]
         labels = {k: v for k, v in algo.metric_labels.items()
                   if not guarantee_only or k in covered}
         last = shown[-1] if shown else {}
@@ -155,7 +161,7 @@ class RunArtefacts:
             "headline": headline.to_dict(),
             "name": config.name,
             "description": config.description,
-            "run_dir": str(self.dir.path),
+            "run_dir": str(self.run.dir.path),
             "algorithm": config.federated.algorithm,
             "private": algo.private,
             "rounds_planned": config.federated.rounds,
@@ -164,10 +170,10 @@ class RunArtefacts:
             "stop_reason": reason,
             "stop_detail": detail,
             "finished": finished,
-            "resumed_from_round": self.resumed_from,
-            "warnings": list(self.warnings),
+            "resumed_from_round": self.run.resumed_from,
+            "warnings": list(self.run.warnings),
             "wall_seconds": seconds,
-            "training_seconds": sum(m.get("seconds", 0.0) for m in self.metrics),
+            "training_seconds": sum(m.get("seconds", 0.0) for m in self.run.metrics),
             "accounting_seconds": accounting,
             "final": {
                 "round": last.get("round", 0),
@@ -187,7 +193,7 @@ class RunArtefacts:
             "outputs": outputs,
             "provenance": run_provenance(config.model_dump(mode="json")),
         }
-        self.dir.write_json(self.dir.privacy, {
+        self.run.dir.write_json(self.run.dir.privacy, {
             "command": "run",
             "setting": card,
             "rounds": rounds,
@@ -202,25 +208,26 @@ class RunArtefacts:
             for name in ("warnings", "wall_seconds", "training_seconds",
                          "accounting_seconds"):
                 written.pop(name)
-        self.dir.write_json(self.dir.summary, written)
+        self.run.dir.write_json(self.run.dir.summary, written)
         if model:
             self._write_model()
-        title = f"{config.name}: {self.data.name}"
-        plot_accuracy(shown, self.dir.accuracy_plot, labels, title=title, target=target)
-        plot_privacy(shown, self.dir.privacy_plot,
+        title = f"{config.name}: {self.run.data.name}"
+        plot_accuracy(shown, self.run.dir.accuracy_plot, labels, title=title, target=target)
+        plot_privacy(shown, self.run.dir.privacy_plot,
                      delta=config.privacy.delta if algo.private else None, title=title,
                      headline_scopes=[s for s in headline_scopes(algo.plan) if s])
         covered_now = {o["name"]: o["covered"] for o in outputs if o["kind"] == "metric"}
-        plot_health(shown, self.dir.health_plot, self.health_keys(), covered=covered_now,
+        plot_health(shown, self.run.dir.health_plot, self.run.outputs.health_keys(),
+                    covered=covered_now,
                     title=title)
         setup = self.setup()
-        self.dir.write_text(self.dir.report, run_report_markdown(
+        self.run.dir.write_text(self.run.dir.report, run_report_markdown(
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
-        self.dir.write_text(self.dir.report_html, run_report_html(
+        self.run.dir.write_text(self.run.dir.report_html, run_report_html(
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
         if guarantee_only:  # the file times would give away the wall time the mode drops
-            self.dir.fix_times()
-        return ExperimentResult(summary, list(self.metrics), results, card, self.dir.path,
+            self.run.dir.fix_times()
+        return ExperimentResult(summary, list(self.run.metrics), results, card, self.run.dir.path,
                                 reason, state)
 
     def guarantee(self, rounds: int, accounted: int, reason: str
@@ -232,7 +239,7 @@ class RunArtefacts:
         (:mod:`privfl.runs.check_files`)."""
         from privfl.runs.plan_headline import plan_headline
 
-        algo = self.algorithm
+        algo = self.run.algorithm
         results = algo.privacy(accounted)
         after = (self.after_the_fact(rounds, accounted, reason)
                  if accounted != rounds and algo.private else None)
@@ -250,7 +257,8 @@ class RunArtefacts:
         random-stop or the independent schedule, a model before the end tells part of the
         secret)."""
         return reason != DIVERGED and not (
-            bool(getattr(self.algorithm.plan, "hidden_state", False)) and reason == "max_rounds")
+            bool(getattr(self.run.algorithm.plan, "hidden_state", False))
+            and reason == "max_rounds")
 
     def after_the_fact(self, rounds: int, accounted: int, reason: str) -> dict[str, Any]:
         """The rounds-run value of a run whose stop (``reason``) read released results,
@@ -259,11 +267,11 @@ class RunArtefacts:
         from privfl.algorithms.base import budget_results, tightest_bound
         from privfl.runs.headline import method_name
 
-        ran = self.algorithm.privacy(rounds)
-        best = tightest_bound(budget_results(self.algorithm.plan, ran))
+        ran = self.run.algorithm.privacy(rounds)
+        best = tightest_bound(budget_results(self.run.algorithm.plan, ran))
         value = (f"epsilon = {best.epsilon:.4g} ({method_name(best.method)})"
                  if best is not None else "no rigorous bound")
-        stop = self.config.stop
+        stop = self.run.config.stop
         why = ("a non-finite result (it diverged)" if reason == DIVERGED else
                f"stop.target_accuracy = {stop.target_accuracy:g} ({stop.target_metric} "
                "accuracy)")
@@ -279,7 +287,7 @@ class RunArtefacts:
     def _write_model(self) -> None:
         """model.pt: the final released model (``name -> tensor``, torch.save), for algorithms
         that offer ``global_params()``."""
-        if not callable(getattr(self.algorithm, "global_params", None)):
+        if not callable(getattr(self.run.algorithm, "global_params", None)):
             return
-        params = {k: v.detach().cpu() for k, v in self.algorithm.global_params().items()}
-        write_atomically(self.dir.model, lambda stream: torch.save(params, stream))
+        params = {k: v.detach().cpu() for k, v in self.run.algorithm.global_params().items()}
+        write_atomically(self.run.dir.model, lambda stream: torch.save(params, stream))

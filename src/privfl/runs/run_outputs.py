@@ -39,15 +39,21 @@ def private_root(config: ExperimentConfig, run_dir: str | Path) -> Path | None:
 
 
 class RunOutputs:
-    """The outputs of :class:`~privfl.runs.experiment.Experiment` (a mixin: it uses the
-    experiment's ``config``, ``dir``, ``algorithm``, ``metrics`` and ``redrawn``)."""
+    """The outputs of :class:`~privfl.runs.experiment.Experiment` (a part of its run loop, holding
+    the experiment as ``run``; it reads the experiment's ``config``, ``dir``, ``algorithm``,
+    ``metrics`` and ``redrawn``)."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
 
     def metric_classes(self) -> dict[str, tuple[bool, str]]:
         """``metrics key -> (covered, reason)`` of this run: the algorithm's table, with the
         accuracies outside the guarantee where the data's test sets were chosen by the
         clients' training labels (:func:`privfl.algorithms.outputs.test_set_classes`)."""
-        return test_set_classes(self.algorithm.output_classes(), self.algorithm.metric_labels,
-                                self.data.info)
+        algorithm = self.run.algorithm
+        return test_set_classes(algorithm.output_classes(), algorithm.metric_labels,
+                                self.run.data.info)
 
     def covered_metrics(self) -> set[str]:
         """The metrics keys the printed guarantee covers (:mod:`privfl.algorithms.outputs`)."""
@@ -58,9 +64,9 @@ class RunOutputs:
         """Refuse a stop that reads an output outside the guarantee: ``stop.target_accuracy``
         on an uncovered accuracy would make the round the run stops at (and every output
         after it) depend on data the guarantee does not cover."""
-        stop = self.config.stop
+        stop = self.run.config.stop
         key = f"{stop.target_metric}_accuracy"
-        if (stop.target_accuracy is None or not self.algorithm.private
+        if (stop.target_accuracy is None or not self.run.algorithm.private
                 or key in self.covered_metrics()):
             return
         reason = {**GENERIC_METRICS, **self.metric_classes()}.get(key, (False, "not classified"))
@@ -69,31 +75,31 @@ class RunOutputs:
             f"would read {key}, which is outside the guarantee ({reason[1]}); remove the stop "
             "or draw the test sets from public information")
 
-    def _split_rows(self, rows: list[dict[str, Any]]
+    def split_rows(self, rows: list[dict[str, Any]]
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
         """``(what the run directory shows, what the private directory keeps)``: the rows
         themselves and None unless ``run.outputs: guarantee-only`` separates them."""
-        if not self.dir.separate_private:
+        if not self.run.dir.separate_private:
             return rows, None
         covered = self.covered_metrics()
         parts = [split_row(row, covered) for row in rows]
         return [public for public, _ in parts], [private for _, private in parts]
 
-    def _write_metrics(self, rows: list[dict[str, Any]]) -> None:
-        """Rewrite metrics.jsonl (and the private one, see :meth:`_split_rows`)."""
-        public, private = self._split_rows(rows)
+    def write_metrics(self, rows: list[dict[str, Any]]) -> None:
+        """Rewrite metrics.jsonl (and the private one, see :meth:`split_rows`)."""
+        public, private = self.split_rows(rows)
         if private is not None:
-            self.dir.write_metrics(private, self.dir.private_metrics)
-        self.dir.write_metrics(public)
+            self.run.dir.write_metrics(private, self.run.dir.private_metrics)
+        self.run.dir.write_metrics(public)
 
-    def _append_metrics(self, row: dict[str, Any]) -> None:
+    def append_metrics(self, row: dict[str, Any]) -> None:
         """Append one round's row to metrics.jsonl (and the private one)."""
-        public, private = self._split_rows([row])
+        public, private = self.split_rows([row])
         if private is not None:
-            self.dir.append_metrics(private[0], self.dir.private_metrics)
-        self.dir.append_metrics(public[0])
+            self.run.dir.append_metrics(private[0], self.run.dir.private_metrics)
+        self.run.dir.append_metrics(public[0])
 
-    def outputs(self, *, checkpoints: bool, model_file: bool = True,
+    def table(self, *, checkpoints: bool, model_file: bool = True,
                 client_state: bool | None = None) -> list[dict[str, Any]]:
         """Every metrics key and file of this run, covered by the guarantee or not, with the
         reason (privacy.json's ``outputs``). ``checkpoints``: the private state is on disk;
@@ -102,18 +108,18 @@ class RunOutputs:
         ``client-state/`` (None: look at the run directory; ``privfl check-privacy`` passes
         what the run found, since the folder goes when the process ends)."""
         if client_state is None:
-            client_state = (self.dir.client_state.is_dir()
-                            and any(self.dir.client_state.iterdir()))
-        keys = [key for row in self.metrics for key in row]
+            client_state = (self.run.dir.client_state.is_dir()
+                            and any(self.run.dir.client_state.iterdir()))
+        keys = [key for row in self.run.metrics for key in row]
         metrics = classify_metrics(keys, self.metric_classes())
         files = file_outputs(
-            metrics=metrics, accuracy_keys=self.algorithm.metric_labels,
-            secure=self.config.privacy.secure, guarantee_only=self.dir.separate_private,
-            private_name=self.dir.private.name, checkpoints=checkpoints,
-            tensorboard=self.config.run.tensorboard,
-            mlflow=bool(self.config.run.mlflow),
-            model_file=model_file and callable(getattr(self.algorithm, "global_params", None)),
-            redrawn=bool(self.redrawn), health=self.health_keys(),
+            metrics=metrics, accuracy_keys=self.run.algorithm.metric_labels,
+            secure=self.run.config.privacy.secure, guarantee_only=self.run.dir.separate_private,
+            private_name=self.run.dir.private.name, checkpoints=checkpoints,
+            tensorboard=self.run.config.run.tensorboard,
+            mlflow=bool(self.run.config.run.mlflow),
+            model_file=model_file and callable(getattr(self.run.algorithm, "global_params", None)),
+            redrawn=bool(self.run.redrawn), health=self.health_keys(),
             client_state=client_state)
         return [o.to_dict() for o in metrics + files]
 
@@ -122,4 +128,5 @@ class RunOutputs:
         run directory shows that are neither accuracies nor privacy numbers."""
         from privfl.runs.plots import health_keys
 
-        return health_keys(self._split_rows(self.metrics)[0], list(self.algorithm.metric_labels))
+        return health_keys(self.split_rows(self.run.metrics)[0],
+                           list(self.run.algorithm.metric_labels))

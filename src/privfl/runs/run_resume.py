@@ -149,30 +149,35 @@ def check_private_state_kept(directory: RunDirectory) -> None:
 class Checkpointing:
     """Checkpoints and resume of :class:`~privfl.runs.experiment.Experiment`.
 
-    A mixin: it reads and sets the experiment's ``config``, ``dir``, ``store``, ``algorithm``,
-    ``metrics``, ``redrawn`` and resume fields (``resumed_from``, ``resume_warnings``,
-    ``resume_notes``, ``previous_fixed``, ``steps_changed``), and rewrites metrics.jsonl with
-    :meth:`~privfl.runs.run_outputs.RunOutputs._write_metrics`."""
+    A part of its run loop, holding the experiment as ``run``: it reads and sets the
+    experiment's ``config``, ``dir``, ``store``, ``algorithm``, ``metrics``, ``redrawn`` and
+    resume fields (``resumed_from``, ``resume_warnings``, ``resume_notes``, ``previous_fixed``,
+    ``steps_changed``), and rewrites metrics.jsonl with
+    :meth:`~privfl.runs.run_outputs.RunOutputs.write_metrics`."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
 
     def save_checkpoint(self) -> Path:
         """Write the checkpoint of the current round and its digest record; prune old ones."""
-        if self.store is None:
+        if self.run.store is None:
             raise ValueError("save_checkpoint needs a run directory: use Experiment.create or "
                              "Experiment.resume")
         payload = {
-            "algorithm": self.algorithm.state_dict(),
-            "metrics": self.metrics,
+            "algorithm": self.run.algorithm.state_dict(),
+            "metrics": self.run.metrics,
             "torch_rng": torch.get_rng_state(),
-            "fixed_config": fixed_part(self.config),
-            "redrawn": self.redrawn,
+            "fixed_config": fixed_part(self.run.config),
+            "redrawn": self.run.redrawn,
         }
-        path = self.store.write(self.algorithm.round, payload,
-                                config_digest=digest_json(fixed_part(self.config, steps=False)),
-                                metrics=self.metrics)
-        self.dir.prune_checkpoints(self.config.run.keep_checkpoints)
+        path = self.run.store.write(self.run.algorithm.round, payload,
+                                config_digest=digest_json(fixed_part(self.run.config, steps=False)),
+                                metrics=self.run.metrics)
+        self.run.dir.prune_checkpoints(self.run.config.run.keep_checkpoints)
         return path
 
-    def _load_latest_checkpoint(self) -> None:
+    def load_latest(self) -> None:
         """Load the newest checkpoint whose digests verify (see
         :mod:`privfl.runs.checkpoints`); each one skipped is reported in
         :attr:`resume_warnings`. With none written, or none usable because every one is
@@ -184,9 +189,9 @@ class Checkpointing:
         re-drawn and composed once more in secure mode)."""
         skipped, misfit, damaged = [], False, []
         # without the step sizes (_check_step_sizes reads them); with them: older checkpoints
-        digests = (digest_json(fixed_part(self.config, steps=False)),
-                   digest_json(fixed_part(self.config)))
-        for candidate in self.store.candidates(digests):
+        digests = (digest_json(fixed_part(self.run.config, steps=False)),
+                   digest_json(fixed_part(self.run.config)))
+        for candidate in self.run.store.candidates(digests):
             if candidate.payload is not None:
                 try:
                     self._restore(candidate.payload)
@@ -194,32 +199,34 @@ class Checkpointing:
                     candidate.problem = ("its contents do not fit this run's algorithm ("
                                          f"{' '.join(str(error).split())[:160]})")
                     candidate.damaged = False  # verified, so the run differs (e.g. its data)
-                    self.algorithm = self._build_algorithm()  # undo a partial load
+                    self.run.algorithm = self.run._build_algorithm()  # undo a partial load
             if candidate.problem is not None:
                 skipped.append(f"{candidate.path.name}: {candidate.problem}")
                 misfit = misfit or not candidate.damaged
                 damaged += [candidate.round] if candidate.damaged else []
                 continue
-            self.resumed_from = candidate.round
-            self.resume_warnings = skipped
-            self._check_step_sizes(candidate.payload.get("fixed_config"), self.previous_fixed)
+            self.run.resumed_from = candidate.round
+            self.run.resume_warnings = skipped
+            self._check_step_sizes(candidate.payload.get("fixed_config"), self.run.previous_fixed)
             self._remove_damaged(damaged)
             self._rounds_after_checkpoint(candidate.payload.get("redrawn", []))
             return
         if misfit:
             raise ConfigError(
-                f"resume = {str(self.dir.path)!r}: no usable checkpoint ({'; '.join(skipped)}), "
+                f"resume = {str(self.run.dir.path)!r}: no usable checkpoint "
+                f"({'; '.join(skipped)}), "
                 f"although {self._logged_rounds()} round(s) were logged: the run cannot continue "
-                f"where it stopped; start it again with privfl run {self.dir.config} --out NEW_DIR"
+                "where it stopped; start it again with privfl run "
+                f"{self.run.dir.config} --out NEW_DIR"
             )
         # killed before its first checkpoint, or every checkpoint damaged: from round 0
-        self.metrics = []
-        self.resumed_from = 0
-        self.resume_warnings = skipped
-        self._check_step_sizes(self.previous_fixed)
+        self.run.metrics = []
+        self.run.resumed_from = 0
+        self.run.resume_warnings = skipped
+        self._check_step_sizes(self.run.previous_fixed)
         self._remove_damaged(damaged)
         if skipped:
-            self.resume_notes.append(
+            self.run.resume_notes.append(
                 f"no usable checkpoint ({len(skipped)} damaged): the run starts again from "
                 f"round 0, and the {self._logged_rounds()} round(s) already logged run again")
         self._rounds_after_checkpoint([])
@@ -230,35 +237,35 @@ class Checkpointing:
         another with a resume note. ``earlier``: the :func:`fixed_part` the loaded checkpoint
         was written under and config.yaml's before this resume (its rounds logged after the
         checkpoint ran with it)."""
-        now = _step_sizes(fixed_part(self.config))
+        now = _step_sizes(fixed_part(self.run.config))
         changes: dict[str, None] = {}  # "key old -> new", in order, once
         for fixed in earlier:
             was = _step_sizes(fixed) if isinstance(fixed, dict) else now
             if was == now or set(was) != set(now):
                 continue
-            rounds = (self.config.federated.rounds, self.resumed_from)
-            problem = step_size_problem(with_step_sizes(self.config, was), self.config,
-                                        self.data, rounds)
+            rounds = (self.run.config.federated.rounds, self.run.resumed_from)
+            problem = step_size_problem(with_step_sizes(self.run.config, was), self.run.config,
+                                        self.run.data, rounds)
             if problem is not None:
-                raise ConfigError(f"resume = {str(self.dir.path)!r}: {problem}")
+                raise ConfigError(f"resume = {str(self.run.dir.path)!r}: {problem}")
             changes.update({f"{k} {was[k]!r} -> {now[k]!r}": None for k in now
                             if was[k] != now[k]})
         if not changes:
             return
-        self.resume_notes.append(
-            f"changed from round {self.resumed_from + 1} on: {', '.join(changes)}; the privacy "
+        self.run.resume_notes.append(
+            f"changed from round {self.run.resumed_from + 1} on: {', '.join(changes)}; the privacy "
             "accounting does not read it (the planned guarantee is unchanged), but the result is "
             "no longer bit for bit that of an uninterrupted run, and rounds logged after the "
             "checkpoint are not compared with their re-run")
-        self.steps_changed = True
+        self.run.steps_changed = True
 
     def _remove_damaged(self, rounds: list[int]) -> None:
         """Delete the damaged checkpoints skipped by a resume that goes on (reported in
         :attr:`resume_warnings`): newer than the state loaded, they would otherwise outlive the
         good checkpoints the run now writes (pruning keeps the newest)."""
         for round_index in rounds:
-            self.dir.checkpoint(round_index).unlink(missing_ok=True)
-            self.dir.checkpoint_record(round_index).unlink(missing_ok=True)
+            self.run.dir.checkpoint(round_index).unlink(missing_ok=True)
+            self.run.dir.checkpoint_record(round_index).unlink(missing_ok=True)
 
     def _restore(self, payload: dict[str, Any]) -> None:
         metrics = [dict(m) for m in payload["metrics"]][: payload["round"]]
@@ -267,17 +274,17 @@ class Checkpointing:
         redrawn = payload.get("redrawn", [])
         if not isinstance(redrawn, list) or not all(isinstance(r, dict) for r in redrawn):
             raise ValueError("its re-drawn rounds are not a list of metrics rows")
-        self.algorithm.load_state_dict(payload["algorithm"])
-        if self.algorithm.round != payload["round"]:
-            raise ValueError(f"the algorithm's state is at round {self.algorithm.round}")
+        self.run.algorithm.load_state_dict(payload["algorithm"])
+        if self.run.algorithm.round != payload["round"]:
+            raise ValueError(f"the algorithm's state is at round {self.run.algorithm.round}")
         torch.set_rng_state(payload["torch_rng"])
-        self.metrics = metrics
+        self.run.metrics = metrics
 
     def _logged_rows(self) -> list[dict[str, Any]]:
         """The rows of metrics.jsonl up to the first damaged line (a kill mid-append)."""
         rows = []
-        text = (self.dir.metrics.read_text(encoding="utf-8", errors="replace")
-                if self.dir.metrics.is_file() else "")
+        text = (self.run.dir.metrics.read_text(encoding="utf-8", errors="replace")
+                if self.run.dir.metrics.is_file() else "")
         for line in text.splitlines():
             try:
                 row = json.loads(line)
@@ -296,41 +303,43 @@ class Checkpointing:
         compared (:meth:`_check_reproduced`). Secure: they were released and are drawn again,
         so their rows join ``redrawn.jsonl`` (written before metrics.jsonl is cut back) and
         each is composed once more. ``saved_redrawn``: those the checkpoint knew of."""
-        redrawn = self.dir.read_metrics(self.dir.redrawn) if self.dir.redrawn.is_file() else []
+        directory = self.run.dir
+        redrawn = (directory.read_metrics(directory.redrawn) if directory.redrawn.is_file()
+                   else [])
         redrawn += [row for row in saved_redrawn if row not in redrawn]
-        after = [row for row in self._logged_rows() if row["round"] > self.resumed_from]
-        if after and self.config.privacy.secure:
+        after = [row for row in self._logged_rows() if row["round"] > self.run.resumed_from]
+        if after and self.run.config.privacy.secure:
             redrawn += [row for row in after if row not in redrawn]
-            self.dir.write_metrics(redrawn, self.dir.redrawn)
-            self.resume_notes.append(
+            self.run.dir.write_metrics(redrawn, self.run.dir.redrawn)
+            self.run.resume_notes.append(
                 f"rounds {after[0]['round']}..{after[-1]['round']} were logged after the last "
                 "checkpoint and run again with fresh os.urandom randomness (secure mode): each "
                 f"was released twice and is counted twice ({len(redrawn)} re-drawn round(s) "
                 "composed in all; their first rows are in redrawn.jsonl)")
-        elif after and not self.steps_changed:
-            self._expected = {row["round"]: row for row in after}
-        self.redrawn = redrawn
-        self.algorithm.redrawn_rounds = tuple(row.get("round") for row in redrawn)
+        elif after and not self.run.steps_changed:
+            self.run._expected = {row["round"]: row for row in after}
+        self.run.redrawn = redrawn
+        self.run.algorithm.redrawn_rounds = tuple(row.get("round") for row in redrawn)
         self._check_continuation()
-        self._write_metrics(self.metrics)
+        self.run.outputs.write_metrics(self.run.metrics)
 
     def _check_continuation(self) -> None:
         """Refuse a resume the plan's accountant would not cover: a plan that pins what it
         assumed at round 1 (``plan.pins()``, in run.json) checks them against the resumed
         configuration and its re-drawn rounds (``plan.check_continuation``); a ConfigError of
         one line names what changed and what to do."""
-        check = getattr(self.algorithm.plan, "check_continuation", None)
+        check = getattr(self.run.algorithm.plan, "check_continuation", None)
         if check is None:
             return
         try:
-            check(self.dir.pinned(), self.algorithm.redrawn_rounds)
+            check(self.run.dir.pinned(), self.run.algorithm.redrawn_rounds)
         except ValueError as error:
-            raise ConfigError(f"resume = {str(self.dir.path)!r}: {error}") from None
+            raise ConfigError(f"resume = {str(self.run.dir.path)!r}: {error}") from None
 
-    def _check_reproduced(self, metrics: dict[str, Any]) -> str | None:
+    def check_reproduced(self, metrics: dict[str, Any]) -> str | None:
         """A warning if a seeded round that ran again differs from the row logged before the
         kill (timing aside)."""
-        logged = self._expected.pop(metrics["round"], None)
+        logged = self.run._expected.pop(metrics["round"], None)
         if logged is None:
             return None
         fresh = json.loads(json.dumps(json_safe(metrics)))

@@ -151,18 +151,23 @@ def budget_problem(stop: Any, plan: Any, rounds: int,
 
 
 class StoppingRules:
-    """The stopping rules of :class:`~privfl.runs.experiment.Experiment` (a mixin: it uses
-    the experiment's ``config``, ``dir``, ``data``, ``algorithm`` and ``metrics``)."""
+    """The stopping rules of :class:`~privfl.runs.experiment.Experiment` (a part of its run loop,
+    holding the experiment as ``run``; it reads the experiment's ``config``, ``dir``, ``data``,
+    ``algorithm`` and ``metrics``)."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
 
     def diverged(self, metrics: dict[str, Any]) -> tuple[str, str] | None:
         """``(DIVERGED, one line)`` if the round of ``metrics`` left something non-finite
         (:func:`first_nonfinite` of what it released: the row as written, the global model
         unless the plan keeps it hidden before the last round), else None."""
-        algo = self.algorithm
+        algo = self.run.algorithm
         hidden = bool(getattr(algo.plan, "hidden_state", False))
         params = (algo.global_params() if callable(getattr(algo, "global_params", None))
-                  and (not hidden or algo.round >= self.config.federated.rounds) else None)
-        what = first_nonfinite(self._split_rows([metrics])[0][0], params)
+                  and (not hidden or algo.round >= self.run.config.federated.rounds) else None)
+        what = first_nonfinite(self.run.outputs.split_rows([metrics])[0][0], params)
         if what is None:
             return None
         return DIVERGED, f"round {metrics['round']}: {what}; {self._divergence_advice(hidden)}"
@@ -177,7 +182,7 @@ class StoppingRules:
             with_step_sizes,
         )
 
-        dump = self.config.model_dump(mode="json")
+        dump = self.run.config.model_dump(mode="json")
         used, lowerable = [], []
         for key in STEP_SIZE_KEYS:
             section, _, name = key.partition(".")
@@ -185,43 +190,44 @@ class StoppingRules:
             if value is None:
                 continue
             try:
-                lower = with_step_sizes(self.config, {key: value / 10})
+                lower = with_step_sizes(self.run.config, {key: value / 10})
             except ValueError:  # the algorithm does not take it (e.g. DP-DSGD's training.lr)
                 continue
-            used.append(f"{key} = {value:g}" + (f", optimizer {self.config.training.optimizer}"
+            used.append(f"{key} = {value:g}" + (f", optimizer {self.run.config.training.optimizer}"
                                                 if key == "training.lr" else ""))
-            if step_size_problem(self.config, lower, self.data,
-                                 (self.config.federated.rounds,)) is None:
+            if step_size_problem(self.run.config, lower, self.run.data,
+                                 (self.run.config.federated.rounds,)) is None:
                 lowerable.append(key)
         cause = (f"the local steps diverged: the usual cause is a step size too high for this "
                  f"model ({'; '.join(used) or 'its optimizer'}): lower it")
-        saved = self.dir.list_checkpoints()
+        saved = self.run.dir.list_checkpoints()
         if hidden or not saved:
             return f"{cause}; no finite checkpoint is kept: start a new run with --out NEW_DIR"
         if not lowerable:
             return (f"{cause}; the privacy accounting reads the step size, so a resume cannot "
                     "change it: start a new run with --out NEW_DIR")
         return (f"{cause}; the last finite checkpoint is round {saved[-1][0]}: privfl run "
-                f"--resume {self.dir.path} --set {lowerable[0]}=LOWER")
+                f"--resume {self.run.dir.path} --set {lowerable[0]}=LOWER")
 
     def _target_reached(self) -> bool:
-        return target_reached(self.config.stop, self.metrics[-1] if self.metrics else None)
+        metrics = self.run.metrics
+        return target_reached(self.run.config.stop, metrics[-1] if metrics else None)
 
     def guarantee_rounds(self, reason: str) -> int:
         """The rounds the guarantee covers after a stop for ``reason`` (:func:`guarantee_rounds`
         with this run's budget)."""
-        return guarantee_rounds(reason, self.algorithm.round, self.config.federated.rounds,
+        return guarantee_rounds(reason, self.run.algorithm.round, self.run.config.federated.rounds,
                                 lambda rounds: self.budget_exceeded(rounds) is not None)
 
     def budget_exceeded(self, rounds: int) -> str | None:
         """Why running up to ``rounds`` rounds would exceed the budget (None if it would not):
         :func:`budget_problem` with this run's accountants (re-drawn rounds included)."""
-        return budget_problem(self.config.stop, self.algorithm.plan, rounds,
-                              lambda r, full: self.algorithm.privacy(r, full=full))
+        return budget_problem(self.run.config.stop, self.run.algorithm.plan, rounds,
+                              lambda r, full: self.run.algorithm.privacy(r, full=full))
 
     def next_stop(self, ran: int) -> tuple[str, str] | None:
         """``(reason, detail)`` if the run must stop before the next round, else None."""
-        algo, config = self.algorithm, self.config
+        algo, config = self.run.algorithm, self.run.config
         if algo.round >= config.federated.rounds:
             return "rounds", f"all {config.federated.rounds} rounds ran"
         if self._target_reached():
