@@ -108,3 +108,11 @@ def test_no_two_models_share_a_description():
     abouts = [item["about"] for item in items]
     assert len(set(abouts)) == len(abouts)
     assert any("num_classes = 62" in about for about in abouts)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["flower", "--help"]])
+def test_help_shows_the_flower_extra_intact(args):
+    """The same for [flower] in privfl's and privfl flower's help."""
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "privfl[flower]" in result.output

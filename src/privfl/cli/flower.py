@@ -14,7 +14,7 @@ __all__ = ["flower_app"]
 
 flower_app = typer.Typer(
     help="privfl inside Flower: write a Flower app project of a configuration (run it with "
-    "flwr run DIR; needs pip install 'privfl[flower]'; docs/flower.md).")
+    "flwr run DIR; needs pip install 'privfl\\[flower]'; docs/flower.md).")
 
 
 @flower_app.command("new")

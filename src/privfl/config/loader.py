@@ -122,6 +122,26 @@ def _section_model(path: tuple, raw: Mapping[str, Any] | None = None) -> type[Ba
     return cls
 
 
+def _did_you_mean(loc: tuple, section: type[BaseModel] | None,
+                  raw: Mapping[str, Any] | None) -> str:
+    """`` (did you mean `rounds`?)`` for an unknown key: a close name in its own section, else
+    the sections that have a key of exactly that name (``rounds`` at the top level:
+    ``federated.rounds``); "" when nothing is close."""
+    import difflib
+
+    bad = str(loc[-1])
+    if section is not None:
+        close = difflib.get_close_matches(bad, list(section.model_fields), n=1, cutoff=0.75)
+        if close:
+            return f" (did you mean {close[0]}?)"
+    homes = []
+    for name in ExperimentConfig.model_fields:
+        model = _section_model((name,), raw)
+        if model is not None and model is not section and bad in model.model_fields:
+            homes.append(f"{name}.{bad}")
+    return f" (did you mean {' or '.join(homes)}?)" if homes else ""
+
+
 def _key(loc: tuple) -> str:
     parts: list[str] = []
     for part in loc:
@@ -156,7 +176,8 @@ def _one_error(error: Mapping[str, Any], raw: Mapping[str, Any] | None = None) -
         section = _section_model(loc[:-1], raw)
         where = ".".join(str(p) for p in loc[:-1]) or "the top level"
         allowed = ", ".join(section.model_fields) if section is not None else "(none)"
-        return f"{key} is not a known key: allowed keys in {where} are {allowed}"
+        hint = _did_you_mean(loc, section, raw)
+        return f"{key} is not a known key{hint}: allowed keys in {where} are {allowed}"
     if kind == "missing":
         return f"{key} is missing"
     if kind == "literal_error":

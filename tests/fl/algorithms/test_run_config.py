@@ -30,7 +30,8 @@ CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("training.lrr=1", r"^training.lrr is not a known key: allowed keys in training are "
+        ("training.lrr=1", r"^training.lrr is not a known key \(did you mean lr\?\): allowed "
+                           r"keys in training are "
                            r"local_steps, batch_size, .*lr, "),
         ("colour=red", r"^colour is not a known key: allowed keys in the top level are name, "),
         ("training.optimizer=adamw", r"^training.optimizer = 'adamw' is not allowed: must be "
