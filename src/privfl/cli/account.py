@@ -143,9 +143,9 @@ def account_fedfdp(
     all_methods = PriFedSyncConfig.DEFAULT_ACCOUNTANTS
     methods = all_methods if method is MethodChoice.all else (method.value,)
     results, refused = [], {}
+    options = opt.accountant_options(orders, conversion, discretization)
     for name in methods:
         try:
-            options = opt.accountant_options(orders, conversion, discretization)
             results += federated_fdp(setting, delta, methods=(name,), options=options)
         except AccountingLimitError as error:  # --method all: report the others, say why not
             if method is not MethodChoice.all:
@@ -169,8 +169,7 @@ def account_fedfdp(
     }
     opt.emit(as_json, "account fedfdp", card, results, unsupported=refused)
     opt.write_fdp_curves(fdp_curve, "account fedfdp", card, setting_event(setting), delta,
-                         sorted({r.method for r in results}),
-                         opt.accountant_options(orders, conversion, discretization))
+                         sorted({r.method for r in results}), options)
 
 
 def _float_list(name: str, text: str) -> float | list[float]:

@@ -51,8 +51,10 @@ def tradeoff_curves(event: object, delta: float, methods: str | Iterable[str] = 
     alphas = np.linspace(0.0, 1.0, points)
     at_delta = evaluate(event, delta, methods=methods, options=options)
     pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for d in sorted({*DELTAS, delta}):
-        for result in evaluate(event, d, methods=methods, options=options):
+    grid = [at_delta, *(evaluate(event, d, methods=methods, options=options)
+                        for d in DELTAS if d != delta)]  # the requested delta answered once
+    for results in grid:
+        for result in results:
             if result.kind == "bound" and np.isfinite(result.epsilon):
                 pairs.setdefault(_key(result), []).append((result.epsilon, result.delta))
     curves = []
