@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "golden"))
 import _golden as golden  # noqa: E402  (tests/golden/_golden.py: cross-CPU float tolerance)
 
-FEDFDP = ["account", "fedfdp", "--records", "200", "--batch-size", "16", "--local-steps", "12",
-          "--paper-sigma", "1.0", "--clients", "20", "--client-rate", "0.5", "--delta", "1e-5",
-          "--json"]
+FEDFDP = ["account", "fedfdp", "--records", "400", "--batch-size", "16", "--local-steps", "12",
+          "--noise-multiplier", "2.5", "--clients", "10", "--client-rate", "0.5", "--delta",
+          "1e-5", "--json"]
 
 
 def _cli(args: list[str]) -> dict:
@@ -41,8 +41,8 @@ def _cli(args: list[str]) -> dict:
 
 
 def test_the_demo_runs_privacy_json_equals_account_fedfdp_bit_for_bit():
-    """configs/demo.yaml is PriFedSync with 20 clients of 200 records, B = 16, K = 12, paper
-    sigma 1, p = 0.5, delta 1e-5: the privacy.json of its real two-round run (pinned in
+    """configs/demo.yaml is PriFedSync with 10 clients of 400 records, B = 16, K = 12, noise
+    multiplier 2.5, p = 0.5, delta 1e-5: the privacy.json of its real two-round run (pinned in
     tests/golden/runs.json) and its plan rebuilt now both equal ``account fedfdp --json``."""
     from privfl.algorithms.builders import privacy_plan
     from privfl.config.loader import load_config

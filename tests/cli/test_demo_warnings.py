@@ -19,8 +19,10 @@ DEMOS = sorted(p.name for p in CONFIGS.glob("demo*.yaml"))
 
 @pytest.mark.parametrize("name", DEMOS)
 def test_a_demo_plans_without_warnings(name):
-    result = CliRunner().invoke(app, ["run", str(CONFIGS / name), "--dry-run", "--json",
-                                      "--set", "federated.rounds=2"])
+    # two rounds plan quickly; DP-FTRL and BandMF need every group to train (a warning)
+    cycles = "min_separation" in (CONFIGS / name).read_text(encoding="utf-8")
+    short = [] if cycles else ["--set", "federated.rounds=2"]
+    result = CliRunner().invoke(app, ["run", str(CONFIGS / name), "--dry-run", "--json", *short])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     note = str(payload.get("note", ""))
@@ -28,3 +30,19 @@ def test_a_demo_plans_without_warnings(name):
         raise DatasetNotFoundError(note)  # PRIVFL_REQUIRE_DATA=1 (tests/conftest.py)
     assert "note" not in payload, payload.get("note")  # the plan was made (data present)
     assert payload["warnings"] == []
+
+
+def test_fewer_rounds_than_client_groups_warn_that_some_clients_never_train():
+    """DP-FTRL's demo cycles through 40 groups of 50 clients, one per round: 10 rounds train
+    only a quarter of them, which must not pass silently."""
+    result = CliRunner().invoke(app, ["run", str(CONFIGS / "demo-dp-ftrl.yaml"), "--dry-run",
+                                      "--json", "--set", "federated.rounds=10"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    if "not found in" in str(payload.get("note", "")):
+        raise DatasetNotFoundError(payload["note"])
+    assert payload["warnings"] == [
+        "only 10 of the 40 client groups take part: federated.rounds = 10 is below "
+        "federated.min_separation = 40 (one group per round, in turn), so about 1500 of the "
+        "2000 clients never train; raise federated.rounds to at least min_separation or lower "
+        "min_separation"]

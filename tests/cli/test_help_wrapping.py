@@ -50,3 +50,16 @@ def test_the_command_list_shows_each_description_as_continuous_text():
     lines = [line.rstrip() for line in text.splitlines()]
     assert not any(re.fullmatch(r"\s+and any Gaussian-DP mu estimate\.", line)
                    for line in lines)
+
+
+@pytest.mark.parametrize("args", [["run", "--help"], ["calibrate", "fedfdp", "--help"],
+                                  ["list", "--help"]])
+def test_flags_show_no_value_type(args):
+    """``--json`` and ``--dry-run`` take no value: their help shows no ``<bool>`` (typer 0.29
+    printed one), while options with a value keep their type."""
+    result = CliRunner().invoke(app, args, terminal_width=120, env={"COLUMNS": "120"})
+    assert result.exit_code == 0
+    assert "<bool>" not in result.output
+    assert re.search(r"--json\s+(?:│\s*)?Print", result.output)
+    if args[0] == "calibrate":
+        assert "<float>" in result.output

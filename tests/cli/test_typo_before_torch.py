@@ -69,3 +69,23 @@ def test_a_valid_config_still_reaches_torch():
                              "--set", "federated.rounds=2"])
     assert result["code"] == 0, stderr
     assert "torch" in result["loaded"]
+
+
+@pytest.mark.parametrize("args", [
+    ["--version"], ["--help"], ["list"], ["list", "models"], ["list", "algorithms"],
+    ["list", "datasets", "--json"], ["list", "accountants"], ["init"],
+    ["init", "--algorithm", "dp-ftrl"], ["run", "--help"],
+])
+def test_commands_that_print_text_import_no_torch(args):
+    """``--version``, ``list``, ``init`` and help print names or YAML: they answer in about a
+    second because they never import torch (issue 37: ``privfl --version`` took 8.8 s)."""
+    result, stderr = _probe(args)
+    assert result["code"] == 0, stderr
+    assert result["loaded"] == [], f"{' '.join(args)} imported {result['loaded']}"
+
+
+def test_init_refuses_an_unknown_algorithm_before_torch():
+    result, stderr = _probe(["init", "--algorithm", "dp-fedavgg"])
+    assert result["code"] == 2
+    assert "algorithm = 'dp-fedavgg' is not allowed: must be one of prifedsync" in stderr
+    assert result["loaded"] == []

@@ -8,7 +8,12 @@ import torch
 
 from privfl import models
 from privfl.config import config_from_dict
-from privfl.config.model_names import BUILTIN_MODEL_NAMES, MODEL_ALIASES, model_names
+from privfl.config.model_names import (
+    BUILTIN_MODEL_ABOUT,
+    BUILTIN_MODEL_NAMES,
+    MODEL_ALIASES,
+    model_names,
+)
 
 
 def test_the_static_list_is_the_models_registry():
@@ -39,3 +44,12 @@ def test_a_registered_model_validates_in_a_configuration():
     finally:
         models.MODELS._entries.clear()
         models.MODELS._entries.update(before)
+
+
+def test_the_static_lines_are_the_classes_docstrings_and_defaults():
+    from privfl.cli.info import _first_line
+
+    for name, about in BUILTIN_MODEL_ABOUT.items():
+        factory, defaults = models.MODELS[name]
+        given = ", ".join(f"{k} = {v}" for k, v in defaults.items())
+        assert about == _first_line(factory) + (f" (defaults: {given})" if given else ""), name

@@ -39,21 +39,28 @@ def test_format_delta_and_method_names():
 
 
 def test_demo_headline_is_the_budget_number_with_its_labels():
-    """The demo's planned headline (30 rounds): the PLD bound of the weak scope, 12.52 (the
-    number the issue quotes), taken from budget_results/tightest_bound, never recomputed."""
+    """The demo's planned headline (30 rounds): the PLD bound of the weak scope, 3.851 (a
+    guarantee people publish: epsilon <= 4 at delta 1e-5), taken from budget_results/
+    tightest_bound, never recomputed, with its reading in plain words."""
     plan = privacy_plan(load_config(None, []))
     results = plan.results(30)
     headline = plan_headline(plan, results)
     best = tightest_bound(budget_results(plan, results))
     assert headline.result is best
-    assert headline.sentence == ("epsilon = 12.52 at delta = 1e-5 (PLD bound, record level, "
+    assert headline.sentence == ("epsilon = 3.851 at delta = 1e-5 (PLD bound, record level, "
                                  "weak scope).")
     assert headline.advice.startswith("Report the weak scope: any one other client sees")
     strong = headline.others["strong"]
-    assert strong.kind == "bound" and strong.epsilon > 5 * best.epsilon
-    assert "epsilon = 92.85 at delta = 1e-5 (PLD bound, record level, strong scope)" in (
+    assert strong.kind == "bound" and strong.epsilon > 3 * best.epsilon
+    assert "epsilon = 14.04 at delta = 1e-5 (PLD bound, record level, strong scope)" in (
         headline.advice)
-    assert headline.to_dict()["epsilon"] == pytest.approx(12.52, abs=0.005)
+    assert headline.to_dict()["epsilon"] == pytest.approx(3.851, abs=0.0005)
+    assert best.epsilon <= 4 and best.delta <= 1e-5
+    # e^3.851 x 1% + 1e-5 = 47.05 %; e^3.851 / (1 + e^3.851) = 97.9 %: rounded up
+    assert "catches at most 48% of those that were" in headline.reading  # rounded up
+    assert "ends at most 98% sure" in headline.reading
+    assert "this epsilon is reasonable." in headline.reading
+    assert headline.to_dict()["reading"] == headline.reading
 
 
 def test_headline_never_uses_an_estimate_or_another_scope():

@@ -16,7 +16,8 @@ only knows this protocol; nothing in it names an algorithm, an accountant or a p
 
 Per-round privacy metrics are generic (:func:`privacy_metrics`): ``metrics["privacy"]`` is a list
 of ``{"method", "kind", "scope", "epsilon", "delta"[, "mu"]}``, ``metrics["epsilon"]`` is the
-tightest rigorous bound in the plan's primary scope (``metrics["epsilon_method"]`` names it) and
+tightest rigorous bound in the plan's primary scope among the accountants every row carries
+(one series across rounds; ``metrics["epsilon_method"]`` names it) and
 ``metrics["mu"]`` the largest Gaussian-DP mu there, when an accountant gives one.
 """
 
@@ -252,7 +253,9 @@ class RoundAlgorithm:
         self.round = r
         metrics.update(self.evaluate(cohort, updates))
         full = self.cadence is None or self.cadence.full(r)
-        metrics.update(privacy_metrics(self.plan, self.privacy(r, full=full)))
+        skipped = () if self.cadence is None or self.cadence.every == 1 else tuple(
+            getattr(self.plan, "round_skips", ()))
+        metrics.update(privacy_metrics(self.plan, self.privacy(r, full=full), series=skipped))
         if metrics.get("privacy") and getattr(self.plan, "round_skips", ()):
             metrics["privacy_methods"] = FULL if full else PER_ROUND
         if self.redrawn:
@@ -340,16 +343,23 @@ def tightest_bound(results: Sequence[PrivacyResult]) -> PrivacyResult | None:
     return min(bounds, key=lambda r: r.epsilon) if bounds else None
 
 
-def privacy_metrics(plan: PrivacyPlan, results: Sequence[PrivacyResult]) -> dict[str, Any]:
+def privacy_metrics(plan: PrivacyPlan, results: Sequence[PrivacyResult], *,
+                    series: Sequence[str] = ()) -> dict[str, Any]:
     """Per-round privacy metrics (empty for a non-private run): ``privacy`` (every result,
     :func:`privacy_entries`), ``epsilon`` / ``epsilon_method`` (the tightest rigorous bound in
     the plan's primary scope), ``mu`` / ``mu_method`` (the largest Gaussian-DP mu there, if
-    any result carries one) and ``scope`` (the primary scope)."""
+    any result carries one) and ``scope`` (the primary scope).
+
+    ``series`` (a metrics row: the accountants some rows leave out, ``plan.round_skips`` when
+    the cadence skips them): ``epsilon`` comes from the other accountants, which every row
+    carries, so the rows' epsilons are one series, and the same in two runs of one plan at the
+    same round whatever their lengths; a full row's tighter from-scratch bound (the sampled
+    PLD) stays in ``privacy`` and is the headline's (summary.json)."""
     if not results:
         return {}
     primary = budget_results(plan, results)
     out: dict[str, Any] = {"privacy": privacy_entries(results), "scope": plan.primary_scope}
-    best = tightest_bound(primary)
+    best = tightest_bound([r for r in primary if r.method not in series])
     if best is not None:
         out["epsilon"] = float(best.epsilon)
         out["epsilon_method"] = best.method

@@ -13,6 +13,8 @@
   (0, 1/n)-DP over n individuals (records, or clients for a client-level unit), so a delta of
   1/n or more permits exactly that; privfl warns unless delta < 0.1 / n (the usual choice is
   delta well below 1/n, Dwork and Roth 2014, Section 2.3), e.g. delta = 1e-3 with 100 clients.
+* **Groups that never train.** DP-FTRL and BandMF cycle through ``min_separation`` client groups,
+  one per round: with fewer rounds than groups, the later groups never take part.
 """
 
 from __future__ import annotations
@@ -66,6 +68,15 @@ def setting_warnings(plan: Any, *, clients: int, records: int) -> list[str]:
                 f"drowns the clipped contributions; need m >= {MIN_AVERAGED_PER_NOISE:g} z = "
                 f"{MIN_AVERAGED_PER_NOISE * z:g} (more clients per round, larger batches or "
                 "less noise)")
+    groups = getattr(getattr(plan, "schedule", None), "groups", None)
+    rounds = getattr(plan, "rounds", None)
+    if isinstance(groups, int) and isinstance(rounds, int) and 0 < rounds < groups:
+        warnings.append(
+            f"only {rounds} of the {groups} client groups take part: federated.rounds = "
+            f"{rounds} is below federated.min_separation = {groups} (one group per round, in "
+            f"turn), so about {clients * (groups - rounds) // groups} of the {clients} clients "
+            "never train; raise federated.rounds to at least min_separation or lower "
+            "min_separation")
     unit = getattr(plan, "unit", "record")
     n = clients if unit == "client" else records
     delta = getattr(plan, "delta", None)

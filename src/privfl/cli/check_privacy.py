@@ -36,9 +36,16 @@ def check_privacy_command(
     else:
         typer.echo(f"privfl check-privacy {run_dir} ({report.algorithm}): "
                    f"{len(report.rows)} rounds checked, rtol {rtol:g}")
+        agree = [row for row in report.rows if row["ok"]]
+        if agree:  # one line for the rounds that agree; each mismatch on its own lines
+            worst = max(row["max_rel_diff"] for row in agree)
+            typer.echo(f"  {len(agree)} of {len(report.rows)} rounds ok "
+                       f"({_round_ranges([row['round'] for row in agree])}; max relative "
+                       f"difference {worst:.3g})")
         for row in report.rows:
-            status = "ok" if row["ok"] else "MISMATCH"
-            typer.echo(f"  round {row['round']}: {status} (max relative difference "
+            if row["ok"]:
+                continue
+            typer.echo(f"  round {row['round']}: MISMATCH (max relative difference "
                        f"{row['max_rel_diff']:.3g})")
             for problem in row["problems"]:
                 typer.echo(f"    {problem}")
@@ -61,3 +68,15 @@ def check_privacy_command(
                    "configuration")
     if not report.ok:
         raise typer.Exit(code=1)
+
+
+def _round_ranges(rounds: list[int]) -> str:
+    """``rounds 1-4, 7, 9-10``: consecutive rounds as ranges."""
+    spans: list[list[int]] = []
+    for r in sorted(rounds):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    text = ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans)
+    return ("rounds " if len(rounds) > 1 else "round ") + text

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-__all__ = ["unwrap", "unwrap_app"]
+__all__ = ["hide_flag_types", "unwrap", "unwrap_app"]
 
 _BULLETS = ("* ", "- ", "• ")
 
@@ -48,3 +48,25 @@ def unwrap_app(app: Any) -> None:
         if isinstance(group.help, str):
             group.help = unwrap(group.help)
         unwrap_app(group.typer_instance)
+
+
+def hide_flag_types() -> None:
+    """Show on/off flags (``--json``, ``--dry-run``) without a value type: typer >= 0.29 prints
+    ``<bool>`` beside them, as if they took a value. Older typers (Flower's pin) do not have
+    the method and need nothing."""
+    try:
+        from typer.core import TyperOption
+    except ImportError:  # pragma: no cover - typer without its core module
+        return
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_privfl_flags_hidden", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if self.is_flag and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    display_type_rich._privfl_flags_hidden = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich
+

@@ -29,12 +29,15 @@ def version_callback(value: bool) -> None:
     """``--version``: print privfl's and torch's versions, then exit."""
     if value:
         import platform
-
-        import torch
+        from importlib.metadata import PackageNotFoundError, version
 
         from privfl import __version__
 
-        typer.echo(f"privfl {__version__} (torch {torch.__version__}, python "
+        try:  # the installed distribution's version: importing torch takes seconds
+            torch_version = version("torch")
+        except PackageNotFoundError:
+            torch_version = "not installed"
+        typer.echo(f"privfl {__version__} (torch {torch_version}, python "
                    f"{platform.python_version()})")
         raise typer.Exit()
 
@@ -55,15 +58,11 @@ def _catalogue(what: Catalogue) -> list[dict[str, str]]:
 
         return [{"name": n, "source": dataset_entry(n).source, "about": dataset_entry(n).about}
                 for n in dataset_names()]
-    if what is Catalogue.models:
-        from privfl.models import MODELS, list_models
+    if what is Catalogue.models:  # torch-free: the lines privfl.config.model_names holds
+        from privfl.config.model_names import BUILTIN_MODEL_ABOUT, model_names
 
-        def about(name: str) -> str:  # two names may share a class: their defaults differ
-            factory, defaults = MODELS[name]
-            given = ", ".join(f"{k} = {v}" for k, v in defaults.items())
-            return _first_line(factory) + (f" (defaults: {given})" if given else "")
-
-        return [{"name": n, "about": about(n)} for n in list_models()]
+        return [{"name": n, "about": BUILTIN_MODEL_ABOUT.get(n, "registered at run time")}
+                for n in model_names()]
     if what is Catalogue.algorithms:  # torch-free: the names and lines the registry holds
         from privfl.config.algorithms import register_builtin_algorithms
         from privfl.config.sections import algorithm_about, registered_algorithms
@@ -182,10 +181,15 @@ def starter_config(algorithm: str, filename: str | None = None) -> str:
     on its built-in data. ``filename``: the file it is written to (named in its header)."""
     from pydantic import BaseModel
 
-    from privfl.algorithms.registry import algorithm_class
     from privfl.config import config_from_dict, dump_config
+    from privfl.config.algorithms import register_builtin_algorithms
+    from privfl.config.sections import algorithm_about, registered_algorithms
 
-    title = algorithm_class(algorithm).title
+    register_builtin_algorithms()  # torch-free: the names and lines the registry holds
+    if algorithm not in registered_algorithms():
+        raise ValueError(f"algorithm = {algorithm!r} is not allowed: must be one of "
+                         f"{', '.join(registered_algorithms())}")
+    title = algorithm_about(algorithm)
     extra = STARTER_SETTINGS.get(algorithm, {})
     config = config_from_dict({
         **{key: value for key, value in extra.items() if key not in ("privacy", "federated")},

@@ -47,7 +47,7 @@ from privfl.cli.check_privacy import check_privacy_command  # noqa: E402
 from privfl.cli.compare import compare_command  # noqa: E402
 from privfl.cli.distortion import distortion_app  # noqa: E402
 from privfl.cli.flower import flower_app  # noqa: E402
-from privfl.cli.help_text import unwrap_app  # noqa: E402
+from privfl.cli.help_text import hide_flag_types, unwrap_app  # noqa: E402
 from privfl.cli.info import init_command, list_command, version_callback  # noqa: E402
 from privfl.cli.run import run_command  # noqa: E402
 from privfl.cli.sweep import SWEEP_HELP, sweep_command  # noqa: E402
@@ -72,6 +72,7 @@ app.command("tradeoff", help=TRADEOFF_HELP)(tradeoff_command)
 app.add_typer(distortion_app, name="distortion")
 app.add_typer(flower_app, name="flower")
 unwrap_app(app)  # each paragraph of every help on one line: rich wraps it to the terminal
+hide_flag_types()  # --json, not --json <bool>
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -160,6 +160,12 @@ class _Display:
         )
         if "epsilon" in metrics:
             status += f"  eps {_fmt(metrics['epsilon'])} ({metrics.get('epsilon_method')})"
+        else:  # no per-round bound (the sampled PLD is composed at the last round): an estimate
+            estimates = [e for e in metrics.get("privacy") or () if e.get("kind") == "estimate"
+                         and e.get("scope") == metrics.get("scope")]
+            if estimates:
+                best = min(estimates, key=lambda e: e["epsilon"])
+                status += f"  eps ~{_fmt(best['epsilon'])} ({best['method']} estimate)"
         self.round_started = self.last_log = time.monotonic()
         if self.progress is not None:
             self.progress.update(self.task, completed=metrics["round"], status=status)
@@ -184,6 +190,13 @@ class _Display:
             self.progress.stop()
             self.progress = None
 
+    def on_finishing(self, experiment, detail: str) -> None:
+        self.close()
+        if self.show_progress:
+            self.console.print(f"stopping ({escape(detail)}): final accounting, "
+                               "writing report.md, report.html and the plots ...",
+                               highlight=False)
+
     def on_end(self, experiment, result) -> None:
         from privfl.runs.card import render_card
 
@@ -192,8 +205,9 @@ class _Display:
         headline = summary.get("headline") or {}
         if headline.get("sentence"):
             self.console.print(f"[bold]{escape(headline['sentence'])}[/bold]", highlight=False)
-            if headline.get("advice"):
-                self.console.print(escape(headline["advice"]), highlight=False)
+            for paragraph in ("advice", "reading"):
+                if headline.get(paragraph):
+                    self.console.print(escape(headline[paragraph]), highlight=False)
         completed = summary["rounds_completed"]
         accounted = summary.get("rounds_accounted", completed)
         title = (f"privacy card: spent, {completed} rounds" if accounted == completed else
@@ -367,6 +381,12 @@ def run_command(
         # the configuration first: a typo is answered before torch is imported (the runner, the
         # backends and the algorithms import it)
         resolved = load_config(config, overrides) if resume is None else None
+        if progress:  # the first line before torch is imported (about a second)
+            console.print(
+                f"privfl run {escape(resolved.name)}: loading {escape(resolved.data.dataset)}, "
+                "building the model, planning privacy ..." if resolved is not None else
+                f"privfl run --resume {escape(str(resume))}: loading its checkpoint ...",
+                highlight=False)
         from privfl.backends import check_algorithm, check_options
         from privfl.runs.experiment import Experiment
 
@@ -388,10 +408,6 @@ def run_command(
                                  "its own directory")
             experiment = Experiment.resume(resume, overrides)
         else:
-            if progress:
-                console.print(f"privfl run {escape(resolved.name)}: loading "
-                              f"{escape(resolved.data.dataset)}, building the model, planning "
-                              "privacy ...", highlight=False)
             experiment = Experiment.create(resolved, out or default_out(resolved.name))
         if backend == "flower":
             from privfl.flower.apps import simulate

@@ -9,19 +9,30 @@ names, so that a configuration is validated, and a typo answered, before torch i
 
 from __future__ import annotations
 
-__all__ = ["BUILTIN_MODEL_NAMES", "MODEL_ALIASES", "current_model_name", "model_names",
-           "register_model_name"]
+__all__ = ["BUILTIN_MODEL_ABOUT", "BUILTIN_MODEL_NAMES", "MODEL_ALIASES", "current_model_name",
+           "model_names", "register_model_name"]
 
-#: The built-in models (privfl.models.MODELS), in its order.
-BUILTIN_MODEL_NAMES: tuple[str, ...] = (
-    "zheng2021-mnist-cnn",
-    "zheng2021-cifar-cnn",
-    "xie2023-mnist-cnn",
-    "xie2023-cifar-cnn",
-    "hasircioglu2022-emnist-cnn",
-    "logreg",
-    "mlp",
-)
+#: The built-in models (privfl.models.MODELS), in its order, each with the line ``privfl list
+#: models`` prints: its class's first docstring paragraph and its default arguments
+#: (tests/models/test_model_names.py rebuilds these lines from the classes).
+BUILTIN_MODEL_ABOUT: dict[str, str] = {
+    "zheng2021-mnist-cnn": "Zheng et al. 2021's MNIST CNN (the PyTorch MNIST example net), "
+                           "1,199,882 parameters.",
+    "zheng2021-cifar-cnn": "Zheng et al. 2021's CIFAR-10 CNN (TensorFlow tutorial CNN as in "
+                           "their code), 122,570 parameters.",
+    "xie2023-mnist-cnn": "The Opacus / TF-Privacy MNIST CNN: Xie et al. 2023's MNIST model, "
+                         "Hasircioglu and Gunduz 2022's EMNIST model. (defaults: num_classes = 2)",
+    "xie2023-cifar-cnn": "Xie et al. 2023's CIFAR model (the Opacus CIFAR-10 example CNN). "
+                         "(defaults: num_classes = 2)",
+    "hasircioglu2022-emnist-cnn": "The Opacus / TF-Privacy MNIST CNN: Xie et al. 2023's MNIST "
+                                  "model, Hasircioglu and Gunduz 2022's EMNIST model. "
+                                  "(defaults: num_classes = 62)",
+    "logreg": "Multinomial logistic regression: flatten, one Linear layer, logits.",
+    "mlp": "Fully connected network: flatten, hidden layers with activation, logits.",
+}
+
+#: The built-in models' names (privfl.models.MODELS), in its order.
+BUILTIN_MODEL_NAMES: tuple[str, ...] = tuple(BUILTIN_MODEL_ABOUT)
 
 #: deprecated model name -> current name (earlier versions named models by internal numbers)
 MODEL_ALIASES: dict[str, str] = {

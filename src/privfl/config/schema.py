@@ -124,10 +124,12 @@ class DataConfig(_Section):
         "(e.g. [0, 1]: a binary 0-vs-1 task); null keeps every class",
     )
     partition: Literal["shards", "dirichlet", "iid", "leaf-synthetic"] = Field(
-        "shards", description="leaf-synthetic: a LEAF-style population of many small clients "
-        "of unequal (log-normal) sizes with mean data.train_size (default 8), at least "
-        "training.batch_size each, over one shared pool; records are shared between clients "
-        "once the population needs more than the dataset holds (privfl.data.population)")
+        "shards", description="how records are split across clients: shards (each client "
+        "gets shards_per_client label-sorted shards: non-IID), dirichlet (label proportions "
+        "drawn from Dirichlet(beta)), iid (uniformly at random, train_size each), "
+        "leaf-synthetic (a LEAF-style population of many small clients of log-normal sizes "
+        "with mean train_size, default 8, at least training.batch_size each, over one shared "
+        "pool; records are shared once the population needs more than the dataset holds)")
     clients: int = Field(20, ge=2, description="m: number of clients")
     shards_per_client: int = Field(2, ge=1, description="shards: shards per client")
     shard_size: int | None = Field(None, ge=1, description="shards: records per shard")

@@ -65,6 +65,7 @@ def results_rows(results: Sequence[PrivacyResult]) -> list[dict[str, Any]]:
             "method": r.method,
             "kind": r.kind,
             "scope": r.extras.get("scope", ""),
+            "steps": r.steps,
             "epsilon": r.epsilon,
             "delta": r.delta,
             "mu": r.extras.get("mu", ""),
@@ -103,13 +104,13 @@ def render_card(
     console.print(card)
     if results:
         table = Table(show_lines=False)
-        for column in ("method", "kind", "scope", "epsilon", "delta", "mu"):
-            table.add_column(column, justify="right" if column in ("epsilon", "delta", "mu")
-                             else "left")
+        for column in ("method", "kind", "scope", "steps", "epsilon", "delta", "mu"):
+            table.add_column(column, justify="right" if column in (
+                "steps", "epsilon", "delta", "mu") else "left")
         for row in results_rows(results):
             table.add_row(
                 escape(row["method"]), kind_cell(row["kind"]),
-                escape(str(row["scope"])),
+                escape(str(row["scope"])), format_number(row["steps"]),
                 format_number(row["epsilon"]), format_number(row["delta"]),
                 format_number(row["mu"]),
             )
@@ -127,13 +128,13 @@ def card_markdown(rows: Mapping[str, Any], results: Sequence[PrivacyResult]) -> 
     for key, value in rows.items():
         lines.append(f"| {key} | {format_number(value)} |")
     if results:
-        lines += ["", "| method | kind | scope | epsilon | delta | mu |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "| method | kind | scope | steps | epsilon | delta | mu |",
+                  "|---|---|---|---|---|---|---|"]
         for row in results_rows(results):
             lines.append(
                 f"| {row['method']} | **{row['kind']}** | {row['scope']} | "
-                f"{format_number(row['epsilon'])} | {format_number(row['delta'])} | "
-                f"{format_number(row['mu'])} |"
+                f"{format_number(row['steps'])} | {format_number(row['epsilon'])} | "
+                f"{format_number(row['delta'])} | {format_number(row['mu'])} |"
             )
         notes = list(dict.fromkeys(r.note for r in results if r.note))
         if notes:

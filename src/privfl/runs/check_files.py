@@ -265,8 +265,8 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     if directory.report_html.is_file():
         text = directory.report_html.read_text(encoding="utf-8")
         html_lines = [f'id="headline">{escape(headline.sentence)}</p>']
-        if headline.advice:
-            html_lines.append(f'id="advice">{escape(headline.advice)}</p>')
+        html_lines += [f'id="{key}">{escape(getattr(headline, key))}</p>'
+                       for key in ("advice", "reading") if getattr(headline, key)]
         for line in html_lines:
             problems += _fragment("report.html", "headline", text, [line])
     return {"ok": not problems, "problems": problems}

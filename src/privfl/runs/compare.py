@@ -22,12 +22,21 @@ from privfl.runs.card import format_number, format_percent
 from privfl.runs.plots import _series, figure
 from privfl.runs.rundir import RunDirectory, logged_number
 
-__all__ = ["MISSING", "RunRecord", "common_rounds", "comparison_markdown", "comparison_notes",
-           "comparison_rows", "disagreement_notes", "distinct_labels", "load_run", "number_cell",
-           "percent_cell", "plot_comparison", "reports_mu"]
+__all__ = ["EPSILON_NOTE", "MISSING", "RunRecord", "common_rounds", "comparison_markdown",
+           "comparison_notes", "comparison_rows", "disagreement_notes", "distinct_labels",
+           "epsilon_cell", "load_run", "number_cell", "percent_cell", "plot_comparison",
+           "reports_mu", "shared_accountant", "unshared_rounds"]
 
 #: A table cell with no number: not measured at that round, or not reported by that run.
 MISSING = "—"
+#: What a compared eps is (the markdown and HTML tables' note).
+EPSILON_NOTE = (
+    "eps at delta in each algorithm's primary scope, from one accountant for every private run "
+    "at a round (named in brackets): the tightest rigorous bound they all report, else an "
+    "estimate they all report (marked estimate); each run's final, possibly tighter, bound is "
+    "its headline (summary.json). Runs with different units (record or client) are not "
+    "comparable; mu is the largest Gaussian-DP mu a run reports, with the accountant and its "
+    "kind (a CLT mu is an estimate; a Gaussian mechanism's own mu is exact).")
 MISSING_NOTE = (f"{MISSING}: not measured at that round (e.g. an algorithm that evaluates "
                 "every k rounds) or not reported by that run's accountants.")
 
@@ -200,22 +209,95 @@ def disagreement_notes(runs: Sequence[RunRecord], *, shown: int = 3) -> list[str
     return notes
 
 
+def _guarantees(row: dict[str, Any], kind: str) -> dict[str, float]:
+    """method -> epsilon of a metrics row's ``privacy`` entries of ``kind`` in its primary
+    scope (the scope its ``epsilon`` is read in)."""
+    scope = row.get("scope")
+    out = {}
+    for entry in row.get("privacy") or ():
+        if not isinstance(entry, dict) or entry.get("kind") != kind:
+            continue
+        if scope is not None and entry.get("scope") != scope:
+            continue
+        value = logged_number(entry.get("epsilon"))
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and isinstance(entry.get("method"), str):
+            out[entry["method"]] = float(value)
+    return out
+
+
+def shared_accountant(rows: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
+    """(method, kind) that every row (one per private run, at one round) reports, so that their
+    epsilons are like beside like: the bound every row's own ``epsilon_method`` names when they
+    agree, else the tightest bound (in the first row) they all carry, else such an estimate;
+    None when they share no accountant."""
+    if not rows:
+        return None
+    own = {row.get("epsilon_method") for row in rows}
+    for kind in ("bound", "estimate"):
+        tables = [_guarantees(row, kind) for row in rows]
+        common = set.intersection(*(set(t) for t in tables))
+        if not common:
+            continue
+        if kind == "bound" and len(own) == 1 and own <= common:
+            return own.pop(), kind
+        return min(common, key=lambda m: (tables[0][m], m)), kind
+    return None
+
+
 def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[dict[str, Any]]:
     """One dict per round: ``{"round": r, run name: {accuracies, epsilon, epsilon_method,
-    mu}}``."""
+    epsilon_kind, mu}}``. The private runs' epsilons at a round come from one accountant
+    (:func:`shared_accountant`): a run whose row of that round carries the sampled PLD (its
+    last planned round) and one whose row does not are both read from an accountant both
+    carry. Runs that share none keep their own ``epsilon`` (``epsilon_kind`` "bound", a note
+    says so: :func:`unshared_rounds`)."""
     rows = []
     for r in rounds:
         row: dict[str, Any] = {"round": r}
+        private = [run for run in runs if run.private]
+        shared = shared_accountant([run.at(r) for run in private])
         for run in runs:
             m = run.at(r)
             entry: dict[str, Any] = {k: _value(m, k) for k in run.headline}
             if run.private:
-                entry["epsilon"] = _value(m, "epsilon")
-                entry["epsilon_method"] = m.get("epsilon_method")
-                entry["mu"] = _value(m, "mu")
+                if shared is None:
+                    method, kind, value = m.get("epsilon_method"), "bound", _value(m, "epsilon")
+                else:
+                    method, kind = shared
+                    value = _guarantees(m, kind)[method]
+                entry.update(epsilon=value, epsilon_method=method, epsilon_kind=kind,
+                             mu=_value(m, "mu"), mu_method=m.get("mu_method"))
             row[run.name] = entry
         rows.append(row)
     return rows
+
+
+def unshared_rounds(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]]) -> list[int]:
+    """The compared rounds at which the private runs' epsilons come from different
+    accountants (they share none)."""
+    out = []
+    for row in rows:
+        methods = {row[run.name]["epsilon_method"] for run in runs if run.private}
+        if len(methods) > 1:
+            out.append(row["round"])
+    return out
+
+
+def _mu_cell(entry: dict[str, Any]) -> str:
+    """``0.91 (gdp-clt estimate)``, ``1 (pld bound)``, or :data:`MISSING`."""
+    mu = number_cell(entry["mu"])
+    method = entry.get("mu_method")
+    return f"{mu} ({method})" if mu != MISSING and method else mu
+
+
+def epsilon_cell(entry: dict[str, Any]) -> str:
+    """``3.04 (pld)``, ``3.9 (gdp-clt estimate)``, or :data:`MISSING`."""
+    eps = number_cell(entry["epsilon"])
+    if eps == MISSING or not entry.get("epsilon_method"):
+        return eps
+    kind = " estimate" if entry.get("epsilon_kind") == "estimate" else ""
+    return f"{eps} ({entry['epsilon_method']}{kind})"
 
 
 def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]]) -> str:
@@ -233,8 +315,8 @@ def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]
     for run in runs:
         header += [f"{run.name} {dict(run.metric_labels)[k]} %" for k in run.headline]
         if run.private:
-            header += [f"{run.name} eps (bound)"]
-            header += [f"{run.name} mu (estimate)"] if reports_mu(run) else []
+            header += [f"{run.name} eps"]
+            header += [f"{run.name} mu"] if reports_mu(run) else []
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     missing = False
     for row in rows:
@@ -243,17 +325,16 @@ def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]
             entry = row[run.name]
             cells += [percent_cell(entry[key]) for key in run.headline]
             if run.private:
-                eps = number_cell(entry["epsilon"])
-                method = entry.get("epsilon_method")
-                cells += [eps + (f" ({method})" if method and eps != MISSING else "")]
-                cells += [number_cell(entry["mu"])] if reports_mu(run) else []
+                cells += [epsilon_cell(entry)]
+                cells += [_mu_cell(entry)] if reports_mu(run) else []
         missing = missing or MISSING in cells
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Accuracy: test accuracy as each algorithm defines it (mean over clients' own "
-              "test sets). Privacy: eps is the tightest rigorous bound at delta in the "
-              "algorithm's primary scope (the accountant in brackets), with each run's unit "
-              "(record or client) — runs with different units are not comparable; mu is a "
-              "Gaussian-DP estimate where one is reported."]
+              f"test sets). Privacy: {EPSILON_NOTE}"]
+    unshared = unshared_rounds(runs, rows)
+    if unshared:
+        lines += [f"**Not like for like:** at round(s) {', '.join(map(str, unshared))} the "
+                  "private runs share no accountant; each eps is its own run's bound."]
     lines += [MISSING_NOTE] if missing else []
     return "\n".join(lines) + "\n"
 

@@ -108,6 +108,10 @@ class RunCallbacks:
         """Called when something in a round needs the user's attention (e.g. a re-run round
         that differs from its logged row)."""
 
+    def on_finishing(self, experiment: Experiment, detail: str) -> None:
+        """Called once when the run stops, before its final accounting and artefacts (the
+        privacy card, report.md, report.html, the plots) are computed and written."""
+
     def on_end(self, experiment: Experiment, result: ExperimentResult) -> None:
         """Called once when the run stops (artefacts already written)."""
 
@@ -367,6 +371,9 @@ class Experiment:
         if self.algorithm.round not in saved and self.algorithm.round > 0 \
                 and reason != DIVERGED:
             self.checkpoints.save_checkpoint()
+        finishing = getattr(callbacks, "on_finishing", None)  # callbacks written before it
+        if finishing is not None:
+            finishing(self, detail)
         result = self.artefacts.finish(reason, detail, time.perf_counter() - started)
         callbacks.on_end(self, result)
         return result

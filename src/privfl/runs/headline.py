@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privfl.accounting.results import PrivacyResult
+from privfl.runs.reading import plain_reading
 
 __all__ = ["Headline", "compose_headline", "format_delta", "method_name"]
 
@@ -59,16 +60,19 @@ class Headline:
 
     ``sentence``: the one sentence; ``advice``: which scope to report and why (may be empty);
     ``result``: the headline bound (None without one); ``others``: ``scope -> tightest bound``
-    of the scopes outside the headline."""
+    of the scopes outside the headline; ``reading``: the bound in plain words
+    (:func:`privfl.runs.reading.plain_reading`; empty without a bound)."""
 
     sentence: str
     advice: str = ""
     result: PrivacyResult | None = None
     others: Mapping[str, PrivacyResult] = field(default_factory=dict)
+    reading: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """summary.json's ``headline``."""
-        out: dict[str, Any] = {"sentence": self.sentence, "advice": self.advice}
+        out: dict[str, Any] = {"sentence": self.sentence, "advice": self.advice,
+                               "reading": self.reading}
         if self.result is not None:
             r = self.result
             out.update(epsilon=float(r.epsilon), delta=float(r.delta), method=r.method,
@@ -110,4 +114,6 @@ def compose_headline(best: PrivacyResult | None, *, private: bool,
     for other, r in others.items():
         why = f" ({notes[other]})" if other in notes else ""
         advice.append(f"Other scope, {other}{why}: {_clause(r, other)}.")
-    return Headline(sentence, " ".join(advice), best, others)
+    reading = (plain_reading(best.epsilon, best.delta, best.unit)
+               if best.unit in ("record", "client") else "")
+    return Headline(sentence, " ".join(advice), best, others, reading)

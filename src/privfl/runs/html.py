@@ -190,7 +190,7 @@ def render_page(title: str, sections: Sequence[Section], *, headline: Any = None
                for s in sections for f in s.figures}
     head = None if headline is None else {
         "sentence": headline.sentence, "advice": headline.advice,
-        "bound": headline.result is not None}
+        "reading": headline.reading, "bound": headline.result is not None}
     template = _environment().get_template("report.html.j2")
     return template.render(
         title=title, description=description, headline=head, sections=sections,

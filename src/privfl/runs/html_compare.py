@@ -18,11 +18,12 @@ from typing import Any
 
 from privfl.runs.card import format_number
 from privfl.runs.compare import (
+    EPSILON_NOTE,
     MISSING,
     MISSING_NOTE,
     RunRecord,
     comparison_notes,
-    number_cell,
+    epsilon_cell,
     percent_cell,
 )
 from privfl.runs.html import Cell, Section, line_figure, render_page, table
@@ -78,17 +79,18 @@ def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]]
     figures = [
         line_figure("plot-accuracy", accuracy, title="accuracy per round",
                     ytitle="test accuracy", log=False, yrange=(0, 1)),
-        line_figure("plot-epsilon", epsilon, title="epsilon per round (headline bound)",
+        line_figure("plot-epsilon", epsilon,
+                    title="epsilon per round (each run's per-round bound: one accountant)",
                     ytitle="epsilon"),
         line_figure("plot-tradeoff", tradeoff, title="accuracy against epsilon spent",
-                    xtitle="epsilon (headline bound at each round)", ytitle="test accuracy",
+                    xtitle="epsilon (each run's per-round bound)", ytitle="test accuracy",
                     log=False, yrange=(0, 1)),
     ]
     header = ["round"]
     for run in runs:
         header += [f"{run.name} {dict(run.metric_labels)[k]} %" for k in run.headline]
         if run.private:
-            header += [f"{run.name} eps (bound)"]
+            header += [f"{run.name} eps"]
     cells = []
     for row in rows:
         line: list[Any] = [row["round"]]
@@ -96,11 +98,11 @@ def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]]
             entry = row[run.name]
             line += [Cell(percent_cell(entry[k]), "num") for k in run.headline]
             if run.private:
-                line.append(Cell(number_cell(entry["epsilon"]), "num"))
+                line.append(Cell(epsilon_cell(entry), "num"))
         cells.append(line)
     missing = any(isinstance(c, Cell) and c.text == MISSING for line in cells for c in line)
     compared = Section("rounds", "Compared rounds", figures=tuple(figures),
                        tables=(table(header, cells, id="compared"),),
-                       notes=(MISSING_NOTE,) if missing else ())
+                       notes=(EPSILON_NOTE, *((MISSING_NOTE,) if missing else ())))
     return render_page(f"privfl compare: {', '.join(run.name for run in runs)}",
                        [overview, compared])

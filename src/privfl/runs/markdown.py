@@ -137,10 +137,11 @@ def _resume_line(summary: Mapping[str, Any]) -> str:
 
 def headline_markdown(headline: Any) -> list[str]:
     """report.md's lines of a :class:`~privfl.runs.headline.Headline`: the sentence in bold,
-    the advice (each followed by an empty line)."""
+    the advice and the plain-words reading (each followed by an empty line)."""
     lines = [f"**{headline.sentence}**", ""]
-    if headline.advice:
-        lines += [headline.advice, ""]
+    for paragraph in (headline.advice, headline.reading):
+        if paragraph:
+            lines += [paragraph, ""]
     return lines
 
 

@@ -47,7 +47,7 @@ CONFIGS = Path(__file__).resolve().parents[3] / "configs"
                               r"zheng2021-mnist-cnn, "),
         ("data.dataset=imagenet", r"data.dataset = 'imagenet' is not allowed: must be one of "
                                   r"mnist-5k, "),
-        ("privacy.noise_multiplier=2", r"privacy.sigma and privacy.noise_multiplier: both given"),
+        ("privacy.sigma=1", r"privacy.sigma and privacy.noise_multiplier: both given"),
         ("training.betas=[0.9]", r"training.betas\[1\] is missing"),
         ("data=3", r"data = 3 is not allowed: must be a mapping"),
         ("seed.value=1", r"--set seed.value: seed = 0 is a value, not a section"),
@@ -111,8 +111,8 @@ def test_resolved_config_round_trips():
 
 
 def test_noise_conventions():
-    sigma = load_config(None, ["privacy.sigma=0.75"])
-    z = load_config(None, ["privacy.sigma=null", "privacy.noise_multiplier=1.5"])
+    sigma = load_config(None, ["privacy.noise_multiplier=null", "privacy.sigma=0.75"])
+    z = load_config(None, ["privacy.noise_multiplier=1.5"])
     assert build_spec(sigma) == build_spec(z)
     assert build_spec(sigma).noise_multiplier == 1.5
     off = load_config(None, ["privacy.enabled=false"])
@@ -281,16 +281,16 @@ def test_poisson_local_batches_are_accounted_as_poisson_add_remove(tmp_path):
     plan = privacy_plan(config)
     results = plan.results(4)
     assert {r.neighbouring for r in results} == {"add-remove"}
-    assert {r.sampling for r in results} == {"poisson (q=0.08)"}
+    assert {r.sampling for r in results} == {"poisson (q=0.04)"}
     assert {r.kind for r in results if r.method != "gdp-clt"} == {"bound"}
     card = plan.card(4)
     assert card["neighbouring"].startswith("add/remove")
     assert "Poisson (expected size B)" in card["sampling"]
-    # the same event as the accountant gets for one client of 200 records directly
+    # the same event as the accountant gets for one client of 400 records directly
     from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
     from privfl.accounting.methods import account
 
-    event = dpsgd_event(2.0, 16 / 200, 12 * 4, sampling=Sampling.POISSON,
+    event = dpsgd_event(2.5, 16 / 400, 12 * 4, sampling=Sampling.POISSON,
                         neighbouring=Neighbouring.ADD_REMOVE)
     direct = account(event, delta=1e-5, methods="pld").results[0]
     weak_pld = next(r for r in results if r.method == "pld" and r.extras["scope"] == "weak")

@@ -1,0 +1,82 @@
+"""Two runs of one configuration and seed that differ only in length show the same epsilon, from
+the same accountant, at every round they share (issue: a 10-round run's last row carried the
+sampled PLD, 3.04, beside a 40-round run's RDP, 3.51, at round 10).
+
+The metrics rows' ``epsilon`` is one series (the accountants every row carries), and
+``privfl compare`` reads every private run at a round from one accountant they all report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from privfl.cli.main import app
+from privfl.config import load_config
+from privfl.runs.compare import comparison_markdown, comparison_rows, distinct_labels, load_run
+from privfl.runs.experiment import Experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path: Path, config: str, rounds: int, extra: list[str]) -> Path:
+    out = tmp_path / f"r{rounds}"
+    Experiment.create(load_config(ROOT / config, [f"federated.rounds={rounds}", *extra]),
+                      out).run()
+    return out
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def dp_fedavg_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("like")
+    extra = ["data.clients=40", "federated.client_rate=0.5"]
+    return [_run(tmp, "configs/demo-dp-fedavg.yaml", r, extra) for r in (3, 6)]
+
+
+def test_identical_runs_of_different_lengths_log_one_series(dp_fedavg_runs):
+    short, long = (_rows(run) for run in dp_fedavg_runs)
+    assert short[-1]["privacy_methods"] == "all"  # its last row composed the sampled PLD too
+    assert long[2]["privacy_methods"] == "per-round"
+    for a, b in zip(short, long, strict=False):
+        assert (a["epsilon"], a["epsilon_method"]) == (b["epsilon"], b["epsilon_method"])
+        assert a["epsilon_method"] == "rdp"
+    pld = [e for e in short[-1]["privacy"] if e["method"] == "pld"
+           and e["scope"] == short[-1]["scope"]]
+    assert pld and pld[0]["epsilon"] < short[-1]["epsilon"]  # the tighter final bound is kept
+
+
+def test_compare_puts_like_beside_like(dp_fedavg_runs):
+    runs = distinct_labels([load_run(run) for run in dp_fedavg_runs])  # both named alike
+    rows = comparison_rows(runs, [1, 2, 3])
+    names = [run.name for run in runs]
+    for row in rows:
+        first, second = (row[name] for name in names)
+        assert first["epsilon"] == second["epsilon"]
+        assert first["epsilon_method"] == second["epsilon_method"] == "rdp"
+        assert first["epsilon_kind"] == "bound"
+    text = comparison_markdown(runs, rows)
+    assert "Not like for like" not in text and "(rdp)" in text
+
+
+def test_compare_of_runs_without_a_per_round_bound_reads_their_shared_estimate(tmp_path):
+    """PriFedSync's rows carry the CLT estimate; its PLD bound only on the last planned row: at a
+    shared round, both runs are read from the estimate, marked as one (the issue: "—")."""
+    extra = ["data.dataset=digits", "model.name=logreg", "model.kwargs={}", "data.clients=6",
+             "data.partition=iid", "data.train_size=60", "data.test_size=20"]
+    runs = [_run(tmp_path, "configs/demo.yaml", r, extra) for r in (2, 4)]
+    result = CliRunner().invoke(app, ["compare", *map(str, runs), "--json"])
+    assert result.exit_code == 0, result.output
+    loaded = distinct_labels([load_run(run) for run in runs])
+    rows = comparison_rows(loaded, [1, 2])
+    for row in rows:
+        first, second = (row[run.name] for run in loaded)
+        assert first["epsilon"] == second["epsilon"] > 0
+        assert (first["epsilon_method"], first["epsilon_kind"]) == ("gdp-clt", "estimate")
+    text = comparison_markdown(loaded, rows)
+    assert "(gdp-clt estimate)" in text
