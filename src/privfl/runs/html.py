@@ -152,6 +152,7 @@ def line_figure(id: str, traces: Sequence[Mapping[str, Any]], *, title: str, yti
                   **({"range": list(yrange)} if yrange is not None and not log else {})},
         "showlegend": True,
         "legend": {"orientation": "v", "groupclick": "toggleitem"},
+        "hoverlabel": {"namelength": -1},
         "margin": {"t": 60, "r": 20},
         "height": _legend_height(data),
         "updatemenus": [{
