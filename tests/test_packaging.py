@@ -36,3 +36,20 @@ def test_metadata_builds_without_a_license_warning(tmp_path):
     assert "license" not in done.stderr.lower(), done.stderr
     metadata = (tmp_path / "meta" / done.stdout.strip().splitlines()[-1] / "METADATA").read_text()
     assert "License-Expression: Apache-2.0" in metadata.splitlines()
+
+
+def test_report_html_data_files_are_package_data():
+    """The template and the vendored plotly.js (with its licence) that report.html needs are
+    installed: each file beside privfl.runs' modules matches a package-data pattern."""
+    tomllib = pytest.importorskip("tomllib")
+    from pathlib import PurePosixPath
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["privfl.runs"]
+    package = ROOT / "src" / "privfl" / "runs"
+    files = [p.relative_to(package).as_posix() for folder in ("templates", "vendor")
+             for p in (package / folder).iterdir() if p.is_file()]
+    assert {"templates/report.html.j2", "vendor/plotly-basic.min.js", "vendor/LICENSE"} <= set(
+        files)
+    unmatched = [f for f in files if not any(PurePosixPath(f).match(p) for p in patterns)]
+    assert unmatched == []

@@ -163,7 +163,11 @@ def test_run_writes_headline_first_provenance_and_report_html(tiny_run):
                          .replace("<\\/", "</"))
     assert set(figures) >= {"plot-accuracy", "plot-epsilon", "plot-health"}
     health = figures["plot-health"]["data"]
-    assert health and all(trace["visible"] == "legendonly" for trace in health)
+    # projected SGD logs no training loss or clipped fraction: the first signal that varies
+    # is shown on open, the others start hidden
+    assert {t["name"]: t["visible"] for t in health} == {
+        "users": "legendonly", "seconds (outside the guarantee)": True}
+    assert len(set(health[0]["y"])) == 1  # users: constant
     uncovered = {o["name"] for o in summary["outputs"] if o["kind"] == "metric"
                  and not o["covered"]}
     for trace in health:

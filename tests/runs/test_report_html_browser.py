@@ -3,16 +3,20 @@ chromium-driver``), driven by selenium; run with ``make test-browser`` (marker `
 
 For a small run's report.html (and those of `privfl compare`, `privfl certify` and `privfl
 tradeoff`) the tests check that every plot renders (an SVG with one legend
-entry per trace, and the visible traces drawn), that the headline is the run's, that the log
-toggle and a legend click work, that no request leaves the file (Chrome's performance log: every
-``Network.requestWillBeSent`` is for the file itself or a ``data:`` URL) and that the console shows
-no error (which includes any Content-Security-Policy violation).
+entry per trace, the visible traces drawn, a legend that fits without scrolling), that the
+headline is the run's, that the health plot opens on its main signals, that the log toggle (every
+tick a full number), a legend click and hover work with the vendored plotly.js bundle, that no
+request leaves the file (Chrome's performance log: every ``Network.requestWillBeSent`` is for the
+file itself or a ``data:`` URL) and that the console shows no error (which includes any
+Content-Security-Policy violation). DP-DSGD's page (18 privacy traces) opens on at most
+:data:`~privfl.runs.html_plots.SHOWN` of them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -21,6 +25,8 @@ import pytest
 
 from privfl.config import config_from_dict, load_config
 from privfl.runs.experiment import Experiment
+from privfl.runs.html import PLOTLY_BASIC_VERSION
+from privfl.runs.html_plots import SHOWN
 
 pytestmark = pytest.mark.browser
 
@@ -59,15 +65,25 @@ def driver():
     browser.quit()
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    """A 3-round demo run (PriFedSync: weak and strong scopes, health signals)."""
-    raw = load_config(None, []).model_dump(mode="json")
-    raw["federated"]["rounds"] = 3
+def _run(tmp_path_factory, config: Path | None, rounds: int) -> Path:
+    raw = load_config(config, []).model_dump(mode="json")
+    raw["federated"]["rounds"] = rounds
     raw["run"] = {**raw.get("run", {}), "threads": 1}
     out = tmp_path_factory.mktemp("browser") / "run"
     Experiment.create(config_from_dict(raw), out).run()
     return out
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A 3-round demo run (PriFedSync: weak and strong scopes, health signals)."""
+    return _run(tmp_path_factory, None, 3)
+
+
+@pytest.fixture(scope="module")
+def dsgd_dir(tmp_path_factory):
+    """A 6-round DP-DSGD run: five accountants in two scopes, per-round and final values."""
+    return _run(tmp_path_factory, CONFIGS / "demo-dp-dsgd.yaml", 6)
 
 
 def _wait(driver, script: str, timeout: float = 60.0):
@@ -94,16 +110,59 @@ def _open_and_check_plots(driver, page: Path) -> list[str]:
             const gd = document.getElementById('{plot}');
             return {{traces: gd.data.length,
                      legend: gd.querySelectorAll('g.legend g.traces').length,
+                     groups: new Set(gd.data.map(t => t.legendgroup).filter(g => g)).size,
                      visible: gd.data.filter(t => t.visible === true).length,
                      drawn: gd.querySelectorAll('.scatterlayer g.trace').length,
+                     legendHeight: gd._fullLayout.legend._height,
+                     legendShown: gd._fullLayout.legend._effHeight,
                      width: gd.getBoundingClientRect().width,
                      height: gd.getBoundingClientRect().height}};""")
         assert state["traces"] == int(driver.find_element("id", plot)
                                       .get_attribute("data-traces")) > 0, plot
-        assert state["legend"] == state["traces"], (plot, state)
-        assert state["drawn"] >= state["visible"], (plot, state)
+        # one legend entry per trace, and one title per legend group (a scope)
+        assert state["legend"] == state["traces"] + state["groups"], (plot, state)
+        assert 0 < state["visible"] <= state["drawn"], (plot, state)
         assert state["width"] > 300 and state["height"] > 300, (plot, state)
+        # the whole legend fits: plotly scrolls it when its height exceeds the space it has
+        assert 0 < state["legendHeight"] <= state["legendShown"], (plot, state)
+    assert driver.execute_script("return Plotly.version") == PLOTLY_BASIC_VERSION
+    assert page.stat().st_size < 1_400_000  # the basic bundle (the full one: 4.8 MB)
     return plots
+
+
+def _visible(driver, plot: str) -> list[str]:
+    return driver.execute_script(f"return document.getElementById('{plot}').data"
+                                 ".filter(t => t.visible === true).map(t => t.name)")
+
+
+def _switch_axis(driver, plot: str, label: str) -> list[float]:
+    """Click the y axis' ``label`` button; the tick labels, each a full number, increasing."""
+    buttons = driver.find_elements("css selector", f"#{plot} g.updatemenu-button")
+    next(b for b in buttons if b.text == label).click()
+    _wait(driver, f"return document.getElementById('{plot}')._fullLayout.yaxis.type "
+                  f"=== '{label}'")
+    time.sleep(0.3)
+    texts = driver.execute_script(f"return Array.from(document.querySelectorAll("
+                                  f"'#{plot} g.ytick text')).map(t => t.textContent)")
+    values = [float(t.replace("\u2212", "-")) for t in texts]
+    assert len(values) >= 2 and values == sorted(set(values)), (plot, label, texts)
+    return values
+
+
+def _hover(driver, plot: str) -> str:
+    """Move the mouse over the first visible trace's last point; the hover label's text."""
+    from selenium.webdriver import ActionChains
+
+    x, y = driver.execute_script(f"""
+        const gd = document.getElementById('{plot}'), L = gd._fullLayout;
+        const t = gd.data.findIndex(t => t.visible === true), n = gd.data[t].x.length - 1;
+        const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+        return [L.xaxis.l2p(gd.data[t].x[n]) - box.width / 2,
+                L.yaxis.l2p(L.yaxis.d2l(gd.data[t].y[n])) - box.height / 2];""")
+    drag = driver.find_element("css selector", f"#{plot} .nsewdrag")
+    ActionChains(driver).move_to_element_with_offset(drag, int(x), int(y)).perform()
+    _wait(driver, f"return document.querySelector('#{plot} .hoverlayer .hovertext') !== null")
+    return driver.find_element("css selector", f"#{plot} .hoverlayer").text
 
 
 def _check_offline_and_quiet(driver, page: Path) -> None:
@@ -121,6 +180,13 @@ def _check_offline_and_quiet(driver, page: Path) -> None:
     assert errors == []
 
 
+def _hovers_headline(driver, summary) -> None:
+    text = _hover(driver, "plot-epsilon")
+    assert "(headline)" in text, text  # the full trace name, not cut at 15 characters
+    value = float(re.search(r"\(\d+, ([0-9.e+-]+)\)", text).group(1))
+    assert value == pytest.approx(summary["headline"]["epsilon"], rel=1e-5)
+
+
 def test_report_html_renders_every_plot_offline_without_errors(driver, run_dir):
     summary = json.loads((run_dir / "summary.json").read_text())
     page = run_dir / "report.html"
@@ -130,19 +196,43 @@ def test_report_html_renders_every_plot_offline_without_errors(driver, run_dir):
     headline = driver.find_element("id", "headline").text
     assert headline == summary["headline"]["sentence"]
     assert headline.startswith("epsilon = ") and "weak scope" in headline
-    # health signals start hidden; a click on a legend entry shows the trace
-    hidden = driver.execute_script(
-        "return document.getElementById('plot-health').data.map(t => t.visible)")
-    assert hidden and set(hidden) == {"legendonly"}
-    driver.find_element("css selector", "#plot-health g.legend g.traces rect.legendtoggle"
-                        ).click()
-    _wait(driver, "return document.getElementById('plot-health').data[0].visible === true")
-    # the y-axis toggle: log then linear
-    for label in ("log", "linear"):
-        buttons = driver.find_elements("css selector", "#plot-epsilon g.updatemenu-button")
-        next(b for b in buttons if b.text == label).click()
-        _wait(driver, "return document.getElementById('plot-epsilon')._fullLayout.yaxis.type "
-                      f"=== '{label}'")
+    # the health plot opens on the training loss and clipped fraction; a click on a hidden
+    # signal's legend entry shows it
+    assert _visible(driver, "plot-health") == ["train_loss (outside the guarantee)",
+                                               "clipped_fraction (outside the guarantee)"]
+    hidden = driver.execute_script("return document.getElementById('plot-health').data"
+                                   ".findIndex(t => t.visible !== true)")
+    driver.find_elements("css selector", "#plot-health g.legend g.traces rect.legendtoggle"
+                         )[hidden].click()
+    _wait(driver, f"return document.getElementById('plot-health').data[{hidden}].visible "
+                  "=== true")
+    # the privacy plot opens on the headline's scope, the headline's final value named so
+    assert _visible(driver, "plot-epsilon") == ["final PLD bound (headline)",
+                                                "gdp-clt estimate"]
+    # hover: the headline's diamond shows its full name and the headline's number
+    _hovers_headline(driver, summary)
+    # the y-axis toggle: log then linear, every tick a full number
+    _switch_axis(driver, "plot-epsilon", "log")
+    _switch_axis(driver, "plot-epsilon", "linear")
+    _check_offline_and_quiet(driver, page)
+
+
+def test_dsgd_report_html_opens_on_few_traces_with_clean_log_ticks(driver, dsgd_dir):
+    summary = json.loads((dsgd_dir / "summary.json").read_text())
+    page = dsgd_dir / "report.html"
+    _open_and_check_plots(driver, page)
+    traces = driver.execute_script("return document.getElementById('plot-epsilon').data.length")
+    shown = _visible(driver, "plot-epsilon")
+    assert traces > 12 and 1 < len(shown) <= SHOWN
+    assert shown[0] == f"final {summary['headline']['method']} bound (headline)"
+    _hovers_headline(driver, summary)
+    # every trace shown: the legend still fits, and the log ticks (0.11 to 9.5 after 6 rounds)
+    # read as full numbers (0.1 0.2 ... 1 2 ... 10), never plotly's bare 5 2 10 5 2 1 5 2 0.1
+    driver.execute_script("Plotly.restyle('plot-epsilon', {visible: true})")
+    ticks = _switch_axis(driver, "plot-epsilon", "log")
+    assert {0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0} <= set(ticks)
+    assert driver.execute_script("const L = document.getElementById('plot-epsilon')"
+                                 "._fullLayout.legend; return L._height <= L._effHeight")
     _check_offline_and_quiet(driver, page)
 
 

@@ -2,11 +2,14 @@
 
 A page is a title, an optional headline (:mod:`privfl.runs.headline`) and a list of
 :class:`Section` s, each with paragraphs, interactive figures and tables. The page loads nothing
-from the network: plotly.js is inlined in a ``<script>`` element, figures are plain JSON given to
-``Plotly.newPlot``, and a Content-Security-Policy (``default-src 'none'``, inline scripts and
-styles only) makes the browser refuse any request a future change might add. Every figure has a
-linear/log toggle on its y axis (plotly ``updatemenus``) and legend entries that show and hide
-their traces; traces marked ``hidden`` start hidden (``visible: "legendonly"``).
+from the network: plotly.js (the vendored basic bundle, ``vendor/README.md``) is inlined in a
+``<script>`` element, figures are plain JSON given to ``Plotly.newPlot``, and a
+Content-Security-Policy (``default-src 'none'``, inline scripts and styles only) makes the
+browser refuse any request a future change might add. Every figure has a linear/log toggle on
+its y axis (plotly ``updatemenus``; every tick labelled in full, ``0.2`` or ``20`` where plotly
+would write a bare ``2`` on a log axis: :data:`TICK_FORMAT`) and legend entries that show and
+hide their traces; traces marked ``hidden`` start hidden (``visible: "legendonly"``); a figure
+is tall enough for its legend never to scroll.
 
 The builders of each page (a run's, :mod:`privfl.runs.html_run`; ``privfl compare``'s,
 :mod:`privfl.runs.html_compare`) only assemble sections; this module renders them.
@@ -21,8 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Cell", "Figure", "HtmlTable", "Row", "Section", "line_figure", "outputs_table",
-           "render_page", "table", "write_page"]
+__all__ = ["PLOTLY_BASIC_VERSION", "TRACE_TYPES", "Cell", "Figure", "HtmlTable", "Row",
+           "Section", "TICK_FORMAT", "line_figure", "outputs_table", "plotly_js", "render_page",
+           "table", "write_page"]
+
+#: the vendored plotly.js bundle (vendor/plotly-basic.min.js) and the trace types it draws
+PLOTLY_BASIC_VERSION = "4.1.1"
+TRACE_TYPES = frozenset({"scatter", "bar", "pie"})
+#: d3 format of the y axes' tick labels (and hover values): 6 significant digits, no trailing
+#: zeros; with it, plotly's log ticks keep their places but each reads as the full number
+TICK_FORMAT = "~g"
 
 
 @dataclass(frozen=True)
@@ -99,39 +110,51 @@ def _finite(values: Sequence[float]) -> list[float]:
     return [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
 
 
+def _legend_height(data: Sequence[Mapping[str, Any]]) -> int:
+    """A figure height whose plot area holds the whole legend (one line per trace, a title and
+    a gap per group), so that the legend never scrolls."""
+    groups = len({d["legendgroup"] for d in data if "legendgroup" in d})
+    return max(420, 160 + 21 * len(data) + 32 * groups)
+
+
 def line_figure(id: str, traces: Sequence[Mapping[str, Any]], *, title: str, ytitle: str,
                 xtitle: str = "round", log: bool | None = None,
-                yrange: Sequence[float] | None = None, note: str = "") -> Figure:
+                yrange: Sequence[float] | None = None, tozero: bool = False,
+                note: str = "") -> Figure:
     """A line chart of ``traces`` (each ``{"name", "x", "y"}`` plus optional ``"dash": True``,
-    ``"hidden": True``, ``"group"``) with a linear/log toggle. ``log=None``: log when the
-    positive values span more than a factor 30."""
+    ``"hidden": True``, ``"group"`` (a legend group titled so), ``"marker"`` (plotly marker
+    settings)) with a linear/log toggle. ``log=None``: log when the positive values of the
+    traces shown on open span more than a factor 30. ``tozero``: the linear axis starts at 0."""
     data = []
-    values: list[float] = []
+    shown: list[float] = []
     for trace in traces:
         ys = [float(y) if isinstance(y, (int, float)) and math.isfinite(y) else None
               for y in trace["y"]]
-        values += _finite([y for y in ys if y is not None])
+        shown += [] if trace.get("hidden") else _finite([y for y in ys if y is not None])
         data.append({
             "type": "scatter", "mode": "lines+markers" if len(ys) < 60 else "lines",
             "name": str(trace["name"]), "x": list(trace["x"]), "y": ys,
             "line": {"dash": "dash" if trace.get("dash") else "solid"},
-            "marker": {"size": 4},
+            "marker": {"size": 4, **trace.get("marker", {})},
             "visible": "legendonly" if trace.get("hidden") else True,
             **({"legendgroup": trace["group"], "legendgrouptitle": {"text": trace["group"]}}
                if trace.get("group") else {}),
         })
-    positive = [v for v in values if v > 0]
+    positive = [v for v in shown if v > 0]
     if log is None:
         log = bool(positive) and max(positive) / min(positive) > 30
     layout: dict[str, Any] = {
         "title": {"text": title, "font": {"size": 14}},
         "xaxis": {"title": {"text": xtitle}},
         "yaxis": {"title": {"text": ytitle}, "type": "log" if log else "linear",
+                  "tickformat": TICK_FORMAT,
+                  **({"rangemode": "tozero"} if tozero else {}),
                   **({"range": list(yrange)} if yrange is not None and not log else {})},
         "showlegend": True,
         "legend": {"orientation": "v", "groupclick": "toggleitem"},
+        "hoverlabel": {"namelength": -1},
         "margin": {"t": 60, "r": 20},
-        "height": 420,
+        "height": _legend_height(data),
         "updatemenus": [{
             "type": "buttons", "direction": "right", "x": 0, "xanchor": "left", "y": 1.16,
             "yanchor": "top", "showactive": True, "active": 1 if log else 0,
@@ -173,12 +196,29 @@ def _environment() -> Any:
                               undefined=jinja2.StrictUndefined)
 
 
+def plotly_js() -> str:
+    """The plotly.js inlined in every page: the vendored basic bundle (``vendor/``); if an
+    install lost it, plotly's full bundle (four times larger) with a warning."""
+    from importlib import resources
+
+    try:
+        return (resources.files("privfl.runs") / "vendor" / "plotly-basic.min.js").read_text(
+            encoding="utf-8")
+    except OSError:
+        import warnings
+
+        from plotly.offline import get_plotlyjs
+
+        warnings.warn("privfl/runs/vendor/plotly-basic.min.js is missing (a broken install): "
+                      "report.html inlines plotly's full bundle (about 4.8 MB)", stacklevel=2)
+        return get_plotlyjs()
+
+
 def render_page(title: str, sections: Sequence[Section], *, headline: Any = None,
                 description: str = "") -> str:
     """The page's HTML text. ``headline``: a :class:`~privfl.runs.headline.Headline` (or
     None)."""
     import markupsafe
-    from plotly.offline import get_plotlyjs
 
     import privfl
 
@@ -195,7 +235,7 @@ def render_page(title: str, sections: Sequence[Section], *, headline: Any = None
     return template.render(
         title=title, description=description, headline=head, sections=sections,
         version=privfl.__version__,
-        plotly_js=markupsafe.Markup(get_plotlyjs().replace("</script", "<\\/script")),
+        plotly_js=markupsafe.Markup(plotly_js().replace("</script", "<\\/script")),
         figures_json=markupsafe.Markup(_script_json(figures)))
 
 

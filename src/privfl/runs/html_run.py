@@ -2,12 +2,13 @@
 
 Sections: the headline (:mod:`privfl.runs.headline`) first; what ran; the accuracies with a
 plot per round; the privacy card and its results with epsilon (and Gaussian-DP mu) per round,
-one trace per accountant and scope (the headline's scopes solid, estimates dashed); the health
-signals, every other number the rows carry (training loss, clipped fraction, cohort size, ...)
-hidden until their legend entry is clicked, each one marked *outside the guarantee* where the
-run's output classification says so (:mod:`privfl.algorithms.outputs`); the table of outputs;
-provenance. It shows exactly what report.md shows (the same rows, accuracies and results), so
-the run's classification treats the two files alike.
+one trace per accountant and scope (bounds solid, estimates and references dashed; the
+headline's series and scope shown on open, the rest hidden: :mod:`privfl.runs.html_plots`);
+the health signals, every other number the rows carry (training loss and clipped fraction shown,
+cohort size, ... hidden until their legend entry is clicked), each one marked *outside the
+guarantee* where the run's output classification says so (:mod:`privfl.algorithms.outputs`);
+the table of outputs; provenance. It shows exactly what report.md shows (the same rows,
+accuracies and results), so the run's classification treats the two files alike.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any
 from privfl.accounting.results import PrivacyResult
 from privfl.runs.card import format_number, format_percent
 from privfl.runs.html import Cell, Section, line_figure, outputs_table, render_page, table
+from privfl.runs.html_plots import health_traces, privacy_note, privacy_traces
 from privfl.runs.markdown import STOP_TEXT
-from privfl.runs.plots import _number, _series, health_keys, privacy_series
+from privfl.runs.plots import _number, _series, health_keys
 
 __all__ = ["run_report_html"]
 
@@ -33,16 +35,6 @@ def _kind_cell(kind: str) -> Cell:
     return Cell(kind, f"kind-{kind}")
 
 
-def _privacy_traces(metrics: Sequence[Mapping[str, Any]], field: str,
-                    headline_scope: str) -> list[dict[str, Any]]:
-    traces = []
-    for (method, kind, scope), (xs, ys) in privacy_series(list(metrics), field).items():
-        mark = " (headline scope)" if scope and scope == headline_scope else ""
-        traces.append({"name": f"{method} {kind}" + (f", {scope}{mark}" if scope else ""),
-                       "x": xs, "y": ys, "dash": kind != "bound"})
-    return traces
-
-
 def run_report_html(summary: Mapping[str, Any], card: Mapping[str, Any],
                     results: Sequence[PrivacyResult], metrics: Sequence[Mapping[str, Any]], *,
                     setup: Mapping[str, Any], outputs: Sequence[Mapping[str, Any]],
@@ -54,7 +46,6 @@ def run_report_html(summary: Mapping[str, Any], card: Mapping[str, Any],
     stop = summary.get("stop_reason", "")
     covered = {o["name"]: bool(o["covered"]) for o in outputs if o.get("kind") == "metric"}
     delta = headline.result.delta if headline.result is not None else None
-    head_scope = str(headline.result.extras.get("scope", "")) if headline.result else ""
 
     what_ran = Section("what-ran", "What ran", text=(
         f"Rounds completed: {rounds} of {summary.get('rounds_planned')} planned: "
@@ -76,16 +67,15 @@ def run_report_html(summary: Mapping[str, Any], card: Mapping[str, Any],
                     format_number(r.epsilon), format_number(r.delta),
                     format_number(r.extras.get("mu", ""))) for r in results]
     notes = tuple(dict.fromkeys(r.note for r in results if r.note))
+    epsilon_traces = privacy_traces(metrics, "epsilon", headline)
     figures = [line_figure(
-        "plot-epsilon", _privacy_traces(metrics, "epsilon", head_scope),
-        title="privacy spent per round",
+        "plot-epsilon", epsilon_traces, title="privacy spent per round",
         ytitle=f"epsilon at delta = {delta:g}" if delta else "epsilon",
-        note="Solid: rigorous bounds; dashed: estimates. Click a legend entry to hide or show "
-             "its line; the buttons switch the y axis between linear and log.")]
-    mu_traces = _privacy_traces(metrics, "mu", head_scope)
+        note=privacy_note(epsilon_traces))]
+    mu_traces = privacy_traces(metrics, "mu", headline, mark_headline=False)
     if mu_traces:
         figures.append(line_figure("plot-mu", mu_traces, title="Gaussian-DP mu per round",
-                                   ytitle="mu"))
+                                   ytitle="mu", note=privacy_note(mu_traces, "mu")))
     privacy = Section(
         "privacy", f"Privacy after {rounds} rounds",
         text=("A bound is a rigorous upper bound on epsilon; an estimate (e.g. a central-limit "
@@ -97,19 +87,17 @@ def run_report_html(summary: Mapping[str, Any], card: Mapping[str, Any],
                          id="results", numeric=(3, 4, 5)),) if result_rows else ())),
         notes=notes)
 
-    keys = health_keys(metrics, list(labels))
-    outside = " (outside the guarantee)"
+    signals = health_traces(metrics, health_keys(metrics, list(labels)), covered)
+    shown = " and ".join(t["key"] for t in signals if not t["hidden"])
     health = Section(
         "health", "Health signals",
         text=("Numbers the run logs to show how training went (training loss, the fraction of "
-              "clipped gradients, cohort sizes, ...). They are hidden: click a legend entry to "
-              "show its line. Those marked outside the guarantee are computed from training "
-              "data without noise: never publish them with the guarantee.",),
-        figures=(line_figure(
-            "plot-health",
-            [{"name": key + ("" if covered.get(key, False) else outside),
-              "hidden": True, **_xy(metrics, key)} for key in keys],
-            title="health signals per round", ytitle="value", log=False),))
+              f"clipped gradients, cohort sizes, ...). Shown: {shown or 'none'}; the others "
+              "start hidden: click a legend entry to show or hide its line. Those marked "
+              "outside the guarantee are computed from training data without noise: never "
+              "publish them with the guarantee.",),
+        figures=(line_figure("plot-health", signals, title="health signals per round",
+                             ytitle="value", log=False, tozero=True),))
 
     output_section = Section(
         "outputs", "What the guarantee covers",
