@@ -115,3 +115,14 @@ def test_a_convolutional_model_refuses_tabular_data(tabular, tmp_path):
         Experiment.create(_config(model__name="xie2023-mnist-cnn"), tmp_path / "run",
                           data=tabular[0])
     assert not (tmp_path / "run").exists()
+
+
+def test_a_diverged_run_returns_no_model_and_says_why(tabular, tmp_path):
+    config = _config(training__lr=1e38, privacy__noise_multiplier=None,
+                     privacy__clip_norm=None, privacy__delta=None, privacy__accountants=None,
+                     privacy__enabled=False, federated__rounds=3)
+    result = Experiment.create(config, tmp_path / "run", data=tabular[0]).run()
+    assert result.stop_reason == "diverged" and result.model is None
+    assert result.model_note.startswith("no model: the run diverged")
+    assert result.epsilon is None and result.delta is None
+    assert result.headline.startswith("No privacy guarantee")

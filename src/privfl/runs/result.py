@@ -21,6 +21,7 @@ from torch import nn
 from privfl.accounting.results import PrivacyResult
 from privfl.runs.headline import Headline
 from privfl.runs.run_resume import STATE_DELETED
+from privfl.runs.run_stops import DIVERGED
 
 __all__ = ["ExperimentResult", "PrivateState", "released_model"]
 
@@ -117,16 +118,19 @@ def _with_params(template: nn.Module, params: dict[str, torch.Tensor]) -> nn.Mod
     return model
 
 
-def released_model(algorithm: Any, releases: bool) -> tuple[nn.Module | None, str]:
+def released_model(algorithm: Any, releases: bool, reason: str) -> tuple[nn.Module | None, str]:
     """``(model, note)``: the model ``algorithm`` releases (its ``global_params()`` on its
-    trainer's architecture; what model.pt holds), or None and why (``releases`` False: a
-    diverged run, or a paused run whose guarantee keeps intermediate models hidden)."""
+    trainer's architecture; what model.pt holds), or None and why (``releases`` False: a run
+    stopped for ``reason`` DIVERGED, or a paused run whose guarantee keeps intermediate models
+    hidden)."""
     template = getattr(getattr(algorithm, "trainer", None), "template", None)
     if not callable(getattr(algorithm, "global_params", None)) or template is None:
-        return None, "this algorithm has no global model"
+        return None, "no model: this algorithm has no global model"
+    if not releases and reason == DIVERGED:
+        return None, "no model: the run diverged (summary['stop_detail'] says where)"
     if not releases:
-        return None, ("no model: the run diverged, or paused before its last round while its "
-                      "guarantee keeps intermediate models hidden (see summary['stop_detail'])")
+        return None, ("no model: the run paused before its last round, and its guarantee keeps "
+                      "intermediate models hidden (a last-iterate release); resume it to the end")
     model = _with_params(template, algorithm.global_params())
     note = "the global model after the last round (what model.pt holds)"
     if callable(getattr(algorithm, "client_params", None)):

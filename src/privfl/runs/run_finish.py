@@ -197,7 +197,7 @@ class RunArtefacts:
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
         if guarantee_only:  # the file times would give away the wall time the mode drops
             self.run.dir.fix_times()
-        trained, note = released_model(algo, model)
+        trained, note = released_model(algo, model, reason)
         personal = getattr(algo, "client_params", None) if trained is not None else None
         return ExperimentResult(summary, list(self.run.metrics), results, card, self.run.dir.path,
                                 reason, state, model=trained, model_note=note,
