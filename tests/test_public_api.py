@@ -1,8 +1,9 @@
 """The top-level names (``from privfl import Experiment``): lazy, so ``import privfl`` stays cheap.
 
 ``import privfl`` runs in a fresh interpreter (pytest itself has imported torch) and must load
-neither torch nor any other privfl module; each lazy name resolves to the object its module
-defines; privfl's own modules never import a lazy name from the facade.
+neither torch nor any other privfl module (nor does ``privfl --version`` load torch); each lazy
+name resolves to the object its module defines; privfl's own modules never import a lazy name
+from the facade.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ def test_import_privfl_alone_loads_neither_torch_nor_the_rest_of_privfl():
     loaded = _fresh("import json, sys, privfl; print(json.dumps(sorted(m for m in sys.modules "
                     "if m.split('.')[0] in ('torch', 'privfl'))))")
     assert loaded == ["privfl"]
+
+
+def test_privfl_version_does_not_import_torch():
+    found = _fresh("import json, sys\nfrom privfl.cli.main import main\nsys.argv = ['privfl', "
+                   "'--version']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+                   "print(json.dumps('torch' in sys.modules))")
+    assert found is False
 
 
 def test_experiment_resolves_at_the_top_level():

@@ -26,15 +26,19 @@ class Catalogue(str, Enum):
 
 
 def version_callback(value: bool) -> None:
-    """``--version``: print privfl's and torch's versions, then exit."""
+    """``--version``: print privfl's and torch's versions, then exit (torch's from its
+    installed metadata: the command does not import torch)."""
     if value:
         import platform
-
-        import torch
+        from importlib.metadata import PackageNotFoundError, version
 
         from privfl import __version__
 
-        typer.echo(f"privfl {__version__} (torch {torch.__version__}, python "
+        try:
+            torch_version = version("torch")
+        except PackageNotFoundError:
+            torch_version = "not installed"
+        typer.echo(f"privfl {__version__} (torch {torch_version}, python "
                    f"{platform.python_version()})")
         raise typer.Exit()
 
