@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from typing import Any
 
@@ -66,6 +67,7 @@ class RunProgress:
         self.total = 0
         self.trainer: Any = None
         self.started = time.monotonic()
+        self._lock = threading.Lock()  # on_clients may come from several worker threads
 
     def on_start(self, experiment: Any) -> None:
         self.total = experiment.config.federated.rounds
@@ -96,11 +98,12 @@ class RunProgress:
 
     def on_clients(self, done: int, total: int) -> None:
         """Within a round (the engine calls it, possibly from a worker thread)."""
-        if self.progress is None:
-            return
-        if self.clients_task is None:
-            self.clients_task = self.progress.add_task("clients", total=total, status="")
-        self.progress.update(self.clients_task, completed=done, total=total)
+        with self._lock:
+            if self.progress is None:
+                return
+            if self.clients_task is None:
+                self.clients_task = self.progress.add_task("clients", total=total, status="")
+            self.progress.update(self.clients_task, completed=done, total=total)
 
     def on_round(self, experiment: Any, metrics: dict[str, Any]) -> None:
         status = round_status(self.labels, metrics)
@@ -125,12 +128,13 @@ class RunProgress:
 
     def close(self) -> None:
         """Stop the bar and give the engine its progress hook back (also after an error)."""
-        if self.progress is not None:
-            if self.clients_task is not None:  # the last state shown: the rounds alone
-                self.progress.remove_task(self.clients_task)
-                self.clients_task = None
-            self.progress.stop()
-            self.progress = None
+        with self._lock:
+            if self.progress is not None:
+                if self.clients_task is not None:  # the last state shown: the rounds alone
+                    self.progress.remove_task(self.clients_task)
+                    self.clients_task = None
+                self.progress.stop()
+                self.progress = None
         if self.trainer is not None:
             self.trainer.progress = None
             self.trainer = None

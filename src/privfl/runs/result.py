@@ -132,7 +132,7 @@ def released_model(algorithm: Any, releases: bool, reason: str) -> tuple[nn.Modu
         return None, ("no model: the run paused before its last round, and its guarantee keeps "
                       "intermediate models hidden (a last-iterate release); resume it to the end")
     model = _with_params(template, algorithm.global_params())
-    note = "the global model after the last round (what model.pt holds)"
+    note = f"the global model after round {algorithm.round} (what model.pt holds)"
     if callable(getattr(algorithm, "client_params", None)):
         note += "; each client's personalised model: result.client_model(j)"
     return model, note
