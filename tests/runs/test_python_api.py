@@ -126,3 +126,23 @@ def test_a_diverged_run_returns_no_model_and_says_why(tabular, tmp_path):
     assert result.model_note.startswith("no model: the run diverged")
     assert result.epsilon is None and result.delta is None
     assert result.headline.startswith("No privacy guarantee")
+
+
+def test_who_is_watching(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from privfl.runs.progress import RunProgress, interactive
+
+    terminal = Console(file=io.StringIO(), force_terminal=True)
+    notebook = Console(file=io.StringIO(), force_jupyter=True)
+    log = Console(file=io.StringIO(), force_terminal=False, force_jupyter=False)
+    assert not interactive(terminal)  # under pytest: nobody
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    assert interactive(terminal) and interactive(notebook) and not interactive(log)
+    assert not RunProgress(terminal).lines and RunProgress(log).lines
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:  # a notebook without ipywidgets: lines, not a broken live bar
+        assert RunProgress(notebook).lines
