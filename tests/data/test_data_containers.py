@@ -26,7 +26,7 @@ def test_dataset_conversions_and_properties():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"x": np.zeros((4, 5))}, "x.shape"),
+        ({"x": np.zeros(4)}, "x.shape"),
         ({"x": np.array([["a"] * 25] * 4).reshape(4, 5, 5)}, "x.dtype"),
         ({"y": np.zeros(3, int)}, "y.shape"),
         ({"y": np.array([0.5, 1, 2, 3])}, "labels must be integers"),

@@ -11,8 +11,12 @@ import torch
 DOC = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
 
 
-def _blocks() -> str:
-    return "\n".join(re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S))
+def _blocks(numbered: bool = True) -> str:
+    """The python blocks of the numbered sections (## 1. to ## 4., the worked example), or of
+    the unnumbered ones (the tabular quick start)."""
+    sections = re.split(r"^## ", DOC.read_text(), flags=re.M)[1:]
+    chosen = [text for text in sections if bool(re.match(r"\d+\.", text)) == numbered]
+    return "\n".join(re.findall(r"```python\n(.*?)```", "".join(chosen), flags=re.S))
 
 
 @pytest.fixture
@@ -73,3 +77,21 @@ def test_resume_without_the_data_or_with_another_partition_is_refused(tmp_path, 
         Experiment.create(namespace["config"].model_copy(
             update={"data": namespace["config"].data.model_copy(update={"dataset": "digits"})}),
             tmp_path / "x", data=namespace["data"])
+
+
+def test_the_tabular_quick_start_runs_and_learns(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    threads = torch.get_num_threads()
+    namespace: dict = {}
+    try:
+        exec(compile(_blocks(numbered=False), str(DOC), "exec"), namespace)  # noqa: S102
+    finally:
+        torch.set_num_threads(threads)
+    trained = namespace["trained"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == trained.headline and out[0].startswith("epsilon = ")
+    assert "at delta = 1e-5" in out[0] and "bound, client level" in out[0]
+    assert trained.epsilon > 0 and trained.delta == 1e-5
+    assert trained.summary["final"]["global_accuracy"] > 0.8  # chance: 1/3
+    assert out[2].startswith("test accuracy") and float(out[2].split()[-1]) > 0.8
+    assert namespace["table"].input_shape == (10,)

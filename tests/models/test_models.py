@@ -197,3 +197,21 @@ def test_bad_arguments_name_the_argument(call, message):
 def test_wrong_input_shape_is_refused():
     with pytest.raises(ValueError, match="input_shape"):
         LogisticRegression()(torch.zeros(2, 3, 32, 32))
+
+
+@pytest.mark.parametrize("name", ["mlp", "logreg"])
+def test_dense_models_take_n_x_d_inputs(name):
+    model = build_model(name, input_shape=(10,), num_classes=3)
+    assert model(torch.zeros(4, 10)).shape == (4, 3)
+    per_example = vmap(lambda x: model(x[None])[0])(torch.zeros(4, 10))
+    assert per_example.shape == (4, 3)
+
+
+@pytest.mark.parametrize("name", ["zheng2021-mnist-cnn", "zheng2021-cifar-cnn",
+                                  "xie2023-mnist-cnn", "xie2023-cifar-cnn"])
+def test_convolutional_models_refuse_n_x_d_inputs(name):
+    model = build_model(name)
+    with pytest.raises(ValueError, match=r"input shape \(4, 10\) is not allowed: .* is a "
+                       r"convolutional network for images .* use model mlp or logreg"):
+        model(torch.zeros(4, 10))
+    assert model(torch.zeros(2, *model.input_shape)).shape[0] == 2  # images still work

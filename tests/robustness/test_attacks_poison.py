@@ -12,7 +12,7 @@ from privfl.attacks.config import AttackConfig
 from privfl.attacks.poisoning import attack_card_rows, attack_of, attack_test_set, poison
 from privfl.attacks.triggers import Trigger
 from privfl.config import ConfigError, config_from_dict
-from privfl.data import federate_iid, synthetic_dataset
+from privfl.data import Dataset, federate_iid, synthetic_dataset
 
 CLIENTS, SIZE = 6, 30
 
@@ -286,3 +286,17 @@ def test_bad_config_sections_fail_with_one_line(attack, overrides, message):
     with pytest.raises(ConfigError) as error:
         _config(attack, **overrides)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("kind", ["backdoor", "dba", "scaling"])
+def test_a_trigger_needs_images(kind):
+    rng = np.random.default_rng(0)
+    train, test = Dataset(rng.normal(size=(120, 6)), np.arange(120) % 3).split(0.25, seed=0)
+    tabular = federate_iid(train, test, num_clients=3, test_size=5, seed=0)
+    with pytest.raises(ValueError, match=rf"attack.kind = '{kind}' writes a pixel trigger into "
+                       r"images \(C, H, W\): the data have inputs of shape \(6,\)"):
+        poison(tabular, {"kind": kind})
+    with pytest.raises(ValueError, match="a pixel trigger needs images"):
+        Trigger.from_pattern("paper").stamp(tabular.train.x)
+    flipped, _ = poison(tabular, {"kind": "label-flip", "attackers": 1})  # labels only: fine
+    assert flipped.input_shape == (6,)

@@ -121,6 +121,13 @@ def build_model(config: ExperimentConfig, data: FederatedDataset) -> nn.Module:
                 f"{config.model.name!r}: {error}"
             ) from None
     expected = getattr(model, "input_shape", None)
+    if expected is not None and len(expected) == 3 and len(data.input_shape) != 3 \
+            and "input_shape" not in accepted:
+        raise ConfigError(
+            f"model.name = {config.model.name!r} is a network for images of shape "
+            f"{tuple(expected)} (C, H, W): the data (data.dataset = {config.data.dataset!r}) have "
+            f"inputs of shape {tuple(data.input_shape)}, not images; for N x D (tabular) data "
+            "use model.name: mlp or logreg (or your own model, privfl.models.register_model)")
     if expected is not None and tuple(expected) != tuple(data.input_shape):
         raise ConfigError(
             f"model.name = {config.model.name!r} takes inputs of shape {tuple(expected)}: "

@@ -219,6 +219,15 @@ def _check_labels(attack: AttackConfig, num_classes: int) -> None:
                              f"{num_classes} classes, labels 0..{num_classes - 1}")
 
 
+def _check_images(attack: AttackConfig, input_shape: tuple[int, ...]) -> None:
+    """A trigger is a pixel pattern: refuse an attack that writes one into non-image data."""
+    if attack.uses_trigger and len(input_shape) != 3:
+        raise ValueError(
+            f"attack.kind = {attack.kind!r} writes a pixel trigger into images (C, H, W): the "
+            f"data have inputs of shape {tuple(input_shape)}, not images; for N x D (tabular) "
+            "data use attack.kind: label-flip")
+
+
 def attack_test_set(test: Dataset, attack: AttackConfig,
                     trigger: Trigger | None = None) -> tuple[Dataset, np.ndarray]:
     """The attack test set of ``attack`` from a clean test pool, and its rows in the pool.
@@ -228,6 +237,7 @@ def attack_test_set(test: Dataset, attack: AttackConfig,
     unchanged, labelled the target. ValueError if no image qualifies.
     """
     _check_labels(attack, test.num_classes)
+    _check_images(attack, test.input_shape)
     rows = _candidates(test.y, attack) if attack.kind == "label-flip" else np.flatnonzero(
         test.y != attack.target_label)
     if rows.size == 0:
@@ -342,6 +352,7 @@ def poison(data: FederatedDataset, attack: AttackConfig | Mapping[str, Any],
                          "label-flip, dba, scaling")
     seed = check_int("seed", attack.seed if attack.seed is not None else seed)
     _check_labels(attack, data.num_classes)
+    _check_images(attack, data.input_shape)
     trigger = _trigger(attack) if attack.uses_trigger else None
     if trigger is not None:
         trigger.placed(*data.input_shape[1:])  # refuse a trigger that does not fit, early

@@ -173,7 +173,8 @@ class Trigger:
         (:meth:`channel_values` for the images' normalisation)."""
         x = np.array(x, dtype=np.float32, copy=True)
         if x.ndim != 4:
-            raise ValueError(f"x.shape = {x.shape} is out of range: must be N x C x H x W")
+            raise ValueError(f"x.shape = {x.shape} is out of range: a pixel trigger needs "
+                             "images N x C x H x W (N x D tabular data cannot take one)")
         values = self.channel_values(mean, std, normalized)
         if values.size == 1:
             values = np.repeat(values, x.shape[1])

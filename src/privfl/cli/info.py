@@ -26,7 +26,8 @@ class Catalogue(str, Enum):
 
 
 def version_callback(value: bool) -> None:
-    """``--version``: print privfl's and torch's versions, then exit."""
+    """``--version``: print privfl's and torch's versions, then exit (torch's from its
+    installed metadata: the command does not import torch)."""
     if value:
         import platform
         from importlib.metadata import PackageNotFoundError, version

@@ -154,18 +154,9 @@ class _Display:
         self.console.print(f"[yellow]warning: {escape(message)}[/yellow]")
 
     def on_round(self, experiment, metrics: dict[str, Any]) -> None:
-        status = "  ".join(
-            f"{key.removesuffix('_accuracy')} {_fmt(metrics.get(key), True)}"
-            for key in list(experiment.algorithm.metric_labels)[:2]
-        )
-        if "epsilon" in metrics:
-            status += f"  eps {_fmt(metrics['epsilon'])} ({metrics.get('epsilon_method')})"
-        else:  # no per-round bound (the sampled PLD is composed at the last round): an estimate
-            estimates = [e for e in metrics.get("privacy") or () if e.get("kind") == "estimate"
-                         and e.get("scope") == metrics.get("scope")]
-            if estimates:
-                best = min(estimates, key=lambda e: e["epsilon"])
-                status += f"  eps ~{_fmt(best['epsilon'])} ({best['method']} estimate)"
+        from privfl.runs.progress import round_status
+
+        status = round_status(experiment.algorithm.metric_labels, metrics)
         self.round_started = self.last_log = time.monotonic()
         if self.progress is not None:
             self.progress.update(self.task, completed=metrics["round"], status=status)

@@ -2,8 +2,10 @@
 
 Both are plain numpy; torch is imported only by the ``to_torch``/``torch_dataset`` methods.
 
-A :class:`Dataset` holds images in model layout ``N x C x H x W`` (``float32``) and labels
-(``int64``), with the per-channel normalisation statistics the paper uses for that dataset.
+A :class:`Dataset` holds inputs of any layout ``N x ...`` (``float32``): tabular ``N x D``,
+images ``N x C x H x W`` (model layout), or any other a model takes; and integer labels
+(``int64``), with normalisation statistics along axis 1 (the channels of images, the features of
+tabular data), e.g. the ones the paper uses for that dataset.
 A :class:`FederatedDataset` assigns each client index arrays into a pooled train and a pooled
 test :class:`Dataset`. Keeping indices (not copies) makes partitions cheap, lets several clients
 share records when the paper's code does (Zheng et al. CIFAR), and makes ``n_j`` — which enters the
@@ -35,34 +37,87 @@ def as_rng(seed: int | np.random.Generator | None, name: str = "seed") -> np.ran
     return np.random.default_rng(check_int(name, seed, 0))
 
 
-def _stats(name: str, value: object, channels: int) -> tuple[float, ...]:
+def _stats(name: str, value: object, channels: int, axis: str = "channel") -> tuple[float, ...]:
+    """Normalisation statistics: one value per entry of axis 1 (``channels`` of them), or one
+    value for all (kept as given: numpy broadcasts it)."""
     values = np.atleast_1d(np.asarray(value, dtype=float))
-    if values.ndim != 1 or values.size != channels:
+    if values.ndim != 1 or values.size not in (1, channels):
         raise ValueError(
-            f"{name} = {value!r} is out of range: must have one value per channel ({channels})"
+            f"{name} = {value!r} is out of range: must have one value per {axis} ({channels}) "
+            "or one value for all"
         )
     return tuple(float(v) for v in values)
 
 
+def _inputs(value: object) -> np.ndarray:
+    """``x`` as ``float32``: ``N x H x W`` images get a channel axis; ``N x D`` and any
+    ``N x ...`` layout of two or more axes are kept."""
+    x = np.asarray(value)
+    if x.ndim == 3:
+        x = x[:, None]
+    if x.ndim < 2:
+        raise ValueError(
+            f"x.shape = {x.shape} is out of range: must be N x D (tabular), N x H x W or "
+            "N x C x H x W (images), or another N x ... layout your model takes"
+        )
+    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError(f"x.dtype = {x.dtype} is not allowed: must be real numbers")
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    bad = np.flatnonzero(~np.isfinite(x.reshape(-1)))
+    if bad.size:
+        where = tuple(int(i) for i in np.unravel_index(bad[0], x.shape))
+        raise ValueError(
+            f"x{list(where)} = {x[where]} is not allowed: inputs must be finite ({bad.size} NaN "
+            "or infinite values; fill or drop missing values first)")
+    return x
+
+
+def _labels(value: object, n: int) -> np.ndarray:
+    """``y`` as ``int64`` class indices; integral floats (``1.0``) are accepted, anything that
+    is not a whole number is refused (privfl trains classifiers: no regression targets)."""
+    y = np.asarray(value)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"y.shape = {y.shape} is out of range: must be ({n},), one label per "
+                         "example")
+    if y.size == 0 or np.issubdtype(y.dtype, np.integer):
+        return np.ascontiguousarray(y, dtype=np.int64)
+    if y.dtype == np.bool_ or not np.issubdtype(y.dtype, np.number) or np.issubdtype(
+            y.dtype, np.complexfloating):
+        raise ValueError(
+            f"y.dtype = {y.dtype} is not allowed: labels must be integers, class indices 0, 1, "
+            "..., num_classes - 1 (encode other labels first, e.g. np.unique(y, "
+            "return_inverse=True)[1])")
+    bad = np.flatnonzero(~np.isfinite(y) | (np.mod(y, 1) != 0))
+    if bad.size:
+        raise ValueError(
+            f"y[{bad[0]}] = {y[bad[0]].item()!r} is not allowed: labels must be integers, "
+            f"class indices 0, 1, ..., num_classes - 1 ({bad.size} of {y.size} labels are not "
+            "whole numbers); "
+            "privfl trains classifiers, regression targets are not supported")
+    return np.ascontiguousarray(y, dtype=np.int64)
+
+
 @dataclass(eq=False)
 class Dataset:
-    """Images and labels of one split of a dataset.
+    """Inputs and labels of one split of a dataset.
 
     Parameters
     ----------
     x
-        Inputs, converted to ``float32`` of shape ``N x C x H x W``. A 3-D array ``N x H x W``
-        is given a channel axis.
+        Inputs, converted to ``float32``: ``N x D`` (tabular), ``N x C x H x W`` (images; a 3-D
+        array ``N x H x W`` is given a channel axis), or any ``N x ...`` layout your model takes.
     y
-        Integer labels in ``[0, num_classes)``, converted to ``int64``.
+        Integer labels in ``[0, num_classes)``, converted to ``int64`` (floats are accepted only
+        when they are whole numbers, e.g. ``1.0``).
     name
         Dataset name, e.g. ``"mnist/train"``.
     num_classes
-        Number of classes (>= 1).
+        Number of classes (>= 1); ``None``: ``max(y) + 1``.
     mean, std
-        Per-channel normalisation statistics (one value per channel; ``std > 0``). Loaders set
-        the paper's constants (MNIST 0.1307/0.3081, CIFAR-10 per Zheng et al.'s code) or statistics
-        computed on the training split.
+        Normalisation statistics along axis 1 (one value per channel of images, per feature of
+        ``N x D`` data, or one value for all; ``std > 0``). Loaders set the paper's constants
+        (MNIST 0.1307/0.3081, CIFAR-10 per Zheng et al.'s code) or statistics computed on the
+        training split.
     normalized
         Whether ``x`` has already been standardised with ``mean``/``std``; loaders return
         ``[0, 1]`` pixels with ``normalized=False`` unless asked otherwise.
@@ -72,44 +127,27 @@ class Dataset:
 
     x: np.ndarray
     y: np.ndarray
-    name: str
-    num_classes: int
+    name: str = "data"
+    num_classes: int | None = None
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
     normalized: bool = False
     classes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        x = np.asarray(self.x)
-        if x.ndim == 3:
-            x = x[:, None]
-        if x.ndim != 4:
-            raise ValueError(
-                f"x.shape = {x.shape} is out of range: must be N x C x H x W (or N x H x W)"
-            )
-        if not np.issubdtype(x.dtype, np.number):
-            raise ValueError(f"x.dtype = {x.dtype} is not allowed: must be numeric")
-        self.x = np.ascontiguousarray(x, dtype=np.float32)
-        y = np.asarray(self.y)
-        if y.ndim != 1 or y.shape[0] != self.x.shape[0]:
-            raise ValueError(
-                f"y.shape = {y.shape} is out of range: must be ({self.x.shape[0]},), one label "
-                "per example"
-            )
-        if y.size and not np.issubdtype(y.dtype, np.integer) and not (
-            np.issubdtype(y.dtype, np.number) and np.all(np.equal(np.mod(y, 1), 0))
-        ):
-            raise ValueError(f"y.dtype = {y.dtype} is not allowed: labels must be integers")
-        self.y = np.ascontiguousarray(y, dtype=np.int64)
+        self.x = _inputs(self.x)
+        self.y = _labels(self.y, self.x.shape[0])
+        if self.num_classes is None:
+            self.num_classes = int(self.y.max()) + 1 if self.y.size else 1
         self.num_classes = check_int("num_classes", self.num_classes, 1)
         if self.y.size and (self.y.min() < 0 or self.y.max() >= self.num_classes):
             raise ValueError(
                 f"y = labels in [{self.y.min()}, {self.y.max()}] is out of range: must be in "
                 f"[0, {self.num_classes - 1}]"
             )
-        channels = self.x.shape[1]
-        self.mean = _stats("mean", self.mean, channels)
-        self.std = _stats("std", self.std, channels)
+        axis = "channel" if self.x.ndim >= 4 else "feature"
+        self.mean = _stats("mean", self.mean, self.x.shape[1], axis)
+        self.std = _stats("std", self.std, self.x.shape[1], axis)
         for s in self.std:
             check_range("std", s, 0.0, low_open=True)
         if self.classes is not None:
@@ -131,8 +169,8 @@ class Dataset:
         )
 
     @property
-    def input_shape(self) -> tuple[int, int, int]:
-        """``(C, H, W)`` of one example."""
+    def input_shape(self) -> tuple[int, ...]:
+        """The shape of one example: ``(D,)`` for tabular data, ``(C, H, W)`` for images."""
         return tuple(int(d) for d in self.x.shape[1:])  # type: ignore[return-value]
 
     def label_counts(self) -> np.ndarray:
@@ -150,11 +188,13 @@ class Dataset:
 
     # ------------------------------------------------------------------ transformations
     def normalize(self) -> Dataset:
-        """A copy standardised per channel, ``(x - mean) / std`` (no-op if already done)."""
+        """A copy standardised along axis 1 (per channel, or per feature of ``N x D`` data),
+        ``(x - mean) / std`` (no-op if already done)."""
         if self.normalized:
             return self
-        mean = np.asarray(self.mean, dtype=np.float32)[None, :, None, None]
-        std = np.asarray(self.std, dtype=np.float32)[None, :, None, None]
+        shape = (1, -1) + (1,) * (self.x.ndim - 2)
+        mean = np.asarray(self.mean, dtype=np.float32).reshape(shape)
+        std = np.asarray(self.std, dtype=np.float32).reshape(shape)
         x = self.x - mean
         x /= std
         return self._replace(x=x, normalized=True)
@@ -341,7 +381,7 @@ class FederatedDataset:
         return self.train.num_classes
 
     @property
-    def input_shape(self) -> tuple[int, int, int]:
+    def input_shape(self) -> tuple[int, ...]:
         return self.train.input_shape
 
     @property

@@ -102,18 +102,20 @@ _IDX_NAMES = {
 
 
 def _stats(x: np.ndarray, chunk: int = 8192) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and std of ``N x C x H x W`` data, rounded to 4 decimals.
+    """Mean and std along axis 1 (per channel of ``N x C x H x W`` images, per feature of
+    ``N x D`` data), rounded to 4 decimals.
 
     Accumulated in float64 over chunks, so no full-size temporary is made (EMNIST byclass has
     ~698k images).
     """
+    axes = (0, *range(2, x.ndim))
     total = np.zeros(x.shape[1])
     squares = np.zeros(x.shape[1])
     for start in range(0, x.shape[0], chunk):
         block = x[start : start + chunk].astype(np.float64)
-        total += block.sum(axis=(0, 2, 3))
-        squares += np.square(block).sum(axis=(0, 2, 3))
-    count = x.shape[0] * x.shape[2] * x.shape[3]
+        total += block.sum(axis=axes)
+        squares += np.square(block).sum(axis=axes)
+    count = x.size // x.shape[1]
     mean = total / count
     std = np.sqrt(np.maximum(squares / count - mean**2, 0.0))
     return tuple(round(float(m), 4) for m in mean), tuple(round(float(s), 4) for s in std)
@@ -416,14 +418,16 @@ def synthetic_dataset(
     """Learnable synthetic data: one random template per class plus Gaussian noise.
 
     For quick tests and smoke runs without any data source; labels are balanced.
+    ``input_shape``: ``(C, H, W)`` images or ``(features,)`` tabular data.
     """
     from privfl._validation import check_int, check_nonnegative
 
     n = check_int("num_examples", num_examples, 1)
     k = check_int("num_classes", num_classes, 1)
     shape = tuple(check_int("input_shape", d, 1) for d in input_shape)
-    if len(shape) != 3:
-        raise ValueError(f"input_shape = {tuple(input_shape)} is out of range: must be (C, H, W)")
+    if len(shape) not in (1, 3):
+        raise ValueError(f"input_shape = {tuple(input_shape)} is out of range: must be (C, H, W) "
+                         "or (features,)")
     noise = check_nonnegative("noise", noise)
     rng = np.random.default_rng(check_int("seed", seed, 0))
     templates = rng.normal(size=(k, *shape)).astype(np.float32)

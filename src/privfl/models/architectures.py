@@ -40,11 +40,22 @@ def _shape(input_shape: Sequence[int]) -> tuple[int, ...]:
         shape = tuple(check_int("input_shape", d, 1) for d in input_shape)
     except TypeError as error:
         raise ValueError(f"input_shape = {input_shape!r} is not a sequence of sizes") from error
-    if len(shape) not in (1, 3):
+    if len(shape) == 2:
         raise ValueError(
-            f"input_shape = {shape} is out of range: must be (C, H, W) or (features,)"
+            f"input_shape = {shape} is out of range: must be (features,), (C, H, W) or another "
+            "layout of one or >= 3 axes (images of H x W are (1, H, W))"
         )
     return shape
+
+
+def _check_image(model: nn.Module, x: torch.Tensor) -> None:
+    """A convolutional model takes images: refuse ``N x D`` (tabular) inputs, naming the fix."""
+    if x.dim() < 3:
+        raise ValueError(
+            f"input shape {tuple(x.shape)} is not allowed: {type(model).__name__} is a "
+            f"convolutional network for images {tuple(model.input_shape)} (C, H, W); for "
+            "N x D (tabular) data use model mlp or logreg"
+        )
 
 
 def _check_input(model: nn.Module, x: torch.Tensor) -> None:
@@ -89,6 +100,7 @@ class Zheng2021MnistCNN(nn.Module):
         self.fc2 = nn.Linear(128, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_image(self, x)
         x = F.relu(self.conv1(x))
         x = F.relu(self.conv2(x))
         x = self.dropout1(F.max_pool2d(x, 2))
@@ -120,6 +132,7 @@ class Zheng2021CifarCNN(nn.Module):
         self.conv3_relu = bool(conv3_relu)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_image(self, x)
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
         x = self.conv3(x)
@@ -156,6 +169,7 @@ class SmallConvNet(nn.Module):
         self.fc2 = nn.Linear(32, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_image(self, x)
         act = _ACTIVATIONS[self.activation]
         x = F.max_pool2d(act(self.conv1(x)), 2, 1)
         x = F.max_pool2d(act(self.conv2(x)), 2, 1)
@@ -185,6 +199,7 @@ class Xie2023CifarCNN(nn.Module):
         self.fc = nn.Linear(128, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_image(self, x)
         x = F.avg_pool2d(F.relu(self.conv1(x)), 2)
         x = F.avg_pool2d(F.relu(self.conv2(x)), 2)
         x = F.avg_pool2d(F.relu(self.conv3(x)), 2)

@@ -69,7 +69,9 @@ from privfl.config import (
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.client_store import state_directory
 from privfl.runs.checkpoints import CheckpointStore
-from privfl.runs.run_finish import ExperimentResult, RunArtefacts
+from privfl.runs.progress import with_progress
+from privfl.runs.result import ExperimentResult
+from privfl.runs.run_finish import RunArtefacts
 from privfl.runs.run_outputs import RunOutputs, private_root
 from privfl.runs.run_resume import (
     RESUMABLE_KEYS,
@@ -293,8 +295,15 @@ class Experiment:
             self._lock = None
 
     # ------------------------------------------------------------------ the loop
-    def run(self, callbacks: RunCallbacks | None = None) -> ExperimentResult:
-        """Run rounds until a stop; write checkpoints, metrics and the final artefacts."""
+    def run(self, callbacks: RunCallbacks | None = None, *,
+            progress: bool | None = None) -> ExperimentResult:
+        """Run rounds until a stop; write checkpoints, metrics and the final artefacts.
+
+        ``progress``: show a progress bar (rounds, clients) on stderr or in the notebook
+        (:mod:`privfl.runs.progress`); None (default) shows it in a terminal or a notebook when
+        no ``callbacks`` are given, False never. Returns an :class:`ExperimentResult` with the
+        trained ``model``, the ``headline`` and its ``epsilon`` and ``delta``.
+        """
         if self.store is None:
             raise ValueError("run needs a run directory: use Experiment.create or "
                              "Experiment.resume")
@@ -302,9 +311,12 @@ class Experiment:
 
         # inside use_backend(RayBackend(...)): refuse an algorithm that would run locally anyway
         check_algorithm(active_backend(), self.algorithm)
+        callbacks, display = with_progress(callbacks, progress)
         try:
             return self._run(callbacks or RunCallbacks())
         finally:
+            if display is not None:
+                display.close()
             self.release()
 
     def _run(self, callbacks: RunCallbacks) -> ExperimentResult:

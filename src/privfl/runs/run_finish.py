@@ -3,52 +3,22 @@
 :class:`RunArtefacts` writes privacy.json, summary.json, model.pt, the plots, report.md and
 report.html, and makes the privacy card and the setup rows they show; a finished run whose
 guarantee assumes its intermediate state hidden (a last-iterate release) deletes its
-checkpoints first. :class:`ExperimentResult` is what a run returns.
+checkpoints first. It returns an :class:`~privfl.runs.result.ExperimentResult`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from privfl.accounting.results import PrivacyResult
 from privfl.algorithms.base import finite, headline_scopes, privacy_metrics
-from privfl.runs.run_resume import STATE_DELETED
+from privfl.runs.result import ExperimentResult, PrivateState, released_model
 from privfl.runs.run_stops import DIVERGED
 from privfl.runs.rundir import write_atomically
-
-
-@dataclass(frozen=True)
-class PrivateState:
-    """Where a stopped run's private state is (its checkpoints: models, optimizer and generator
-    states, the sampling decisions the guarantee assumes secret)."""
-
-    deleted: bool  #: a finished last-iterate run deleted it, as its guarantee needs
-    folder: str = ""  #: where it is kept ("" once deleted), relative to the run directory
-    separate: bool = False  #: kept in a private folder apart from the covered outputs
-
-    @property
-    def text(self) -> str:
-        """summary.json's ``private_state``: ``deleted`` or ``kept in FOLDER``."""
-        return STATE_DELETED if self.deleted else f"kept in {self.folder}"
-
-
-@dataclass
-class ExperimentResult:
-    """What a run (or one invocation of it) produced."""
-
-    summary: dict[str, Any]
-    metrics: list[dict[str, Any]]
-    privacy: list[PrivacyResult]
-    card: dict[str, Any]
-    run_dir: Path
-    stop_reason: str
-    private_state: PrivateState = PrivateState(deleted=False, folder="checkpoints/")
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _rounds_text(rows: list[dict[str, Any]]) -> str:
@@ -227,8 +197,12 @@ class RunArtefacts:
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
         if guarantee_only:  # the file times would give away the wall time the mode drops
             self.run.dir.fix_times()
+        trained, note = released_model(algo, model, reason)
+        personal = getattr(algo, "client_params", None) if trained is not None else None
         return ExperimentResult(summary, list(self.run.metrics), results, card, self.run.dir.path,
-                                reason, state)
+                                reason, state, model=trained, model_note=note,
+                                headline_parts=headline,
+                                client_params=personal if callable(personal) else None)
 
     def guarantee(self, rounds: int, accounted: int, reason: str
                   ) -> tuple[list[PrivacyResult], Any, dict[str, Any], dict[str, Any] | None]:
