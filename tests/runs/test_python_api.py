@@ -65,7 +65,9 @@ def test_n_x_d_data_train_privately_end_to_end(tabular, tmp_path, capsys):
     assert isinstance(result.headline_parts, Headline) and bound.epsilon == result.epsilon
     assert (bound.method, bound.kind, bound.unit) == ("rdp", "bound", "client")
     saved = result.summary["headline"]
-    assert result.headline == f"{saved['sentence']} {saved['advice']}".strip()
+    assert result.headline == "\n\n".join(
+        saved[k] for k in ("sentence", "advice", "reading") if saved[k])
+    assert "In plain words: for any one client" in result.headline
     assert result.headline.startswith(f"epsilon = {result.epsilon:.4g} at delta = 1e-5 (RDP")
     assert "epsilon=" in repr(result) and "global_accuracy" in repr(result)
     with pytest.raises(ValueError, match="has no per-client models"):

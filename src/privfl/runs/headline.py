@@ -80,8 +80,9 @@ class Headline:
         return out
 
     def text(self) -> str:
-        """The sentence and the advice, in one paragraph."""
-        return f"{self.sentence} {self.advice}".strip()
+        """The sentence, the advice and the plain-words reading, as ``privfl run`` prints them
+        (one paragraph each)."""
+        return "\n\n".join(p for p in (self.sentence, self.advice, self.reading) if p)
 
 
 def compose_headline(best: PrivacyResult | None, *, private: bool,

@@ -68,11 +68,12 @@ class ExperimentResult:
     @property
     def headline(self) -> str:
         """The headline (:meth:`privfl.runs.headline.Headline.text`): what the privacy number
-        is, and which scope to report."""
+        is, which scope to report, and what it means in plain words."""
         if self.headline_parts is not None:
             return self.headline_parts.text()
         saved = self.summary.get("headline") or {}
-        return f"{saved.get('sentence', '')} {saved.get('advice', '')}".strip()
+        return "\n\n".join(str(saved[k]) for k in ("sentence", "advice", "reading")
+                             if saved.get(k))
 
     @property
     def epsilon(self) -> float | None:
