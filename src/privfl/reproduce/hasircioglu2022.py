@@ -19,7 +19,7 @@ from privfl.reproduce.rows import Reproduction, compare
 from privfl.reproduce.training import Progress, configs_root, run_config
 
 EPSILON, DELTA = 0.015, 1e-6
-#: section -> (p, q, d, {scheme: sigma as printed})
+#: section -> (p, q, d, {scheme: sigma (the noise std on the sum) as printed})
 SETTINGS = {
     "6.1": (0.001, 0.1, 30, {"theorem-4.1": "1.065", "wcs": "7.65", "ols": "22.4"}),
     "6.2": (0.1, 0.001, 1000, {"theorem-4.1": "0.646", "wcs": "0.873", "ols": "1.103"}),
@@ -78,11 +78,11 @@ def audit(rep: Reproduction) -> None:
     from privfl.accounting.audit.pairs import participation_pair
 
     for section, (p, q, d, printed) in SETTINGS.items():
-        sigma = float(printed["theorem-4.1"])
+        noise_std = float(printed["theorem-4.1"])
         scale = AUDIT_SCALE[section]
-        report = participation_pair(p, q, d, sigma, scale=scale).audit(EPSILON, DELTA)
+        report = participation_pair(p, q, d, noise_std, scale=scale).audit(EPSILON, DELTA)
         rep.add(compare(
-            f"delta at epsilon = 0.015 per iteration, paper's sigma = {sigma:g}, Section "
+            f"delta at epsilon = 0.015 per iteration, paper's sigma = {noise_std:g}, Section "
             f"{section} (aligned gradients, other records scaled by a = {scale:g})",
             f"{_source(section)} (the claimed guarantee) and Theorem 4.1", "1e-6",
             report.delta, tolerance=None,
@@ -98,15 +98,15 @@ def composed(rep: Reproduction) -> None:
     from privfl.accounting.participation import participation_report
 
     p, q, d, printed = SETTINGS["6.2"]
-    sigma, iterations = float(printed["wcs"]), 1000
-    results = participation_report(p, q, d, sigma, delta=1e-3, iterations=iterations,
+    noise_std, iterations = float(printed["wcs"]), 1000
+    results = participation_report(p, q, d, noise_std, delta=1e-3, iterations=iterations,
                                    methods=("wcs",), basic_composition=False)
     totals = {r.method: r.epsilon for r in results
                 if r.steps == iterations and r.kind == "bound"}
     best = min(totals, key=totals.get)
     rep.add(compare(
         f"epsilon after {iterations} iterations at delta = 1e-3, Section 6.2, WCS noise "
-        f"sigma = {sigma:g}", "Section 6.2 text, per-iteration (0.015, 1e-6) composed",
+        f"sigma = {noise_std:g}", "Section 6.2 text, per-iteration (0.015, 1e-6) composed",
         "15.0", totals[best], tolerance=None,
         reason="a bound privfl proves tighter: the paper gives per-iteration guarantees only; "
                "its (0.015, 1e-6) composed 1,000 times by basic composition gives (15.0, 1e-3) "

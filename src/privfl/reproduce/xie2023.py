@@ -19,7 +19,7 @@ from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
 from privfl.reproduce.training import PaperRun, Progress, paper_plan, paper_rows, run_config
 
-#: table -> (what, q, steps per round x rounds, delta, {sigma: epsilon as printed})
+#: table -> (what, q, steps per round x rounds, delta, {sigma (= z): epsilon as printed})
 TABLES: dict[str, tuple[str, float, int, float, dict[float, str]]] = {
     "Table 4": ("UserDP-FedAvg, MNIST: q = 0.1, T = 3", 0.1, 3, 0.0029,
                 {0.5: "6.9269", 0.6: "4.8913", 0.8: "2.8305", 1.0: "1.8504", 1.5: "0.8694",
@@ -58,11 +58,11 @@ def _epsilon(method: str, z: float, q: float, steps: int, delta: float, paper: b
 def accounting(rep: Reproduction) -> None:
     """Tables 4-8 (paper's accounting and privfl's PLD) and Figure 9."""
     for table, (what, q, steps, delta, grid) in TABLES.items():
-        sigmas, printed, ours, bounds = [], [], [], []
-        for sigma, text in grid.items():
-            setting = f"{what}, sigma = {sigma:g}, delta = {delta:g}"
-            paper_eps = _epsilon("rdp", sigma, q, steps, delta, paper=True)
-            bound = _epsilon("pld", sigma, q, steps, delta, paper=False)
+        noises, printed, ours, bounds = [], [], [], []
+        for z, text in grid.items():
+            setting = f"{what}, sigma = {z:g}, delta = {delta:g}"
+            paper_eps = _epsilon("rdp", z, q, steps, delta, paper=True)
+            bound = _epsilon("pld", z, q, steps, delta, paper=False)
             rep.add(compare(
                 f"epsilon, {setting}", SOURCE.format(table=table), text, paper_eps,
                 reason="both columns: the paper's accounting (Poisson subsampled-Gaussian RDP "
@@ -73,16 +73,16 @@ def accounting(rep: Reproduction) -> None:
                 reason=f"a bound privfl proves tighter: PLD (pessimistic discretisation) of the "
                        f"same {steps} Poisson steps, {paper_eps / bound:.1f}x below the paper's "
                        "RDP number (docs/accountants/rdp.md, docs/experiments/xie2023.md)"))
-            sigmas.append(sigma)
+            noises.append(z)
             printed.append(float(text))
             ours.append(paper_eps)
             bounds.append(bound)
         rep.curves[f"xie2023-{table.lower().replace(' ', '')}"] = {
             "title": f"{table}: epsilon against sigma ({what})", "xtitle": "sigma",
             "ytitle": "epsilon", "log": True, "traces": [
-                {"name": "paper (printed)", "x": sigmas, "y": printed, "dash": True},
-                {"name": "privfl, the paper's accounting", "x": sigmas, "y": ours},
-                {"name": "privfl PLD (bound)", "x": sigmas, "y": bounds}]}
+                {"name": "paper (printed)", "x": noises, "y": printed, "dash": True},
+                {"name": "privfl, the paper's accounting", "x": noises, "y": ours},
+                {"name": "privfl PLD (bound)", "x": noises, "y": bounds}]}
     figure9(rep)
 
 
@@ -135,10 +135,10 @@ def figure9(rep: Reproduction) -> None:
                 if m == 10 else [])}
 
 
-def quick_config(sigma: float | None) -> dict[str, Any]:
+def quick_config(z: float | None) -> dict[str, Any]:
     """UserDP-FedAvg at Table 4's privacy setting (N = 200, q = 0.1, T = 3, S = 0.7) on the
     MNIST 5k subset's digits 0 and 1 (800 / 200), 4 records per user (the paper: 63)."""
-    name = "nonprivate" if sigma is None else f"z{sigma:g}"
+    name = "nonprivate" if z is None else f"z{z:g}"
     return {
         "name": f"xie2023-quick-table4-{name}", "seed": 0,
         "data": {"dataset": "mnist-5k", "classes": [0, 1], "test_fraction": 0.21,
@@ -147,12 +147,12 @@ def quick_config(sigma: float | None) -> dict[str, Any]:
         "training": {"local_steps": 10, "batch_size": 4, "lr": 0.02,
                      "sampling": "without-replacement", "optimizer": "momentum",
                      "momentum": 0.9, "weight_decay": 0.0005},
-        "privacy": ({"enabled": False} if sigma is None else
-                    {"enabled": True, "noise_multiplier": sigma, "clip_norm": 0.7,
+        "privacy": ({"enabled": False} if z is None else
+                    {"enabled": True, "noise_multiplier": z, "clip_norm": 0.7,
                      "delta": 0.0029, "accountants": ["rdp", "pld"]}),
         "federated": {"algorithm": "dp-fedavg", "rounds": 3, "client_sampling": "poisson",
                       "client_rate": 0.1, "server_lr": 1.0, "clipping": "flat",
-                      "paper_accounting": sigma is not None},
+                      "paper_accounting": z is not None},
         "run": {"threads": 1},
     }
 
@@ -162,19 +162,19 @@ def quick_training(rep: Reproduction, out: Path | None, progress: Progress | Non
              "user; the paper: 12,665, 63 per user), one seed (docs/experiments/xie2023.md: "
              "seeds 0-2 spread by up to 26 points at sigma = 3)")
     traces = []
-    for sigma, text in TABLE4_ACCURACY.items():
-        run = run_config(quick_config(sigma), out, progress=progress)
+    for z, text in TABLE4_ACCURACY.items():
+        run = run_config(quick_config(z), out, progress=progress)
         accuracy = 100 * run.final("global_accuracy")
-        label = "non-private" if sigma is None else f"sigma = {sigma:g}"
+        label = "non-private" if z is None else f"sigma = {z:g}"
         rep.add(compare(
             f"clean accuracy (%), UserDP-FedAvg, Table 4 setting, {label}",
             "Table 4 (Appendix B.1.1), Clean Acc. row", text, accuracy,
             tolerance=TRAINING_TOLERANCE, reason=scale, kind="training"))
-        if sigma is not None:
+        if z is not None:
             (paper,) = [r for r in run.summary["privacy"] if r.get("scope") == "paper"]
             rep.add(compare(
                 f"epsilon of the trained run, paper scope, Table 4 setting, {label}",
-                SOURCE.format(table="Table 4"), TABLES["Table 4"][4][sigma], paper["epsilon"],
+                SOURCE.format(table="Table 4"), TABLES["Table 4"][4][z], paper["epsilon"],
                 reason="the run's own privacy plan (privfl run's privacy.json, scope paper)",
                 kind="training"))
         x, y = run.series("global_accuracy")
@@ -187,14 +187,14 @@ def quick_training(rep: Reproduction, out: Path | None, progress: Progress | Non
 def paper_runs() -> list[PaperRun]:
     """Table 4's clean accuracy at the paper's scale: MNIST digits 0 and 1, 200 users of 63."""
     runs = []
-    for sigma, text in TABLE4_ACCURACY.items():
-        stem = "nonprivate" if sigma is None else f"z{sigma:g}"
+    for z, text in TABLE4_ACCURACY.items():
+        stem = "nonprivate" if z is None else f"z{z:g}"
         runs.append(PaperRun(
             name=f"xie2023-mnist01-table4-{stem}", config=f"xie2023/fmnist01-user-table4-{stem}"
             ".yaml", overrides=("data.dataset=mnist", "data.train_size=63",
                                 "training.batch_size=60"),
             quantity=f"clean accuracy (%), UserDP-FedAvg, Table 4 setting, "
-                     f"{'non-private' if sigma is None else f'sigma = {sigma:g}'}",
+                     f"{'non-private' if z is None else f'sigma = {z:g}'}",
             source="Table 4 (Appendix B.1.1), Clean Acc. row", paper=text,
             metric="global_accuracy", hours=0.05, gpu=False,
             paper_dataset="MNIST digits 0 and 1 (privfl downloads MNIST with --set "

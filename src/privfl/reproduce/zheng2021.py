@@ -64,8 +64,8 @@ def quick_config(private: bool) -> dict[str, Any]:
     }
 
 
-def _setting(dataset: str, p: float, sigma: float, B: int, K: int, R: int) -> str:
-    return f"{dataset}, p = {p:g}, sigma = {sigma:g}, B = {B}, K = {K}, R = {R}"
+def _setting(dataset: str, p: float, paper_sigma: float, B: int, K: int, R: int) -> str:
+    return f"{dataset}, p = {p:g}, sigma = {paper_sigma:g}, B = {B}, K = {K}, R = {R}"
 
 
 def accounting(rep: Reproduction) -> None:
@@ -76,17 +76,18 @@ def accounting(rep: Reproduction) -> None:
 
     pld = build_accountant("pld")
     mus, paper_eps, bounds, labels = {}, [], [], []
-    for table, dataset, p, sigma, n, B, K, R, mu_text in TABLES:
-        setting = _setting(dataset, p, sigma, B, K, R)
+    for table, dataset, p, paper_sigma, n, B, K, R, mu_text in TABLES:
+        setting = _setting(dataset, p, paper_sigma, B, K, R)
         source = f"{table} ({SECTION[table]}), mu_max column"
-        client = ClientTraining(records=n, batch_size=B, local_steps=K, noise_multiplier=2 * sigma)
+        client = ClientTraining(records=n, batch_size=B, local_steps=K,
+                                noise_multiplier=2 * paper_sigma)
         mu = client.mu(R)
-        mus[(table, p, sigma, B)] = mu
+        mus[(table, p, paper_sigma, B)] = mu
         rep.add(compare(
             f"mu_max, {setting}", source, mu_text, mu,
             reason="both columns: Theorem 2's central-limit mu (an estimate, not a bound), "
-                   f"the paper's sigma = {sigma:g} = z / 2 (privfl's noise multiplier z = "
-                   f"{2 * sigma:g})"))
+                   f"the paper's sigma = {paper_sigma:g} = z / 2 (privfl's noise multiplier z = "
+                   f"{2 * paper_sigma:g})"))
         implied = gdp_closed_form(float(mu_text), delta=DELTA)[0]
         bound = pld.epsilon(client.event(R), DELTA).epsilon
         rep.add(compare(
@@ -100,7 +101,7 @@ def accounting(rep: Reproduction) -> None:
                    "(docs/accountants/federated-fdp.md)"))
         paper_eps.append(implied)
         bounds.append(bound)
-        labels.append(f"{table} {dataset[0]} p{p:g} s{sigma:g} B{B}")
+        labels.append(f"{table} {dataset[0]} p{p:g} s{paper_sigma:g} B{B}")
     ratio = sum(mus[("Table 2", 0.5, s, 8)] / mus[("Table 1", 0.5, s, 16)]
                 for s in (1.0, 0.9, 0.75)) / 3
     rep.add(compare(
@@ -163,13 +164,14 @@ def paper_runs() -> list[PaperRun]:
     """Table 1's rounds to 90 %: the paper's clients, rounds and CNN, on the paper's MNIST
     (downloaded: data.download) where available."""
     runs = []
-    for table, _, p, sigma, _n, _B, _K, R, _ in TABLES[:9]:
-        stem = f"fmnist-p{p:g}-sigma{sigma:g}"
+    for table, _, p, paper_sigma, _n, _B, _K, R, _ in TABLES[:9]:
+        stem = f"fmnist-p{p:g}-sigma{paper_sigma:g}"
         runs.append(PaperRun(
-            name=f"zheng2021-mnist-p{p:g}-sigma{sigma:g}", config=f"zheng2021/{stem}.yaml",
+            name=f"zheng2021-mnist-p{p:g}-sigma{paper_sigma:g}", config=f"zheng2021/{stem}.yaml",
             overrides=("data.dataset=mnist", "stop.target_accuracy=0.9",
                        f"federated.rounds={2 * R}"),
-            quantity=f"rounds to 90 % personalised accuracy, MNIST, p = {p:g}, sigma = {sigma:g}",
+            quantity=f"rounds to 90 % personalised accuracy, MNIST, p = {p:g}, "
+                     f"sigma = {paper_sigma:g}",
             source=f"{table} (Section 4.1), R column", paper=str(R), metric="rounds_to_target",
             hours=R * 2.0 / 60 * (2.0 if p == 1.0 else 1.0 if p == 0.5 else 0.5),
             paper_dataset="MNIST (privfl downloads it with --set data.download=true, or "
