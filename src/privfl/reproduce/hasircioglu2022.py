@@ -128,6 +128,8 @@ def figure1(rep: Reproduction) -> None:
     rep.curves["hasircioglu2022-figure1"] = {
         "title": "Figure 1 regenerated: delta against epsilon per iteration (sigma = 1, "
                  "p = q = 0.1, d = 10, C = 1)", "xtitle": "epsilon", "ytitle": "delta",
+        "note": "the paper's figure is not in our copy: privfl's curves; dashed: cs (a lower "
+                "reference) and Theorem 4.1 (an estimate)",
         "log": True, "traces": traces}
 
 
@@ -183,7 +185,9 @@ def ordering(rep: Reproduction, section: str, out: Path | None, progress: Progre
         f"an estimate), {learning}, one seed")
     rep.curves[f"hasircioglu2022-training-{section}"] = {
         "title": f"DP-DSGD, Section {section} setting: accuracy after {done} iterations",
-        "xtitle": "scheme", "ytitle": "accuracy (%)", "log": False, "traces": [
+        "xtitle": "scheme", "ytitle": "accuracy (%)", "log": False,
+        "note": "the paper's figure is not in our copy; its text claims RP > WCS > OLS",
+        "traces": [
             {"name": "accuracy", "x": [names[s] for s in accuracies],
              "y": list(accuracies.values())}]}
 

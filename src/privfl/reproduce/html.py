@@ -29,7 +29,8 @@ def reproduction_html(rep: Reproduction) -> str:
         figures.append(line_figure(
             fid, curve["traces"], title=curve["title"], ytitle=curve["ytitle"],
             xtitle=curve["xtitle"], log=curve.get("log"),
-            note="dashed: the paper's values (as printed, or its formula as printed)"))
+            note=curve.get("note", "dashed: the paper's values (as printed, or its formula as "
+                                   "printed)")))
     if figures:
         sections.append(Section("figures", "Figures, regenerated", figures=tuple(figures)))
     if rep.plan:

@@ -61,10 +61,9 @@ def run_config(raw: Mapping[str, Any], out: Path | None, *, overrides: Sequence[
                progress: Progress | None = None) -> QuickRun:
     """Run configuration ``raw`` (a mapping, or loaded from a file by the caller) to the end in
     ``out / raw["name"]`` (a temporary folder when ``out`` is None)."""
-    from privfl.config import apply_overrides, config_from_dict
     from privfl.runs.experiment import Experiment
 
-    config = config_from_dict(apply_overrides(raw, overrides))
+    config = _config(raw, overrides)
     started = time.perf_counter()
     if progress:
         progress(f"training {config.name} ({config.federated.algorithm}, "
@@ -143,14 +142,24 @@ def _missing_data(config: Any) -> str:
     return ""
 
 
+def _config(raw: Mapping[str, Any], overrides: Sequence[str]) -> Any:
+    from privfl.config import apply_overrides, config_from_dict
+    from privfl.config.algorithms import register_builtin_algorithms
+
+    register_builtin_algorithms()  # idempotent; the command line has done it already
+    return config_from_dict(apply_overrides(raw, overrides))
+
+
 def paper_rows(runs: Sequence[PaperRun], out: Path | None, *, dry_run: bool,
                progress: Progress | None = None) -> list[Row]:
-    """Rows of the paper-scale runs: run each whose configuration and data are here (not with
-    ``dry_run``), else a row that says what is missing."""
+    """Rows of the paper-scale runs: run each whose configuration and data are here (with
+    ``dry_run`` only check that they are), else a row that says what is missing and how to get
+    it."""
     from privfl.config import read_yaml
 
     root = configs_root()
     rows = []
+    absent_data: dict[str, str] = {}  # data section -> why it is not here
     for run in runs:
         def missing(why: str, run: PaperRun = run) -> Row:
             return compare(run.quantity, run.source, run.paper, None, tolerance=None,
@@ -161,16 +170,17 @@ def paper_rows(runs: Sequence[PaperRun], out: Path | None, *, dry_run: bool,
             rows.append(missing(f"configs/{run.config} is not here (the configs/ folder of a "
                                 "source checkout of privfl)"))
             continue
-        if dry_run:
-            rows.append(missing(f"dry run ({run.line()})"))
-            continue
-        from privfl.config import apply_overrides, config_from_dict
-
         raw = read_yaml(path)
-        config = config_from_dict(apply_overrides(raw, run.overrides))
-        absent = _missing_data(config)
-        if absent:
-            rows.append(missing(f"the data are not on this machine: {absent}"))
+        config = _config(raw, run.overrides)
+        key = config.data.model_dump_json()
+        if key not in absent_data:
+            absent_data[key] = _missing_data(config)
+        if absent_data[key]:
+            rows.append(missing(f"the data are not on this machine: {absent_data[key]}"))
+            continue
+        if dry_run:
+            rows.append(missing(f"dry run (data here; about {_hours(run.hours)} on 2 CPU "
+                                "cores)"))
             continue
         result = run_config(raw, None if out is None else Path(out) / "runs",
                             overrides=run.overrides, progress=progress)

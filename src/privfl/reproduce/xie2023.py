@@ -181,7 +181,9 @@ def quick_training(rep: Reproduction, out: Path | None, progress: Progress | Non
         traces.append({"name": label, "x": x, "y": [100 * v for v in y]})
     rep.curves["xie2023-training"] = {
         "title": "UserDP-FedAvg, quick scale (Table 4 setting, MNIST 5k digits 0 and 1)",
-        "xtitle": "round", "ytitle": "accuracy (%)", "log": False, "traces": traces}
+        "xtitle": "round", "ytitle": "accuracy (%)", "log": False, "traces": traces,
+        "note": "the global model's accuracy per round (the paper, Table 4: 99.66 % non-private, "
+                "99.59 % at sigma = 1, 72.79 % at sigma = 3)"}
 
 
 def paper_runs() -> list[PaperRun]:
