@@ -148,7 +148,7 @@ def saturation_rows(rep: Reproduction) -> None:
         "title": "independent rounds: the last iterate's epsilon saturates, every iterate's "
                  "grows (delta = 1e-5)", "xtitle": "rounds T", "ytitle": "epsilon",
         "note": "privfl's extension, not in the paper: dashed, the limit (closed form)",
-        "log": True, "traces": [
+        "log": True, "xlog": True, "traces": [
             {"name": "last iterate (contraction)", "x": rounds, "y": last},
             {"name": "every iterate (RDP)", "x": rounds, "y": every},
             {"name": "limit", "x": rounds, "y": [limit] * len(rounds), "dash": True}]}

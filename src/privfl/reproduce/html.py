@@ -26,11 +26,14 @@ def reproduction_html(rep: Reproduction) -> str:
                 row_classes=["outside" if r.verdict == DIFFERS else "" for r in rows]),)))
     figures = []
     for fid, curve in rep.curves.items():
-        figures.append(line_figure(
+        figure = line_figure(
             fid, curve["traces"], title=curve["title"], ytitle=curve["ytitle"],
             xtitle=curve["xtitle"], log=curve.get("log"),
             note=curve.get("note", "dashed: the paper's values (as printed, or its formula as "
-                                   "printed)")))
+                                   "printed)"))
+        if curve.get("xlog"):
+            figure.layout["xaxis"]["type"] = "log"
+        figures.append(figure)
     if figures:
         sections.append(Section("figures", "Figures, regenerated", figures=tuple(figures)))
     if rep.plan:

@@ -42,13 +42,31 @@ def noise(rep: Reproduction) -> None:
         rep.add(compare(
             f"TV reached by Lemma 6.8's noise, {setting}", "Lemma 6.7 (the sandwich "
             "min(1, x)/100 <= TV <= 1.5 min(1, x))", (paper.tv_lower, paper.tv_upper), paper.tv,
-            reason=""))
+            reason=f"privfl column: the exact isotropic TV (chi-square form), inside the "
+                   f"sandwich and {paper.tv / 0.005:.0f}x the 0.005 target"))
         xs.append(d)
         paper_rule.append(formula)
         exact_rule.append(exact.noise_variance)
+    from privfl.distortion.bounds import gaussian_tv_sandwich
+    from privfl.distortion.divergence import tv_gaussian_isotropic
+
+    d, grid = 100, [10 ** (k / 4) for k in range(-16, 9)]  # x = sigma_eps^2 sqrt(d) / sigma^2
+    sandwich = [gaussian_tv_sandwich(1.0, x / math.sqrt(d), d) for x in grid]
+    rep.curves["zhang2022-sandwich"] = {
+        "title": "Lemma 6.7's sandwich and the exact TV of N(0, I) and N(0, (1 + s^2) I), d = 100",
+        "xtitle": "x = s^2 sqrt(d)", "ytitle": "TV", "log": True, "xlog": True,
+        "note": "dashed: Lemma 6.7's bounds min(1, x) / 100 and 1.5 min(1, x); solid: privfl's "
+                "exact TV (chi-square form)", "traces": [
+            {"name": "Lemma 6.7 lower", "x": grid, "y": [lo.value for lo, _ in sandwich],
+             "dash": True},
+            {"name": "Lemma 6.7 upper", "x": grid, "y": [hi.value for _, hi in sandwich],
+             "dash": True},
+            {"name": "privfl exact", "x": grid,
+             "y": [tv_gaussian_isotropic(1.0, 1.0 + x / math.sqrt(d), d) for x in grid]}]}
     rep.curves["zhang2022-noise"] = {
         "title": "noise for a TV target of 0.005 (sigma^2 = 1): Lemma 6.8 and the exact "
                  "calibration", "xtitle": "dimension d", "ytitle": "sigma_eps^2", "log": True,
+        "xlog": True,
         "traces": [{"name": "Lemma 6.8 (paper)", "x": xs, "y": paper_rule, "dash": True},
                    {"name": "privfl exact", "x": xs, "y": exact_rule}]}
 
