@@ -21,6 +21,11 @@ class Paper:
     covers: str
     module: str
 
+    @property
+    def cite(self) -> str:
+        """The authors and year (the title up to its first ', ' after the year)."""
+        return self.title[: self.title.index("20") + 4]
+
     def load(self) -> Any:
         """The module with ``reproduce(scale, out, *, training, dry_run, progress)``."""
         return importlib.import_module(self.module)
