@@ -76,6 +76,12 @@ def test_table_json_and_files(tmp_path):
     assert "rows:" in plain.output and "why: a bound privfl proves tighter" in plain.output
 
 
+def test_an_out_folder_with_runs_is_refused_before_any_work(tmp_path):
+    (tmp_path / "runs" / "old").mkdir(parents=True)
+    result = _invoke(["reproduce", "zheng2021", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "already holds a reproduction's training runs" in result.output
+
+
 def test_paper_scale_dry_run_plans_and_names_missing_data():
     result = _invoke(["reproduce", "xie2023", "--scale", "paper", "--dry-run", "--json"])
     assert result.exit_code == 0, result.output

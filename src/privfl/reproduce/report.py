@@ -25,6 +25,10 @@ def reproduce(name: str, scale: str = "quick", out: str | Path | None = None, *,
     entry = paper(name)
     scale = check_choice("scale", scale, SCALES)
     out = None if out is None else Path(out)
+    runs = None if out is None else out / "runs"
+    if training and runs is not None and runs.is_dir() and any(runs.iterdir()):
+        raise ValueError(f"out = {str(out)!r} already holds a reproduction's training runs "
+                         f"({runs}): choose another --out or remove that folder")
     started = time.perf_counter()
     rep = entry.load().reproduce(scale, None if out is None else out / "runs",
                                  training=training, dry_run=dry_run, progress=progress)
