@@ -49,6 +49,7 @@ from privfl.cli.distortion import distortion_app  # noqa: E402
 from privfl.cli.flower import flower_app  # noqa: E402
 from privfl.cli.help_text import hide_flag_types, unwrap_app  # noqa: E402
 from privfl.cli.info import init_command, list_command, version_callback  # noqa: E402
+from privfl.cli.reproduce import REPRODUCE_HELP, reproduce_command  # noqa: E402
 from privfl.cli.run import run_command  # noqa: E402
 from privfl.cli.sweep import SWEEP_HELP, sweep_command  # noqa: E402
 from privfl.cli.tradeoff import TRADEOFF_HELP, tradeoff_command  # noqa: E402
@@ -69,6 +70,7 @@ def _root(
 app.command("compare")(compare_command)
 app.command("check-privacy")(check_privacy_command)
 app.command("tradeoff", help=TRADEOFF_HELP)(tradeoff_command)
+app.command("reproduce", help=REPRODUCE_HELP)(reproduce_command)
 app.add_typer(distortion_app, name="distortion")
 app.add_typer(flower_app, name="flower")
 unwrap_app(app)  # each paragraph of every help on one line: rich wraps it to the terminal

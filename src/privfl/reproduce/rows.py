@@ -1,0 +1,211 @@
+"""One row of a reproduction table: a quantity, the paper's value, privfl's, and the verdict.
+
+A :class:`Row` compares what a paper prints (``paper``, with ``source``: its table, figure,
+equation or section) with what privfl computes (``privfl``). Values are numbers, a closed interval
+``(low, high)`` (a range the paper's own bound gives) or a short text (a qualitative claim such as
+an ordering). :func:`compare` builds a row and decides its verdict from the numbers alone:
+
+* ``match``: ``|rel_diff| <= tolerance`` (numbers), ``low <= privfl <= high`` (an interval), or
+  the same text;
+* ``differs``: anything else, and every row without a tolerance (a training run at another scale
+  or on another dataset is never a match). A ``differs`` row must say why (``reason``): the
+  paper's error, a different dataset or scale, a bound privfl proves tighter, an estimate the paper
+  presents as a bound.
+
+The relative difference is ``(privfl - paper) / |paper|``. ``tolerance="printed"`` is half a unit
+of the last digit the paper prints, relative to its value (``"2.71"``: 0.005 / 2.71), the
+precision at which a recomputed number can match a printed one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+__all__ = ["HEADER", "MATCH", "DIFFERS", "Reproduction", "Row", "cells", "compare",
+           "format_value", "printed_tolerance", "rel_diff"]
+
+MATCH, DIFFERS = "match", "differs"
+#: the columns of a printed table (:func:`cells`)
+HEADER = ("quantity", "source", "paper", "privfl", "rel. diff", "tolerance", "verdict", "reason")
+
+#: a paper's or privfl's value: a number, an interval (low, high), a text, or None (no value)
+Value = float | tuple[float, float] | str | None
+
+
+def printed_tolerance(text: str) -> float:
+    """Half a unit of the last printed digit of ``text``, relative to its value
+    (``"2.71"`` -> 0.005 / 2.71; ``"1.5e-6"`` -> 0.05e-6 / 1.5e-6)."""
+    number = Decimal(text.strip())
+    if not number.is_finite() or number == 0:
+        raise ValueError(f"paper value {text!r}: a printed tolerance needs a finite, non-zero "
+                         "number")
+    exponent = number.as_tuple().exponent
+    assert isinstance(exponent, int)
+    return float(Decimal(5).scaleb(exponent - 1) / abs(number))
+
+
+def rel_diff(paper: Value, privfl: Value) -> float | None:
+    """``(privfl - paper) / |paper|`` for two finite numbers (paper non-zero), else None."""
+    if not (_is_number(paper) and _is_number(privfl)) or paper == 0:
+        return None
+    return (float(privfl) - float(paper)) / abs(float(paper))
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One compared quantity (see the module docstring); ``kind`` is ``"accounting"`` or
+    ``"training"``, ``paper_text`` the paper's value as printed (for display)."""
+
+    quantity: str
+    source: str
+    paper: Value
+    privfl: Value
+    rel_diff: float | None
+    tolerance: float | None
+    verdict: str
+    reason: str
+    kind: str = "accounting"
+    paper_text: str = ""
+
+    def within_tolerance(self) -> bool:
+        """Whether the values agree as a ``match`` needs (recomputed from the values)."""
+        return _agrees(self.paper, self.privfl, self.tolerance)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as ``--json`` prints it: quantity, source, paper, privfl, rel_diff,
+        tolerance, verdict, reason (an interval is a two-element list)."""
+        def plain(value: Value) -> Any:
+            if isinstance(value, tuple):
+                return [float(v) for v in value]
+            if isinstance(value, float) and not math.isfinite(value):
+                return str(value)
+            return value
+
+        return {"quantity": self.quantity, "source": self.source, "paper": plain(self.paper),
+                "privfl": plain(self.privfl), "rel_diff": self.rel_diff,
+                "tolerance": self.tolerance, "verdict": self.verdict, "reason": self.reason}
+
+
+def _agrees(paper: Value, privfl: Value, tolerance: float | None) -> bool:
+    if isinstance(paper, tuple):
+        return _is_number(privfl) and paper[0] <= float(privfl) <= paper[1]
+    if isinstance(paper, str) or isinstance(privfl, str):
+        return isinstance(paper, str) and paper == privfl
+    if isinstance(privfl, tuple):
+        return False
+    diff = rel_diff(paper, privfl)
+    return diff is not None and tolerance is not None and abs(diff) <= tolerance * (1 + 1e-9)
+
+
+def compare(quantity: str, source: str, paper: Value | str, privfl: Value, *,
+            tolerance: float | str | None = "printed", reason: str = "",
+            kind: str = "accounting") -> Row:
+    """A :class:`Row` with its verdict (see the module docstring).
+
+    ``paper`` given as a numeric string (``"2.71"``) is the number as printed: its value is
+    compared and ``tolerance="printed"`` derives from its digits. ``tolerance=None``: the row
+    cannot match (it differs, for ``reason``). A row that differs without a ``reason`` is a
+    programming error (ValueError): every difference is explained.
+    """
+    paper_text = ""
+    if isinstance(paper, str) and _numeric(paper):
+        paper_text, paper = paper, float(paper)
+    if isinstance(paper, (tuple, str)):  # an interval or a text: no relative tolerance
+        tolerance = None
+        agrees = _agrees(paper, privfl, None)
+    else:
+        if tolerance == "printed":
+            if not paper_text:
+                raise ValueError(f"{quantity}: tolerance='printed' needs the paper's value as "
+                                 "printed (a numeric string)")
+            tolerance = printed_tolerance(paper_text)
+        elif isinstance(tolerance, str):
+            raise ValueError(f"tolerance = {tolerance!r} is not allowed: a number, 'printed' or "
+                             "None")
+        agrees = tolerance is not None and _agrees(paper, privfl, tolerance)
+    verdict = MATCH if agrees else DIFFERS
+    if verdict == DIFFERS and not reason.strip():
+        raise ValueError(f"{quantity}: the values differ (paper {paper!r}, privfl {privfl!r}) "
+                         "and no reason is given")
+    return Row(quantity, source, paper, privfl, rel_diff(paper, privfl), tolerance, verdict,
+               reason.strip(), kind, paper_text)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class Reproduction:
+    """What ``privfl reproduce PAPER`` computed: the rows, the figures (``privfl.runs.html``
+    :class:`~privfl.runs.html.Figure` s, built lazily by the HTML writer from ``curves``), notes,
+    and how long it took."""
+
+    paper: str
+    title: str
+    scale: str
+    rows: list[Row] = field(default_factory=list)
+    #: figure id -> {"title", "xtitle", "ytitle", "log", "traces": [{"name", "x", "y", ...}]}
+    curves: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    #: the paper-scale runs: one line each (what runs, how long, which data)
+    plan: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    def add(self, rows: Sequence[Row] | Row) -> None:
+        self.rows.extend([rows] if isinstance(rows, Row) else rows)
+
+    def counts(self) -> dict[str, int]:
+        """``{"match": n, "differs": m}``."""
+        return {verdict: sum(row.verdict == verdict for row in self.rows)
+                for verdict in (MATCH, DIFFERS)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"paper": self.paper, "title": self.title, "scale": self.scale,
+                "wall_seconds": self.wall_seconds, "counts": self.counts(),
+                "rows": [row.to_dict() for row in self.rows], "notes": list(self.notes),
+                "plan": list(self.plan)}
+
+
+def format_value(value: Any, text: str = "") -> str:
+    """A value for a table: the paper's printed text, a number to 6 significant digits, an
+    interval, a text, or '-' (none)."""
+    if text:
+        return text
+    if value is None:
+        return "-"
+    if isinstance(value, tuple):
+        return f"[{format_value(value[0])}, {format_value(value[1])}]"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _percent(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:+.3g} %" if value else "0 %"
+
+
+def cells(row: Row) -> tuple[str, ...]:
+    """The row as the table's text cells (:data:`HEADER`)."""
+    tolerance = "-" if row.tolerance is None else f"{100 * row.tolerance:.3g} %"
+    if isinstance(row.paper, (tuple, str)) and row.verdict == "match":
+        tolerance = "within" if isinstance(row.paper, tuple) else "same"
+    return (row.quantity, row.source, format_value(row.paper, row.paper_text),
+            format_value(row.privfl), _percent(row.rel_diff), tolerance, row.verdict, row.reason)

@@ -1,0 +1,125 @@
+"""What each reproduction must find: the verdict counts and pinned values (shared by the tests of
+tests/reproduce). A recomputed number that drifts out of its tolerance flips its row's verdict,
+and the counts no longer agree; the pinned values catch smaller drifts of privfl's own numbers.
+
+``ACCOUNTING``: paper -> (rows, match, differ) with ``training=False``; ``QUICK``: the same for
+the whole quick reproduction. ``PINNED``: paper -> {start of a quantity: (privfl value, relative
+tolerance)}; ``VERDICTS``: paper -> {start of a quantity: verdict of every row it starts}.
+"""
+
+from __future__ import annotations
+
+ACCOUNTING = {
+    "zheng2021": (37, 19, 18),
+    "zhang2022": (14, 7, 7),
+    "xie2023": (73, 35, 38),
+    "hasircioglu2022": (11, 0, 11),
+    "asoodeh2021": (11, 10, 1),
+}
+#: the quick training rows: paper -> (rows, match, differ)
+TRAINING = {
+    "zheng2021": (3, 1, 2),
+    "zhang2022": (0, 0, 0),
+    "xie2023": (5, 4, 1),
+    "hasircioglu2022": (1, 1, 0),
+    "asoodeh2021": (0, 0, 0),
+}
+
+PINNED = {
+    "zheng2021": {
+        "mu_max, MNIST, p = 1, sigma = 1, B = 16": (2.7110, 1e-4),
+        "epsilon at delta = 1e-5, MNIST, p = 1, sigma = 1, B = 16": (13.8772, 1e-4),
+        "mu_max, CIFAR-10, p = 0.5, sigma = 0.5": (37.5065, 1e-5),
+        "epsilon at delta = 1e-5, CIFAR-10, p = 0.5, sigma = 0.5": (289.415, 1e-4),
+        "mu_max of the B = 8 runs": (0.83391, 1e-4),
+    },
+    "zhang2022": {
+        "noise variance sigma_eps^2 for TV >= 0.005, sigma^2 = 1, target TV = C1 - tau = "
+        "0.005, d = 100": (0.00177699902, 1e-6),
+        "TV reached by Lemma 6.8's noise, sigma^2 = 1, target TV = C1 - tau = 0.005, d = 100":
+            (0.136726920644, 1e-9),
+        "upper bound on the leakage": (0.044295463481, 1e-9),
+    },
+    "xie2023": {
+        "epsilon, UserDP-FedAvg, MNIST: q = 0.1, T = 3, sigma = 0.5,": (6.9269, 1e-4),
+        "epsilon, privfl's tightest bound, UserDP-FedAvg, MNIST: q = 0.1, T = 3, sigma = 0.5,":
+            (4.0233, 1e-4),
+        "epsilon, InsDP-FedAvg, MNIST: q = 50/1266, V = 26, T = 3, sigma = 1,": (3.5691, 1e-4),
+        "epsilon at round 200, InsDP-FedSGD, m = 10": (0.8872, 1e-4),
+        "Dopamine's epsilon at round 200": (2.7680, 1e-4),
+        "epsilon at round 200, privfl's bound": (2.0985, 1e-4),
+    },
+    "hasircioglu2022": {
+        "sigma for (0.015, 1e-6) per iteration, WCS (Theorem 5.2), Section 6.1": (7.6651, 1e-4),
+        "sigma for (0.015, 1e-6) per iteration, OLS (Theorem 5.1), Section 6.1": (22.4975, 1e-4),
+        "sigma for (0.015, 1e-6) per iteration, the proposed scheme (Theorem 4.1), Section 6.1":
+            (2.3715, 1e-4),
+        "sigma for (0.015, 1e-6), privfl's rigorous per-s1-convexity bound, Section 6.2":
+            (0.8151, 1e-4),
+        "delta at epsilon = 0.015 per iteration, paper's sigma = 0.646": (1.734258e-6, 1e-5),
+    },
+    "asoodeh2021": {
+        "epsilon at delta = 1e-05, q = 0.1": (1.6485, 1e-4),
+        "epsilon at delta = 1e-05, q = 0.3": (0.8997, 1e-4),
+        "delta at epsilon = 3, q = 0.1": (3.2078e-14, 1e-4),
+        "epsilon at delta = 1e-5 as T -> infinity": (1.6507, 1e-4),
+    },
+}
+
+VERDICTS = {
+    "zheng2021": {"mu_max, ": "match", "epsilon at delta = 1e-5, ": "differs"},
+    "zhang2022": {"noise variance": "differs", "TV reached": "match",
+                  "upper bound on the leakage": "differs", "variance of the sampled": "match"},
+    "xie2023": {"epsilon, UserDP": "match", "epsilon, InsDP": "match",
+                "epsilon, privfl's tightest bound": "differs",
+                "epsilon at round 200, privfl's bound": "differs"},
+    "hasircioglu2022": {"sigma for (0.015, 1e-6) per iteration, the proposed": "differs",
+                        "delta at epsilon = 0.015": "differs"},
+    "asoodeh2021": {"epsilon at delta": "match", "delta at epsilon = 3": "differs"},
+}
+#: pinned quick training values: paper -> {start of a quantity: (value, absolute tolerance)}
+TRAINING_PINNED = {
+    "zheng2021": {"private personalised accuracy": (83.75, 3.0),
+                  "non-private personalised accuracy": (93.05, 3.0)},
+    "xie2023": {"clean accuracy (%), UserDP-FedAvg, Table 4 setting, sigma = 1": (99.5, 1.5),
+                "epsilon of the trained run, paper scope, Table 4 setting, sigma = 1":
+                    (1.8504, 1e-3)},
+}
+
+
+def rows_starting(rows, start):
+    """The rows (dicts of rows.json) whose quantity starts with ``start``; at least one."""
+    found = [row for row in rows if row["quantity"].startswith(start)]
+    assert found, f"no row starts with {start!r}"
+    return found
+
+
+def check_rows(payload, expected_counts, paper):
+    """Every match row within its tolerance (recomputed from the values), every differing row
+    explained, the verdict counts, the pinned values and verdicts."""
+    rows = payload["rows"]
+    for row in rows:
+        assert set(row) == {"quantity", "source", "paper", "privfl", "rel_diff", "tolerance",
+                            "verdict", "reason"}, row
+        assert row["source"] and row["quantity"]
+        if row["verdict"] == "differs":
+            assert row["reason"], row
+            continue
+        assert row["verdict"] == "match", row
+        paper_value, ours = row["paper"], row["privfl"]
+        if isinstance(paper_value, list):
+            assert paper_value[0] <= ours <= paper_value[1], row
+        elif isinstance(paper_value, str):
+            assert paper_value == ours, row
+        else:
+            diff = (ours - paper_value) / abs(paper_value)
+            assert abs(diff) <= row["tolerance"] * (1 + 1e-9), row
+            assert abs(diff - row["rel_diff"]) <= 1e-12 * max(1.0, abs(diff)), row
+    counts = (len(rows), sum(r["verdict"] == "match" for r in rows),
+              sum(r["verdict"] == "differs" for r in rows))
+    assert counts == expected_counts, (paper, counts)
+    for start, (value, tolerance) in PINNED[paper].items():
+        for row in rows_starting(rows, start):
+            assert abs(row["privfl"] - value) <= tolerance * abs(value), (start, row["privfl"])
+    for start, verdict in VERDICTS[paper].items():
+        assert {row["verdict"] for row in rows_starting(rows, start)} == {verdict}, start

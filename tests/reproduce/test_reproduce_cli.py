@@ -1,0 +1,95 @@
+"""``privfl reproduce``: the list, input errors, the table, --json, the files of --out, the
+Markdown section and the paper-scale dry run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from privfl.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _invoke(args):
+    return CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+
+
+def test_list_names_every_paper_with_what_it_covers():
+    result = _invoke(["reproduce", "--list"])
+    assert result.exit_code == 0, result.output
+    for name in ("zheng2021", "zhang2022", "xie2023", "hasircioglu2022", "asoodeh2021"):
+        assert name in result.output
+    assert result.output.count("covers:") == 5
+
+
+def test_list_does_not_import_torch():
+    probe = ("import sys\nfrom privfl.cli.main import main\nsys.argv = ['privfl', 'reproduce', "
+             "'--list']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print('torch' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "False", done.stdout + done.stderr
+
+
+def test_bad_input_is_one_line_naming_what_is_allowed():
+    cases = [
+        (["reproduce", "zheng"], "must be one of zheng2021, zhang2022, xie2023, "
+                                 "hasircioglu2022, asoodeh2021"),
+        (["reproduce"], "PAPER is missing"),
+        (["reproduce", "asoodeh2021", "--scale", "full"], "must be one of quick, paper"),
+        (["reproduce", "asoodeh2021", "--dry-run"], "--scale paper"),
+    ]
+    for args, message in cases:
+        result = _invoke(args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output, (args, result.output)
+        assert "Traceback" not in result.output
+
+
+def test_table_json_and_files(tmp_path):
+    out, md = tmp_path / "out", tmp_path / "asoodeh.md"
+    result = _invoke(["reproduce", "asoodeh2021", "--no-training", "--json", "--out", str(out),
+                      "--markdown", str(md)])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["command"] == "reproduce" and payload["paper"] == "asoodeh2021"
+    assert payload["counts"]["match"] + payload["counts"]["differs"] == len(payload["rows"])
+    assert all(list(row) == ["quantity", "source", "paper", "privfl", "rel_diff", "tolerance",
+                             "verdict", "reason"] for row in payload["rows"])
+    assert json.loads((out / "rows.json").read_text())["rows"] == payload["rows"]
+    html = (out / "report.html").read_text()
+    assert 'id="rows-accounting"' in html and 'id="asoodeh2021-figure2"' in html
+    assert "Plotly.newPlot" in html and "differs" in html
+    for text in ((out / "table.md").read_text(), md.read_text()):
+        assert "| quantity | source | paper | privfl | rel. diff | tolerance | verdict | reason |" \
+            in text
+    assert "`privfl reproduce asoodeh2021 --scale quick`" in md.read_text()
+    plain = _invoke(["reproduce", "asoodeh2021", "--no-training"])
+    assert plain.exit_code == 0 and "match   epsilon at delta" in plain.output
+    assert "rows:" in plain.output and "why: a bound privfl proves tighter" in plain.output
+
+
+def test_an_out_folder_with_runs_is_refused_before_any_work(tmp_path):
+    (tmp_path / "runs" / "old").mkdir(parents=True)
+    result = _invoke(["reproduce", "zheng2021", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "already holds a reproduction's training runs" in result.output
+
+
+def test_paper_scale_dry_run_plans_and_names_missing_data():
+    result = _invoke(["reproduce", "xie2023", "--scale", "paper", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["scale"] == "paper" and payload["plan"][-1].startswith("total: 3 runs")
+    training = [r for r in payload["rows"] if r["quantity"].startswith("clean accuracy")]
+    assert len(training) == 3
+    for row in training:  # MNIST is not shipped: the row says how to get it, or it is a dry run
+        assert row["privfl"] is None and row["verdict"] == "differs"
+        assert row["reason"].startswith("not run: ")
+        assert "MNIST" in row["reason"] or "dry run" in row["reason"]
