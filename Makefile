@@ -23,16 +23,23 @@ install:
 	$(MAKE) --no-print-directory data
 
 # The offline data the tests and demos use (Debian's dataset-fashion-mnist), where this machine
-# can install it (root with apt-get); elsewhere the tests that need it skip and say why.
+# can install it (root with apt-get; it waits up to APT_WAIT seconds for another apt or dpkg to
+# release its lock); elsewhere the tests that need it skip and say why.
+APT_WAIT ?= 300
+FMNIST_USERS := configs/demo-dp-ftrl.yaml, configs/demo-bandmf.yaml and the Fashion-MNIST \
+	configs of configs/zheng2021, xie2023, hasircioglu2022 and asoodeh2021
 data:
 	@if [ -d /usr/share/datasets/fashion-mnist ]; then :; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			dataset-fashion-mnist; } \
-		|| echo "make: could not install dataset-fashion-mnist: its tests will skip" >&2; \
+		{ apt-get -o DPkg::Lock::Timeout=$(APT_WAIT) update -qq \
+		&& DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=$(APT_WAIT) \
+			install -y -qq dataset-fashion-mnist; } \
+		|| { echo "make: could not install dataset-fashion-mnist (apt-get failed above; if" \
+			"another apt or dpkg held its lock for $(APT_WAIT) s, run make data again):" \
+			"$(FMNIST_USERS) need it, and their tests will skip" >&2; }; \
 	else \
 		echo "make: dataset-fashion-mnist is not installed (as root: apt-get install" \
-			"dataset-fashion-mnist): its tests will skip" >&2; \
+			"dataset-fashion-mnist): $(FMNIST_USERS) need it, and their tests will skip" >&2; \
 	fi
 
 # the default suite on every core (pytest-xdist; a test file stays on one worker): about twice as
