@@ -80,3 +80,21 @@ def test_compare_of_runs_without_a_per_round_bound_reads_their_shared_estimate(t
         assert (first["epsilon_method"], first["epsilon_kind"]) == ("gdp-clt", "estimate")
     text = comparison_markdown(loaded, rows)
     assert "(gdp-clt estimate)" in text
+
+
+def test_dp_dsgd_rows_keep_one_accountant_after_its_per_iteration_first_round():
+    """DP-DSGD's round-1 row holds per-iteration numbers (``wcs`` 1.53 was the tightest) and
+    composes from round 2 (``wcs-rdp``): the series is the composition, never a switch."""
+    from privfl.algorithms.base import released_results, row_privacy_metrics, series_accountant
+    from privfl.algorithms.builders import build_dataset, privacy_plan
+
+    config = load_config(ROOT / "configs/demo-dp-dsgd.yaml")
+    plan = privacy_plan(config, build_dataset(config))
+    rows = {r: released_results(plan, r, full=False) for r in range(1, 7)}
+    series = series_accountant(plan, rows[2], rows[3])
+    assert series == ("wcs-rdp", "run")
+    logged = {r: row_privacy_metrics(plan, rows[r], series) for r in rows}
+    assert "epsilon" not in logged[1]
+    assert {logged[r]["epsilon_method"] for r in range(2, 7)} == {"wcs-rdp"}
+    assert [logged[r]["epsilon"] for r in range(2, 7)] == sorted(
+        logged[r]["epsilon"] for r in range(2, 7))

@@ -16,8 +16,8 @@ only knows this protocol; nothing in it names an algorithm, an accountant or a p
 
 Per-round privacy metrics are generic (:func:`privacy_metrics`): ``metrics["privacy"]`` is a list
 of ``{"method", "kind", "scope", "epsilon", "delta"[, "mu"]}``, ``metrics["epsilon"]`` is the
-tightest rigorous bound in the plan's primary scope among the accountants every row carries
-(one series across rounds; ``metrics["epsilon_method"]`` names it) and
+rigorous bound of one accountant across the rows (:func:`series_accountant`: one series, the
+same in two runs of one plan of different lengths; ``metrics["epsilon_method"]`` names it) and
 ``metrics["mu"]`` the largest Gaussian-DP mu there, when an accountant gives one.
 """
 
@@ -45,6 +45,8 @@ __all__ = [
     "headline_scopes",
     "lost_attempts",
     "privacy_metrics",
+    "row_privacy_metrics",
+    "series_accountant",
     "privacy_entries",
     "released_results",
     "tightest_bound",
@@ -242,6 +244,18 @@ class RoundAlgorithm:
             self.accounting_seconds = (getattr(self, "accounting_seconds", 0.0)
                                        + time.perf_counter() - started)
 
+    def epsilon_series(self) -> tuple[str, str] | None:
+        """``(method, scope)`` of the rows' ``epsilon`` (:func:`series_accountant` on what a
+        row carries after two and three rounds under :attr:`cadence`; cached)."""
+        if "_epsilon_series" not in self.__dict__:
+            every_row_full = self.cadence is None or self.cadence.every == 1
+            try:
+                rows = [released_results(self.plan, r, full=every_row_full) for r in (2, 3)]
+            except ValueError:  # a plan whose schedule ends after one round
+                rows = [released_results(self.plan, 1, full=every_row_full)] * 2
+            self._epsilon_series = series_accountant(self.plan, *rows)
+        return self._epsilon_series
+
     def run_round(self) -> dict[str, Any]:
         """Run round ``self.round + 1``: select, local work, aggregate, evaluate, account."""
         started = time.perf_counter()
@@ -253,9 +267,8 @@ class RoundAlgorithm:
         self.round = r
         metrics.update(self.evaluate(cohort, updates))
         full = self.cadence is None or self.cadence.full(r)
-        skipped = () if self.cadence is None or self.cadence.every == 1 else tuple(
-            getattr(self.plan, "round_skips", ()))
-        metrics.update(privacy_metrics(self.plan, self.privacy(r, full=full), series=skipped))
+        metrics.update(row_privacy_metrics(self.plan, self.privacy(r, full=full),
+                                           self.epsilon_series()))
         if metrics.get("privacy") and getattr(self.plan, "round_skips", ()):
             metrics["privacy_methods"] = FULL if full else PER_ROUND
         if self.redrawn:
@@ -343,23 +356,51 @@ def tightest_bound(results: Sequence[PrivacyResult]) -> PrivacyResult | None:
     return min(bounds, key=lambda r: r.epsilon) if bounds else None
 
 
-def privacy_metrics(plan: PrivacyPlan, results: Sequence[PrivacyResult], *,
-                    series: Sequence[str] = ()) -> dict[str, Any]:
+def series_accountant(plan: PrivacyPlan, first: Sequence[PrivacyResult],
+                      second: Sequence[PrivacyResult]) -> tuple[str, str] | None:
+    """``(method, scope)`` of the one bound a run's metrics rows give as ``epsilon``: among the
+    rigorous bounds valid for what is released that a row carries after two rounds (``first``)
+    and after three (``second``), the tightest after two; None when there is none. Rounds 2
+    and 3, not 1: a plan may report per-iteration numbers after one round and compose from the
+    second on (DP-DSGD: ``wcs`` at round 1, ``wcs-rdp`` after), and the series is the
+    composition (such a run's first row has no ``epsilon``). It depends on the plan and the
+    cadence only, so two runs of one plan of different lengths log the same series."""
+    def keyed(results: Sequence[PrivacyResult]) -> dict[tuple[str, str], float]:
+        return {(r.method, str(r.extras.get("scope", ""))): float(r.epsilon)
+                for r in budget_results(plan, results) if r.kind == "bound"}
+
+    one, two = keyed(first), keyed(second)
+    common = [key for key in one if key in two]
+    return min(common, key=lambda key: (one[key], key)) if common else None
+
+
+def row_privacy_metrics(plan: PrivacyPlan, results: Sequence[PrivacyResult],
+                        series: tuple[str, str] | None) -> dict[str, Any]:
+    """A metrics row's :func:`privacy_metrics`, with ``epsilon`` / ``epsilon_method`` from the
+    run's one series (:func:`series_accountant`; none without one): the rows' epsilons never
+    switch accountants, and a full row's tighter from-scratch bound (the sampled PLD at the
+    last planned round) stays in ``privacy`` and is the headline's (summary.json)."""
+    out = privacy_metrics(plan, results)
+    out.pop("epsilon", None)
+    out.pop("epsilon_method", None)
+    found = [r for r in results if series is not None and r.kind == "bound"
+             and (r.method, str(r.extras.get("scope", ""))) == series]
+    if found:
+        out["epsilon"] = float(found[0].epsilon)
+        out["epsilon_method"] = found[0].method
+    return out
+
+
+def privacy_metrics(plan: PrivacyPlan, results: Sequence[PrivacyResult]) -> dict[str, Any]:
     """Per-round privacy metrics (empty for a non-private run): ``privacy`` (every result,
     :func:`privacy_entries`), ``epsilon`` / ``epsilon_method`` (the tightest rigorous bound in
     the plan's primary scope), ``mu`` / ``mu_method`` (the largest Gaussian-DP mu there, if
-    any result carries one) and ``scope`` (the primary scope).
-
-    ``series`` (a metrics row: the accountants some rows leave out, ``plan.round_skips`` when
-    the cadence skips them): ``epsilon`` comes from the other accountants, which every row
-    carries, so the rows' epsilons are one series, and the same in two runs of one plan at the
-    same round whatever their lengths; a full row's tighter from-scratch bound (the sampled
-    PLD) stays in ``privacy`` and is the headline's (summary.json)."""
+    any result carries one) and ``scope`` (the primary scope)."""
     if not results:
         return {}
     primary = budget_results(plan, results)
     out: dict[str, Any] = {"privacy": privacy_entries(results), "scope": plan.primary_scope}
-    best = tightest_bound([r for r in primary if r.method not in series])
+    best = tightest_bound(primary)
     if best is not None:
         out["epsilon"] = float(best.epsilon)
         out["epsilon_method"] = best.method
