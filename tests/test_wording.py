@@ -174,7 +174,7 @@ def test_dry_run_reports_name_papers_by_authors(path):
     assert offences(result.output, f"privfl run {path.name} --dry-run") == []
 
 
-DEMO_TIME = "about 20 s"
+DEMO_TIME = "about 6 s"
 
 
 @pytest.mark.parametrize("source", [
