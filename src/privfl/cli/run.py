@@ -119,23 +119,11 @@ class _Display:
             trainer.progress = self.on_clients
         self.round_started = self.last_log = time.monotonic()
         if self.show_progress and not self.log_lines:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from privfl.runs.progress import progress_bar
 
-            self.progress = Progress(
-                TextColumn("round"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(),
-                TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
-                console=self.console, transient=False,
-            )
-            self.progress.start()
+            self.progress = progress_bar(self.console)
             self.task = self.progress.add_task(
-                "rounds", total=rounds, completed=algo.round, status=""
+                "round", total=rounds, completed=algo.round, status=""
             )
 
     def on_clients(self, done: int, total: int) -> None:

@@ -191,3 +191,24 @@ def paper_rows(runs: Sequence[PaperRun], out: Path | None, *, dry_run: bool,
             else None, tolerance=None if run.substitute else run.tolerance, kind="training",
             reason=f"{scale}; one seed ({result.seconds / 3600:.1f} h)"))
     return rows
+
+
+def reproduce_with_training(
+    rep: Any, scale: str, out: Path | None, *, accounting: Callable[[Any], None],
+    quick: Callable[[Any, Path | None, Progress | None], None],
+    paper: Callable[[], Sequence[PaperRun]], unwired: str, training: bool, dry_run: bool,
+    progress: Progress | None) -> Any:
+    """A paper's reproduction ``rep`` (:class:`~privfl.reproduce.rows.Reproduction`) with its
+    accounting rows, then its quick training (``scale`` quick) or its paper-scale runs and
+    plan (``scale`` paper; ``unwired``: the note on the runs that are not wired)."""
+    accounting(rep)
+    if training and scale == "quick":
+        quick(rep, out, progress)
+    if scale == "paper":
+        runs = paper()
+        rep.plan = paper_plan(runs)
+        if training:
+            rep.add(paper_rows(runs, out, dry_run=dry_run, progress=progress))
+        rep.notes.append(unwired)
+    return rep
+

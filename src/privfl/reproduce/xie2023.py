@@ -17,7 +17,12 @@ from typing import Any
 
 from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
-from privfl.reproduce.training import PaperRun, Progress, paper_plan, paper_rows, run_config
+from privfl.reproduce.training import (
+    PaperRun,
+    Progress,
+    reproduce_with_training,
+    run_config,
+)
 
 #: table -> (what, q, steps per round x rounds, delta, {sigma (= z): epsilon as printed})
 TABLES: dict[str, tuple[str, float, int, float, dict[float, str]]] = {
@@ -206,16 +211,11 @@ def paper_runs() -> list[PaperRun]:
 
 def reproduce(scale: str, out: Path | None = None, *, training: bool = True,
               dry_run: bool = False, progress: Progress | None = None) -> Reproduction:
-    rep = Reproduction("xie2023", PAPERS["xie2023"].title, scale)
-    accounting(rep)
-    if training and scale == "quick":
-        quick_training(rep, out, progress)
-    if scale == "paper":
-        runs = paper_runs()
-        rep.plan = paper_plan(runs)
-        if training:
-            rep.add(paper_rows(runs, out, dry_run=dry_run, progress=progress))
-        rep.notes.append("CIFAR-10 and Sent140 (Tables 5, 6, 8) training is not wired: those "
-                         "tasks are not available offline; configs/xie2023/fmnist01-* run their "
-                         "privacy settings on Fashion-MNIST (docs/experiments/xie2023.md)")
-    return rep
+    """The paper's rows at ``scale`` (:func:`.training.reproduce_with_training`)."""
+    return reproduce_with_training(
+        Reproduction("xie2023", PAPERS["xie2023"].title, scale), scale, out,
+        accounting=accounting, quick=quick_training, paper=paper_runs, training=training,
+        dry_run=dry_run, progress=progress,
+        unwired=("CIFAR-10 and Sent140 (Tables 5, 6, 8) training is not wired: those tasks are "
+                 "not available offline; configs/xie2023/fmnist01-* run their privacy settings "
+                 "on Fashion-MNIST (docs/experiments/xie2023.md)"))

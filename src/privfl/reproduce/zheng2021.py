@@ -16,7 +16,12 @@ from typing import Any
 
 from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
-from privfl.reproduce.training import PaperRun, Progress, paper_plan, paper_rows, run_config
+from privfl.reproduce.training import (
+    PaperRun,
+    Progress,
+    reproduce_with_training,
+    run_config,
+)
 
 #: (source, dataset, p, paper sigma, n, B, K, R, mu_max as printed)
 TABLES = (
@@ -184,15 +189,10 @@ def paper_runs() -> list[PaperRun]:
 
 def reproduce(scale: str, out: Path | None = None, *, training: bool = True,
               dry_run: bool = False, progress: Progress | None = None) -> Reproduction:
-    rep = Reproduction("zheng2021", PAPERS["zheng2021"].title, scale)
-    accounting(rep)
-    if training and scale == "quick":
-        quick_training(rep, out, progress)
-    if scale == "paper":
-        runs = paper_runs()
-        rep.plan = paper_plan(runs)
-        if training:
-            rep.add(paper_rows(runs, out, dry_run=dry_run, progress=progress))
-        rep.notes.append("CIFAR-10 (Table 3) training is not wired: configs/zheng2021/cifar10-*"
-                         ".yaml hold the settings (the data: --set data.download=true)")
-    return rep
+    """The paper's rows at ``scale`` (:func:`.training.reproduce_with_training`)."""
+    return reproduce_with_training(
+        Reproduction("zheng2021", PAPERS["zheng2021"].title, scale), scale, out,
+        accounting=accounting, quick=quick_training, paper=paper_runs, training=training,
+        dry_run=dry_run, progress=progress,
+        unwired=("CIFAR-10 (Table 3) training is not wired: configs/zheng2021/cifar10-*.yaml "
+                 "hold the settings (the data: --set data.download=true)"))

@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
-__all__ = ["RunProgress", "fmt", "interactive", "round_status", "with_progress"]
+__all__ = ["RunProgress", "fmt", "interactive", "progress_bar", "round_status", "with_progress"]
 
 
 def fmt(value: Any, pct: bool = False) -> str:
@@ -44,6 +44,26 @@ def round_status(labels: Any, metrics: dict[str, Any]) -> str:
             best = min(estimates, key=lambda e: e["epsilon"])
             status += f"  eps ~{fmt(best['epsilon'])} ({best['method']} estimate)"
     return status
+
+
+def progress_bar(console: Console) -> Any:
+    """A started rich ``Progress`` (what, done/total, bar, elapsed, remaining, status): the
+    rounds of a run and the clients of a round, for ``privfl run`` and the Python API."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    progress = Progress(
+        TextColumn("{task.description}"), MofNCompleteColumn(), BarColumn(),
+        TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
+        console=console, transient=False)
+    progress.start()
+    return progress
 
 
 def _has_widgets() -> bool:
@@ -86,20 +106,7 @@ class RunProgress:
             self.trainer, trainer.progress = trainer, self.on_clients
         if self.lines:
             return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn("{task.description}"), MofNCompleteColumn(), BarColumn(),
-            TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
-            console=self.console, transient=False)
-        self.progress.start()
+        self.progress = progress_bar(self.console)
         self.task = self.progress.add_task("round", total=self.total,
                                            completed=self.done_at_start, status="")
 
