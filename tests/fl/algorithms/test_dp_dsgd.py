@@ -290,6 +290,13 @@ def test_headline_epsilon_is_the_tightest_rigorous_bound_of_the_run():
     assert metrics["epsilon"] == best["epsilon"] and metrics["epsilon_method"] == best["method"]
     # the estimate and the reference are smaller but never the headline
     assert min(e["epsilon"] for e in run) < metrics["epsilon"]
+    # the headline (summary.json's final epsilon) is the same tightest bound
+    from privfl.algorithms.base import privacy_metrics
+    from privfl.runs.plan_headline import plan_headline
+
+    final = privacy_metrics(algo.plan, algo.privacy(2))
+    assert (final["epsilon"], final["epsilon_method"]) == (best["epsilon"], best["method"])
+    assert plan_headline(algo.plan, algo.privacy(2)).result.epsilon == best["epsilon"]
 
 
 def test_secure_aggregation_is_accounted_as_the_trusted_sum_with_its_release():
