@@ -245,13 +245,25 @@ def shared_accountant(rows: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
     return None
 
 
+def _own_tightest(row: dict[str, Any]) -> tuple[str | None, str, float]:
+    """(method, kind, epsilon) of a row's tightest bound in its primary scope, else its tightest
+    estimate, else its logged ``epsilon`` (a row without a ``privacy`` list)."""
+    for kind in ("bound", "estimate"):
+        found = _guarantees(row, kind)
+        if found:
+            method = min(found, key=lambda m: (found[m], m))
+            return method, kind, found[method]
+    return row.get("epsilon_method"), "bound", _value(row, "epsilon")
+
+
 def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[dict[str, Any]]:
     """One dict per round: ``{"round": r, run name: {accuracies, epsilon, epsilon_method,
     epsilon_kind, mu}}``. The private runs' epsilons at a round come from one accountant
     (:func:`shared_accountant`): a run whose row of that round carries the sampled PLD (its
     last planned round) and one whose row does not are both read from an accountant both
-    carry. Runs that share none keep their own ``epsilon`` (``epsilon_kind`` "bound", a note
-    says so: :func:`unshared_rounds`)."""
+    carry. Runs that share none show each its own tightest bound at that round (else its
+    tightest estimate, marked), and a note says the round is not like for like
+    (:func:`unshared_rounds`)."""
     rows = []
     for r in rounds:
         row: dict[str, Any] = {"round": r}
@@ -262,7 +274,7 @@ def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[di
             entry: dict[str, Any] = {k: _value(m, k) for k in run.headline}
             if run.private:
                 if shared is None:
-                    method, kind, value = m.get("epsilon_method"), "bound", _value(m, "epsilon")
+                    method, kind, value = _own_tightest(m)
                 else:
                     method, kind = shared
                     value = _guarantees(m, kind)[method]
@@ -334,7 +346,8 @@ def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]
     unshared = unshared_rounds(runs, rows)
     if unshared:
         lines += [f"**Not like for like:** at round(s) {', '.join(map(str, unshared))} the "
-                  "private runs share no accountant; each eps is its own run's bound."]
+                  "private runs share no accountant; each eps is its own run's tightest bound "
+                  "(or estimate, marked) at that round."]
     lines += [MISSING_NOTE] if missing else []
     return "\n".join(lines) + "\n"
 

@@ -234,11 +234,13 @@ def test_run_report_check_privacy_and_compare(toy, tmp_path):
     assert [r["unit"] for r in payload["runs"]] == ["client", "record"]
     assert [row["round"] for row in payload["rows"]] == [1, 2, 3]
     assert set(payload["rows"][0]["toy"]) == {"global_accuracy", "epsilon", "epsilon_method",
-                                              "mu"}
+                                              "epsilon_kind", "mu", "mu_method"}
     # PriFedSync's default accountants (gdp-clt, pld): a per-round row carries the CLT
-    # estimate only (no bound), the last planned row the PLD bound (privfl.algorithms.cadence)
-    assert payload["rows"][0]["pfs"].get("epsilon_method") is None
-    assert payload["rows"][2]["pfs"]["epsilon_method"] == "pld"
+    # estimate only (no bound), the last planned row the PLD bound (privfl.algorithms.cadence);
+    # the two runs share no accountant, so each shows its own tightest number, marked
+    pfs_rows = [row["pfs"] for row in payload["rows"]]
+    assert [(r["epsilon_method"], r["epsilon_kind"]) for r in pfs_rows] == [
+        ("gdp-clt", "estimate"), ("gdp-clt", "estimate"), ("pld", "bound")]
     assert payload["rows"][0]["pfs"]["mu"] > 0  # Theorem 2's CLT mu (an estimate)
 
 
