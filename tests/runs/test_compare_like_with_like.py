@@ -15,7 +15,13 @@ from typer.testing import CliRunner
 
 from privfl.cli.main import app
 from privfl.config import load_config
-from privfl.runs.compare import comparison_markdown, comparison_rows, distinct_labels, load_run
+from privfl.runs.compare import (
+    comparison_markdown,
+    comparison_rows,
+    distinct_labels,
+    epsilon_series,
+    load_run,
+)
 from privfl.runs.experiment import Experiment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +86,17 @@ def test_compare_of_runs_without_a_per_round_bound_reads_their_shared_estimate(t
         assert (first["epsilon_method"], first["epsilon_kind"]) == ("gdp-clt", "estimate")
     text = comparison_markdown(loaded, rows)
     assert "(gdp-clt estimate)" in text
+    # the plotted series: one accountant per run, the estimate where no row carries a bound
+    label, series = epsilon_series(loaded[1])
+    assert label == "gdp-clt estimate" and list(series) == [1, 2, 3, 4]
+    assert series[2] == rows[1][loaded[1].name]["epsilon"]
+    label, series = epsilon_series(load_run(dp_fedavg_runs_dir(tmp_path)))
+    assert label == "rdp bound" and list(series) == [1, 2]
+
+
+def dp_fedavg_runs_dir(tmp_path: Path) -> Path:
+    return _run(tmp_path / "fedavg", "configs/demo-dp-fedavg.yaml", 2,
+                ["data.clients=40", "federated.client_rate=0.5"])
 
 
 def test_dp_dsgd_rows_keep_one_accountant_after_its_per_iteration_first_round():

@@ -24,8 +24,8 @@ from privfl.runs.rundir import RunDirectory, logged_number
 
 __all__ = ["EPSILON_NOTE", "MISSING", "RunRecord", "common_rounds", "comparison_markdown",
            "comparison_notes", "comparison_rows", "disagreement_notes", "distinct_labels",
-           "epsilon_cell", "load_run", "number_cell", "percent_cell", "plot_comparison",
-           "reports_mu", "shared_accountant", "unshared_rounds"]
+           "epsilon_cell", "epsilon_series", "load_run", "number_cell", "percent_cell",
+           "plot_comparison", "reports_mu", "shared_accountant", "unshared_rounds"]
 
 #: A table cell with no number: not measured at that round, or not reported by that run.
 MISSING = "—"
@@ -243,6 +243,25 @@ def shared_accountant(rows: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
             return own.pop(), kind
         return min(common, key=lambda m: (tables[0][m], m)), kind
     return None
+
+
+def epsilon_series(run: RunRecord) -> tuple[str, dict[int, float]]:
+    """(label, round -> epsilon) of one run's per-round epsilon, from one accountant: its rows'
+    ``epsilon`` (``"rdp bound"``), or where no row carries a bound, the tightest estimate every
+    row carries (``"gdp-clt estimate"``); ``("", {})`` when there is neither."""
+    logged = {row["round"]: _value(row, "epsilon") for row in run.metrics
+              if math.isfinite(_value(row, "epsilon"))}
+    if logged:
+        method = next(row.get("epsilon_method") for row in run.metrics
+                      if math.isfinite(_value(row, "epsilon")))
+        return f"{method} bound", logged
+    tables = [_guarantees(row, "estimate") for row in run.metrics]
+    common = set.intersection(*(set(t) for t in tables)) if tables else set()
+    if not common:
+        return "", {}
+    method = min(common, key=lambda m: (tables[-1][m], m))
+    return f"{method} estimate", {row["round"]: t[method]
+                                  for row, t in zip(run.metrics, tables, strict=True)}
 
 
 def _own_tightest(row: dict[str, Any]) -> tuple[str | None, str, float]:

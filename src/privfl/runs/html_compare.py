@@ -24,6 +24,7 @@ from privfl.runs.compare import (
     RunRecord,
     comparison_notes,
     epsilon_cell,
+    epsilon_series,
     percent_cell,
 )
 from privfl.runs.html import Cell, Section, line_figure, render_page, table
@@ -40,10 +41,10 @@ def _headline(run: RunRecord) -> str:
         return "- (the run has not finished: no summary.json)"
 
 
-def _tradeoff(run: RunRecord, key: str) -> dict[str, list[float]]:
+def _tradeoff(run: RunRecord, key: str, epsilons: Mapping[int, float]) -> dict[str, list[float]]:
     xs, ys = [], []
     for row in run.metrics:
-        eps, acc = row.get("epsilon"), row.get(key)
+        eps, acc = epsilons.get(row["round"]), row.get(key)
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (eps, acc)):
             xs.append(float(eps))
             ys.append(float(acc))
@@ -69,21 +70,23 @@ def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]]
             xs, ys = _series(list(run.metrics), key)
             accuracy.append({"name": f"{run.name}: {labels[key]}", "x": xs, "y": ys,
                              "dash": index > 0})
-        if run.private:
-            xs, ys = _series(list(run.metrics), "epsilon")
-            epsilon.append({"name": run.name, "x": xs, "y": ys})
+        label, series = epsilon_series(run) if run.private else ("", {})
+        if series:  # one accountant per run; an estimate dashed
+            estimate = label.endswith("estimate")
+            epsilon.append({"name": f"{run.name} ({label})", "x": list(series),
+                            "y": list(series.values()), "dash": estimate})
             if run.headline:
                 key = run.headline[0]
-                tradeoff.append({"name": f"{run.name}: {labels[key]}",
-                                 **_tradeoff(run, key)})
+                tradeoff.append({"name": f"{run.name}: {labels[key]} ({label})",
+                                 **_tradeoff(run, key, series), "dash": estimate})
     figures = [
         line_figure("plot-accuracy", accuracy, title="accuracy per round",
                     ytitle="test accuracy", log=False, yrange=(0, 1)),
         line_figure("plot-epsilon", epsilon,
-                    title="epsilon per round (each run's per-round bound: one accountant)",
+                    title="epsilon per round (one accountant per run; an estimate dashed)",
                     ytitle="epsilon"),
         line_figure("plot-tradeoff", tradeoff, title="accuracy against epsilon spent",
-                    xtitle="epsilon (each run's per-round bound)", ytitle="test accuracy",
+                    xtitle="epsilon (each run's per-round series)", ytitle="test accuracy",
                     log=False, yrange=(0, 1)),
     ]
     header = ["round"]
