@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from rich.markup import escape
 from privfl.cli.backend_options import AddressOpt, BackendOpt, WorkersOpt, select_backend
 from privfl.config.algorithms import register_builtin_algorithms
 from privfl.config.sections import algorithm_about, registered_algorithms
+from privfl.runs.progress import fmt, progress_bar, round_status
 
 __all__ = ["run_command"]
 
@@ -61,12 +61,6 @@ def default_out(name: str) -> Path:
         suffix += 1
         path = Path("runs") / f"{safe}-{stamp}-{suffix}"
     return path
-
-
-def _fmt(value: Any, pct: bool = False) -> str:
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
-        return "n/a"
-    return f"{100 * value:.1f}%" if pct else f"{value:.3g}"
 
 
 class _Display:
@@ -119,8 +113,6 @@ class _Display:
             trainer.progress = self.on_clients
         self.round_started = self.last_log = time.monotonic()
         if self.show_progress and not self.log_lines:
-            from privfl.runs.progress import progress_bar
-
             self.progress = progress_bar(self.console)
             self.task = self.progress.add_task(
                 "round", total=rounds, completed=algo.round, status=""
@@ -142,8 +134,6 @@ class _Display:
         self.console.print(f"[yellow]warning: {escape(message)}[/yellow]")
 
     def on_round(self, experiment, metrics: dict[str, Any]) -> None:
-        from privfl.runs.progress import round_status
-
         status = round_status(experiment.algorithm.metric_labels, metrics)
         self.round_started = self.last_log = time.monotonic()
         if self.progress is not None:
@@ -152,7 +142,7 @@ class _Display:
                 self.progress.update(self.clients_task, completed=0)
         elif self.log_lines:
             self.console.print(f"round {metrics['round']}/{self.total_rounds}: {status}  "
-                               f"({_fmt(metrics.get('seconds'))} s{self._eta(metrics)})",
+                               f"({fmt(metrics.get('seconds'))} s{self._eta(metrics)})",
                                highlight=False)
 
     def _eta(self, metrics: dict[str, Any]) -> str:
@@ -195,7 +185,7 @@ class _Display:
         render_card(self.console, title, result.card, result.privacy, previous=self.card_shown)
         final = summary["final"]
         accuracies = ", ".join(
-            f"{key.removesuffix('_accuracy').replace('_', ' ')} {_fmt(final.get(key), True)}"
+            f"{key.removesuffix('_accuracy').replace('_', ' ')} {fmt(final.get(key), True)}"
             for key in summary.get("metric_labels", {})
         )
         stopped = ("stopped: it diverged (the line below says where)"

@@ -20,7 +20,7 @@ from privfl._validation import check_int
 from privfl.config.loader import load_config
 from privfl.runs.card import format_number, format_percent
 from privfl.runs.plots import _series, figure
-from privfl.runs.rundir import RunDirectory, logged_number
+from privfl.runs.rundir import RunDirectory, logged_guarantees, logged_number
 
 __all__ = ["EPSILON_NOTE", "MISSING", "RunRecord", "common_rounds", "comparison_markdown",
            "comparison_notes", "comparison_rows", "disagreement_notes", "distinct_labels",
@@ -209,23 +209,6 @@ def disagreement_notes(runs: Sequence[RunRecord], *, shown: int = 3) -> list[str
     return notes
 
 
-def _guarantees(row: dict[str, Any], kind: str) -> dict[str, float]:
-    """method -> epsilon of a metrics row's ``privacy`` entries of ``kind`` in its primary
-    scope (the scope its ``epsilon`` is read in)."""
-    scope = row.get("scope")
-    out = {}
-    for entry in row.get("privacy") or ():
-        if not isinstance(entry, dict) or entry.get("kind") != kind:
-            continue
-        if scope is not None and entry.get("scope") != scope:
-            continue
-        value = logged_number(entry.get("epsilon"))
-        if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                and isinstance(entry.get("method"), str):
-            out[entry["method"]] = float(value)
-    return out
-
-
 def shared_accountant(rows: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
     """(method, kind) that every row (one per private run, at one round) reports, so that their
     epsilons are like beside like: the bound every row's own ``epsilon_method`` names when they
@@ -235,7 +218,7 @@ def shared_accountant(rows: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
         return None
     own = {row.get("epsilon_method") for row in rows}
     for kind in ("bound", "estimate"):
-        tables = [_guarantees(row, kind) for row in rows]
+        tables = [logged_guarantees(row, kind) for row in rows]
         common = set.intersection(*(set(t) for t in tables))
         if not common:
             continue
@@ -255,7 +238,7 @@ def epsilon_series(run: RunRecord) -> tuple[str, dict[int, float]]:
         method = next(row.get("epsilon_method") for row in run.metrics
                       if math.isfinite(_value(row, "epsilon")))
         return f"{method} bound", logged
-    tables = [_guarantees(row, "estimate") for row in run.metrics]
+    tables = [logged_guarantees(row, "estimate") for row in run.metrics]
     common = set.intersection(*(set(t) for t in tables)) if tables else set()
     if not common:
         return "", {}
@@ -268,7 +251,7 @@ def _own_tightest(row: dict[str, Any]) -> tuple[str | None, str, float]:
     """(method, kind, epsilon) of a row's tightest bound in its primary scope, else its tightest
     estimate, else its logged ``epsilon`` (a row without a ``privacy`` list)."""
     for kind in ("bound", "estimate"):
-        found = _guarantees(row, kind)
+        found = logged_guarantees(row, kind)
         if found:
             method = min(found, key=lambda m: (found[m], m))
             return method, kind, found[method]
@@ -296,7 +279,7 @@ def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[di
                     method, kind, value = _own_tightest(m)
                 else:
                     method, kind = shared
-                    value = _guarantees(m, kind)[method]
+                    value = logged_guarantees(m, kind)[method]
                 entry.update(epsilon=value, epsilon_method=method, epsilon_kind=kind,
                              mu=_value(m, "mu"), mu_method=m.get("mu_method"))
             row[run.name] = entry

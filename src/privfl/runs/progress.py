@@ -19,6 +19,8 @@ from typing import Any
 
 from rich.console import Console
 
+from privfl.runs.rundir import logged_guarantees
+
 __all__ = ["RunProgress", "fmt", "interactive", "progress_bar", "round_status", "with_progress"]
 
 
@@ -38,11 +40,10 @@ def round_status(labels: Any, metrics: dict[str, Any]) -> str:
     if "epsilon" in metrics:
         status += f"  eps {fmt(metrics['epsilon'])} ({metrics.get('epsilon_method')})"
     else:  # no per-round bound (the sampled PLD is composed at the last round): an estimate
-        estimates = [e for e in metrics.get("privacy") or () if e.get("kind") == "estimate"
-                     and e.get("scope") == metrics.get("scope")]
+        estimates = logged_guarantees(metrics, "estimate")
         if estimates:
-            best = min(estimates, key=lambda e: e["epsilon"])
-            status += f"  eps ~{fmt(best['epsilon'])} ({best['method']} estimate)"
+            method = min(estimates, key=lambda m: (estimates[m], m))
+            status += f"  eps ~{fmt(estimates[method])} ({method} estimate)"
     return status
 
 

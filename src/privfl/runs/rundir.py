@@ -123,6 +123,24 @@ def logged_number(value: Any) -> Any:
     return NON_FINITE.get(value, value) if isinstance(value, str) else value
 
 
+def logged_guarantees(row: Mapping[str, Any], kind: str) -> dict[str, float]:
+    """method -> epsilon of a metrics row's ``privacy`` entries of ``kind`` (bound, estimate)
+    in its primary ``scope`` (the scope its ``epsilon`` is read in); entries that are not
+    well-formed are left out."""
+    scope = row.get("scope")
+    out = {}
+    for entry in row.get("privacy") or ():
+        if not isinstance(entry, Mapping) or entry.get("kind") != kind:
+            continue
+        if scope is not None and entry.get("scope") != scope:
+            continue
+        value = logged_number(entry.get("epsilon"))
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and isinstance(entry.get("method"), str):
+            out[entry["method"]] = float(value)
+    return out
+
+
 def json_safe(value: Any) -> Any:
     """Replace non-finite floats by strings, tuples by lists (JSON has neither)."""
     if isinstance(value, float) and not math.isfinite(value):
