@@ -29,6 +29,9 @@ def test_the_readings_of_known_guarantees():
     weak = plain_reading(12.52, 1e-5, "record")
     assert "catches at most 100% of those" in weak and "this epsilon is weak: formally" in weak
     assert "Whether a client took part is not hidden." in weak
+    # a weak guarantee is not read as protection
+    assert "cannot reliably tell" not in weak and "is not kept from telling" in weak
+    assert "cannot reliably tell whether that client was used." in text
 
 
 def test_the_scale_has_three_tiers():

@@ -54,7 +54,10 @@ def plain_reading(epsilon: float, delta: float, unit: str) -> str:
     sure = 1.0 / (1.0 + math.exp(-min(epsilon, 700.0)))
     return (
         f"In plain words: for {who}, an attacker who sees the outputs this guarantee covers "
-        f"and knows everything else cannot reliably tell whether {it} was used. Any test that "
+        f"and knows everything else "
+        + (f"cannot reliably tell whether {it} was used." if tier != "weak" else
+           f"is not kept from telling whether {it} was used: the bounds rule out little.")
+        + " Any test that "
         f"wrongly accuses {alpha:.0%} of the {many} that were not used catches at most "
         f"{_percent(caught)} of those that were (e^epsilon x {alpha:.0%} + delta; Kairouz, Oh "
         "and Viswanath 2015), and an attacker who thought it an even chance ends at most "
