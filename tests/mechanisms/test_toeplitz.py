@@ -3,8 +3,12 @@ finite differences, the optimiser at T = 1024 against the tree, the square root 
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from privfl.mechanisms.factorization import (
     factorization_error,
@@ -19,6 +23,7 @@ from privfl.mechanisms.toeplitz import (
     optimise_toeplitz,
     toeplitz_error,
     toeplitz_workload,
+    within_unit_norm,
 )
 from privfl.mechanisms.tree import tree_levels, tree_step_variances
 
@@ -78,7 +83,30 @@ def test_banded_optimum_improves_on_its_start() -> None:
     assert toeplitz_error(c, a) < 0.9 * toeplitz_error(start / np.linalg.norm(start), a)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False, allow_subnormal=False), min_size=1,
+                max_size=40).filter(lambda c: any(abs(v) > 1e-300 for v in c)))
+def test_within_unit_norm_is_below_one_exactly_and_within_1e_14_of_it(values) -> None:
+    """BandMF's sensitivity m sqrt(k) takes m = 1 for a C from optimise_toeplitz (the number
+    `privfl account bandmf` uses by default, so the run and the command agree bit for bit on any
+    CPU): the norm must be below 1 in exact arithmetic (Fractions), and not lose utility
+    (at most ~30 ulps below 1)."""
+    c = within_unit_norm(values)
+    exact = sum(Fraction(float(v)) ** 2 for v in c)
+    assert exact < 1
+    assert exact > 1 - Fraction(1, 10**14)
+    assert np.all(np.sign(c) == np.sign(values))
+
+
+def test_optimised_toeplitz_has_norm_below_one_in_exact_arithmetic() -> None:
+    c = optimise_toeplitz(40, 10, momentum=0.9, iterations=50)
+    assert sum(Fraction(float(v)) ** 2 for v in c) < 1
+
+
 def test_validation() -> None:
+    for bad in ([], [0.0, 0.0], [1.0, float("nan")], [[1.0]]):
+        with pytest.raises(ValueError, match="c = "):
+            within_unit_norm(bad)
     with pytest.raises(ValueError, match="c_0"):
         inverse_series([0.0, 1.0], 3)
     with pytest.raises(ValueError, match="band"):

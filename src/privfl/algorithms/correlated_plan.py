@@ -30,7 +30,7 @@ from privfl.algorithms.base import lost_attempts, zero_rounds
 from privfl.mechanisms.correlated_privacy import banded_release, composed_release, tree_release
 from privfl.mechanisms.schedule import CyclicGroups
 from privfl.mechanisms.secure import randomness_text
-from privfl.mechanisms.toeplitz import optimise_toeplitz
+from privfl.mechanisms.toeplitz import UNIT_COLUMN_NORM, optimise_toeplitz
 from privfl.mechanisms.tree import ESTIMATORS
 
 __all__ = ["MECHANISMS", "CorrelatedPrivacy"]
@@ -124,7 +124,8 @@ class CorrelatedPrivacy:
         return s.sampling_rate * s.num_clients / s.groups
 
     def coefficients(self) -> np.ndarray:
-        """BandMF's banded Toeplitz C (first column, length ``band``, unit norm): optimised for
+        """BandMF's banded Toeplitz C (first column, length ``band``, norm below 1,
+        :func:`within_unit_norm`): optimised for
         prefix sums with the server momentum over ``max(rounds, band)`` (:func:`optimise_toeplitz`;
         a Toeplitz C streams past its horizon)."""
         if self.mechanism != "banded":
@@ -146,7 +147,9 @@ class CorrelatedPrivacy:
                                 restart_every=self.restart_every, methods=self.accountants)
         return banded_release(
             participation, self.band, self.noise_multiplier,
-            max_column_norm=float(np.linalg.norm(self.coefficients())),
+            # every column of the Toeplitz C has norm <= ||c|| < 1 (within_unit_norm): the bound
+            # m = 1, the same number `privfl account bandmf` takes by default, on every CPU
+            max_column_norm=UNIT_COLUMN_NORM,
             sampling_rate=self.schedule.sampling_rate if self.schedule.sampled else None,
             methods=self.accountants)
 

@@ -113,4 +113,26 @@ def optimise_toeplitz(
         )
         if result.fun < value0:
             best = result.x
-    return best / np.linalg.norm(best)
+    return within_unit_norm(best)
+
+
+#: the column-norm bound m of a C built by :func:`optimise_toeplitz` (its norm is below 1)
+UNIT_COLUMN_NORM = 1.0
+
+
+def within_unit_norm(c: object) -> np.ndarray:
+    """``c`` scaled so that its exact L2 norm is below 1: the column-norm bound ``m = 1`` that
+    BandMF's sensitivity ``m sqrt(k)`` uses is then a bound on every CPU.
+
+    ``c / ||c||`` has a norm of ``1 +- a few ulps`` that depends on how the CPU's SIMD kernels sum
+    the squares. Here the squared norm is ``math.fsum`` of the squares (correctly rounded, so the
+    same bits on every IEEE machine for the same ``c``), and ``c`` shrinks by one ulp at a time
+    until it is at most ``1 - 2^-51``; since each rounded square and the rounded sum are within
+    ``2^-53`` (relative) of exact, the exact squared norm is then below 1."""
+    c = np.asarray(c, dtype=float)
+    if c.ndim != 1 or c.size == 0 or not np.all(np.isfinite(c)) or not np.any(c):
+        raise ValueError(f"c = {c!r}: must be a non-empty finite 1-D array, not all zero")
+    c = c / math.sqrt(math.fsum(float(v) * float(v) for v in c))
+    while math.fsum(float(v) * float(v) for v in c) > 1.0 - 2.0**-51:
+        c = c * (1.0 - 2.0**-52)
+    return c
