@@ -172,7 +172,7 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     ``data``: the dataset built from it; ``rtol``: relative tolerance of every number."""
     from markupsafe import escape
 
-    from privfl.algorithms.base import privacy_entries, privacy_metrics
+    from privfl.algorithms.base import privacy_entries, privacy_metrics, redrawn_of
     from privfl.algorithms.builders import build_algorithm
     from privfl.config import ExperimentConfig
     from privfl.data.datasets import FederatedDataset
@@ -206,7 +206,7 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     redrawn = directory.read_metrics(directory.redrawn)
     with tempfile.TemporaryDirectory() as scratch, state_directory(scratch):
         algorithm = build_algorithm(config, data)
-    algorithm.redrawn_rounds = [row.get("round") for row in redrawn]
+    algorithm.redrawn_rounds = redrawn_of(redrawn)
     rows = _merged_rows(directory, rounds)
     run = _Rebuilt(config, directory, data, algorithm, rows, redrawn)
     # after a data-dependent stop (a target accuracy, a divergence) the guarantee covers every
