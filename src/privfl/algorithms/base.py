@@ -284,6 +284,11 @@ def redrawn_of(rows: Iterable[Mapping[str, Any]]) -> tuple[tuple[Any, Any], ...]
     reads them: ``(round, released_rounds)`` of each row (``released_rounds`` is ``round``
     where the row has none: it was logged before any round was re-drawn). The runner, its
     resume and ``check-privacy`` all read the rows with it."""
+    rows = list(rows)
+    bad = next((row for row in rows if not isinstance(row, Mapping)), None)
+    if bad is not None:
+        raise ValueError(f"rows: re-drawn row {bad!r} is not allowed: every row of "
+                         "redrawn.jsonl must be a JSON object (a logged metrics row)")
     return tuple((row.get("round"), row.get("released_rounds", row.get("round")))
                  for row in rows)
 

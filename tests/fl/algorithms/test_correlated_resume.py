@@ -144,6 +144,9 @@ def test_lost_attempts_split_where_the_rounds_jump_or_a_resume_came_between():
     assert redrawn_of(rows) == ((3, 3), (4, 4), (5, 7))
     with pytest.raises(ValueError, match="released_rounds must be an int >= its round"):
         lost_attempts([(3, 2)])
+    with pytest.raises(ValueError, match="re-drawn row 3 is not allowed: every row of "
+                       "redrawn.jsonl must be a JSON object"):
+        redrawn_of([{"round": 2}, 3])
     # the composed bound (6-round secure DP-FTRL, a tree per attempt): merging the attempts
     # into one would print the bound of trees of 6 and 6 leaves, 5.545, not 7.051
     plan = privacy_plan(_config(rounds=6, secure=True))
