@@ -220,6 +220,37 @@ def test_one_calibration_over_any_event():
         calibrate_event_noise(tree, 3.0, 1e-5, method="rdp", scopes=["nope"])
 
 
+def test_calibration_over_several_results_meets_the_target_in_every_one():
+    """An event with several results (PriFedSync's weak and strong scopes, RDP): the calibrated
+    noise keeps *every* result <= the target, the largest (here the strong scope) within
+    tolerance of it, and 0.1 % less noise fails the target. Each scope's epsilon falls with the
+    noise, so the answer over both scopes is the larger of the two one-scope answers (the
+    strong one), never the smaller (the weak one's z ~ 2.62 puts the strong scope at ~4.18).
+    Tolerances: the search stops within relative rtol = 1e-4 of the smallest noise; near the
+    solution d ln(epsilon) / d ln(z) ~ -1.5, so the largest epsilon is within ~5e-4 of 3 (0.01
+    allowed), and z (1 - 1e-3) lies below the search's failing bracket end."""
+    from privfl.accounting.calibrate.event import calibrate_event_noise
+    from privfl.accounting.fdp.federated import setting_event
+
+    def tree(z: float):
+        return setting_event(FederatedSetting.homogeneous(
+            clients=3, records=200, batch_size=20, local_steps=2, noise_multiplier=z, rounds=5))
+
+    def epsilons(z: float) -> dict[str, float]:
+        return {r.extras["scope"]: r.epsilon for r in evaluate(tree(z), 1e-5, methods="rdp")}
+
+    solved = calibrate_event_noise(tree, 3.0, 1e-5, method="rdp", rtol=1e-4)
+    at = epsilons(solved.value)
+    assert set(at) == {"weak", "strong"} and max(at.values()) <= 3.0
+    assert at["strong"] == solved.result.epsilon == max(at.values()) > 3.0 - 0.01
+    assert at["weak"] < 2.2  # ~2.10: the weak scope is not the binding one
+    assert max(epsilons(solved.value * (1 - 1e-3)).values()) > 3.0
+    assert solved.value == pytest.approx(3.276, rel=1e-3)
+    per_scope = {scope: calibrate_event_noise(tree, 3.0, 1e-5, method="rdp", scopes=[scope],
+                                              rtol=1e-4).value for scope in ("weak", "strong")}
+    assert per_scope["weak"] < 2.7 < per_scope["strong"] == solved.value
+
+
 def test_delta_at_epsilon_goes_through_the_dispatcher():
     """``account participation --epsilon`` (delta at epsilon) asks the dispatcher, which hands
     the node to the participation accountant: the same numbers as participation_report."""

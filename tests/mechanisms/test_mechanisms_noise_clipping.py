@@ -49,8 +49,34 @@ def test_secure_noise_moments():
     # fourth moment (kurtosis 3) and independence of consecutive draws (Box–Muller pairs)
     assert abs((sample**4).mean() - 3.0) < 0.1
     assert abs(np.corrcoef(sample[:-1], sample[1:])[0, 1]) < 0.015
-    half = sample.size // 2
-    assert abs(np.corrcoef(sample[:half], sample[half : 2 * half])[0, 1]) < 0.015
+
+
+def assert_independent_at_lag(sample: np.ndarray, lag: int) -> None:
+    """``x[i]`` and ``x[i + lag]`` are independent N(0, 1): ``d = x[i] - x[i + lag]`` has
+    variance 2 and the pair correlation 0. With ``m = n - lag`` pairs the sample variance of
+    ``d`` (known mean 0) has standard error ``2 sqrt(2 / m)`` and the correlation ``1 / sqrt(m)``;
+    both are allowed 6 standard errors (a false failure ~2e-9 per check). A source whose
+    second half repeats its first gives variance 0 and correlation 1 at the aligned lag."""
+    left, right = sample[:-lag], sample[lag:]
+    m = left.size
+    diff_var = float(((left - right) ** 2).mean())
+    assert abs(diff_var - 2.0) < 6 * 2 * math.sqrt(2 / m), f"lag {lag}: var(d) {diff_var}"
+    corr = float(np.corrcoef(left, right)[0, 1])
+    assert abs(corr) < 6 / math.sqrt(m), f"lag {lag}: correlation {corr}"
+
+
+@pytest.mark.parametrize("count", [200_000, 200_001])
+@pytest.mark.parametrize("secure", [False, True], ids=["seeded", "secure"])
+def test_noise_halves_are_independent_when_aligned(count, secure):
+    """Box–Muller turns a pair of uniforms into two normals, written ``n/2`` positions apart
+    (the secure source rounds an odd count up to ``2 ceil(n/2)``, so its pairs are
+    ``ceil(n/2)`` apart): coordinate ``i + n/2`` must not carry the noise of coordinate ``i``.
+    Both aligned lags, ``floor(n/2)`` and ``ceil(n/2)``, for odd and even counts."""
+    out = torch.empty(count, dtype=torch.float64)
+    standard_normal_(out, torch.Generator().manual_seed(7), secure=secure)
+    sample = out.numpy()
+    for lag in sorted({count // 2, (count + 1) // 2}):
+        assert_independent_at_lag(sample, lag)
 
 
 def test_secure_noise_is_not_reproducible_and_fills_in_place():

@@ -10,10 +10,12 @@ One real run (3 rounds of DP-FedAvg on synthetic data, a few seconds) is copied 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
 import yaml
+from markupsafe import escape
 from test_check import RAW as CHECK_RAW  # tests/runs/test_check.py
 from typer.testing import CliRunner
 
@@ -24,10 +26,16 @@ from privfl.runs.check import check_run_privacy
 from privfl.runs.check_files import check_run_files
 from privfl.runs.experiment import Experiment
 from privfl.runs.provenance import config_digest
+from privfl.runs.reading import FALSE_POSITIVE_RATE, plain_reading
 from privfl.runs.rundir import RunDirectory
 
 #: test_check.py's DP-FedAvg run, 3 rounds
 RAW = {**CHECK_RAW, "name": "check-files", "federated": {**CHECK_RAW["federated"], "rounds": 3}}
+#: a 2-round PriFedSync run (about 2 s): its headline has scope advice (report the weak scope;
+#: the strong scope's epsilon beside it) and a plain-words reading of its bound
+ADVISED_RAW = {**RAW, "name": "check-files-advice",
+               "privacy": {"sigma": 1.0, "clip_norm": 0.5, "delta": 1e-3, "accountants": ["rdp"]},
+               "federated": {"algorithm": "prifedsync", "rounds": 2, "client_rate": 0.5}}
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +149,51 @@ def test_an_edited_report_html_fails(run):
     assert _file_problems(run) == [
         f"report.html headline: differs from a fresh computation (line {expected!r} is "
         "missing or altered)"]
+
+
+@pytest.fixture(scope="module")
+def advised(tmp_path_factory):
+    """A finished PriFedSync run whose headline has advice and a reading (never modified)."""
+    run_dir = tmp_path_factory.mktemp("check-files-advice") / "run"
+    Experiment.create(config_from_dict(ADVISED_RAW), run_dir).run()
+    return run_dir
+
+
+def _forge_a_number(key: str, paragraph: str) -> str:
+    """``paragraph`` with one of its numbers made smaller: the advice's last epsilon (the
+    strong scope's) becomes 1.0; the reading's first percentage other than the false-positive
+    rate it is given at (what a test catches, how sure an attacker ends) becomes 1%."""
+    if key == "advice":
+        last = list(re.finditer(r"epsilon = ([0-9.]+)", paragraph))[-1]
+        return paragraph[:last.start(1)] + "1.0" + paragraph[last.end(1):]
+    rate = f"{FALSE_POSITIVE_RATE:.0%}"
+    bound = next(p for p in re.findall(r"\d+(?:\.\d+)?%", paragraph) if p != rate)
+    return paragraph.replace(bound, rate, 1)
+
+
+@pytest.mark.parametrize("key", ["advice", "reading"])
+def test_a_forged_advice_or_reading_in_report_html_fails(advised, tmp_path, key):
+    """report.html's scope advice and plain-words reading are recomputed by the code that
+    wrote them: a bound made smaller there ("catches at most 40%" -> "1%") fails check-privacy
+    with a problem naming the part."""
+    run = shutil.copytree(advised, tmp_path / "run")
+    headline = _load(run / "summary.json")["headline"]
+    assert headline["reading"] == plain_reading(headline["epsilon"], headline["delta"],
+                                                headline["unit"])
+    assert headline["advice"].startswith("Report the weak scope")
+    assert "(RDP bound, record level, strong scope)" in headline["advice"]
+    path = run / "report.html"
+    text = path.read_text()
+    line = f'id="{key}">{escape(headline[key])}</p>'
+    assert line in text and check_run_privacy(run).ok
+    forged = _forge_a_number(key, headline[key])
+    assert forged != headline[key]
+    path.write_text(text.replace(line, f'id="{key}">{escape(forged)}</p>'))
+    assert _file_problems(run) == [
+        f"report.html {key}: differs from a fresh computation (line {line!r} is missing or "
+        "altered)"]
+    result = CliRunner().invoke(app, ["check-privacy", str(run)])
+    assert result.exit_code == 1 and f"report.html {key}: differs" in result.stdout
 
 
 @pytest.mark.parametrize("name", ["train_loss", "update_norm", "seconds"])

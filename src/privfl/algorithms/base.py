@@ -44,6 +44,7 @@ __all__ = [
     "budget_results",
     "headline_scopes",
     "lost_attempts",
+    "redrawn_of",
     "privacy_metrics",
     "row_privacy_metrics",
     "series_accountant",
@@ -158,10 +159,10 @@ class RoundAlgorithm:
     local_only: ClassVar[str | None] = None
     plan: PrivacyPlan
     round: int = 0
-    #: the round numbers of the rounds that produced output, were lost with their checkpoint
-    #: and ran again with fresh randomness (a resumed secure run; redrawn.jsonl's order): each
-    #: is one more release, composed by :meth:`privacy` (:func:`released_results`)
-    redrawn_rounds: tuple[int, ...] = ()
+    #: the rounds that produced output, were lost with their checkpoint and ran again with
+    #: fresh randomness (a resumed secure run; redrawn.jsonl's order, :func:`redrawn_of`):
+    #: each is one more release, composed by :meth:`privacy` (:func:`released_results`)
+    redrawn_rounds: tuple[int | tuple[int, int], ...] = ()
     #: client-side protection of every upload (:mod:`privfl.algorithms.protection`; set by
     #: :func:`~privfl.algorithms.protection.attach_protection` from the ``protection``
     #: section) and its resolved settings for the report; None: no protection
@@ -278,30 +279,60 @@ class RoundAlgorithm:
 
 
 # ------------------------------------------------------------------------ what was released
-def lost_attempts(redrawn: Sequence[int]) -> tuple[int, ...]:
-    """The lost attempts of a resumed run, each by its last round, from the re-drawn round
-    numbers in the order they were lost (redrawn.jsonl): an attempt is a run of consecutive
-    rounds, and one that does not continue the previous one (round ``r != previous + 1``)
-    starts another. Attempt ``L`` released rounds ``1..L`` (its rounds before the checkpoint
-    it started from are those of the run that continued, counted again: an over-count)."""
+def redrawn_of(rows: Iterable[Mapping[str, Any]]) -> tuple[tuple[Any, Any], ...]:
+    """The re-drawn rounds of redrawn.jsonl's ``rows`` (in order) as :func:`lost_attempts`
+    reads them: ``(round, released_rounds)`` of each row (``released_rounds`` is ``round``
+    where the row has none: it was logged before any round was re-drawn). The runner, its
+    resume and ``check-privacy`` all read the rows with it."""
+    rows = list(rows)
+    bad = next((row for row in rows if not isinstance(row, Mapping)), None)
+    if bad is not None:
+        raise ValueError(f"rows: re-drawn row {bad!r} is not allowed: every row of "
+                         "redrawn.jsonl must be a JSON object (a logged metrics row)")
+    return tuple((row.get("round"), row.get("released_rounds", row.get("round")))
+                 for row in rows)
+
+
+def lost_attempts(redrawn: Sequence[int | tuple[int, int]]) -> tuple[int, ...]:
+    """The lost attempts of a resumed run, each by its last round, from the re-drawn rounds in
+    the order they were lost (redrawn.jsonl): an attempt is a run of consecutive rounds lost
+    back to one checkpoint, and a round that does not continue the previous one (round
+    ``r != previous + 1``: the rounds restart, repeat, or jump forward past a gap, i.e. a
+    second kill after a later checkpoint: re-drawn rounds 3, 4, 6 are attempts ending at 4
+    and 6) starts another. Each item is a round number or, from :func:`redrawn_of`, the pair
+    ``(round, released_rounds)`` of its row: ``released_rounds - round`` is the number of
+    rounds re-drawn before its attempt ran, the same for every round of one attempt and larger
+    for every later one, so a change of it starts another attempt as well. Round numbers alone
+    cannot show an attempt that continues the one before (rounds 3, 4 lost back to checkpoint
+    2, then round 5 back to checkpoint 4: attempts ending at 4 and 5, not one ending at 5).
+    Attempt ``L`` released rounds ``1..L`` (its rounds before the checkpoint it started from
+    are those of the run that continued, counted again: an over-count)."""
     attempts: list[int] = []
-    previous = None
-    for r in redrawn:
+    previous: tuple[int, int | None] | None = None
+    for item in redrawn:
+        r, released = item if isinstance(item, tuple) and len(item) == 2 else (item, None)
         if not isinstance(r, int) or isinstance(r, bool) or r < 1:
             raise ValueError(f"redrawn = {list(redrawn)!r}: every re-drawn round must be an "
                              "int >= 1")
-        if previous is not None and r == previous + 1:
+        if released is not None and (not isinstance(released, int)
+                                     or isinstance(released, bool) or released < r):
+            raise ValueError(f"redrawn = {list(redrawn)!r}: every re-drawn round's "
+                             "released_rounds must be an int >= its round")
+        before = None if released is None else released - r
+        if previous is not None and r == previous[0] + 1 and before == previous[1]:
             attempts[-1] = r
         else:
             attempts.append(r)
-        previous = r
+        previous = (r, before)
     return tuple(attempts)
 
 
-def released_results(plan: PrivacyPlan, rounds: int, redrawn: Sequence[int] = (), *,
+def released_results(plan: PrivacyPlan, rounds: int,
+                     redrawn: Sequence[int | tuple[int, int]] = (), *,
                      full: bool = True) -> list[PrivacyResult]:
-    """The plan's results once ``rounds`` rounds ran and the rounds ``redrawn`` (their round
-    numbers, redrawn.jsonl's order) were released as well and drawn again: the one place the
+    """The plan's results once ``rounds`` rounds ran and the rounds ``redrawn`` (redrawn.jsonl's
+    order: round numbers or :func:`redrawn_of`'s pairs) were released as well and drawn
+    again: the one place the
     runner, the per-round rows and ``check-privacy`` compose re-drawn rounds. A plan whose
     noise is correlated across rounds restarts it with the checkpoint, so each lost attempt is
     its own release: it defines ``restarted_results(rounds, attempts)``

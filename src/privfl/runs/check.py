@@ -72,7 +72,7 @@ class PrivacyCheck:
 def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9,
                       ) -> PrivacyCheck:
     """Compare every ``every``-th round (and the first and last) with a fresh computation."""
-    from privfl.algorithms.base import privacy_entries, released_results
+    from privfl.algorithms.base import privacy_entries, redrawn_of, released_results
     from privfl.algorithms.builders import build_dataset, privacy_plan
     from privfl.algorithms.outputs import private_dir_of
     from privfl.config.loader import load_config
@@ -97,7 +97,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     valid = [row.get("round") for row in metrics if _round_index(row.get("round"))]
     last = max(valid, default=None)
     seen: set[int] = set()
-    redrawn_rounds = [row.get("round") for row in directory.read_metrics(directory.redrawn)]
+    redrawn_rounds = list(redrawn_of(directory.read_metrics(directory.redrawn)))
     redrawn = len(redrawn_rounds)
     report.pinned = _check_pinned(directory.pinned(), plan)
     offset = 0

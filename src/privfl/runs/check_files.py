@@ -12,7 +12,8 @@ training):
   (the digest of config.yaml's resolved settings, :func:`privfl.runs.provenance.config_digest`);
 * privacy.json: ``outputs``, ``setting`` and ``private``;
 * report.md: the headline, the privacy card with its results table, and the outputs table;
-* report.html: the headline sentence and advice.
+* report.html: the headline sentence, the scope advice and the plain-words reading
+  (:func:`privfl.runs.reading.plain_reading`).
 
 The outputs table is re-derived from the configuration and the run's files: the metrics keys
 of metrics.jsonl (and of the private one in ``run.outputs: guarantee-only``), redrawn.jsonl,
@@ -171,7 +172,7 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     ``data``: the dataset built from it; ``rtol``: relative tolerance of every number."""
     from markupsafe import escape
 
-    from privfl.algorithms.base import privacy_entries, privacy_metrics
+    from privfl.algorithms.base import privacy_entries, privacy_metrics, redrawn_of
     from privfl.algorithms.builders import build_algorithm
     from privfl.config import ExperimentConfig
     from privfl.data.datasets import FederatedDataset
@@ -205,7 +206,7 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     redrawn = directory.read_metrics(directory.redrawn)
     with tempfile.TemporaryDirectory() as scratch, state_directory(scratch):
         algorithm = build_algorithm(config, data)
-    algorithm.redrawn_rounds = [row.get("round") for row in redrawn]
+    algorithm.redrawn_rounds = redrawn_of(redrawn)
     rows = _merged_rows(directory, rounds)
     run = _Rebuilt(config, directory, data, algorithm, rows, redrawn)
     # after a data-dependent stop (a target accuracy, a divergence) the guarantee covers every
@@ -264,9 +265,11 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
         problems += _fragment("report.md", "outputs table", text, outputs_markdown(shown))
     if directory.report_html.is_file():
         text = directory.report_html.read_text(encoding="utf-8")
-        html_lines = [f'id="headline">{escape(headline.sentence)}</p>']
-        html_lines += [f'id="{key}">{escape(getattr(headline, key))}</p>'
-                       for key in ("advice", "reading") if getattr(headline, key)]
-        for line in html_lines:
-            problems += _fragment("report.html", "headline", text, [line])
+        # each part as report.html.j2 writes it, named in the problem (the advice and the
+        # plain-words reading are rendered by the headline's own code, never a copy)
+        html_parts = {"headline": headline.sentence, "advice": headline.advice,
+                      "reading": headline.reading}
+        for key, value in html_parts.items():
+            if value:
+                problems += _fragment("report.html", key, text, [f'id="{key}">{escape(value)}</p>'])
     return {"ok": not problems, "problems": problems}

@@ -303,6 +303,8 @@ class Checkpointing:
         compared (:meth:`_check_reproduced`). Secure: they were released and are drawn again,
         so their rows join ``redrawn.jsonl`` (written before metrics.jsonl is cut back) and
         each is composed once more. ``saved_redrawn``: those the checkpoint knew of."""
+        from privfl.algorithms.base import redrawn_of
+
         directory = self.run.dir
         redrawn = (directory.read_metrics(directory.redrawn) if directory.redrawn.is_file()
                    else [])
@@ -319,7 +321,7 @@ class Checkpointing:
         elif after and not self.run.steps_changed:
             self.run._expected = {row["round"]: row for row in after}
         self.run.redrawn = redrawn
-        self.run.algorithm.redrawn_rounds = tuple(row.get("round") for row in redrawn)
+        self.run.algorithm.redrawn_rounds = redrawn_of(redrawn)
         self._check_continuation()
         self.run.outputs.write_metrics(self.run.metrics)
 

@@ -21,7 +21,7 @@ import pytest
 
 from privfl.accounting.dispatch import evaluate
 from privfl.accounting.gdp.accountant import gdp_epsilon
-from privfl.algorithms.base import lost_attempts, released_results
+from privfl.algorithms.base import lost_attempts, redrawn_of, released_results
 from privfl.config import ConfigError, config_from_dict
 from privfl.mechanisms.correlated_privacy import composed_release, tree_release
 from privfl.mechanisms.sensitivity import Participation
@@ -126,6 +126,65 @@ def test_lost_attempts_split_where_the_rounds_restart():
     assert lost_attempts([3, 4, 3]) == (4, 3)
     with pytest.raises(ValueError, match="every re-drawn round must be an int >= 1"):
         lost_attempts([0])
+
+
+def test_lost_attempts_split_where_the_rounds_jump_or_a_resume_came_between():
+    """A jump forward past a gap (a second kill after a later checkpoint) starts another
+    attempt: rounds 3, 4, 6 are attempts ending at 4 and 6. So does a row logged under more
+    re-drawn rounds (redrawn.jsonl's (round, released_rounds)): rounds 3, 4 lost back to
+    checkpoint 2, then round 5 (logged with 2 re-drawn rounds: released_rounds 7) back to
+    checkpoint 4 are attempts ending at 4 and 5; the same round numbers lost by one kill
+    (released_rounds = round) are one attempt."""
+    assert lost_attempts([3, 4, 6]) == (4, 6)
+    assert lost_attempts([(3, 3), (4, 4), (6, 8)]) == (4, 6)
+    assert lost_attempts([(3, 3), (4, 4), (5, 7)]) == (4, 5)
+    assert lost_attempts([(3, 3), (4, 4), (5, 5)]) == (5,)
+    assert lost_attempts([(3, 5), (4, 6), (3, 7)]) == (4, 3)
+    rows = [{"round": 3}, {"round": 4}, {"round": 5, "released_rounds": 7}]
+    assert redrawn_of(rows) == ((3, 3), (4, 4), (5, 7))
+    with pytest.raises(ValueError, match="released_rounds must be an int >= its round"):
+        lost_attempts([(3, 2)])
+    with pytest.raises(ValueError, match="re-drawn row 3 is not allowed: every row of "
+                       "redrawn.jsonl must be a JSON object"):
+        redrawn_of([{"round": 2}, 3])
+    # the composed bound (6-round secure DP-FTRL, a tree per attempt): merging the attempts
+    # into one would print the bound of trees of 6 and 6 leaves, 5.545, not 7.051
+    plan = privacy_plan(_config(rounds=6, secure=True))
+    split = released_results(plan, 6, [3, 4, 6])[0].epsilon
+    assert split == pytest.approx(_tree_epsilon(4, 6, 6), rel=1e-12)
+    assert split == pytest.approx(7.051, abs=5e-4)
+    assert released_results(plan, 6, [(3, 3), (4, 4), (5, 7)])[0].epsilon == split
+    assert _tree_epsilon(6, 6) == pytest.approx(5.545, abs=5e-4)
+
+
+@pytest.mark.parametrize("second_kill", ["gap", "continued"])
+def test_two_kills_of_a_secure_dp_ftrl_run_are_two_lost_attempts(
+        tmp_path, kill_before_checkpoints, second_kill):
+    """A secure 6-round DP-FTRL run, checkpointed every round, killed twice. Kill 1: rounds 1-4
+    logged, checkpoints 3 and 4 never written: rounds 3, 4 re-drawn from checkpoint 2. Kill
+    2 ("gap"): rounds 3-6 logged, checkpoint 6 lost: round 6 re-drawn from checkpoint 5, so
+    redrawn.jsonl holds rounds 3, 4, 6; ("continued"): rounds 3-5 logged, checkpoint 5 lost:
+    round 5 re-drawn from checkpoint 4, rounds 3, 4, 5. Either way two attempts (ending at 4,
+    and at 6 or 5) and the run: trees of 4, 6 (or 5) and 6 leaves, 7.051 (one attempt would
+    print 5.545)."""
+    config = _config(rounds=6, secure=True, run={"max_rounds": 4, "keep_checkpoints": 10})
+    Experiment.create(config, tmp_path / "run").run()
+    directory = RunDirectory(tmp_path / "run")
+    kill_before_checkpoints(directory, 2)
+    last = 6 if second_kill == "gap" else 5
+    Experiment.resume(tmp_path / "run", [f"run.max_rounds={last - 2}"]).run()  # rounds 3..last
+    kill_before_checkpoints(directory, last - 1)
+    result = Experiment.resume(tmp_path / "run", ["run.max_rounds=null"]).run()
+    rows = directory.read_metrics(directory.redrawn)
+    assert [row["round"] for row in rows] == [3, 4, last]
+    assert lost_attempts(redrawn_of(rows)) == (4, last)
+    assert result.summary["rounds_completed"] == 6 and result.summary["rounds_released"] == 9
+    true = _tree_epsilon(4, last, 6)
+    assert true == pytest.approx(7.051, abs=5e-4)
+    assert result.privacy[0].epsilon == pytest.approx(true, rel=1e-12)
+    assert result.metrics[-1]["epsilon"] == pytest.approx(true, rel=1e-12)
+    check = check_run_privacy(tmp_path / "run")
+    assert check.ok, check.to_dict()
 
 
 def test_composed_release_is_the_gaussian_of_the_summed_squares():
