@@ -18,8 +18,9 @@ from typing import Any
 
 from privfl._validation import check_int
 from privfl.config.loader import load_config
-from privfl.runs.card import format_number, format_percent
+from privfl.runs.card import format_percent
 from privfl.runs.plots import _series, figure
+from privfl.runs.rounding import format_bound
 from privfl.runs.rundir import RunDirectory, logged_guarantees, logged_number
 
 __all__ = ["EPSILON_NOTE", "MISSING", "RunRecord", "common_rounds", "comparison_markdown",
@@ -142,9 +143,10 @@ def _value(row: dict[str, Any], key: str) -> float:
 
 
 def number_cell(value: Any) -> str:
-    """:func:`format_number` of a finite number, else :data:`MISSING` (never ``nan``)."""
+    """A finite epsilon or mu rounded up (:func:`~privfl.runs.rounding.format_bound`), else
+    :data:`MISSING` (never ``nan``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return format_number(float(value))
+        return format_bound(float(value))
     return MISSING
 
 
@@ -321,7 +323,7 @@ def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]
     lines += ["| run | algorithm | dataset | directory | private | unit | sampling | "
               "rounds completed | delta |", "|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
-        delta = format_number(run.delta) if run.private else "-"
+        delta = format_bound(run.delta) if run.private else "-"
         lines.append(f"| {run.name} | {run.algorithm} | {run.dataset} | `{run.path}` | "
                      f"{'yes' if run.private else 'no'} | {run.unit} | {run.sampling} | "
                      f"{run.metrics[-1]['round']} | {delta} |")

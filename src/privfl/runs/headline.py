@@ -23,13 +23,15 @@ from typing import Any
 
 from privfl.accounting.results import PrivacyResult
 from privfl.runs.reading import plain_reading
+from privfl.runs.rounding import format_bound
 
 __all__ = ["Headline", "compose_headline", "format_delta", "method_name"]
 
 
 def format_delta(delta: float) -> str:
-    """delta without exponent padding: ``1e-05 -> "1e-5"``, ``0.001 -> "0.001"``."""
-    text = f"{float(delta):g}"
+    """delta rounded up (:func:`~privfl.runs.rounding.format_bound`) without exponent padding:
+    ``1e-05 -> "1e-5"``, ``0.001 -> "0.001"``."""
+    text = format_bound(float(delta))
     if "e" in text:
         mantissa, exponent = text.split("e")
         sign = "-" if exponent.startswith("-") else ""
@@ -44,7 +46,8 @@ def method_name(method: str) -> str:
 
 
 def _epsilon(value: float) -> str:
-    return "inf" if value == float("inf") else f"{value:.4g}" if value < 100 else f"{value:.1f}"
+    """epsilon rounded up to 4 significant digits (``3.85104 -> "3.852"``)."""
+    return format_bound(value, 4)
 
 
 def _clause(result: PrivacyResult, scope: str) -> str:

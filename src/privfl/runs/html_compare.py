@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from privfl.runs.card import format_number
 from privfl.runs.compare import (
     EPSILON_NOTE,
     MISSING,
@@ -29,6 +28,7 @@ from privfl.runs.compare import (
 )
 from privfl.runs.html import Cell, Section, line_figure, render_page, table
 from privfl.runs.plots import _series
+from privfl.runs.rounding import format_bound
 
 __all__ = ["comparison_html"]
 
@@ -61,7 +61,7 @@ def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]]
     overview = Section("runs", "Runs", tables=(table(
         ("run", "headline", "algorithm", "dataset", "unit", "sampling", "delta", "rounds"),
         [(run.name, _headline(run), run.algorithm, datasets.get(run.name, "-"), run.unit,
-          run.sampling, format_number(run.delta) if run.private else "-",
+          run.sampling, format_bound(run.delta) if run.private else "-",
           run.metrics[-1]["round"]) for run in runs], id="runs"),), notes=tuple(notes))
     accuracy, epsilon, tradeoff = [], [], []
     for run in runs:

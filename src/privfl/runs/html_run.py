@@ -22,6 +22,7 @@ from privfl.runs.html import Cell, Section, line_figure, outputs_table, render_p
 from privfl.runs.html_plots import health_traces, privacy_note, privacy_traces
 from privfl.runs.markdown import STOP_TEXT
 from privfl.runs.plots import _number, _series, health_keys
+from privfl.runs.rounding import format_bound
 
 __all__ = ["run_report_html"]
 
@@ -64,8 +65,9 @@ def run_report_html(summary: Mapping[str, Any], card: Mapping[str, Any],
         tables=(table(("metric", "value"), accuracy_rows, id="accuracy", numeric=(1,)),))
 
     result_rows = [(r.method, _kind_cell(r.kind), str(r.extras.get("scope", "")),
-                    format_number(r.epsilon), format_number(r.delta),
-                    format_number(r.extras.get("mu", ""))) for r in results]
+                    *(format_bound(value, kind=r.kind)
+                      for value in (r.epsilon, r.delta, r.extras.get("mu", ""))))
+                   for r in results]
     notes = tuple(dict.fromkeys(r.note for r in results if r.note))
     epsilon_traces = privacy_traces(metrics, "epsilon", headline)
     figures = [line_figure(

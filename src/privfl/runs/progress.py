@@ -19,6 +19,8 @@ from typing import Any
 
 from rich.console import Console
 
+from privfl.runs.headline import method_name
+from privfl.runs.rounding import format_bound
 from privfl.runs.rundir import logged_guarantees
 
 __all__ = ["RunProgress", "fmt", "interactive", "progress_bar", "round_status", "with_progress"]
@@ -32,18 +34,26 @@ def fmt(value: Any, pct: bool = False) -> str:
 
 
 def round_status(labels: Any, metrics: dict[str, Any]) -> str:
-    """``global 84.0%  eps 1.23 (rdp)``: the first two of ``labels`` (the algorithm's metric
-    keys) and the round's epsilon (without a per-round bound, its tightest estimate:
-    ``eps ~3.9 (gdp-clt estimate)``)."""
+    """``global 84.0%  eps 1.235 (RDP)``: the first two of ``labels`` (the algorithm's metric
+    keys) and the tightest rigorous bound the round's row carries in its primary scope, worded
+    and rounded up as the headline is (:mod:`privfl.runs.headline`): at the last planned round
+    of a run that stops there, the row carries what the headline is selected from, so the last
+    round line shows the headline's value and accountant (``eps 6.187 (PLD)``), not the
+    per-round series' looser one. A row without a bound shows its tightest estimate, marked
+    (``eps ~3.9 (gdp-clt estimate)``)."""
     status = "  ".join(f"{key.removesuffix('_accuracy')} {fmt(metrics.get(key), True)}"
                        for key in list(labels)[:2])
-    if "epsilon" in metrics:
-        status += f"  eps {fmt(metrics['epsilon'])} ({metrics.get('epsilon_method')})"
+    bounds = logged_guarantees(metrics, "bound")
+    if not bounds and "epsilon" in metrics:  # a row without a privacy list: its one series
+        bounds = {str(metrics.get("epsilon_method")): float(metrics["epsilon"])}
+    if bounds:
+        method = min(bounds, key=lambda m: (bounds[m], m))
+        status += f"  eps {format_bound(bounds[method], 4)} ({method_name(method)})"
     else:  # no per-round bound (the sampled PLD is composed at the last round): an estimate
         estimates = logged_guarantees(metrics, "estimate")
         if estimates:
             method = min(estimates, key=lambda m: (estimates[m], m))
-            status += f"  eps ~{fmt(estimates[method])} ({method} estimate)"
+            status += f"  eps ~{format_bound(estimates[method], 3)} ({method} estimate)"
     return status
 
 
