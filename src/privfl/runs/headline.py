@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privfl.accounting.results import PrivacyResult
-from privfl.runs.reading import plain_reading
+from privfl.runs.reading import READ_RELATIONS, plain_reading
 from privfl.runs.rounding import format_bound
 
 __all__ = ["Headline", "compose_headline", "format_delta", "method_name"]
@@ -118,6 +118,7 @@ def compose_headline(best: PrivacyResult | None, *, private: bool,
     for other, r in others.items():
         why = f" ({notes[other]})" if other in notes else ""
         advice.append(f"Other scope, {other}{why}: {_clause(r, other)}.")
-    reading = (plain_reading(best.epsilon, best.delta, best.unit)
-               if best.unit in ("record", "client") else "")
+    reading = (plain_reading(best.epsilon, best.delta, best.unit, best.neighbouring)
+               if best.unit in ("record", "client") and best.neighbouring in READ_RELATIONS
+               else "")
     return Headline(sentence, " ".join(advice), best, others, reading)
