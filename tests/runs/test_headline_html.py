@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from privfl.accounting.results import PrivacyResult
 from privfl.algorithms.base import budget_results, tightest_bound
@@ -158,6 +159,15 @@ def test_run_writes_headline_first_provenance_and_report_html(tiny_run):
     assert "## Provenance" in "\n".join(report)
     html = (out / "report.html").read_text()
     assert f'id="headline">{headline["sentence"]}</p>' in html
+    # report.md's Files section, in report.html too: the files, the check-privacy pointer and
+    # the resume hint (issue 45 item 8)
+    files = "\n".join(report).split("## Files\n", 1)[1].split("## Provenance", 1)[0]
+    paragraphs = [p.strip().replace("`", "") for p in files.split("\n\n") if p.strip()]
+    assert len(paragraphs) == 2 and f"privfl check-privacy {out} recomputes" in paragraphs[0]
+    assert "privfl run --resume" in paragraphs[1] or "cannot be continued" in paragraphs[1]
+    assert 'id="files"' in html
+    for paragraph in paragraphs:
+        assert f"<p>{escape(paragraph)}</p>" in html, paragraph
     names = {o["name"]: o for o in summary["outputs"]}
     assert names["report.html"]["covered"] == names["report.md"]["covered"]
     assert {"report.html", "health.png"} <= set(names)

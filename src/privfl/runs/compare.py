@@ -25,7 +25,8 @@ from privfl.runs.rundir import RunDirectory, logged_guarantees, logged_number
 
 __all__ = ["EPSILON_NOTE", "MISSING", "RunRecord", "common_rounds", "comparison_markdown",
            "comparison_notes", "comparison_rows", "disagreement_notes", "distinct_labels",
-           "epsilon_cell", "epsilon_series", "load_run", "number_cell", "percent_cell",
+           "accountant_series", "column_accountants", "epsilon_cell", "epsilon_series",
+           "load_run", "number_cell", "percent_cell",
            "plot_comparison", "reports_mu", "shared_accountant", "unshared_rounds"]
 
 #: A table cell with no number: not measured at that round, or not reported by that run.
@@ -249,40 +250,61 @@ def epsilon_series(run: RunRecord) -> tuple[str, dict[int, float]]:
                                   for row, t in zip(run.metrics, tables, strict=True)}
 
 
-def _own_tightest(row: dict[str, Any]) -> tuple[str | None, str, float]:
-    """(method, kind, epsilon) of a row's tightest bound in its primary scope, else its tightest
-    estimate, else its logged ``epsilon`` (a row without a ``privacy`` list)."""
-    for kind in ("bound", "estimate"):
+def column_accountants(runs: Sequence[RunRecord], rounds: Sequence[int]
+                       ) -> dict[str, tuple[str, str]]:
+    """run name -> (method, kind) of each private run's epsilon column: one accountant and one
+    kind for every compared round, so that a column never mixes estimates with a bound. The
+    accountant every private run carries at every compared round (:func:`shared_accountant`,
+    like beside like); where they share none, each run's own series (:func:`epsilon_series`:
+    its rows' bound, else its estimate)."""
+    private = [run for run in runs if run.private]
+    shared = shared_accountant([run.at(r) for run in private for r in rounds])
+    if shared is not None:
+        return {run.name: shared for run in private}
+    out = {}
+    for run in private:
+        label = epsilon_series(run)[0]
+        if label:
+            method, kind = label.rsplit(" ", 1)
+            out[run.name] = (method, kind)
+    return out
+
+
+def accountant_series(run: RunRecord, method: str, kind: str) -> dict[int, float]:
+    """round -> epsilon of ``method`` (``kind``) in each of ``run``'s rows that carries it (a
+    row without a ``privacy`` list: its logged ``epsilon`` where ``epsilon_method`` is
+    ``method``): what compare's table and report.html's plot show for the run."""
+    out = {}
+    for row in run.metrics:
         found = logged_guarantees(row, kind)
-        if found:
-            method = min(found, key=lambda m: (found[m], m))
-            return method, kind, found[method]
-    return row.get("epsilon_method"), "bound", _value(row, "epsilon")
+        if method in found:
+            out[row["round"]] = found[method]
+        elif kind == "bound" and row.get("epsilon_method") == method \
+                and math.isfinite(_value(row, "epsilon")):
+            out[row["round"]] = _value(row, "epsilon")
+    return out
 
 
 def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[dict[str, Any]]:
     """One dict per round: ``{"round": r, run name: {accuracies, epsilon, epsilon_method,
-    epsilon_kind, mu}}``. The private runs' epsilons at a round come from one accountant
-    (:func:`shared_accountant`): a run whose row of that round carries the sampled PLD (its
-    last planned round) and one whose row does not are both read from an accountant both
-    carry. Runs that share none show each its own tightest bound at that round (else its
-    tightest estimate, marked), and a note says the round is not like for like
-    (:func:`unshared_rounds`)."""
+    epsilon_kind, mu}}``. Each private run's epsilons come from one accountant and one kind at
+    every round (:func:`column_accountants`): the one all private runs share where there is
+    one (a run whose last row carries the sampled PLD is still read from the accountant every
+    row carries), else each run's own series, and a note says the runs are not like for like
+    (:func:`unshared_rounds`). A round whose row lacks the column's accountant shows no value."""
+    accountants = column_accountants(runs, rounds)
+    series = {name: accountant_series(run, *accountants[name])
+              for run in runs for name in [run.name] if name in accountants}
     rows = []
     for r in rounds:
         row: dict[str, Any] = {"round": r}
-        private = [run for run in runs if run.private]
-        shared = shared_accountant([run.at(r) for run in private])
         for run in runs:
             m = run.at(r)
             entry: dict[str, Any] = {k: _value(m, k) for k in run.headline}
             if run.private:
-                if shared is None:
-                    method, kind, value = _own_tightest(m)
-                else:
-                    method, kind = shared
-                    value = logged_guarantees(m, kind)[method]
-                entry.update(epsilon=value, epsilon_method=method, epsilon_kind=kind,
+                method, kind = accountants.get(run.name, (None, "bound"))
+                entry.update(epsilon=series.get(run.name, {}).get(r, math.nan),
+                             epsilon_method=method, epsilon_kind=kind,
                              mu=_value(m, "mu"), mu_method=m.get("mu_method"))
             row[run.name] = entry
         rows.append(row)
@@ -350,8 +372,8 @@ def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]
     unshared = unshared_rounds(runs, rows)
     if unshared:
         lines += [f"**Not like for like:** at round(s) {', '.join(map(str, unshared))} the "
-                  "private runs share no accountant; each eps is its own run's tightest bound "
-                  "(or estimate, marked) at that round."]
+                  "private runs share no accountant; each run's eps column is its own one "
+                  "accountant (its rows' bound, or where they carry none its estimate, marked)."]
     lines += [MISSING_NOTE] if missing else []
     return "\n".join(lines) + "\n"
 

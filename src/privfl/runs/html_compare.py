@@ -21,6 +21,7 @@ from privfl.runs.compare import (
     MISSING,
     MISSING_NOTE,
     RunRecord,
+    accountant_series,
     comparison_notes,
     epsilon_cell,
     epsilon_series,
@@ -51,6 +52,19 @@ def _tradeoff(run: RunRecord, key: str, epsilons: Mapping[int, float]) -> dict[s
     return {"x": xs, "y": ys}
 
 
+def _plotted(run: RunRecord, rows: Sequence[Mapping[str, Any]]) -> tuple[str, dict[int, float]]:
+    """(label, round -> epsilon) of a run's plotted epsilon: the accountant and kind of its
+    column in ``rows`` (so that the plot and the table agree), at every round that carries it;
+    without compared rows, :func:`~privfl.runs.compare.epsilon_series`."""
+    if not run.private:
+        return "", {}
+    entry = rows[0][run.name] if rows else {}
+    if not entry.get("epsilon_method"):
+        return epsilon_series(run)
+    method, kind = entry["epsilon_method"], entry.get("epsilon_kind", "bound")
+    return f"{method} {kind}", accountant_series(run, method, kind)
+
+
 def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]], *,
                     datasets: Mapping[str, str] | None = None) -> str:
     """The HTML text (``rows``: :func:`privfl.runs.compare.comparison_rows`; ``datasets``:
@@ -70,8 +84,9 @@ def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]]
             xs, ys = _series(list(run.metrics), key)
             accuracy.append({"name": f"{run.name}: {labels[key]}", "x": xs, "y": ys,
                              "dash": index > 0})
-        label, series = epsilon_series(run) if run.private else ("", {})
-        if series:  # one accountant per run; an estimate dashed
+        label, series = _plotted(run, rows)
+        if series:  # the table's accountant of the run (compare.column_accountants); dashed:
+            # an estimate
             estimate = label.endswith("estimate")
             epsilon.append({"name": f"{run.name} ({label})", "x": list(series),
                             "y": list(series.values()), "dash": estimate})
