@@ -26,7 +26,7 @@ from privfl.runs.rundir import RunDirectory, logged_guarantees, logged_number
 __all__ = ["EPSILON_NOTE", "MISSING", "RunRecord", "common_rounds", "comparison_markdown",
            "comparison_notes", "comparison_rows", "disagreement_notes", "distinct_labels",
            "accountant_series", "column_accountants", "epsilon_cell", "epsilon_series",
-           "load_run", "number_cell", "percent_cell",
+           "load_run", "own_accountant", "number_cell", "percent_cell",
            "plot_comparison", "reports_mu", "shared_accountant", "unshared_rounds"]
 
 #: A table cell with no number: not measured at that round, or not reported by that run.
@@ -232,55 +232,57 @@ def shared_accountant(rows: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
 
 
 def epsilon_series(run: RunRecord) -> tuple[str, dict[int, float]]:
-    """(label, round -> epsilon) of one run's per-round epsilon, from one accountant: its rows'
-    ``epsilon`` (``"rdp bound"``), or where no row carries a bound, the tightest estimate every
-    row carries (``"gdp-clt estimate"``); ``("", {})`` when there is neither."""
-    logged = {row["round"]: _value(row, "epsilon") for row in run.metrics
-              if math.isfinite(_value(row, "epsilon"))}
+    """(label, round -> epsilon) of one run's per-round epsilon, from one accountant
+    (:func:`own_accountant`): its rows' ``epsilon`` (``"rdp bound"``), or where no row carries
+    a bound, the tightest estimate every row carries (``"gdp-clt estimate"``); ``("", {})``
+    when there is neither."""
+    found = own_accountant(run)
+    if found is None:
+        return "", {}
+    method, kind = found
+    return f"{method} {kind}", accountant_series(run, method, kind)
+
+
+def own_accountant(run: RunRecord) -> tuple[str | None, str] | None:
+    """(method, kind) of a run's own per-round series: its rows' ``epsilon_method`` (a bound;
+    None in rows that do not name it), else the tightest estimate every row carries; None
+    when there is neither."""
+    logged = [row for row in run.metrics if math.isfinite(_value(row, "epsilon"))]
     if logged:
-        method = next(row.get("epsilon_method") for row in run.metrics
-                      if math.isfinite(_value(row, "epsilon")))
-        return f"{method} bound", logged
+        return logged[0].get("epsilon_method"), "bound"
     tables = [logged_guarantees(row, "estimate") for row in run.metrics]
     common = set.intersection(*(set(t) for t in tables)) if tables else set()
     if not common:
-        return "", {}
-    method = min(common, key=lambda m: (tables[-1][m], m))
-    return f"{method} estimate", {row["round"]: t[method]
-                                  for row, t in zip(run.metrics, tables, strict=True)}
+        return None
+    return min(common, key=lambda m: (tables[-1][m], m)), "estimate"
 
 
 def column_accountants(runs: Sequence[RunRecord], rounds: Sequence[int]
-                       ) -> dict[str, tuple[str, str]]:
+                       ) -> dict[str, tuple[str | None, str]]:
     """run name -> (method, kind) of each private run's epsilon column: one accountant and one
     kind for every compared round, so that a column never mixes estimates with a bound. The
     accountant every private run carries at every compared round (:func:`shared_accountant`,
-    like beside like); where they share none, each run's own series (:func:`epsilon_series`:
+    like beside like); where they share none, each run's own series (:func:`own_accountant`:
     its rows' bound, else its estimate)."""
     private = [run for run in runs if run.private]
     shared = shared_accountant([run.at(r) for run in private for r in rounds])
     if shared is not None:
         return {run.name: shared for run in private}
-    out = {}
-    for run in private:
-        label = epsilon_series(run)[0]
-        if label:
-            method, kind = label.rsplit(" ", 1)
-            out[run.name] = (method, kind)
-    return out
+    return {run.name: found for run in private
+            if (found := own_accountant(run)) is not None}
 
 
-def accountant_series(run: RunRecord, method: str, kind: str) -> dict[int, float]:
+def accountant_series(run: RunRecord, method: str | None, kind: str) -> dict[int, float]:
     """round -> epsilon of ``method`` (``kind``) in each of ``run``'s rows that carries it (a
     row without a ``privacy`` list: its logged ``epsilon`` where ``epsilon_method`` is
     ``method``): what compare's table and report.html's plot show for the run."""
     out = {}
     for row in run.metrics:
         found = logged_guarantees(row, kind)
-        if method in found:
+        if method is not None and method in found:
             out[row["round"]] = found[method]
         elif kind == "bound" and row.get("epsilon_method") == method \
-                and math.isfinite(_value(row, "epsilon")):
+                and not math.isnan(_value(row, "epsilon")):  # infinity stays
             out[row["round"]] = _value(row, "epsilon")
     return out
 

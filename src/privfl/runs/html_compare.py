@@ -58,10 +58,10 @@ def _plotted(run: RunRecord, rows: Sequence[Mapping[str, Any]]) -> tuple[str, di
     without compared rows, :func:`~privfl.runs.compare.epsilon_series`."""
     if not run.private:
         return "", {}
-    entry = rows[0][run.name] if rows else {}
-    if not entry.get("epsilon_method"):
+    if not rows:
         return epsilon_series(run)
-    method, kind = entry["epsilon_method"], entry.get("epsilon_kind", "bound")
+    entry = rows[0][run.name]
+    method, kind = entry.get("epsilon_method"), entry.get("epsilon_kind", "bound")
     return f"{method} {kind}", accountant_series(run, method, kind)
 
 

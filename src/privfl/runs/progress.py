@@ -39,7 +39,7 @@ def round_status(labels: Any, metrics: dict[str, Any]) -> str:
     keys) and the tightest rigorous bound the round's row carries in its primary scope, worded
     and rounded up as the headline is (:mod:`privfl.runs.headline`): at the last planned round
     of a run that stops there, the row carries what the headline is selected from, so the last
-    round line shows the headline's value and accountant (``eps 6.187 (PLD)``), not the
+    round line shows the headline's value and accountant (``eps 6.188 (PLD)``), not the
     per-round series' looser one. A row without a bound shows its tightest estimate, marked
     (``eps ~3.9 (gdp-clt estimate)``)."""
     status = "  ".join(f"{key.removesuffix('_accuracy')} {fmt(metrics.get(key), True)}"
