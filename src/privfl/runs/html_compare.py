@@ -28,6 +28,7 @@ from privfl.runs.compare import (
     percent_cell,
 )
 from privfl.runs.html import Cell, Section, line_figure, render_page, table
+from privfl.runs.html_plots import hover_values
 from privfl.runs.plots import _series
 from privfl.runs.rounding import format_bound
 
@@ -89,7 +90,7 @@ def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]]
             # an estimate
             estimate = label.endswith("estimate")
             epsilon.append({"name": f"{run.name} ({label})", "x": list(series),
-                            "y": list(series.values()), "dash": estimate})
+                            "y": hover_values(list(series.values())), "dash": estimate})
             if run.headline:
                 key = run.headline[0]
                 tradeoff.append({"name": f"{run.name}: {labels[key]} ({label})",
