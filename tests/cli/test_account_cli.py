@@ -84,7 +84,7 @@ def test_dpsgd_unit_client_reproduces_the_user_level_entry():
     card = {line.split()[0]: " ".join(line.split()[1:]) for line in text.output.splitlines()
             if line.split()}
     assert card["unit"] == "client" and card["sampling"] == "poisson (q=0.1) of clients"
-    assert "0.629756" in text.output
+    assert "0.629757" in text.output  # 0.6297564... rounded up (privfl.runs.rounding)
 
 
 def test_dpsgd_unit_defaults_to_record():

@@ -244,6 +244,10 @@ def test_other_commands(tmp_path, capsys):
         (["init", "--out", tmp_path / "run" / "config.yaml"], "already exists"),
         (["list", "widgets"], "widgets"),
         (["run", "--bogus"], "No such option"),
+        # the option it abbreviates, not click's string-similar --unit
+        (["account", "dpsgd", "--noise", "1"], "No such option: --noise (did you mean "
+         "--noise-multiplier?)"),
+        (["account", "dpsgd", "--multiplier", "1"], "(did you mean --noise-multiplier?)"),
         (["distortion", "tv", "--variance", "-1", "--distorted-variance", "2",
           "--dimension", "3"], "variance"),
         (["distortion", "tv", "--variance", "1", "--distorted-variance", "2",

@@ -74,11 +74,20 @@ def test_bad_yaml_and_missing_file_exit_2(tmp_path):
     _one_line_error(_run(str(unknown)), "privacy.epsilon is not a known key")
 
 
-def test_missing_dataset_exits_2(tmp_path, tiny_yaml, monkeypatch):
+@pytest.mark.parametrize(("sets", "fragments"), [
+    (["data.dataset=cifar10", "model.name=zheng2021-cifar-cnn"], ["CIFAR-10 is not in"]),
+    (["data.dataset=mnist"], ["MNIST is not in", "data.dataset: mnist-5k",
+                              "privfl run: --set data.dataset=mnist-5k"]),
+])
+def test_missing_dataset_exits_2(tmp_path, tiny_yaml, monkeypatch, sets, fragments):
     monkeypatch.setenv("PRIVFL_DATA", str(tmp_path / "empty-cache"))
-    result = _run(str(tiny_yaml), "--out", str(tmp_path / "out"), "--set", "data.dataset=cifar10",
-                  "--set", "model.name=zheng2021-cifar-cnn")
-    _one_line_error(result, "CIFAR-10 is not in", "download_cifar10")
+    result = _run(str(tiny_yaml), "--out", str(tmp_path / "out"),
+                  *(part for item in sets for part in ("--set", item)))
+    # said in the command line's and the configuration's words, not the Python API's
+    _one_line_error(result, *fragments, "set data.download: true",
+                    "privfl run: --set data.download=true")
+    for python in ("download=True", "load_mnist_5k()", "download_cifar10()", "root="):
+        assert python not in result.stderr
 
 
 def test_json_summary_and_mu_equal_account_fedfdp(tmp_path, tiny_yaml):
@@ -188,7 +197,9 @@ def test_existing_out_directory_is_refused(tmp_path, tiny_yaml):
     args = [str(tiny_yaml), "--out", str(tmp_path / "run"), "--no-progress",
             "--set", "federated.rounds=1", "--set", "privacy.accountants=[gdp-clt]"]
     assert _run(*args).exit_code == 0
-    _one_line_error(_run(*args), "already holds a run")
+    _one_line_error(_run(*args), "already holds a run",
+                    f"continue it with privfl run --resume {tmp_path / 'run'} or choose "
+                    "another --out")
 
 
 @pytest.mark.slow  # 10-20 s on 2 cores: `make test-slow` (keeps `make test` under 10 min)

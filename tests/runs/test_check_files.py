@@ -26,7 +26,8 @@ from privfl.runs.check import check_run_privacy
 from privfl.runs.check_files import check_run_files
 from privfl.runs.experiment import Experiment
 from privfl.runs.provenance import config_digest
-from privfl.runs.reading import FALSE_POSITIVE_RATE, plain_reading
+from privfl.runs.reading import FALSE_POSITIVE_RATES, plain_reading
+from privfl.runs.rounding import format_bound
 from privfl.runs.rundir import RunDirectory
 
 #: test_check.py's DP-FedAvg run, 3 rounds
@@ -103,8 +104,8 @@ def test_a_headline_field_deleted_or_a_sentence_edited_in_summary_fails(run):
     path = run / "summary.json"
     summary = _load(path)
     sentence = summary["headline"]["sentence"]
-    assert sentence == "epsilon = 6.44 at delta = 0.001 (RDP bound, client level)."
-    summary["headline"]["sentence"] = sentence.replace("6.44", "0.1")
+    assert sentence == "epsilon = 6.441 at delta = 0.001 (RDP bound, client level)."
+    summary["headline"]["sentence"] = sentence.replace("6.441", "0.1")
     del summary["headline"]["method"]
     del summary["privacy"][0]["epsilon"]
     _dump(path, summary)
@@ -119,16 +120,16 @@ def test_a_headline_field_deleted_or_a_sentence_edited_in_summary_fails(run):
 def test_an_edited_report_md_fails(run):
     path = run / "report.md"
     text = path.read_text()
-    assert "**epsilon = 6.44 at delta = 0.001 (RDP bound, client level).**" in text
-    path.write_text(text.replace("**epsilon = 6.44 ", "**epsilon = 0.1 "))
+    assert "**epsilon = 6.441 at delta = 0.001 (RDP bound, client level).**" in text
+    path.write_text(text.replace("**epsilon = 6.441 ", "**epsilon = 0.1 "))
     assert _file_problems(run) == [
-        "report.md headline: differs from a fresh computation (line '**epsilon = 6.44 at delta "
+        "report.md headline: differs from a fresh computation (line '**epsilon = 6.441 at delta "
         "= 0.001 (RDP bound, client level).**' is missing or altered)"]
     # a number of the results table (the card) and a row of the outputs table
     row = "| `train_loss` | metric | **no** | computed on the round's training data without noise |"
     assert row in text
-    epsilon = f"{_true_epsilon(run):.6g}"
-    assert epsilon == "6.44025"
+    epsilon = format_bound(_true_epsilon(run))  # rounded up, as every printed bound
+    assert epsilon == "6.44026"  # 6.44025x rounded up (privfl.runs.rounding)
     line = next(line for line in text.splitlines() if line.startswith("| rdp | **bound** |"))
     assert f"| {epsilon} |" in line
     path.write_text(text.replace(line, line.replace(f"| {epsilon} |", "| 0.1 |"))
@@ -143,9 +144,9 @@ def test_an_edited_report_md_fails(run):
 def test_an_edited_report_html_fails(run):
     path = run / "report.html"
     text = path.read_text()
-    expected = 'id="headline">epsilon = 6.44 at delta = 0.001 (RDP bound, client level).</p>'
+    expected = 'id="headline">epsilon = 6.441 at delta = 0.001 (RDP bound, client level).</p>'
     assert expected in text
-    path.write_text(text.replace(expected, expected.replace("6.44", "0.1")))
+    path.write_text(text.replace(expected, expected.replace("6.441", "0.1")))
     assert _file_problems(run) == [
         f"report.html headline: differs from a fresh computation (line {expected!r} is "
         "missing or altered)"]
@@ -166,9 +167,9 @@ def _forge_a_number(key: str, paragraph: str) -> str:
     if key == "advice":
         last = list(re.finditer(r"epsilon = ([0-9.]+)", paragraph))[-1]
         return paragraph[:last.start(1)] + "1.0" + paragraph[last.end(1):]
-    rate = f"{FALSE_POSITIVE_RATE:.0%}"
-    bound = next(p for p in re.findall(r"\d+(?:\.\d+)?%", paragraph) if p != rate)
-    return paragraph.replace(bound, rate, 1)
+    rates = {f"{100 * rate:g}%" for rate in FALSE_POSITIVE_RATES}
+    bound = next(p for p in re.findall(r"\d+(?:\.\d+)?%", paragraph) if p not in rates)
+    return paragraph.replace(bound, "1%", 1)
 
 
 @pytest.mark.parametrize("key", ["advice", "reading"])
@@ -179,7 +180,7 @@ def test_a_forged_advice_or_reading_in_report_html_fails(advised, tmp_path, key)
     run = shutil.copytree(advised, tmp_path / "run")
     headline = _load(run / "summary.json")["headline"]
     assert headline["reading"] == plain_reading(headline["epsilon"], headline["delta"],
-                                                headline["unit"])
+                                                headline["unit"], headline["neighbouring"])
     assert headline["advice"].startswith("Report the weak scope")
     assert "(RDP bound, record level, strong scope)" in headline["advice"]
     path = run / "report.html"

@@ -23,6 +23,7 @@ from privfl.runs.compare import (
     load_run,
 )
 from privfl.runs.experiment import Experiment
+from privfl.runs.html_compare import _plotted
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,6 +93,18 @@ def test_compare_of_runs_without_a_per_round_bound_reads_their_shared_estimate(t
     assert series[2] == rows[1][loaded[1].name]["epsilon"]
     label, series = epsilon_series(load_run(dp_fedavg_runs_dir(tmp_path)))
     assert label == "rdp bound" and list(series) == [1, 2]
+    # the 2-round run alone: its last row carries the sampled PLD bound, its first only the
+    # estimate; its column holds one accountant and one kind (issue 45 item 3: estimates for
+    # rounds 1-25 and a PLD bound at round 30 in one column), and the plot shows the same
+    own = comparison_rows(loaded[:1], [1, 2])
+    last = next(e for e in loaded[0].metrics[-1]["privacy"] if e["method"] == "pld")
+    assert last["kind"] == "bound"
+    name = loaded[0].name
+    assert {(row[name]["epsilon_method"], row[name]["epsilon_kind"]) for row in own} == {
+        ("gdp-clt", "estimate")}
+    label, plotted = _plotted(loaded[0], own)
+    assert label == "gdp-clt estimate"
+    assert [plotted[row["round"]] for row in own] == [row[name]["epsilon"] for row in own]
 
 
 def dp_fedavg_runs_dir(tmp_path: Path) -> Path:

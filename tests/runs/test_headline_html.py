@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from privfl.accounting.results import PrivacyResult
 from privfl.algorithms.base import budget_results, tightest_bound
@@ -39,15 +40,15 @@ def test_format_delta_and_method_names():
 
 
 def test_demo_headline_is_the_budget_number_with_its_labels():
-    """The demo's planned headline (30 rounds): the PLD bound of the weak scope, 3.851 (a
-    guarantee people publish: epsilon <= 4 at delta 1e-5), taken from budget_results/
+    """The demo's planned headline (30 rounds): the PLD bound of the weak scope, 3.852 (3.85104
+    rounded up; a guarantee people publish: epsilon <= 4 at delta 1e-5), taken from budget_results/
     tightest_bound, never recomputed, with its reading in plain words."""
     plan = privacy_plan(load_config(None, []))
     results = plan.results(30)
     headline = plan_headline(plan, results)
     best = tightest_bound(budget_results(plan, results))
     assert headline.result is best
-    assert headline.sentence == ("epsilon = 3.851 at delta = 1e-5 (PLD bound, record level, "
+    assert headline.sentence == ("epsilon = 3.852 at delta = 1e-5 (PLD bound, record level, "
                                  "weak scope).")
     assert headline.advice.startswith("Report the weak scope: any one other client sees")
     strong = headline.others["strong"]
@@ -56,10 +57,12 @@ def test_demo_headline_is_the_budget_number_with_its_labels():
         headline.advice)
     assert headline.to_dict()["epsilon"] == pytest.approx(3.851, abs=0.0005)
     assert best.epsilon <= 4 and best.delta <= 1e-5
-    # e^3.851 x 1% + 1e-5 = 47.05 %; e^3.851 / (1 + e^3.851) = 97.9 %: rounded up
-    assert "catches at most 48% of those that were" in headline.reading  # rounded up
+    # e^3.85104 x 1% + 1e-5 = 47.05 %; e^3.85104 / (1 + e^3.85104) = 97.92 %: rounded up to
+    # three significant digits; PriFedSync's record guarantee is replace-one
+    assert "catches at most 47.1% of those that had the second" in headline.reading
     assert "ends at most 98% sure" in headline.reading
-    assert "this epsilon is reasonable." in headline.reading
+    assert "may be able to tell which of two values that record had" in headline.reading
+    assert "this epsilon is reasonable, a name for what" in headline.reading
     assert headline.to_dict()["reading"] == headline.reading
 
 
@@ -156,6 +159,15 @@ def test_run_writes_headline_first_provenance_and_report_html(tiny_run):
     assert "## Provenance" in "\n".join(report)
     html = (out / "report.html").read_text()
     assert f'id="headline">{headline["sentence"]}</p>' in html
+    # report.md's Files section, in report.html too: the files, the check-privacy pointer and
+    # the resume hint (issue 45 item 8)
+    files = "\n".join(report).split("## Files\n", 1)[1].split("## Provenance", 1)[0]
+    paragraphs = [p.strip().replace("`", "") for p in files.split("\n\n") if p.strip()]
+    assert len(paragraphs) == 2 and f"privfl check-privacy {out} recomputes" in paragraphs[0]
+    assert "privfl run --resume" in paragraphs[1] or "cannot be continued" in paragraphs[1]
+    assert 'id="files"' in html
+    for paragraph in paragraphs:
+        assert f"<p>{escape(paragraph)}</p>" in html, paragraph
     names = {o["name"]: o for o in summary["outputs"]}
     assert names["report.html"]["covered"] == names["report.md"]["covered"]
     assert {"report.html", "health.png"} <= set(names)

@@ -23,6 +23,7 @@ from privfl.runs.html import (
     render_page,
 )
 from privfl.runs.html_plots import SHOWN, health_traces, privacy_note, privacy_traces
+from privfl.runs.rounding import round_bound
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: measured: a demo report.html is 1.21-1.24 MB with the basic bundle (1.19 MB of it), 4.83-4.86
@@ -216,7 +217,9 @@ def test_dsgd_report_html_opens_on_the_headline_with_few_traces(dsgd_run):
     (head,) = [t for t in epsilon if t["name"].endswith("(headline)")]
     assert head is visible[0]
     assert head["name"] == f"final {summary['headline']['method']} bound (headline)"
-    assert head["y"] == [pytest.approx(summary["headline"]["epsilon"])]
+    # the hover shows 6 significant digits (~g): the value is rounded up there, never below
+    assert head["y"] == [round_bound(summary["headline"]["epsilon"], 6)]
+    assert head["y"][0] >= summary["headline"]["epsilon"]
     assert {t["legendgroup"] for t in visible} == {"run scope (headline)"}
     assert figures["plot-epsilon"]["layout"]["yaxis"]["tickformat"] == "~g"
     assert "Solid: rigorous bounds" not in page

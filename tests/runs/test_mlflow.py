@@ -20,6 +20,7 @@ pytestmark = pytest.mark.mlflow
 mlflow = pytest.importorskip("mlflow")
 
 from privfl.runs.experiment import Experiment  # noqa: E402
+from privfl.runs.rounding import format_bound  # noqa: E402
 
 
 def _client(tmp_path):
@@ -53,7 +54,7 @@ def test_run_is_read_back_through_mlflows_client(tmp_path):
     privacy = json.loads((tmp_path / "run" / "privacy.json").read_text())
     rdp = next(r for r in privacy["results"] if r["method"] == "rdp")
     tag = run.data.tags["privacy.0"]
-    assert tag.startswith(f"rdp bound: epsilon = {rdp['epsilon']:.6g} at delta = 0.001, "
+    assert tag.startswith(f"rdp bound: epsilon = {format_bound(rdp['epsilon'])} at delta = 0.001, "
                           "client level")
     epsilon = client.get_metric_history(run.info.run_id, "privacy/rdp-bound/epsilon")
     assert [m.value for m in epsilon] == [

@@ -13,6 +13,7 @@ from privfl import Dataset, Experiment, config_from_dict, federate_iid
 from privfl.config import ConfigError
 from privfl.runs.headline import Headline
 from privfl.runs.progress import round_status, with_progress
+from privfl.runs.rounding import format_bound
 
 CLASSES = 3
 
@@ -68,7 +69,8 @@ def test_n_x_d_data_train_privately_end_to_end(tabular, tmp_path, capsys):
     assert result.headline == "\n\n".join(
         saved[k] for k in ("sentence", "advice", "reading") if saved[k])
     assert "In plain words: for any one client" in result.headline
-    assert result.headline.startswith(f"epsilon = {result.epsilon:.4g} at delta = 1e-5 (RDP")
+    assert result.headline.startswith(
+        f"epsilon = {format_bound(result.epsilon, 4)} at delta = 1e-5 (RDP")
     assert "epsilon=" in repr(result) and "global_accuracy" in repr(result)
     with pytest.raises(ValueError, match="has no per-client models"):
         result.client_model(0)
@@ -108,7 +110,7 @@ def test_progress_defaults(tmp_path):
     labels = {"global_accuracy": "global", "other_accuracy": "other", "third_accuracy": ""}
     assert round_status(labels, {"global_accuracy": 0.5, "epsilon": 1.234,
                                  "epsilon_method": "rdp"}) == \
-        "global 50.0%  other n/a  eps 1.23 (rdp)"
+        "global 50.0%  other n/a  eps 1.234 (RDP)"
 
 
 def test_a_convolutional_model_refuses_tabular_data(tabular, tmp_path):

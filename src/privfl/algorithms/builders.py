@@ -59,7 +59,12 @@ def _clean_dataset(config: ExperimentConfig) -> FederatedDataset:
         raise ConfigError("data.dataset = 'custom': the data come from Python; pass the same "
                           "FederatedDataset as data= to Experiment.create / Experiment.resume "
                           "(docs/python-api.md)")
-    train, test = dataset_entry(c.dataset).load()(c, seed)  # privfl.config.datasets
+    try:
+        train, test = dataset_entry(c.dataset).load()(c, seed)  # privfl.config.datasets
+    except d.DatasetNotFoundError as error:  # said in configuration keys, not Python calls
+        if not error.settings:
+            raise
+        raise d.DatasetNotFoundError(error.settings) from None
     if c.classes is not None:  # e.g. a binary task (Xie et al. 2023: MNIST 0 vs 1)
         try:
             train, test = train.filter_classes(c.classes), test.filter_classes(c.classes)

@@ -17,6 +17,7 @@ from privfl.accounting.events import Neighbouring, Sampling, Unit
 from privfl.accounting.methods import AccountingOptions
 from privfl.cli import accounting_options as opt
 from privfl.cli.common import JsonOpt, TargetDeltaOpt, user_errors
+from privfl.runs.rounding import format_bound
 
 BoundMethod = opt.choices("BoundMethod", "rdp", "pld")
 
@@ -148,7 +149,7 @@ def calibrate_dpsgd(
     }
     footnotes: tuple[str, ...] = ()
     if calibration.parameter == "epsilon" and spent > epsilon:
-        footnotes = (f"over budget: spends {spent:.6g} > target {epsilon:.6g}",)
+        footnotes = (f"over budget: spends {format_bound(spent)} > target {epsilon:.6g}",)
     if calibration.warning:
         footnotes += (f"warning: {calibration.warning}",)
     opt.emit(

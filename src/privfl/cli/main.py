@@ -77,6 +77,24 @@ unwrap_app(app)  # each paragraph of every help on one line: rich wraps it to th
 hide_flag_types()  # --json, not --json <bool>
 
 
+def _unknown_option(error: Exception) -> str:
+    """An unknown option's message with the options it abbreviates or is part of (``--noise``:
+    ``--noise-multiplier``; click's own guess by string similarity offered ``--unit``); empty
+    where there are none (click's message is used)."""
+    name, ctx = getattr(error, "option_name", None), getattr(error, "ctx", None)
+    if not name or ctx is None or not name.startswith("--"):
+        return ""
+    options = [opt for param in ctx.command.params
+               for opt in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))
+               if opt.startswith("--")]
+    word = name.removeprefix("--")
+    found = [opt for opt in options if opt.startswith(name)] or [
+        opt for opt in options if word and word in opt]
+    if not found:
+        return ""
+    return f"No such option: {name} (did you mean {' or '.join(dict.fromkeys(found))}?)"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point. Usage errors (an unknown option, a missing argument, a value
     outside a choice) are one line on stderr naming the command, exit status 2; ``--help``
@@ -90,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         code = app(argv, standalone_mode=False)
     except UsageError as error:
         where = error.ctx.command_path if error.ctx is not None else "privfl"
-        message = " ".join(error.format_message().split())
+        message = _unknown_option(error) or " ".join(error.format_message().split())
         if message:  # empty: the help was asked for by giving no arguments, and is shown
             typer.echo(f"privfl: error: {message} (see: {where} --help)", err=True)
         code = 2

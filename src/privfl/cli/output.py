@@ -13,6 +13,7 @@ from rich.table import Table
 
 from privfl.accounting.results import PrivacyResult
 from privfl.runs.card import kind_cell
+from privfl.runs.rounding import format_bound
 
 #: One line per kind, printed under a table that shows it (README "Reading a privacy number").
 KIND_LEGEND = {
@@ -81,7 +82,8 @@ def print_report(
             if len(methods) <= len(others)
             else "every row" + (f" but {', '.join(others)}" if others else "")
         )
-        console.print(f"{column} = {_format_number(value)} ({which})")
+        shown = format_bound(value) if column == "mu" else _format_number(value)
+        console.print(f"{column} = {shown} ({which})")
     for method, reason in (unsupported or {}).items():
         console.print(f"[dim]{escape(method)}: not applicable — {escape(reason)}[/dim]")
     _print_legend(console, [r.kind for r in results])
@@ -97,9 +99,10 @@ def _result_table(results: Sequence[PrivacyResult], extras: Sequence[str]) -> Ta
             result.method,
             result.kind,
             _format_number(result.steps),
-            _format_number(result.epsilon),
-            _format_number(result.delta),
-            *(_format_number(result.extras.get(c, "")) for c in extras),
+            format_bound(result.epsilon, kind=result.kind),
+            format_bound(result.delta, kind=result.kind),
+            *(format_bound(result.extras.get(c, ""), kind=result.kind) if c == "mu"
+              else _format_number(result.extras.get(c, "")) for c in extras),
         ]
         for result in results
     ]

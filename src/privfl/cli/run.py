@@ -23,7 +23,7 @@ from rich.markup import escape
 from privfl.cli.backend_options import AddressOpt, BackendOpt, WorkersOpt, select_backend
 from privfl.config.algorithms import register_builtin_algorithms
 from privfl.config.sections import algorithm_about, registered_algorithms
-from privfl.runs.progress import fmt, progress_bar, round_status
+from privfl.runs.progress import fmt, progress_bar, round_status, stop_bar
 
 __all__ = ["run_command"]
 
@@ -120,15 +120,17 @@ class _Display:
 
     def on_clients(self, done: int, total: int) -> None:
         """Within a round (called by the engine, possibly from a worker thread)."""
-        if self.progress is not None:
+        progress = self.progress  # close() may set it to None meanwhile
+        if progress is not None:
             if self.clients_task is None:
-                self.clients_task = self.progress.add_task("clients", total=total, status="")
-            self.progress.update(self.clients_task, completed=done, total=total,
-                                 status="clients of this round")
+                self.clients_task = progress.add_task("clients", total=total, status="")
+            progress.update(self.clients_task, completed=done, total=total,
+                            status="clients of this round")
         elif self.log_lines and time.monotonic() - self.last_log >= self.LOG_EVERY:
             self.last_log = time.monotonic()
             self.console.print(f"  ... {done}/{total} clients done "
-                               f"({self.last_log - self.round_started:.0f} s into the round)")
+                               f"({self.last_log - self.round_started:.0f} s into the round)",
+                               soft_wrap=True)
 
     def on_warning(self, experiment, message: str) -> None:
         self.console.print(f"[yellow]warning: {escape(message)}[/yellow]")
@@ -143,7 +145,7 @@ class _Display:
         elif self.log_lines:
             self.console.print(f"round {metrics['round']}/{self.total_rounds}: {status}  "
                                f"({fmt(metrics.get('seconds'))} s{self._eta(metrics)})",
-                               highlight=False)
+                               highlight=False, soft_wrap=True)  # one line, never wrapped
 
     def _eta(self, metrics: dict[str, Any]) -> str:
         """``, ETA N s``: the rounds left times the mean time of this invocation's rounds."""
@@ -155,9 +157,11 @@ class _Display:
         return f", ETA {left * self.seconds_done / self.rounds_done:.0f} s"
 
     def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
+        """Stop the bar (after the last round, an error or Ctrl-C): the rounds alone, once."""
+        progress, self.progress = self.progress, None  # a worker's on_clients sees None first
+        if progress is not None:
+            stop_bar(progress, self.clients_task)
+            self.clients_task = None
 
     def on_finishing(self, experiment, detail: str) -> None:
         self.close()
@@ -270,7 +274,14 @@ def _setting_warnings(plan: Any, data: Any) -> list[str]:
 
 def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
     """What the user does next after a fault that left the run directory resumable: a full
-    disk, or a Ray system process that died (:mod:`privfl.backends.ray_backend`)."""
+    disk, or a Ray system process that died (:mod:`privfl.backends.ray_backend`); and the
+    command line's way on from a directory that already holds a run."""
+    from privfl.runs.rundir import RunExistsError
+
+    if isinstance(error, RunExistsError):
+        return ValueError(f"out = {str(error.path)!r} already holds a run (config.yaml): "
+                          f"continue it with privfl run --resume {error.path} or choose "
+                          "another --out")
     if experiment is None:  # before the runner (and torch) was imported: nothing to resume
         return error
     from privfl.backends.ray_backend import RayClusterError

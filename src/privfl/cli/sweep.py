@@ -31,6 +31,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from privfl.runs.rounding import format_bound
+
 __all__ = ["grid_points", "parse_grid", "sweep_command"]
 
 SWEEP_HELP = (
@@ -118,7 +120,7 @@ def _status(summary: dict[str, Any]) -> str:
     if labels and isinstance(final.get(labels[0]), (int, float)):
         text = f"{labels[0].removesuffix('_accuracy')} {100 * final[labels[0]]:.1f}%"
     if "epsilon" in final:
-        text += f"  eps {final['epsilon']:.3g} ({final.get('epsilon_method')})"
+        text += f"  eps {format_bound(final['epsilon'], 3)} ({final.get('epsilon_method')})"
     return text.strip()
 
 

@@ -30,5 +30,12 @@ class DatasetNotFoundError(FileNotFoundError):
     """A data source is not available locally.
 
     The message says exactly how to obtain it (a ``pip``/``apt-get`` command or the privfl
-    download function to call, and the directory it is looked for in).
+    download function to call, and the directory it is looked for in). ``settings``, where
+    given, says the same in configuration keys (``data.download: true``, ``data.dataset:
+    mnist-5k``, and ``privfl run``'s ``--set``), for a run described by a configuration
+    (:func:`privfl.algorithms.builders.build_dataset` raises it in place of the message).
     """
+
+    def __init__(self, message: str, settings: str = "") -> None:
+        super().__init__(message)
+        self.settings = settings

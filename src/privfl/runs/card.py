@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from privfl.accounting.results import PrivacyResult
+from privfl.runs.rounding import format_bound
 
 __all__ = [
     "KIND_STYLE",
@@ -111,8 +112,7 @@ def render_card(
             table.add_row(
                 escape(row["method"]), kind_cell(row["kind"]),
                 escape(str(row["scope"])), format_number(row["steps"]),
-                format_number(row["epsilon"]), format_number(row["delta"]),
-                format_number(row["mu"]),
+                *(format_bound(row[key], kind=row["kind"]) for key in ("epsilon", "delta", "mu")),
             )
         console.print(table)
     notes = list(dict.fromkeys([*(r.note for r in results if r.note), *footnotes]))
@@ -133,8 +133,9 @@ def card_markdown(rows: Mapping[str, Any], results: Sequence[PrivacyResult]) -> 
         for row in results_rows(results):
             lines.append(
                 f"| {row['method']} | **{row['kind']}** | {row['scope']} | "
-                f"{format_number(row['steps'])} | {format_number(row['epsilon'])} | "
-                f"{format_number(row['delta'])} | {format_number(row['mu'])} |"
+                f"{format_number(row['steps'])} | "
+                + " | ".join(format_bound(row[key], kind=row["kind"])
+                             for key in ("epsilon", "delta", "mu")) + " |"
             )
         notes = list(dict.fromkeys(r.note for r in results if r.note))
         if notes:

@@ -18,13 +18,15 @@ from typing import Any
 
 from privfl._validation import check_int
 from privfl.config.loader import load_config
-from privfl.runs.card import format_number, format_percent
+from privfl.runs.card import format_percent
 from privfl.runs.plots import _series, figure
+from privfl.runs.rounding import format_bound
 from privfl.runs.rundir import RunDirectory, logged_guarantees, logged_number
 
 __all__ = ["EPSILON_NOTE", "MISSING", "RunRecord", "common_rounds", "comparison_markdown",
            "comparison_notes", "comparison_rows", "disagreement_notes", "distinct_labels",
-           "epsilon_cell", "epsilon_series", "load_run", "number_cell", "percent_cell",
+           "accountant_series", "column_accountants", "epsilon_cell", "epsilon_series",
+           "load_run", "own_accountant", "number_cell", "percent_cell",
            "plot_comparison", "reports_mu", "shared_accountant", "unshared_rounds"]
 
 #: A table cell with no number: not measured at that round, or not reported by that run.
@@ -142,9 +144,10 @@ def _value(row: dict[str, Any], key: str) -> float:
 
 
 def number_cell(value: Any) -> str:
-    """:func:`format_number` of a finite number, else :data:`MISSING` (never ``nan``)."""
+    """A finite epsilon or mu rounded up (:func:`~privfl.runs.rounding.format_bound`), else
+    :data:`MISSING` (never ``nan``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return format_number(float(value))
+        return format_bound(float(value))
     return MISSING
 
 
@@ -229,58 +232,81 @@ def shared_accountant(rows: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
 
 
 def epsilon_series(run: RunRecord) -> tuple[str, dict[int, float]]:
-    """(label, round -> epsilon) of one run's per-round epsilon, from one accountant: its rows'
-    ``epsilon`` (``"rdp bound"``), or where no row carries a bound, the tightest estimate every
-    row carries (``"gdp-clt estimate"``); ``("", {})`` when there is neither."""
-    logged = {row["round"]: _value(row, "epsilon") for row in run.metrics
-              if math.isfinite(_value(row, "epsilon"))}
+    """(label, round -> epsilon) of one run's per-round epsilon, from one accountant
+    (:func:`own_accountant`): its rows' ``epsilon`` (``"rdp bound"``), or where no row carries
+    a bound, the tightest estimate every row carries (``"gdp-clt estimate"``); ``("", {})``
+    when there is neither."""
+    found = own_accountant(run)
+    if found is None:
+        return "", {}
+    method, kind = found
+    return f"{method} {kind}", accountant_series(run, method, kind)
+
+
+def own_accountant(run: RunRecord) -> tuple[str | None, str] | None:
+    """(method, kind) of a run's own per-round series: its rows' ``epsilon_method`` (a bound;
+    None in rows that do not name it), else the tightest estimate every row carries; None
+    when there is neither."""
+    logged = [row for row in run.metrics if math.isfinite(_value(row, "epsilon"))]
     if logged:
-        method = next(row.get("epsilon_method") for row in run.metrics
-                      if math.isfinite(_value(row, "epsilon")))
-        return f"{method} bound", logged
+        return logged[0].get("epsilon_method"), "bound"
     tables = [logged_guarantees(row, "estimate") for row in run.metrics]
     common = set.intersection(*(set(t) for t in tables)) if tables else set()
     if not common:
-        return "", {}
-    method = min(common, key=lambda m: (tables[-1][m], m))
-    return f"{method} estimate", {row["round"]: t[method]
-                                  for row, t in zip(run.metrics, tables, strict=True)}
+        return None
+    return min(common, key=lambda m: (tables[-1][m], m)), "estimate"
 
 
-def _own_tightest(row: dict[str, Any]) -> tuple[str | None, str, float]:
-    """(method, kind, epsilon) of a row's tightest bound in its primary scope, else its tightest
-    estimate, else its logged ``epsilon`` (a row without a ``privacy`` list)."""
-    for kind in ("bound", "estimate"):
+def column_accountants(runs: Sequence[RunRecord], rounds: Sequence[int]
+                       ) -> dict[str, tuple[str | None, str]]:
+    """run name -> (method, kind) of each private run's epsilon column: one accountant and one
+    kind for every compared round, so that a column never mixes estimates with a bound. The
+    accountant every private run carries at every compared round (:func:`shared_accountant`,
+    like beside like); where they share none, each run's own series (:func:`own_accountant`:
+    its rows' bound, else its estimate)."""
+    private = [run for run in runs if run.private]
+    shared = shared_accountant([run.at(r) for run in private for r in rounds])
+    if shared is not None:
+        return {run.name: shared for run in private}
+    return {run.name: found for run in private
+            if (found := own_accountant(run)) is not None}
+
+
+def accountant_series(run: RunRecord, method: str | None, kind: str) -> dict[int, float]:
+    """round -> epsilon of ``method`` (``kind``) in each of ``run``'s rows that carries it (a
+    row without a ``privacy`` list: its logged ``epsilon`` where ``epsilon_method`` is
+    ``method``): what compare's table and report.html's plot show for the run."""
+    out = {}
+    for row in run.metrics:
         found = logged_guarantees(row, kind)
-        if found:
-            method = min(found, key=lambda m: (found[m], m))
-            return method, kind, found[method]
-    return row.get("epsilon_method"), "bound", _value(row, "epsilon")
+        if method is not None and method in found:
+            out[row["round"]] = found[method]
+        elif kind == "bound" and row.get("epsilon_method") == method \
+                and not math.isnan(_value(row, "epsilon")):  # infinity stays
+            out[row["round"]] = _value(row, "epsilon")
+    return out
 
 
 def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[dict[str, Any]]:
     """One dict per round: ``{"round": r, run name: {accuracies, epsilon, epsilon_method,
-    epsilon_kind, mu}}``. The private runs' epsilons at a round come from one accountant
-    (:func:`shared_accountant`): a run whose row of that round carries the sampled PLD (its
-    last planned round) and one whose row does not are both read from an accountant both
-    carry. Runs that share none show each its own tightest bound at that round (else its
-    tightest estimate, marked), and a note says the round is not like for like
-    (:func:`unshared_rounds`)."""
+    epsilon_kind, mu}}``. Each private run's epsilons come from one accountant and one kind at
+    every round (:func:`column_accountants`): the one all private runs share where there is
+    one (a run whose last row carries the sampled PLD is still read from the accountant every
+    row carries), else each run's own series, and a note says the runs are not like for like
+    (:func:`unshared_rounds`). A round whose row lacks the column's accountant shows no value."""
+    accountants = column_accountants(runs, rounds)
+    series = {name: accountant_series(run, *accountants[name])
+              for run in runs for name in [run.name] if name in accountants}
     rows = []
     for r in rounds:
         row: dict[str, Any] = {"round": r}
-        private = [run for run in runs if run.private]
-        shared = shared_accountant([run.at(r) for run in private])
         for run in runs:
             m = run.at(r)
             entry: dict[str, Any] = {k: _value(m, k) for k in run.headline}
             if run.private:
-                if shared is None:
-                    method, kind, value = _own_tightest(m)
-                else:
-                    method, kind = shared
-                    value = logged_guarantees(m, kind)[method]
-                entry.update(epsilon=value, epsilon_method=method, epsilon_kind=kind,
+                method, kind = accountants.get(run.name, (None, "bound"))
+                entry.update(epsilon=series.get(run.name, {}).get(r, math.nan),
+                             epsilon_method=method, epsilon_kind=kind,
                              mu=_value(m, "mu"), mu_method=m.get("mu_method"))
             row[run.name] = entry
         rows.append(row)
@@ -321,7 +347,7 @@ def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]
     lines += ["| run | algorithm | dataset | directory | private | unit | sampling | "
               "rounds completed | delta |", "|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
-        delta = format_number(run.delta) if run.private else "-"
+        delta = format_bound(run.delta) if run.private else "-"
         lines.append(f"| {run.name} | {run.algorithm} | {run.dataset} | `{run.path}` | "
                      f"{'yes' if run.private else 'no'} | {run.unit} | {run.sampling} | "
                      f"{run.metrics[-1]['round']} | {delta} |")
@@ -348,8 +374,8 @@ def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]
     unshared = unshared_rounds(runs, rows)
     if unshared:
         lines += [f"**Not like for like:** at round(s) {', '.join(map(str, unshared))} the "
-                  "private runs share no accountant; each eps is its own run's tightest bound "
-                  "(or estimate, marked) at that round."]
+                  "private runs share no accountant; each run's eps column is its own one "
+                  "accountant (its rows' bound, or where they carry none its estimate, marked)."]
     lines += [MISSING_NOTE] if missing else []
     return "\n".join(lines) + "\n"
 

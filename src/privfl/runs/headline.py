@@ -22,14 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privfl.accounting.results import PrivacyResult
-from privfl.runs.reading import plain_reading
+from privfl.runs.reading import READ_RELATIONS, plain_reading
+from privfl.runs.rounding import format_bound
 
 __all__ = ["Headline", "compose_headline", "format_delta", "method_name"]
 
 
 def format_delta(delta: float) -> str:
-    """delta without exponent padding: ``1e-05 -> "1e-5"``, ``0.001 -> "0.001"``."""
-    text = f"{float(delta):g}"
+    """delta rounded up (:func:`~privfl.runs.rounding.format_bound`) without exponent padding:
+    ``1e-05 -> "1e-5"``, ``0.001 -> "0.001"``."""
+    text = format_bound(float(delta))
     if "e" in text:
         mantissa, exponent = text.split("e")
         sign = "-" if exponent.startswith("-") else ""
@@ -44,7 +46,8 @@ def method_name(method: str) -> str:
 
 
 def _epsilon(value: float) -> str:
-    return "inf" if value == float("inf") else f"{value:.4g}" if value < 100 else f"{value:.1f}"
+    """epsilon rounded up to 4 significant digits (``3.85104 -> "3.852"``)."""
+    return format_bound(value, 4)
 
 
 def _clause(result: PrivacyResult, scope: str) -> str:
@@ -76,7 +79,8 @@ class Headline:
         if self.result is not None:
             r = self.result
             out.update(epsilon=float(r.epsilon), delta=float(r.delta), method=r.method,
-                       kind=r.kind, unit=r.unit, scope=str(r.extras.get("scope", "")))
+                       kind=r.kind, unit=r.unit, neighbouring=r.neighbouring,
+                       scope=str(r.extras.get("scope", "")))
         return out
 
     def text(self) -> str:
@@ -115,6 +119,7 @@ def compose_headline(best: PrivacyResult | None, *, private: bool,
     for other, r in others.items():
         why = f" ({notes[other]})" if other in notes else ""
         advice.append(f"Other scope, {other}{why}: {_clause(r, other)}.")
-    reading = (plain_reading(best.epsilon, best.delta, best.unit)
-               if best.unit in ("record", "client") else "")
+    reading = (plain_reading(best.epsilon, best.delta, best.unit, best.neighbouring)
+               if best.unit in ("record", "client") and best.neighbouring in READ_RELATIONS
+               else "")
     return Headline(sentence, " ".join(advice), best, others, reading)

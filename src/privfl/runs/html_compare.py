@@ -16,19 +16,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from privfl.runs.card import format_number
 from privfl.runs.compare import (
     EPSILON_NOTE,
     MISSING,
     MISSING_NOTE,
     RunRecord,
+    accountant_series,
     comparison_notes,
     epsilon_cell,
     epsilon_series,
     percent_cell,
 )
 from privfl.runs.html import Cell, Section, line_figure, render_page, table
+from privfl.runs.html_plots import hover_values
 from privfl.runs.plots import _series
+from privfl.runs.rounding import format_bound
 
 __all__ = ["comparison_html"]
 
@@ -51,6 +53,19 @@ def _tradeoff(run: RunRecord, key: str, epsilons: Mapping[int, float]) -> dict[s
     return {"x": xs, "y": ys}
 
 
+def _plotted(run: RunRecord, rows: Sequence[Mapping[str, Any]]) -> tuple[str, dict[int, float]]:
+    """(label, round -> epsilon) of a run's plotted epsilon: the accountant and kind of its
+    column in ``rows`` (so that the plot and the table agree), at every round that carries it;
+    without compared rows, :func:`~privfl.runs.compare.epsilon_series`."""
+    if not run.private:
+        return "", {}
+    if not rows:
+        return epsilon_series(run)
+    entry = rows[0][run.name]
+    method, kind = entry.get("epsilon_method"), entry.get("epsilon_kind", "bound")
+    return f"{method} {kind}", accountant_series(run, method, kind)
+
+
 def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]], *,
                     datasets: Mapping[str, str] | None = None) -> str:
     """The HTML text (``rows``: :func:`privfl.runs.compare.comparison_rows`; ``datasets``:
@@ -61,7 +76,7 @@ def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]]
     overview = Section("runs", "Runs", tables=(table(
         ("run", "headline", "algorithm", "dataset", "unit", "sampling", "delta", "rounds"),
         [(run.name, _headline(run), run.algorithm, datasets.get(run.name, "-"), run.unit,
-          run.sampling, format_number(run.delta) if run.private else "-",
+          run.sampling, format_bound(run.delta) if run.private else "-",
           run.metrics[-1]["round"]) for run in runs], id="runs"),), notes=tuple(notes))
     accuracy, epsilon, tradeoff = [], [], []
     for run in runs:
@@ -70,11 +85,12 @@ def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]]
             xs, ys = _series(list(run.metrics), key)
             accuracy.append({"name": f"{run.name}: {labels[key]}", "x": xs, "y": ys,
                              "dash": index > 0})
-        label, series = epsilon_series(run) if run.private else ("", {})
-        if series:  # one accountant per run; an estimate dashed
+        label, series = _plotted(run, rows)
+        if series:  # the table's accountant of the run (compare.column_accountants); dashed:
+            # an estimate
             estimate = label.endswith("estimate")
             epsilon.append({"name": f"{run.name} ({label})", "x": list(series),
-                            "y": list(series.values()), "dash": estimate})
+                            "y": hover_values(list(series.values())), "dash": estimate})
             if run.headline:
                 key = run.headline[0]
                 tradeoff.append({"name": f"{run.name}: {labels[key]} ({label})",

@@ -17,8 +17,10 @@ from typing import Any
 
 from privfl.runs.headline import method_name
 from privfl.runs.plots import _series, privacy_series
+from privfl.runs.rounding import round_bound
 
-__all__ = ["HEALTH_SHOWN", "SHOWN", "health_traces", "privacy_note", "privacy_traces"]
+__all__ = ["HEALTH_SHOWN", "SHOWN", "health_traces", "hover_values", "privacy_note",
+           "privacy_traces"]
 
 #: the most privacy traces shown on open; the health signals shown on open when the run has them
 SHOWN = 4
@@ -69,12 +71,20 @@ def privacy_traces(metrics: Sequence[Mapping[str, Any]], field: str, headline: A
         headline_trace = mark_headline and is_head(key)
         name += " (headline)" if headline_trace else ""
         group = f"{scope} scope" + (" (headline)" if scope == head_scope else "")
-        traces.append({"name": name, "x": xs, "y": ys, "kind": kind, "final": final,
+        traces.append({"name": name, "x": xs, "y": hover_values(ys, kind), "kind": kind,
+                       "final": final,
                        "headline": headline_trace,
                        "dash": kind != "bound", "hidden": key not in shown,
                        **({"marker": _FINAL} if final else {}),
                        **({"group": group} if scoped and scope else {})})
     return traces
+
+
+def hover_values(values: Sequence[Any], kind: str = "bound") -> list[Any]:
+    """A privacy series as plotted: each number rounded as printed numbers are
+    (:func:`~privfl.runs.rounding.round_bound` at 6 significant digits, the hover's ``~g``), so
+    that hovering a bound never shows less than the bound."""
+    return [round_bound(v, 6, kind=kind) if isinstance(v, float) else v for v in values]
 
 
 def privacy_note(traces: Sequence[Mapping[str, Any]], quantity: str = "epsilon") -> str:

@@ -7,8 +7,10 @@ headline's series and scope shown on open, the rest hidden: :mod:`privfl.runs.ht
 the health signals, every other number the rows carry (training loss and clipped fraction shown,
 cohort size, ... hidden until their legend entry is clicked), each one marked *outside the
 guarantee* where the run's output classification says so (:mod:`privfl.algorithms.outputs`);
-the table of outputs; provenance. It shows exactly what report.md shows (the same rows,
-accuracies and results), so the run's classification treats the two files alike.
+the table of outputs; the files with the check-privacy pointer and the resume hint
+(:func:`~privfl.runs.markdown.files_paragraphs`); provenance. It shows exactly what report.md
+shows (the same rows, accuracies and results), so the run's classification treats the two files
+alike.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from privfl.accounting.results import PrivacyResult
 from privfl.runs.card import format_number, format_percent
 from privfl.runs.html import Cell, Section, line_figure, outputs_table, render_page, table
 from privfl.runs.html_plots import health_traces, privacy_note, privacy_traces
-from privfl.runs.markdown import STOP_TEXT
+from privfl.runs.markdown import STOP_TEXT, files_paragraphs
 from privfl.runs.plots import _number, _series, health_keys
+from privfl.runs.rounding import format_bound
 
 __all__ = ["run_report_html"]
 
@@ -64,8 +67,9 @@ def run_report_html(summary: Mapping[str, Any], card: Mapping[str, Any],
         tables=(table(("metric", "value"), accuracy_rows, id="accuracy", numeric=(1,)),))
 
     result_rows = [(r.method, _kind_cell(r.kind), str(r.extras.get("scope", "")),
-                    format_number(r.epsilon), format_number(r.delta),
-                    format_number(r.extras.get("mu", ""))) for r in results]
+                    *(format_bound(value, kind=r.kind)
+                      for value in (r.epsilon, r.delta, r.extras.get("mu", ""))))
+                   for r in results]
     notes = tuple(dict.fromkeys(r.note for r in results if r.note))
     epsilon_traces = privacy_traces(metrics, "epsilon", headline)
     figures = [line_figure(
@@ -106,10 +110,12 @@ def run_report_html(summary: Mapping[str, Any], card: Mapping[str, Any],
               "out of the run directory).",),
         tables=(outputs_table(outputs),))
 
+    files = Section("files", "Files", text=tuple(
+        paragraph.replace("`", "") for paragraph in files_paragraphs(summary)))
     provenance = dict(summary.get("provenance") or {})
     if _number(summary.get("wall_seconds")):
         provenance["wall time"] = f"{summary['wall_seconds']:.1f} s"
-    sections = [what_ran, accuracy, privacy, health, output_section]
+    sections = [what_ran, accuracy, privacy, health, output_section, files]
     if provenance:
         sections.append(Section("provenance", "Provenance", tables=(table(
             ("", ""), [(k, format_number(v)) for k, v in provenance.items()],

@@ -9,7 +9,8 @@ from typing import Any
 from privfl.accounting.results import PrivacyResult
 from privfl.runs.card import card_markdown, format_number, format_percent
 
-__all__ = ["STOP_TEXT", "headline_markdown", "outputs_markdown", "run_report_markdown"]
+__all__ = ["STOP_TEXT", "files_paragraphs", "headline_markdown", "outputs_markdown",
+           "run_report_markdown"]
 
 #: why a run stopped (summary.json's ``stop_reason``), in words
 STOP_TEXT = {
@@ -98,16 +99,7 @@ def run_report_markdown(
         *outputs_markdown(outputs),
         "## Files",
         "",
-        "`config.yaml` (resolved configuration), `metrics.jsonl` (one JSON line per round), "
-        "`privacy.json` (labelled results, the format of `privfl account --json`), "
-        "`summary.json`, `accuracy.png`, `privacy.png`, `health.png` (training health signals), "
-        "`report.html` (this report with interactive plots, one self-contained file), "
-        "`checkpoints/`. "
-        f"`privfl check-privacy {summary.get('run_dir', 'DIR')}` recomputes every round's "
-        "privacy from config.yaml and compares it with metrics.jsonl.",
-        "",
-        _resume_line(summary),
-        "",
+        *(line for paragraph in files_paragraphs(summary) for line in (paragraph, "")),
         *_provenance_markdown(summary),
     ]
     return "\n".join(lines)
@@ -123,6 +115,20 @@ def _provenance_markdown(summary: Mapping[str, Any]) -> list[str]:
         return []
     return ["## Provenance", "", "| | |", "|---|---|",
             *(f"| {key} | {format_number(value)} |" for key, value in rows.items()), ""]
+
+
+def files_paragraphs(summary: Mapping[str, Any]) -> list[str]:
+    """The Files section of report.md and report.html (names in backticks): what the run
+    directory holds with the check-privacy pointer, then how to continue the run."""
+    return [
+        "`config.yaml` (resolved configuration), `metrics.jsonl` (one JSON line per round), "
+        "`privacy.json` (labelled results, the format of `privfl account --json`), "
+        "`summary.json`, `accuracy.png`, `privacy.png`, `health.png` (training health signals), "
+        "`report.md` and `report.html` (this report; report.html with interactive plots, one "
+        "self-contained file), `checkpoints/`. "
+        f"`privfl check-privacy {summary.get('run_dir', 'DIR')}` recomputes every round's "
+        "privacy from config.yaml and compares it with metrics.jsonl.",
+        _resume_line(summary)]
 
 
 def _resume_line(summary: Mapping[str, Any]) -> str:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from privfl.runs.rounding import format_bound
 from privfl.runs.tensorboard import scalars
 
 __all__ = ["MlflowLog", "check_available", "tracking_uri"]
@@ -123,8 +124,10 @@ class MlflowLog:
         for n, result in enumerate(results):
             r = result.to_dict() if hasattr(result, "to_dict") else dict(result)
             self.client.set_tag(self.run_id, f"privacy.{n}", (
-                f"{r['method']} {r['kind']}: epsilon = {r['epsilon']:.6g} at delta = "
-                f"{r['delta']:.3g}, {r['unit']} level, {r['neighbouring']}, {r['sampling']}, "
+                f"{r['method']} {r['kind']}: epsilon = "
+                f"{format_bound(r['epsilon'], kind=r['kind'])} at delta = "
+                f"{format_bound(r['delta'], kind=r['kind'])}, {r['unit']} level, "
+                f"{r['neighbouring']}, {r['sampling']}, "
                 f"release: {r['release']}"))
         self.client.log_artifacts(self.run_id, str(run_dir))
 

@@ -19,9 +19,12 @@ from typing import Any
 
 from rich.console import Console
 
+from privfl.runs.headline import method_name
+from privfl.runs.rounding import format_bound
 from privfl.runs.rundir import logged_guarantees
 
-__all__ = ["RunProgress", "fmt", "interactive", "progress_bar", "round_status", "with_progress"]
+__all__ = ["ECHO_ROOM", "RunProgress", "fmt", "interactive", "progress_bar", "round_status",
+           "stop_bar", "with_progress"]
 
 
 def fmt(value: Any, pct: bool = False) -> str:
@@ -32,24 +35,40 @@ def fmt(value: Any, pct: bool = False) -> str:
 
 
 def round_status(labels: Any, metrics: dict[str, Any]) -> str:
-    """``global 84.0%  eps 1.23 (rdp)``: the first two of ``labels`` (the algorithm's metric
-    keys) and the round's epsilon (without a per-round bound, its tightest estimate:
-    ``eps ~3.9 (gdp-clt estimate)``)."""
+    """``global 84.0%  eps 1.235 (RDP)``: the first two of ``labels`` (the algorithm's metric
+    keys) and the tightest rigorous bound the round's row carries in its primary scope, worded
+    and rounded up as the headline is (:mod:`privfl.runs.headline`): at the last planned round
+    of a run that stops there, the row carries what the headline is selected from, so the last
+    round line shows the headline's value and accountant (``eps 6.188 (PLD)``), not the
+    per-round series' looser one. A row without a bound shows its tightest estimate, marked
+    (``eps ~3.9 (gdp-clt estimate)``)."""
     status = "  ".join(f"{key.removesuffix('_accuracy')} {fmt(metrics.get(key), True)}"
                        for key in list(labels)[:2])
-    if "epsilon" in metrics:
-        status += f"  eps {fmt(metrics['epsilon'])} ({metrics.get('epsilon_method')})"
+    bounds = logged_guarantees(metrics, "bound")
+    if not bounds and "epsilon" in metrics:  # a row without a privacy list: its one series
+        bounds = {str(metrics.get("epsilon_method")): float(metrics["epsilon"])}
+    if bounds:
+        method = min(bounds, key=lambda m: (bounds[m], m))
+        status += f"  eps {format_bound(bounds[method], 4)} ({method_name(method)})"
     else:  # no per-round bound (the sampled PLD is composed at the last round): an estimate
         estimates = logged_guarantees(metrics, "estimate")
         if estimates:
             method = min(estimates, key=lambda m: (estimates[m], m))
-            status += f"  eps ~{fmt(estimates[method])} ({method} estimate)"
+            status += f"  eps ~{format_bound(estimates[method], 3)} ({method} estimate)"
     return status
+
+
+#: columns a bar leaves free at the right: a terminal echoes Ctrl-C as ``^C`` where the cursor
+#: is, at the end of the bar's last line; a line that fills the width wraps there, the bar's
+#: redraw then starts one line too low and the rounds' bar stays on screen twice
+ECHO_ROOM = 3
 
 
 def progress_bar(console: Console) -> Any:
     """A started rich ``Progress`` (what, done/total, bar, elapsed, remaining, status): the
-    rounds of a run and the clients of a round, for ``privfl run`` and the Python API."""
+    rounds of a run and the clients of a round, for ``privfl run`` and the Python API. Its
+    lines stay :data:`ECHO_ROOM` columns short of the console's width (read at each redraw)."""
+    from rich.constrain import Constrain
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -59,12 +78,26 @@ def progress_bar(console: Console) -> Any:
         TimeRemainingColumn,
     )
 
-    progress = Progress(
+    class Bar(Progress):
+        def get_renderable(self) -> Any:
+            width = max(console.width - ECHO_ROOM, 20)
+            return Constrain(super().get_renderable(), width=width)
+
+    progress = Bar(
         TextColumn("{task.description}"), MofNCompleteColumn(), BarColumn(),
         TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
         console=console, transient=False)
     progress.start()
     return progress
+
+
+def stop_bar(progress: Any, clients_task: Any) -> None:
+    """Stop a :func:`progress_bar`, first removing the clients of a round (``clients_task``,
+    None if none was shown), so that the rounds' bar alone stays on screen, once (after a
+    finished run as after Ctrl-C; never a stale ``clients 0/6``)."""
+    if clients_task is not None:
+        progress.remove_task(clients_task)
+    progress.stop()
 
 
 def _has_widgets() -> bool:
@@ -145,11 +178,8 @@ class RunProgress:
         """Stop the bar and give the engine its progress hook back (also after an error)."""
         with self._lock:
             if self.progress is not None:
-                if self.clients_task is not None:  # the last state shown: the rounds alone
-                    self.progress.remove_task(self.clients_task)
-                    self.clients_task = None
-                self.progress.stop()
-                self.progress = None
+                stop_bar(self.progress, self.clients_task)
+                self.progress = self.clients_task = None
         if self.trainer is not None:
             self.trainer.progress = None
             self.trainer = None

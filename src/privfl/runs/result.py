@@ -20,6 +20,7 @@ from torch import nn
 
 from privfl.accounting.results import PrivacyResult
 from privfl.runs.headline import Headline
+from privfl.runs.rounding import format_bound
 from privfl.runs.run_resume import STATE_DELETED
 from privfl.runs.run_stops import DIVERGED
 
@@ -100,7 +101,8 @@ class ExperimentResult:
         scores = ", ".join(f"{k} = {v:.3f}" for k, v in final.items()
                            if k.endswith("_accuracy") and isinstance(v, float)
                            and math.isfinite(v))
-        eps = "none" if self.epsilon is None else f"{self.epsilon:.4g} at delta {self.delta:g}"
+        eps = "none" if self.epsilon is None else (f"{format_bound(self.epsilon, 4)} at delta "
+                                                   f"{format_bound(self.delta)}")
         return (f"ExperimentResult(stop_reason={self.stop_reason!r}, rounds="
                 f"{self.summary.get('rounds_completed')}, {scores or 'no accuracy'}, "
                 f"epsilon={eps}, run_dir='{self.run_dir}')")

@@ -17,6 +17,7 @@ import torch
 from privfl.accounting.results import PrivacyResult
 from privfl.algorithms.base import finite, headline_scopes, privacy_metrics
 from privfl.runs.result import ExperimentResult, PrivateState, released_model
+from privfl.runs.rounding import format_bound
 from privfl.runs.run_stops import DIVERGED
 from privfl.runs.rundir import write_atomically
 
@@ -243,7 +244,7 @@ class RunArtefacts:
 
         ran = self.run.algorithm.privacy(rounds)
         best = tightest_bound(budget_results(self.run.algorithm.plan, ran))
-        value = (f"epsilon = {best.epsilon:.4g} ({method_name(best.method)})"
+        value = (f"epsilon = {format_bound(best.epsilon, 4)} ({method_name(best.method)})"
                  if best is not None else "no rigorous bound")
         stop = self.run.config.stop
         why = ("a non-finite result (it diverged)" if reason == DIVERGED else

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from privfl.algorithms.base import budget_results, finite, tightest_bound
+from privfl.runs.rounding import format_bound
 from privfl.runs.rundir import logged_number
 
 #: ``stop_reason`` of a run whose training diverged (:func:`first_nonfinite`)
@@ -139,12 +140,12 @@ def budget_problem(stop: Any, plan: Any, rounds: int,
             worst = max(with_mu, key=lambda r: r.extras["mu"])
             mu = worst.extras["mu"]
             if mu > stop.mu:
-                return (f"round {rounds} would reach mu = {mu:.6g} ({worst.method} "
+                return (f"round {rounds} would reach mu = {format_bound(mu)} ({worst.method} "
                         f"{worst.kind}{scope}) > stop.mu = {stop.mu:g}")
     if stop.epsilon is not None:
         tightest = tightest_bound(primary)
         if tightest is not None and tightest.epsilon > stop.epsilon:
-            return (f"round {rounds} would spend epsilon = {tightest.epsilon:.6g} "
+            return (f"round {rounds} would spend epsilon = {format_bound(tightest.epsilon)} "
                     f"({tightest.method} bound{scope}, delta = {tightest.delta:g}) > "
                     f"stop.epsilon = {stop.epsilon:g}")
     return None

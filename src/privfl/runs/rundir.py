@@ -123,6 +123,16 @@ def logged_number(value: Any) -> Any:
     return NON_FINITE.get(value, value) if isinstance(value, str) else value
 
 
+class RunExistsError(ValueError):
+    """A new run's directory already holds a run: the message says how to go on in the Python
+    API; ``path`` lets the command line say it with its options (``privfl run --resume``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(f"out = {str(path)!r} already holds a run (config.yaml): continue it "
+                         f"with Experiment.resume({str(path)!r}) or choose another directory")
+
+
 def logged_guarantees(row: Mapping[str, Any], kind: str) -> dict[str, float]:
     """method -> epsilon of a metrics row's ``privacy`` entries of ``kind`` (bound, estimate)
     in its primary ``scope`` (the scope its ``epsilon`` is read in); entries that are not
@@ -284,10 +294,7 @@ class RunDirectory:
         one with links in place of its files (:meth:`check_links`)."""
         self.check_links()
         if self.config.exists():
-            raise ValueError(
-                f"out = {str(self.path)!r} already holds a run (config.yaml): continue it with "
-                f"--resume {self.path} or choose another --out"
-            )
+            raise RunExistsError(self.path)
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"out = {str(self.path)!r} is a file, not a directory")
         if self.separate_private and self.private.exists() and any(

@@ -38,7 +38,7 @@ def test_a_target_stop_reports_the_planned_rounds_bound(tmp_path, tiny_config_di
     summary = result.summary
     assert result.stop_reason == "target" and summary["rounds_completed"] == 1
     assert summary["rounds_accounted"] == 3
-    # the headline, the final epsilon and privacy.json: the 3-round bound, never 3.664
+    # the headline, the final epsilon and privacy.json: the 3-round bound, never the 1-round one
     assert summary["headline"]["epsilon"] == pytest.approx(WEAK[3], rel=1e-12)
     assert summary["final"]["epsilon"] == pytest.approx(WEAK[3], rel=1e-12)
     saved = json.loads((tmp_path / "run" / "privacy.json").read_text())
@@ -55,7 +55,7 @@ def test_a_target_stop_reports_the_planned_rounds_bound(tmp_path, tiny_config_di
     for name in ("report.md", "report.html"):
         text = (tmp_path / "run" / name).read_text()
         assert "epsilon = 5.726 at delta = 1e-5" in text, name
-        assert "epsilon = 3.664 (RDP) for the 1 rounds that ran is an after-the-fact" in text
+        assert "epsilon = 3.665 (RDP) for the 1 rounds that ran is an after-the-fact" in text
     assert check_run_privacy(tmp_path / "run").ok
 
 

@@ -119,8 +119,12 @@ def test_run_directory_contents(tmp_path, tiny_config_dict):
 def test_existing_run_directory_is_refused(tmp_path, tiny_config_dict):
     config = _config(tiny_config_dict, privacy=FAST, federated={"rounds": 1})
     Experiment.create(config, tmp_path / "run").run()
-    with pytest.raises(ValueError, match="already holds a run"):
+    with pytest.raises(ValueError, match="already holds a run") as refused:
         Experiment.create(config, tmp_path / "run")
+    # the Python API's way on, not the command line's options
+    assert f"continue it with Experiment.resume({str(tmp_path / 'run')!r}) or choose another " \
+        "directory" in str(refused.value)
+    assert "--" not in str(refused.value)
 
 
 def test_budget_stops_before_the_round_that_would_exceed_it(tmp_path, tiny_config_dict):
