@@ -15,7 +15,13 @@ from typing import Any
 import torch
 
 from privfl.accounting.results import PrivacyResult
-from privfl.algorithms.base import finite, headline_scopes, privacy_metrics
+from privfl.algorithms.base import (
+    budget_results,
+    finite,
+    headline_scopes,
+    privacy_metrics,
+    tightest_bound,
+)
 from privfl.runs.result import ExperimentResult, PrivateState, released_model
 from privfl.runs.run_stops import DIVERGED
 from privfl.runs.rundir import write_atomically
@@ -213,15 +219,33 @@ class RunArtefacts:
         (:mod:`privfl.runs.check_files`)."""
         from privfl.runs.plan_headline import plan_headline
 
+        from privfl.runs.budget import budget_note, run_budget
+        from privfl.runs.first_plan import extension_note, first_plan
+
         algo = self.run.algorithm
         results = algo.privacy(accounted)
         after = (self.after_the_fact(rounds, accounted, reason)
                  if accounted != rounds and algo.private else None)
         card = self.card(accounted)
-        headline = plan_headline(algo.plan, results)
+        budget = (self.run.budget if hasattr(self.run, "budget")
+                  else run_budget(self.run.config, algo.plan, self.run.dir))
+        notes = []
+        if budget is not None and algo.private:  # the filter's bound is the headline
+            bound = budget.result(tightest_bound(budget_results(algo.plan, results)))
+            headline = plan_headline(algo.plan, results, best=bound)
+            card.update(budget.card_rows(rounds, algo.redrawn_rounds))
+            notes.append(budget_note(algo.plan, results))
+        else:
+            headline = plan_headline(algo.plan, results)
+            extended = extension_note(first_plan(self.run.dir), self.run.config.federated.rounds)
+            if extended is not None and algo.private:
+                card["first plan"] = extended
+                notes.append(extended)
         if after is not None:
             card["data-dependent stop"] = after["note"]
-            headline = replace(headline, advice=f"{headline.advice} {after['note']}".strip())
+            notes.append(after["note"])
+        if notes:
+            headline = replace(headline, advice=" ".join([headline.advice, *notes]).strip())
         return results, headline, card, after
 
     def releases_model(self, reason: str) -> bool:
