@@ -117,3 +117,19 @@ def test_gaussian_filter_of_dp_ftrl_counts_the_plans_exact_mu():
     assert budget.spent(allowed, [1, 2]) == pytest.approx(
         float(np.hypot(mus[1], mus[allowed - 1])), rel=1e-12)
     assert budget.rounds_allowed([1, 2]) < allowed
+
+
+def test_the_filter_keeps_the_order_fixed_at_creation():
+    """The order recorded at creation is the filter's, never chosen again (a Rényi filter
+    is valid only at an order fixed in advance, Feldman and Zrnic 2021)."""
+    from privfl.runs.budget import run_filter
+
+    config = _demo(epsilon_budget=3)
+    plan = privacy_plan(config)
+    fresh = run_filter(config, plan)
+    assert fresh.filter.order == ORDER
+    recorded = {**fresh.record(), "order": 8.0, "horizon": 5}
+    kept = run_filter(config, plan, recorded)
+    assert (kept.filter.order, kept.horizon) == (8.0, 5)
+    assert kept.filter.budget == pytest.approx(
+        3.0 - np.log1p(-1 / 8.0) + (np.log(1e-4) + np.log(8.0)) / 7.0, rel=1e-12)
