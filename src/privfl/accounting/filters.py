@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfl._validation import check_delta, check_int
-from privfl.accounting.gdp.accountant import gdp_mu_for
+from privfl.accounting.gdp.accountant import gdp_epsilon, gdp_mu_for
 from privfl.accounting.rdp.conversion import epsilon_from_rdp
 
 __all__ = ["GaussianFilter", "RenyiFilter", "choose_order", "rdp_budget_for", "rounds_within"]
@@ -125,7 +125,9 @@ class RenyiFilter:
         if isinstance(spent, bool) or not isinstance(spent, (int, float)) or not spent >= 0:
             raise ValueError(f"spent = {spent!r} is out of range: must be a number >= 0 (RDP "
                              f"at order {self.order:g})")
-        return spent <= self.budget
+        # B converts to exactly epsilon; the conversion itself guards the last float bits
+        return spent <= self.budget and (
+            spent == 0 or epsilon_from_rdp([self.order], [spent], self.delta)[0] <= self.epsilon)
 
     def to_dict(self) -> dict[str, float | str]:
         return {"filter": "renyi", "order": self.order, "rdp_budget": self.budget,
@@ -136,7 +138,8 @@ class RenyiFilter:
 class GaussianFilter:
     """A Gaussian-DP filter with budget ``epsilon`` at ``delta`` (module docstring):
     :attr:`mu_budget` is mu_B; a sequence may go on while ``sum mu_i^2 <= mu_B^2``
-    (:meth:`allows`, given ``sqrt(sum mu_i^2)``)."""
+    (:meth:`allows`, given ``sqrt(sum mu_i^2)``), i.e. while the composed mu converts to at
+    most epsilon at delta."""
 
     epsilon: float
     delta: float
@@ -155,7 +158,10 @@ class GaussianFilter:
         next one included) stays within the budget: ``mu <= mu_B``."""
         if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not mu >= 0:
             raise ValueError(f"mu = {mu!r} is out of range: must be a number >= 0")
-        return mu <= self.mu_budget
+        # mu <= mu_B, decided by the library's epsilon, never below the exact root: a mu that
+        # equals mu_B up to the root finder's last bits is refused, never allowed past E
+        return mu <= self.mu_budget and (
+            mu == 0 or gdp_epsilon(self.delta, mu) <= self.epsilon)
 
     def to_dict(self) -> dict[str, float | str]:
         return {"filter": "gdp", "mu_budget": self.mu_budget, "epsilon": self.epsilon,

@@ -326,10 +326,11 @@ def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[di
 
 def unshared_rounds(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]]) -> list[int]:
     """The compared rounds at which the private runs' epsilons come from different
-    accountants (they share none)."""
+    accountants (they share none); a run's final point (its headline) is its own by design."""
     out = []
     for row in rows:
-        methods = {row[run.name]["epsilon_method"] for run in runs if run.private}
+        methods = {row[run.name]["epsilon_method"] for run in runs
+                   if run.private and not row[run.name].get("headline")}
         if len(methods) > 1:
             out.append(row["round"])
     return out
