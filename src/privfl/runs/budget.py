@@ -121,9 +121,10 @@ class PlanFilter:
         f = self.filter
         spent = self.spent(rounds, redrawn)
         share = (spent / f.budget if self.kind == "renyi" else (spent / f.mu_budget) ** 2)
+        fixed = (f"order {f.order:g}" if self.kind == "renyi" else f"mu_B {f.mu_budget:.4g}")
         return {"privacy budget": (
             f"epsilon_budget = {f.epsilon:g} at delta = {f.delta:g}, fixed at creation; "
-            f"{METHODS[self.kind]} ({'order ' + format(f.order, 'g') if self.kind == 'renyi' else 'mu_B ' + format(f.mu_budget, '.4g')}); "
+            f"{METHODS[self.kind]} ({fixed}); "
             f"{100 * share:.1f} % spent after {rounds} rounds; at most "
             f"{self.rounds_allowed(redrawn)} rounds (a fixed-horizon plan: {self.horizon})")}
 

@@ -76,8 +76,8 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     from privfl.algorithms.builders import build_dataset, privacy_plan
     from privfl.algorithms.outputs import private_dir_of
     from privfl.config.loader import load_config
-    from privfl.runs.check_files import check_run_files
     from privfl.runs.budget import run_budget
+    from privfl.runs.check_files import check_run_files
     from privfl.runs.run_stops import accounted_rounds
     from privfl.runs.rundir import RunDirectory
 

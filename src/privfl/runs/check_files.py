@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from privfl.runs.budget import run_budget
 from privfl.runs.check_entries import compare_entries, relative_difference
 from privfl.runs.run_finish import RunArtefacts
 from privfl.runs.run_outputs import RunOutputs
-from privfl.runs.budget import run_budget
 from privfl.runs.run_stops import accounted_rounds, recorded_stop
 
 __all__ = ["check_run_files"]

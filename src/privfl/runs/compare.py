@@ -24,8 +24,9 @@ from privfl.runs.rundir import RunDirectory, logged_guarantees, logged_number
 
 __all__ = ["EPSILON_NOTE", "MISSING", "RunRecord", "common_rounds", "comparison_markdown",
            "comparison_notes", "comparison_rows", "disagreement_notes", "distinct_labels",
-           "epsilon_cell", "epsilon_series", "final_point", "load_run", "number_cell", "percent_cell",
-           "plot_comparison", "reports_mu", "shared_accountant", "unshared_rounds"]
+           "epsilon_cell", "epsilon_series", "final_point", "load_run", "number_cell",
+           "percent_cell", "plot_comparison", "reports_mu", "shared_accountant",
+           "unshared_rounds"]
 
 #: A table cell with no number: not measured at that round, or not reported by that run.
 MISSING = "—"

@@ -217,10 +217,9 @@ class RunArtefacts:
         stop, where the card and the headline's advice carry the after-the-fact note): what
         the run writes, and what ``check-privacy`` recomputes
         (:mod:`privfl.runs.check_files`)."""
-        from privfl.runs.plan_headline import plan_headline
-
         from privfl.runs.budget import budget_note, run_budget
         from privfl.runs.first_plan import extension_note, first_plan
+        from privfl.runs.plan_headline import plan_headline
 
         algo = self.run.algorithm
         results = algo.privacy(accounted)
