@@ -18,9 +18,9 @@ __all__ = ["plan_headline"]
 
 
 def plan_headline(plan: Any, results: Sequence[PrivacyResult],
-                  best: PrivacyResult | None = None) -> Headline:
+                  bound: PrivacyResult | None = None) -> Headline:
     """The headline of ``results`` (``plan``'s labelled guarantees after the rounds that ran;
-    the plan may name ``scope_notes``: ``scope -> why``); ``best``: the headline bound when
+    the plan may name ``scope_notes``: ``scope -> why``); ``bound``: the headline bound when
     it is not one of ``results`` (a privacy budget's filter, :mod:`privfl.runs.budget`)."""
     if not getattr(plan, "private", False) or not results:
         return compose_headline(None, private=False)
@@ -32,8 +32,8 @@ def plan_headline(plan: Any, results: Sequence[PrivacyResult],
             by_scope.setdefault(scope, []).append(r)
     others = {scope: best for scope, rows in by_scope.items()
               if (best := tightest_bound(rows)) is not None}
-    if best is None:
-        best = tightest_bound(budget_results(plan, results))
-    return compose_headline(best, private=True,
+    if bound is None:
+        bound = tightest_bound(budget_results(plan, results))
+    return compose_headline(bound, private=True,
                             scopes=scopes, others=others,
                             notes=getattr(plan, "scope_notes", None) or {})

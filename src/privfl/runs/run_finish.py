@@ -231,7 +231,7 @@ class RunArtefacts:
         notes = []
         if budget is not None and algo.private:  # the filter's bound is the headline
             bound = budget.result(tightest_bound(budget_results(algo.plan, results)))
-            headline = plan_headline(algo.plan, results, best=bound)
+            headline = plan_headline(algo.plan, results, bound=bound)
             card.update(budget.card_rows(rounds, algo.redrawn_rounds))
             notes.append(budget_note(algo.plan, results))
         else:
