@@ -117,7 +117,7 @@ class PlanFilter:
         return {**self.filter.to_dict(), "horizon": self.horizon}
 
     def card_rows(self, rounds: int, redrawn: Sequence[int] = ()) -> dict[str, str]:
-        """The privacy card's budget rows after ``rounds`` rounds."""
+        """The privacy card's budget rows for ``rounds`` rounds (at most those it allows)."""
         f = self.filter
         spent = self.spent(rounds, redrawn)
         share = (spent / f.budget if self.kind == "renyi" else (spent / f.mu_budget) ** 2)
@@ -125,8 +125,9 @@ class PlanFilter:
         return {"privacy budget": (
             f"epsilon_budget = {f.epsilon:g} at delta = {f.delta:g}, fixed at creation; "
             f"{METHODS[self.kind]} ({fixed}); "
-            f"{100 * share:.1f} % spent after {rounds} rounds; at most "
-            f"{self.rounds_allowed(redrawn)} rounds (a fixed-horizon plan: {self.horizon})")}
+            f"{100 * share:.1f} % of it for {rounds} rounds; at most "
+            f"{self.rounds_allowed(redrawn)} rounds (fixed-horizon "
+            f"{'RDP' if self.kind == 'renyi' else 'Gaussian DP'} at E: {self.horizon})")}
 
 
 def budget_note(plan: Any, results: Sequence[PrivacyResult]) -> str:
