@@ -34,10 +34,8 @@ from privfl.accounting.events import CorrelatedNoiseRelease, PrivacyEvent
 from privfl.accounting.filters import GaussianFilter, RenyiFilter, choose_order, rounds_within
 from privfl.accounting.results import PrivacyResult
 
-__all__ = ["BUDGET_STOP", "PlanFilter", "budget_note", "plan_filter", "run_budget", "run_filter"]
+__all__ = ["PlanFilter", "budget_note", "plan_filter", "run_budget", "run_filter"]
 
-#: ``stop_reason`` of a run stopped by its budget's filter (as ``stop.epsilon`` / ``stop.mu``)
-BUDGET_STOP = "budget"
 #: the method name of a filter's bound
 METHODS = {"renyi": "rdp-filter", "gdp": "gdp-filter"}
 
@@ -149,8 +147,8 @@ def _gdp_mu(plan: Any, rounds: int, redrawn: Sequence[int]) -> float:
     from privfl.algorithms.base import lost_attempts
 
     ran = [*lost_attempts(redrawn), *([rounds] if rounds else [])]
-    return math.sqrt(sum((plan.event(r).sensitivity / plan.event(r).noise_multiplier) ** 2
-                         for r in ran))
+    events = [plan.event(r) for r in ran]
+    return math.sqrt(sum((e.sensitivity / e.noise_multiplier) ** 2 for e in events))
 
 
 def _refusal(plan: Any) -> str | None:
