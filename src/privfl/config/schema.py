@@ -226,7 +226,7 @@ class PrivacyConfig(_Section):
         description="E: a privacy budget at privacy.delta fixed when the run is created; a "
         "privacy filter (Rényi or Gaussian-DP) stops the run before a round would pass it, "
         "however often it is extended or its stops changed after reading its results "
-        "(docs/run.md, Budget)")
+        "(docs/run.md, Budget; DP-FedAvg, InsDP, DP-FTRL, unsampled BandMF)")
     accountants: list[str] | None = Field(
         None, description="accountants to report (default and choices: the algorithm's)"
     )

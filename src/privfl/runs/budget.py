@@ -9,18 +9,20 @@ bound: epsilon = E at delta, for that fully adaptive use.
 Which filter a plan gets (:func:`plan_filter`):
 
 * a plan whose rounds are one :class:`~privfl.accounting.events.PrivacyEvent` of independent
-  noisy steps that the RDP accountant answers (DP-FedAvg): a Rényi filter (Feldman and Zrnic
-  2021) at the order fixed at creation (:func:`~privfl.accounting.filters.choose_order`: the
-  best order for the horizon E affords under fixed-horizon RDP); a round costs its RDP at that
-  order, a re-drawn round one more;
+  noisy steps that the RDP accountant answers (DP-FedAvg), or the worst record over clients of
+  such events (InsDP-FedSGD / -FedAvg's per-client accountants, :func:`worst_rdp`): a Rényi
+  filter (Feldman and Zrnic 2021) at the order fixed at creation
+  (:func:`~privfl.accounting.filters.choose_order`: the best order for the horizon E affords
+  under fixed-horizon RDP); a round costs its RDP at that order (the worst record's), a
+  re-drawn round one more;
 * an unsampled correlated-noise plan (DP-FTRL, BandMF without amplification), mu-GDP after
   any number of rounds: a Gaussian filter (Smith and Thakurta 2022; Whitehouse et al. 2023);
   the rounds cost ``mu(r)^2``, the square of the plan's exact mu after r rounds (its re-drawn
   attempts composed), which bounds the sum of the rounds' conditional ``mu_i^2`` for every
   neighbouring pair;
-* any other plan (PriFedSync's federated f-DP, InsDP's per-client maximum, DP-DSGD's random
-  participation, the last-iterate contraction of projected SGD, sampled BandMF) is refused:
-  no filter here covers its accountant.
+* any other plan (PriFedSync's federated f-DP scopes, DP-DSGD's random participation, the
+  last-iterate contraction of projected SGD, sampled BandMF) is refused: no filter here covers
+  its accountant.
 """
 
 from __future__ import annotations
@@ -30,11 +32,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from privfl.accounting.events import CorrelatedNoiseRelease, PrivacyEvent
+import numpy as np
+
+from privfl.accounting.events import (
+    CorrelatedNoiseRelease,
+    PrivacyEvent,
+    Scope,
+    WorstOverClients,
+)
 from privfl.accounting.filters import GaussianFilter, RenyiFilter, choose_order, rounds_within
 from privfl.accounting.results import PrivacyResult
 
-__all__ = ["PlanFilter", "budget_note", "plan_filter", "run_budget", "run_filter"]
+__all__ = ["PlanFilter", "budget_note", "plan_filter", "run_budget", "run_filter", "worst_rdp"]
 
 #: the method name of a filter's bound
 METHODS = {"renyi": "rdp-filter", "gdp": "gdp-filter"}
@@ -62,8 +71,8 @@ class PlanFilter:
             released = rounds + len(redrawn)
             if released == 0:
                 return 0.0
-            return float(RdpAccountant(orders=[self.filter.order]).rdp_curve(
-                self.plan.event(released))[0])
+            return float(worst_rdp(self.plan.event(released),
+                                   RdpAccountant(orders=[self.filter.order]))[0])
         return _gdp_mu(self.plan, rounds, redrawn)
 
     def allows(self, rounds: int, redrawn: Sequence[int] = ()) -> bool:
@@ -101,8 +110,7 @@ class PlanFilter:
                 "stops before a round would pass E)")
         extras = {"filter": self.kind, **({"order": f.order, "rdp_budget": f.budget}
                                           if self.kind == "renyi" else {"mu": f.mu_budget})}
-        if template is not None:
-            extras["scope"] = template.extras.get("scope", "")
+        extras["scope"] = getattr(self.plan, "primary_scope", "")  # the filter's events
         return PrivacyResult(
             method=METHODS[self.kind], kind="bound", epsilon=f.epsilon, delta=f.delta,
             unit=template.unit if template else "", neighbouring=template.neighbouring
@@ -151,6 +159,34 @@ def _gdp_mu(plan: Any, rounds: int, redrawn: Sequence[int]) -> float:
     return math.sqrt(sum((e.sensitivity / e.noise_multiplier) ** 2 for e in events))
 
 
+def worst_rdp(node: Any, accountant: Any) -> np.ndarray:
+    """The RDP curve (at ``accountant.orders``) of the worst record of an event tree: a
+    :class:`~privfl.accounting.events.PrivacyEvent` itself; a
+    :class:`~privfl.accounting.events.Scope` its event; a worst-over-clients node (InsDP's
+    per-client accountants, parallel composition) the largest of its clients' curves and of
+    each shared record's sum over its holders. An upper bound of every record's curve at every
+    order, so a filter on it is a filter for each record (Feldman and Zrnic 2021, individual
+    filters). A ValueError for any other node."""
+    if isinstance(node, PrivacyEvent):
+        return accountant.rdp_curve(node)
+    if isinstance(node, Scope):
+        return worst_rdp(node.event, accountant)
+    if isinstance(node, WorstOverClients):
+        cache: dict[PrivacyEvent, np.ndarray] = {}
+
+        def curve(event: PrivacyEvent) -> np.ndarray:
+            if event not in cache:
+                cache[event] = accountant.rdp_curve(event)
+            return cache[event]
+
+        worst = np.max([curve(e) for e in node.events], axis=0)
+        for holders in getattr(node, "holder_sets", ()):
+            shared = np.sum([curve(node.client_event(j, len(holders))) for j in holders], axis=0)
+            worst = np.maximum(worst, shared)
+        return worst
+    raise ValueError(f"{type(node).__name__} is not a composition of noisy steps")
+
+
 def _refusal(plan: Any) -> str | None:
     """Why no filter covers ``plan``'s accountant (None if one does)."""
     if not getattr(plan, "private", False) or getattr(plan, "delta", None) is None:
@@ -166,14 +202,15 @@ def _refusal(plan: Any) -> str | None:
         return (None if one.sampling_rate >= 1.0 else
                 "its amplified accountant (cyclic Poisson sampling) is not a Gaussian-DP "
                 "composition; use federated.sampling_rate: 1")
-    if not isinstance(one, PrivacyEvent) or hasattr(plan, "restarted_results"):
-        return (f"its accountant ({type(one).__name__}) is not a composition of noisy steps "
-                "that the Rényi filter covers")
     from privfl.accounting.rdp.accountant import RdpAccountant
 
-    reason = RdpAccountant().unsupported_reason(one)
-    if reason:
-        return f"the RDP accountant cannot account it ({reason})"
+    if hasattr(plan, "restarted_results"):
+        return "its re-drawn rounds restart a correlated noise that the Rényi filter does not read"
+    try:
+        worst_rdp(one, RdpAccountant())
+    except ValueError as error:
+        return (f"its accountant ({type(one).__name__}) is not a composition of noisy steps "
+                f"that the Rényi filter covers ({error})")
     from privfl.algorithms.base import budget_results, tightest_bound
 
     if tightest_bound(budget_results(plan, plan.results(1))) is None:
@@ -189,9 +226,10 @@ def plan_filter(plan: Any, epsilon: float, delta: float, algorithm: str = "") ->
     name = f"federated.algorithm = {algorithm!r}" if algorithm else "this plan"
     if reason:
         raise ValueError(f"privacy.epsilon_budget = {epsilon:g} is not allowed for {name}: "
-                         f"{reason}; the budget's filter supports DP-FedAvg (Rényi filter), "
-                         "DP-FTRL and unsampled BandMF (Gaussian-DP filter); use stop.epsilon "
-                         "(a fixed-horizon stop, not for extensions decided on the results)")
+                         f"{reason}; the budget's filter supports DP-FedAvg and InsDP (Rényi "
+                         "filter), DP-FTRL and unsampled BandMF (Gaussian-DP filter); use "
+                         "stop.epsilon (a fixed-horizon stop, not for extensions decided on "
+                         "the results)")
     try:
         if isinstance(plan.event(1), CorrelatedNoiseRelease):
             f = GaussianFilter(epsilon, delta)
@@ -204,7 +242,7 @@ def plan_filter(plan: Any, epsilon: float, delta: float, algorithm: str = "") ->
         from privfl.accounting.rdp.accountant import RdpAccountant
 
         accountant = RdpAccountant()
-        order, horizon = choose_order(lambda r: accountant.rdp_curve(plan.event(r)),
+        order, horizon = choose_order(lambda r: worst_rdp(plan.event(r), accountant),
                                       accountant.orders, epsilon, delta)
         return PlanFilter(plan, RenyiFilter(order, epsilon, delta), horizon)
     except ValueError as error:

@@ -91,7 +91,8 @@ def test_a_run_without_budget_records_its_first_plan_when_extended(tmp_path):
 
 @pytest.mark.parametrize(("algorithm", "reason"), [
     ("configs/demo.yaml", "Scopes"),
-    ("configs/demo-insdp-fedavg.yaml", "Scope"),
+    ("configs/demo-dp-dsgd.yaml", "RandomParticipationStep"),
+    ("configs/demo-projected-sgd.yaml", "last-iterate bound"),
 ])
 def test_a_budget_is_refused_where_no_filter_covers_the_accountant(algorithm, reason):
     config = load_config(Path(DEMO).parent.parent / algorithm, ["privacy.epsilon_budget=3"])
@@ -133,3 +134,20 @@ def test_the_filter_keeps_the_order_fixed_at_creation():
     assert (kept.filter.order, kept.horizon) == (8.0, 5)
     assert kept.filter.budget == pytest.approx(
         3.0 - np.log1p(-1 / 8.0) + (np.log(1e-4) + np.log(8.0)) / 7.0, rel=1e-12)
+
+
+def test_insdp_filter_is_the_worst_records_rdp_at_a_fixed_order():
+    """InsDP-FedSGD's per-client accountants (parallel composition): the filter charges the
+    worst record's RDP; at E = 2 its horizon is the last round whose fixed-horizon RDP bound
+    (the plan's own results, max over clients) is within E."""
+    config = load_config(DEMO.parent / "demo-insdp-fedsgd.yaml")
+    plan = privacy_plan(config)
+    budget = plan_filter(plan, 2.0, config.privacy.delta, "insdp-fedsgd")
+
+    def rdp(rounds: int) -> float:
+        return next(r.epsilon for r in plan.results(rounds)
+                    if r.method == "rdp" and r.extras["scope"] == plan.primary_scope)
+
+    assert budget.kind == "renyi" and budget.horizon == budget.rounds_allowed() == 27
+    assert rdp(27) <= 2.0 < rdp(28)
+    assert budget.result().extras["scope"] == plan.primary_scope == "global-model"
