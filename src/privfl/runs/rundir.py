@@ -369,11 +369,7 @@ class RunDirectory:
     def pinned(self) -> dict[str, Any] | None:
         """run.json's ``pinned`` settings (:meth:`create`); None when it has none (a plan
         without pins, or a run made before them)."""
-        try:
-            data = json.loads(self.run_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return data.get("pinned") if isinstance(data, dict) else None
+        return self.run_record().get("pinned")
 
     def run_record(self) -> dict[str, Any]:
         """run.json as written at creation ({} when it is missing or unreadable)."""
