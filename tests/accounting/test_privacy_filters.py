@@ -136,17 +136,22 @@ def test_bad_arguments_are_refused_naming_them(call, match):
 MU_3, MU_6 = 0.29, 0.58  # DP-FTRL's mu after 3 rounds and after 6 (the exact Gaussian curve)
 
 
+BOTH = ((0.0, 1.0), (1.0, 0.0))  # the two directions of a neighbouring pair
+
+
 def _adaptive_delta(epsilon: float, mu_first: float, mu_more: float, extend_below: float,
-                    *, extend: bool = True) -> float:
+                    *, extend: bool = True, directions=BOTH) -> float:
     """The exact delta(epsilon) of "release Y1 (mu_first-GDP); if Y1 is below
     ``extend_below`` (a statistic read from the release), release more rounds whose
-    conditional privacy loss is a Gaussian shift mu_more" (both neighbouring directions,
-    their maximum). Integrated on a fine grid over y1; the inner hockey-stick of the
-    extension is the closed-form Gaussian one."""
+    conditional privacy loss is a Gaussian shift mu_more": the largest hockey-stick
+    divergence over ``directions`` (``(a, b)``: Y1 ~ N(a mu_first, 1) against
+    N(b mu_first, 1); a DP guarantee needs both). Integrated on a fine grid over y1; the inner
+    hockey-stick of the extension is the closed-form Gaussian one."""
     y = np.linspace(-14.0, 14.0, 280_001)
     dy = y[1] - y[0]
     worst = 0.0
-    for shift_p, shift_q in ((0.0, mu_first), (mu_first, 0.0)):
+    for a, b in directions:
+        shift_p, shift_q = a * mu_first, b * mu_first
         p = stats.norm.pdf(y, shift_p, 1.0)
         q = stats.norm.pdf(y, shift_q, 1.0)
         more = (y < extend_below) if extend else np.zeros_like(y, dtype=bool)
@@ -188,18 +193,21 @@ def test_toy_grid_integrator_matches_the_closed_form():
 def test_toy_extension_after_reading_results_breaks_the_printed_bound():
     """Issue 44's toy: the run that was not extended prints epsilon = 1.089 at delta = 1e-5
     (mu = 0.29: 1.0903; 0.2897 gives 1.089). Extending when the round-3 statistic Y1 is below
-    its median (0) releases rounds 4-6 (a conditional shift sqrt(0.58^2 - 0.29^2)): its true
-    epsilon at 1e-5 is 2.352, and delta at 1.089 is 1.02e-2. With the increment read as an
-    independent mu = 0.29 (mu_6 = 0.41), delta at 1.089 is 8.45e-4 (the issue: 8.4e-4) and
-    epsilon at 1e-5 is 1.598 (the issue prints 1.755, which this toy does not reproduce)."""
+    its median (the midpoint mu_3 / 2) releases rounds 4-6, a conditional Gaussian shift
+    sqrt(0.58^2 - 0.29^2). In the direction the issue computed (Y1 ~ N(mu_3, 1) against
+    N(0, 1)) its epsilon at 1e-5 is 1.758 (the issue: 1.755) and delta at 1.089 is 8.45e-4
+    (the issue: 8.4e-4). The other direction of the same neighbouring pair is worse: the true
+    epsilon is 2.353, almost that of always extending (2.3535), and delta at 1.089 is 1.05e-2."""
     assert gdp_epsilon(1e-5, MU_3) == pytest.approx(1.0903, abs=5e-5)
-    mu_printed = 0.28967573
-    assert gdp_epsilon(1e-5, mu_printed) == pytest.approx(1.089, abs=1e-6)
-    more = math.sqrt(MU_6**2 - MU_3**2)
-    assert _epsilon_at(1e-5, MU_3, more, 0.0) == pytest.approx(2.352, abs=2e-3)
-    assert _adaptive_delta(1.089, MU_3, more, 0.0) == pytest.approx(1.02e-2, rel=0.01)
-    assert _adaptive_delta(1.089, mu_printed, 0.29, 0.0) == pytest.approx(8.45e-4, rel=0.01)
-    assert _epsilon_at(1e-5, mu_printed, 0.29, 0.0) == pytest.approx(1.598, abs=2e-3)
+    assert gdp_epsilon(1e-5, 0.28967573) == pytest.approx(1.089, abs=1e-6)
+    more, median = math.sqrt(MU_6**2 - MU_3**2), MU_3 / 2
+    issue = ((1.0, 0.0),)
+    assert _epsilon_at(1e-5, MU_3, more, median, directions=issue) == pytest.approx(
+        1.755, abs=5e-3)
+    assert _adaptive_delta(1.089, MU_3, more, median, directions=issue) == pytest.approx(
+        8.4e-4, rel=0.02)
+    assert _epsilon_at(1e-5, MU_3, more, median) == pytest.approx(2.353, abs=2e-3)
+    assert _adaptive_delta(1.089, MU_3, more, median) == pytest.approx(1.05e-2, rel=0.01)
 
 
 @pytest.mark.parametrize("budget", [1.089, 1.6, 2.354, 3.0])
