@@ -62,13 +62,18 @@ def test_compare_puts_like_beside_like(dp_fedavg_runs):
     runs = distinct_labels([load_run(run) for run in dp_fedavg_runs])  # both named alike
     rows = comparison_rows(runs, [1, 2, 3])
     names = [run.name for run in runs]
-    for row in rows:
+    for row in rows[:-1]:
         first, second = (row[name] for name in names)
         assert first["epsilon"] == second["epsilon"]
         assert first["epsilon_method"] == second["epsilon_method"] == "rdp"
         assert first["epsilon_kind"] == "bound"
+    # the short run's last round is its final point: its headline (issue 44, item 6)
+    first, second = (rows[-1][name] for name in names)
+    assert first["headline"] and first["epsilon_method"] == "pld"
+    assert first["epsilon"] == runs[0].final["epsilon"] < second["epsilon"]
+    assert second["epsilon_method"] == "rdp" and "headline" not in second
     text = comparison_markdown(runs, rows)
-    assert "Not like for like" not in text and "(rdp)" in text
+    assert "Not like for like" not in text and "(rdp)" in text and "(pld, headline)" in text
 
 
 def test_compare_of_runs_without_a_per_round_bound_reads_their_shared_estimate(tmp_path):
@@ -81,10 +86,13 @@ def test_compare_of_runs_without_a_per_round_bound_reads_their_shared_estimate(t
     assert result.exit_code == 0, result.output
     loaded = distinct_labels([load_run(run) for run in runs])
     rows = comparison_rows(loaded, [1, 2])
-    for row in rows:
+    for row in rows[:-1]:
         first, second = (row[run.name] for run in loaded)
         assert first["epsilon"] == second["epsilon"] > 0
         assert (first["epsilon_method"], first["epsilon_kind"]) == ("gdp-clt", "estimate")
+    first = rows[-1][loaded[0].name]  # the 2-round run's final point: its headline bound
+    assert first["headline"] and first["epsilon_kind"] == "bound"
+    assert first["epsilon"] == loaded[0].final["epsilon"]
     text = comparison_markdown(loaded, rows)
     assert "(gdp-clt estimate)" in text
     # the plotted series: one accountant per run, the estimate where no row carries a bound
@@ -100,11 +108,19 @@ def test_compare_of_runs_without_a_per_round_bound_reads_their_shared_estimate(t
     last = next(e for e in loaded[0].metrics[-1]["privacy"] if e["method"] == "pld")
     assert last["kind"] == "bound"
     name = loaded[0].name
-    assert {(row[name]["epsilon_method"], row[name]["epsilon_kind"]) for row in own} == {
-        ("gdp-clt", "estimate")}
+    # ... except the run's final point, which is its headline (issue 44 item 6), marked so
+    series_rows = [row for row in own if not row[name].get("headline")]
+    assert [row["round"] for row in series_rows] == [1]
+    assert own[-1][name]["headline"] is True
+    assert own[-1][name]["epsilon"] == loaded[0].final["epsilon"]
+    assert (own[-1][name]["epsilon_method"], own[-1][name]["epsilon_kind"]) == ("pld", "bound")
+    assert {(row[name]["epsilon_method"], row[name]["epsilon_kind"])
+            for row in series_rows} == {("gdp-clt", "estimate")}
+    assert "(pld, headline)" in comparison_markdown(loaded[:1], own)
     label, plotted = _plotted(loaded[0], own)
     assert label == "gdp-clt estimate"
-    assert [plotted[row["round"]] for row in own] == [row[name]["epsilon"] for row in own]
+    assert [plotted[row["round"]] for row in series_rows] == [
+        row[name]["epsilon"] for row in series_rows]
 
 
 def dp_fedavg_runs_dir(tmp_path: Path) -> Path:

@@ -73,7 +73,8 @@ def test_cli_prints_table_writes_markdown_plot_and_json(two_runs, tmp_path):
         "dataset": "mnist-5k", "private": False, "delta": None, "unit": "-", "sampling": "-",
         "metrics": {"personalised_accuracy": "personalised (mean over clients)",
                     "global_accuracy": "global model (mean over clients)",
-                    "personalised_accuracy_cohort": "personalised, this round's cohort"}}
+                    "personalised_accuracy_cohort": "personalised, this round's cohort"},
+        "headline": None}
     assert math.isclose(payload["rows"][2]["private"]["mu"], 0.2)
 
 

@@ -64,7 +64,7 @@ def compare_command(
         print_json({"command": "compare", "runs": [
             {"name": r.name, "path": str(r.path), "algorithm": r.algorithm, "dataset": r.dataset,
              "private": r.private, "delta": r.delta, "unit": r.unit, "sampling": r.sampling,
-             "metrics": dict(r.metric_labels)}
+             "metrics": dict(r.metric_labels), "headline": r.final}
             for r in loaded], "rows": rows, "warnings": notes})
     else:
         typer.echo(text, nl=False)

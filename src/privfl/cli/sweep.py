@@ -4,7 +4,10 @@
 the 4 configurations (``--set`` overrides apply to all of them) as ordinary runs, each in its own
 run directory under ``--out DIR`` (``NNN-key=value_...``), and writes ``DIR/sweep.json``: the
 grid, and per run its overrides, run directory, stop reason, final metrics and privacy
-guarantee. Every configuration is validated before the first run starts. sweep.json is written
+guarantee (``own_bound``: its headline, valid only if it were the only run on the dataset),
+and ``release_of_chosen_run``: the bound for releasing the run chosen among all K after
+reading their results (:mod:`privfl.runs.sweep_privacy`: the K runs compose), with what it
+covers. Every configuration is validated before the first run starts. sweep.json is written
 at the start and again as each run finishes (``"complete": false`` and the ``pending`` runs
 until the last one is done): ``privfl sweep --resume DIR`` finishes an interrupted sweep,
 continuing each unfinished run from its checkpoint (``privfl run --resume``) and starting the
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -161,9 +165,20 @@ def run_point(raw: dict[str, Any], run_dir: str, label: str, say=print) -> dict[
 
 
 def _row(name: str, point: list[str], summary: dict[str, Any]) -> dict[str, Any]:
+    head = summary.get("headline", {})
+    own = ({k: head.get(k) for k in ("epsilon", "delta", "method", "kind", "unit")}
+           if "epsilon" in head else None)
     return {"run": name, "overrides": point, "run_dir": summary["run_dir"],
             "stop_reason": summary["stop_reason"], "final": summary["final"],
-            "privacy": summary["privacy"], "status": _status(summary)}
+            "privacy": summary["privacy"], "own_bound": own, "status": _status(summary)}
+
+
+def _bound_text(bound: dict[str, Any] | None) -> str:
+    """``eps 4.28 (pld)``, or ``no guarantee``."""
+    if not bound or not isinstance(bound.get("epsilon"), (int, float)) or not math.isfinite(
+            bound["epsilon"]):
+        return "no guarantee"
+    return f"eps {bound['epsilon']:.4g} at delta {bound['delta']:g} ({bound['method']})"
 
 
 def _run_on_ray(jobs, address: str | None, workers: int | None, console: Console,
@@ -207,6 +222,8 @@ class _SweepFile:
     def __init__(self, root: Path, head: dict[str, Any], jobs: list) -> None:
         self.path, self.head, self.jobs = root / "sweep.json", head, jobs
         self.rows: dict[int, dict[str, Any]] = {}
+        #: the bound for releasing the run chosen among all of them (privfl.runs.sweep_privacy)
+        self.chosen: dict[str, Any] | None = None
 
     def done(self, index: int, summary: dict[str, Any]) -> None:
         name, point = self.jobs[index][:2]
@@ -221,7 +238,8 @@ class _SweepFile:
                    if i not in self.rows]
         return json_safe({**self.head, "complete": not pending,
                           "runs": [self.rows[i] for i in sorted(self.rows)],
-                          "pending": pending})
+                          "pending": pending,
+                          **({"release_of_chosen_run": self.chosen} if self.chosen else {})})
 
     def write(self) -> None:
         from privfl.runs.rundir import write_atomically
@@ -351,6 +369,10 @@ def sweep_command(
             for index in todo:
                 job_name, _, raw, run_dir = jobs[index]
                 sweep.done(index, run_point(raw, run_dir, job_name, say))
+        from privfl.runs.sweep_privacy import sweep_guarantee
+
+        sweep.chosen = sweep_guarantee([sweep.rows[i]["run_dir"] for i in sorted(sweep.rows)])
+        sweep.write()
         report = sweep.report()
         rows = report["runs"]
     except KeyboardInterrupt:
@@ -362,9 +384,16 @@ def sweep_command(
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return
+    chosen = _bound_text(report["release_of_chosen_run"])
     for row in rows:
-        console.print(f"{escape(row['run'])}: {escape(row['status'])} ({row['stop_reason']})",
-                      highlight=False, soft_wrap=True)
+        console.print(f"{escape(row['run'])}: {escape(row['status'])} ({row['stop_reason']}); "
+                      f"own bound {escape(_bound_text(row.get('own_bound')))}, releasing the "
+                      f"chosen run: {escape(chosen)}", highlight=False, soft_wrap=True)
+    console.print(f"releasing the run chosen among these {len(rows)}: {escape(chosen)}; it "
+                  "covers all of them together (K runs on one dataset compose; the sweep runs "
+                  "every grid point, so no random-K tuning bound applies); each run's own "
+                  "bound holds only if it is the only run made on this dataset",
+                  highlight=False, soft_wrap=True)
     console.print(f"sweep: {escape(str(root / 'sweep.json'))}")
 
 

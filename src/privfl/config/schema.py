@@ -221,6 +221,12 @@ class PrivacyConfig(_Section):
     clip_norm: float = Field(1.0, gt=0, description="C: L2 clip norm (per example or per "
                              "client update, as the algorithm says)")
     delta: float = Field(1e-5, gt=0, lt=1)
+    epsilon_budget: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="E: a privacy budget at privacy.delta fixed when the run is created; a "
+        "privacy filter (Rényi or Gaussian-DP) stops the run before a round would pass it, "
+        "however often it is extended or its stops changed after reading its results "
+        "(docs/run.md, Budget; DP-FedAvg, InsDP, DP-FTRL, unsampled BandMF)")
     accountants: list[str] | None = Field(
         None, description="accountants to report (default and choices: the algorithm's)"
     )
@@ -252,6 +258,14 @@ class PrivacyConfig(_Section):
                 )
             self.secure = self.secure_noise
             self.secure_noise = None
+        return self
+
+    @model_validator(mode="after")
+    def _budget(self) -> PrivacyConfig:
+        if self.epsilon_budget is not None and not self.enabled:
+            raise ValueError(
+                f"privacy.epsilon_budget = {self.epsilon_budget:g} is not allowed with "
+                "privacy.enabled: false: a non-private run has no privacy budget")
         return self
 
     @model_validator(mode="after")

@@ -76,6 +76,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     from privfl.algorithms.builders import build_dataset, privacy_plan
     from privfl.algorithms.outputs import private_dir_of
     from privfl.config.loader import load_config
+    from privfl.runs.budget import run_budget
     from privfl.runs.check_files import check_run_files
     from privfl.runs.run_stops import accounted_rounds
     from privfl.runs.rundir import RunDirectory
@@ -140,7 +141,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
         report.released = _check_released(
             directory, plan, redrawn_rounds, rtol,
             accounted_rounds(config, plan, metrics, last or 0, redrawn_rounds,
-                             _written_stop(directory)))
+                             _written_stop(directory), run_budget(config, plan, directory)))
     if config.run.outputs == "guarantee-only":  # the uncovered metrics are kept apart
         directory = RunDirectory(run_dir, private_dir_of(Path(run_dir)))
     report.files = check_run_files(directory, config, data, rtol=rtol)

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from privfl.runs.budget import run_budget
 from privfl.runs.check_entries import compare_entries, relative_difference
 from privfl.runs.run_finish import RunArtefacts
 from privfl.runs.run_outputs import RunOutputs
@@ -213,7 +214,8 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     # round the public stop rules allowed (run_stops.accounted_rounds), as the runner wrote it
     written = (summary or {}).get("stop_reason")
     accounted = accounted_rounds(config, algorithm.plan, rows, rounds,
-                                 algorithm.redrawn_rounds, written)
+                                 algorithm.redrawn_rounds, written,
+                                 run_budget(config, algorithm.plan, directory))
     results, headline, card, _ = run.artefacts.guarantee(rounds, accounted,
                                                recorded_stop(config, rows, written))
     card = json.loads(json.dumps(card))

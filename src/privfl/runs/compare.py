@@ -26,7 +26,7 @@ from privfl.runs.rundir import RunDirectory, logged_guarantees, logged_number
 __all__ = ["EPSILON_NOTE", "MISSING", "RunRecord", "common_rounds", "comparison_markdown",
            "comparison_notes", "comparison_rows", "disagreement_notes", "distinct_labels",
            "accountant_series", "column_accountants", "epsilon_cell", "epsilon_series",
-           "load_run", "own_accountant", "number_cell", "percent_cell",
+           "final_point", "load_run", "own_accountant", "number_cell", "percent_cell",
            "plot_comparison", "reports_mu", "shared_accountant", "unshared_rounds"]
 
 #: A table cell with no number: not measured at that round, or not reported by that run.
@@ -35,8 +35,11 @@ MISSING = "—"
 EPSILON_NOTE = (
     "eps at delta in each algorithm's primary scope, from one accountant for every private run "
     "at a round (named in brackets): the tightest rigorous bound they all report, else an "
-    "estimate they all report (marked estimate); each run's final, possibly tighter, bound is "
-    "its headline (summary.json). Runs with different units (record or client) are not "
+    "estimate they all report (marked estimate); at a stopped run's last round, its headline "
+    "(summary.json, marked headline): the bound for the mechanism that ran (after a stop on a "
+    "target, every round the stop rules allowed; with a budget, its filter's bound), never "
+    "the epsilon of the rounds that ran alone. Runs with different units (record or client) "
+    "are not "
     "comparable; mu is the largest Gaussian-DP mu a run reports, with the accountant and its "
     "kind (a CLT mu is an estimate; a Gaussian mechanism's own mu is exact).")
 MISSING_NOTE = (f"{MISSING}: not measured at that round (e.g. an algorithm that evaluates "
@@ -57,6 +60,8 @@ class RunRecord:
     metric_labels: tuple[tuple[str, str], ...]
     metrics: tuple[dict[str, Any], ...]
     dataset: str = "-"
+    #: summary.json's ``headline`` of a stopped run (None: not stopped, or no bound)
+    final: dict[str, Any] | None = None
 
     @property
     def headline(self) -> tuple[str, ...]:
@@ -82,6 +87,32 @@ def _labels_of_saved_privacy(run_dir: RunDirectory) -> tuple[str, str]:
         return "-", "-"
 
 
+def _final_headline(run_dir: RunDirectory, last_round: int) -> dict[str, Any] | None:
+    """summary.json's ``headline`` when it carries a bound and the run stopped at
+    ``last_round`` (its last logged round), else None."""
+    try:
+        summary = json.loads(run_dir.summary.read_text(encoding="utf-8"))
+        headline = summary["headline"]
+        epsilon = headline["epsilon"]
+        stopped = summary["rounds_completed"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if (stopped != last_round or not isinstance(epsilon, (int, float))
+            or isinstance(epsilon, bool)):
+        return None
+    return {key: headline.get(key) for key in ("epsilon", "delta", "method", "kind", "unit",
+                                               "scope", "sentence")}
+
+
+def final_point(run: RunRecord) -> tuple[int, dict[str, Any]] | None:
+    """``(round, headline)`` of a stopped private run: its final point is its headline (the
+    bound for the mechanism that ran: after a stop on a target, every round the stop rules
+    allowed; with a budget, the filter's bound), not the epsilon of the rounds that ran."""
+    if not run.private or run.final is None:
+        return None
+    return run.metrics[-1]["round"], run.final
+
+
 def load_run(path: str | Path) -> RunRecord:
     """Read ``config.yaml``, ``metrics.jsonl`` and (if present) ``privacy.json`` of a run."""
     from privfl.algorithms.registry import algorithm_class
@@ -104,7 +135,8 @@ def load_run(path: str | Path) -> RunRecord:
     labels = tuple(algorithm_class(config.federated.algorithm).metric_labels.items())
     return RunRecord(Path(path), config.name, config.federated.algorithm, private,
                      config.privacy.delta if private else None, unit, sampling, labels,
-                     tuple(metrics), dataset=config.data.dataset)
+                     tuple(metrics), dataset=config.data.dataset,
+                     final=_final_headline(run_dir, metrics[-1]["round"]) if private else None)
 
 
 def distinct_labels(runs: Sequence[RunRecord]) -> list[RunRecord]:
@@ -308,6 +340,11 @@ def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[di
                 entry.update(epsilon=series.get(run.name, {}).get(r, math.nan),
                              epsilon_method=method, epsilon_kind=kind,
                              mu=_value(m, "mu"), mu_method=m.get("mu_method"))
+                final = final_point(run)
+                if final is not None and final[0] == r:  # the final point is the headline
+                    entry.update(epsilon=float(final[1]["epsilon"]),
+                                 epsilon_method=final[1]["method"],
+                                 epsilon_kind=final[1]["kind"], headline=True)
             row[run.name] = entry
         rows.append(row)
     return rows
@@ -315,10 +352,11 @@ def comparison_rows(runs: Sequence[RunRecord], rounds: Sequence[int]) -> list[di
 
 def unshared_rounds(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]]) -> list[int]:
     """The compared rounds at which the private runs' epsilons come from different
-    accountants (they share none)."""
+    accountants (they share none); a run's final point (its headline) is its own by design."""
     out = []
     for row in rows:
-        methods = {row[run.name]["epsilon_method"] for run in runs if run.private}
+        methods = {row[run.name]["epsilon_method"] for run in runs
+                   if run.private and not row[run.name].get("headline")}
         if len(methods) > 1:
             out.append(row["round"])
     return out
@@ -337,7 +375,8 @@ def epsilon_cell(entry: dict[str, Any]) -> str:
     if eps == MISSING or not entry.get("epsilon_method"):
         return eps
     kind = " estimate" if entry.get("epsilon_kind") == "estimate" else ""
-    return f"{eps} ({entry['epsilon_method']}{kind})"
+    final = ", headline" if entry.get("headline") else ""
+    return f"{eps} ({entry['epsilon_method']}{kind}{final})"
 
 
 def comparison_markdown(runs: Sequence[RunRecord], rows: Sequence[dict[str, Any]]) -> str:

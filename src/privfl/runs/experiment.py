@@ -68,7 +68,9 @@ from privfl.config import (
 )
 from privfl.data.datasets import FederatedDataset
 from privfl.fl.client_store import state_directory
+from privfl.runs.budget import run_budget
 from privfl.runs.checkpoints import CheckpointStore
+from privfl.runs.first_plan import first_plan, first_plan_record
 from privfl.runs.progress import with_progress
 from privfl.runs.result import ExperimentResult
 from privfl.runs.run_finish import RunArtefacts
@@ -184,6 +186,11 @@ class Experiment:
         self._expected: dict[int, dict[str, Any]] = {}  # logged rows a seeded resume reproduces
         self.previous_fixed: dict[str, Any] | None = None  # config.yaml's before a resume
         self.steps_changed = False  # a resume changed a step size (run_resume.STEP_SIZE_KEYS)
+        # privacy.epsilon_budget's filter, as fixed at creation (privfl.runs.budget)
+        try:
+            self.budget = run_budget(config, self.algorithm.plan, run_dir)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
 
     # ------------------------------------------------------------------ what callers read
     def card(self, rounds: int) -> dict[str, Any]:
@@ -220,7 +227,8 @@ class Experiment:
         experiment = cls(config, directory, data)
         # an accountant's refusal comes before any file is written
         experiment.artefacts.planned_privacy()
-        run_id = directory.create(getattr(experiment.algorithm.plan, "pins", dict)())
+        run_id = directory.create(getattr(experiment.algorithm.plan, "pins", dict)(),
+                                  plan=first_plan_record(config, experiment.budget))
         experiment._created = True
         try:
             experiment._lock = directory.acquire_lock()
@@ -260,6 +268,13 @@ class Experiment:
             raise
         experiment._lock = lock
         experiment.store = CheckpointStore(directory, run_id)
+        created = first_plan(directory)
+        if created is not None and created.epsilon_budget != config.privacy.epsilon_budget:
+            experiment.release()
+            raise ConfigError(
+                f"privacy.epsilon_budget = {config.privacy.epsilon_budget!r} differs from the "
+                f"budget this run was created with ({created.epsilon_budget!r}): the budget is "
+                "fixed at creation; start a new run with --out NEW_DIR")
         experiment.previous_fixed = fixed_part(config_from_dict(saved))
         if removed:
             experiment.resume_notes.append(

@@ -25,6 +25,7 @@ from privfl.runs.compare import (
     comparison_notes,
     epsilon_cell,
     epsilon_series,
+    final_point,
     percent_cell,
 )
 from privfl.runs.html import Cell, Section, line_figure, render_page, table
@@ -44,6 +45,11 @@ def _headline(run: RunRecord) -> str:
 
 
 def _tradeoff(run: RunRecord, key: str, epsilons: Mapping[int, float]) -> dict[str, list[float]]:
+    """(epsilon, accuracy) per round; a stopped run's final point at its headline
+    (:func:`~privfl.runs.compare.final_point`)."""
+    final = final_point(run)
+    if final is not None:
+        epsilons = {**epsilons, final[0]: float(final[1]["epsilon"])}
     xs, ys = [], []
     for row in run.metrics:
         eps, acc = epsilons.get(row["round"]), row.get(key)
@@ -102,7 +108,8 @@ def comparison_html(runs: Sequence[RunRecord], rows: Sequence[Mapping[str, Any]]
                     title="epsilon per round (one accountant per run; an estimate dashed)",
                     ytitle="epsilon"),
         line_figure("plot-tradeoff", tradeoff, title="accuracy against epsilon spent",
-                    xtitle="epsilon (each run's per-round series)", ytitle="test accuracy",
+                    xtitle="epsilon (each run's per-round series; a stopped run's last point: "
+                    "its headline)", ytitle="test accuracy",
                     log=False, yrange=(0, 1)),
     ]
     header = ["round"]

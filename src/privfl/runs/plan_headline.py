@@ -17,9 +17,11 @@ from privfl.runs.headline import Headline, compose_headline
 __all__ = ["plan_headline"]
 
 
-def plan_headline(plan: Any, results: Sequence[PrivacyResult]) -> Headline:
+def plan_headline(plan: Any, results: Sequence[PrivacyResult],
+                  bound: PrivacyResult | None = None) -> Headline:
     """The headline of ``results`` (``plan``'s labelled guarantees after the rounds that ran;
-    the plan may name ``scope_notes``: ``scope -> why``)."""
+    the plan may name ``scope_notes``: ``scope -> why``); ``bound``: the headline bound when
+    it is not one of ``results`` (a privacy budget's filter, :mod:`privfl.runs.budget`)."""
     if not getattr(plan, "private", False) or not results:
         return compose_headline(None, private=False)
     scopes = headline_scopes(plan)
@@ -30,6 +32,8 @@ def plan_headline(plan: Any, results: Sequence[PrivacyResult]) -> Headline:
             by_scope.setdefault(scope, []).append(r)
     others = {scope: best for scope, rows in by_scope.items()
               if (best := tightest_bound(rows)) is not None}
-    return compose_headline(tightest_bound(budget_results(plan, results)), private=True,
+    if bound is None:
+        bound = tightest_bound(budget_results(plan, results))
+    return compose_headline(bound, private=True,
                             scopes=scopes, others=others,
                             notes=getattr(plan, "scope_notes", None) or {})

@@ -15,7 +15,13 @@ from typing import Any
 import torch
 
 from privfl.accounting.results import PrivacyResult
-from privfl.algorithms.base import finite, headline_scopes, privacy_metrics
+from privfl.algorithms.base import (
+    budget_results,
+    finite,
+    headline_scopes,
+    privacy_metrics,
+    tightest_bound,
+)
 from privfl.runs.result import ExperimentResult, PrivateState, released_model
 from privfl.runs.rounding import format_bound
 from privfl.runs.run_stops import DIVERGED
@@ -44,12 +50,25 @@ class RunArtefacts:
         algo = self.run.algorithm
         released = algo.released_rounds(rounds)
         rows = {**algo.plan.card(released), **attack_card_rows(attack_of(self.run.data))}
+        budget = self.budget()
+        if budget is not None and algo.private:  # its filter caps the rounds at any plan
+            rows.update(budget.card_rows(min(rounds, budget.rounds_allowed(
+                algo.redrawn_rounds)), algo.redrawn_rounds))
         if self.run.redrawn:
             rows["released rounds"] = (
                 f"{released}: {rounds} rounds + {len(self.run.redrawn)} released twice "
                 f"(rounds {_rounds_text(self.run.redrawn)} were logged, lost with their checkpoint "
                 "and drawn again in secure mode); the accountant composes every release")
         return rows
+
+    def budget(self) -> Any:
+        """The run's privacy budget filter (:mod:`privfl.runs.budget`; None without one): the
+        experiment's, or rebuilt from the run directory (check-privacy)."""
+        from privfl.runs.budget import run_budget
+
+        if hasattr(self.run, "budget"):
+            return self.run.budget
+        return run_budget(self.run.config, self.run.algorithm.plan, self.run.dir)
 
     def planned_privacy(self) -> list[PrivacyResult]:
         """The guarantee if all configured rounds run (what the start card shows)."""
@@ -212,6 +231,8 @@ class RunArtefacts:
         stop, where the card and the headline's advice carry the after-the-fact note): what
         the run writes, and what ``check-privacy`` recomputes
         (:mod:`privfl.runs.check_files`)."""
+        from privfl.runs.budget import budget_note
+        from privfl.runs.first_plan import extension_note, first_plan
         from privfl.runs.plan_headline import plan_headline
 
         algo = self.run.algorithm
@@ -219,10 +240,23 @@ class RunArtefacts:
         after = (self.after_the_fact(rounds, accounted, reason)
                  if accounted != rounds and algo.private else None)
         card = self.card(accounted)
-        headline = plan_headline(algo.plan, results)
+        budget = self.budget()
+        notes = []
+        if budget is not None and algo.private:  # the filter's bound is the headline
+            bound = budget.result(tightest_bound(budget_results(algo.plan, results)))
+            headline = plan_headline(algo.plan, results, bound=bound)
+            notes.append(budget_note(algo.plan, results))
+        else:
+            headline = plan_headline(algo.plan, results)
+            extended = extension_note(first_plan(self.run.dir), self.run.config.federated.rounds)
+            if extended is not None and algo.private:
+                card["first plan"] = extended
+                notes.append(extended)
         if after is not None:
             card["data-dependent stop"] = after["note"]
-            headline = replace(headline, advice=f"{headline.advice} {after['note']}".strip())
+            notes.append(after["note"])
+        if notes:
+            headline = replace(headline, advice=" ".join([headline.advice, *notes]).strip())
         return results, headline, card, after
 
     def releases_model(self, reason: str) -> bool:

@@ -111,6 +111,11 @@ def check_resumable(overrides: Iterable[str]) -> list[str]:
     checked = []
     for text in overrides:
         key, _ = parse_override(text)
+        if key == "privacy.epsilon_budget":
+            raise ConfigError("--set privacy.epsilon_budget is not allowed with --resume: the "
+                              "budget is fixed when the run is created (its privacy filter "
+                              "covers every extension only if it never changes); start a new "
+                              "run with --out NEW_DIR")
         if key in FIXED_RUN_KEYS:
             raise ConfigError(f"--set {key} is not allowed with --resume: it decides where the "
                               "run's files live, so it is fixed when the run is created")

@@ -2,7 +2,8 @@
 
 Before the next round: all rounds ran, the target accuracy was reached, the next round would
 exceed the privacy budget (``stop.epsilon`` on the tightest rigorous bound of the plan's primary
-scope, ``stop.mu`` on its largest Gaussian-DP mu; that round is not run), or ``run.max_rounds``
+scope, ``stop.mu`` on its largest Gaussian-DP mu, ``privacy.epsilon_budget`` on its filter,
+:mod:`privfl.runs.budget`; that round is not run), or ``run.max_rounds``
 rounds ran in this invocation. After every round: it diverged (:func:`first_nonfinite`: a
 non-finite training loss, or a non-finite parameter of the global model, which any non-finite
 update makes non-finite); its state is never checkpointed and no model.pt is written.
@@ -98,18 +99,20 @@ def guarantee_rounds(reason: str, ran: int, planned: int,
 
 
 def accounted_rounds(config: Any, plan: Any, metrics: list[dict[str, Any]], ran: int,
-                     redrawn_rounds: list[Any], written: Any = None) -> int:
+                     redrawn_rounds: list[Any], written: Any = None, budget: Any = None) -> int:
     """The rounds a finished run's guarantee covers, recomputed from its files (check-privacy):
     those that ran, or after a data-dependent stop (:func:`recorded_stop`; ``written``:
     summary.json's ``stop_reason``) every round the public stop rules allowed
-    (:func:`guarantee_rounds`), re-drawn rounds composed as the runner composes them
-    (:func:`~privfl.algorithms.base.released_results`)."""
+    (:func:`guarantee_rounds`; ``budget``: the run's privacy filter,
+    :func:`privfl.runs.budget.run_budget`, or None), re-drawn rounds composed as the runner
+    composes them (:func:`~privfl.algorithms.base.released_results`)."""
     from privfl.algorithms.base import released_results
 
     reason = recorded_stop(config, metrics, written)
     return guarantee_rounds(
         reason, ran, max(ran, config.federated.rounds),
-        lambda rounds: budget_problem(
+        lambda rounds: (budget is not None and not budget.allows(rounds, redrawn_rounds))
+        or budget_problem(
             config.stop, plan, rounds,
             lambda r, full: released_results(plan, r, redrawn_rounds, full=full)) is not None)
 
@@ -223,8 +226,11 @@ class StoppingRules:
     def budget_exceeded(self, rounds: int) -> str | None:
         """Why running up to ``rounds`` rounds would exceed the budget (None if it would not):
         :func:`budget_problem` with this run's accountants (re-drawn rounds included)."""
-        return budget_problem(self.run.config.stop, self.run.algorithm.plan, rounds,
-                              lambda r, full: self.run.algorithm.privacy(r, full=full))
+        filtered = getattr(self.run, "budget", None)
+        algo = self.run.algorithm
+        return (filtered.problem(rounds, algo.redrawn_rounds) if filtered is not None
+                else None) or budget_problem(self.run.config.stop, algo.plan, rounds,
+                                             lambda r, full: algo.privacy(r, full=full))
 
     def next_stop(self, ran: int) -> tuple[str, str] | None:
         """``(reason, detail)`` if the run must stop before the next round, else None."""

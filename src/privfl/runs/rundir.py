@@ -312,13 +312,16 @@ class RunDirectory:
                     "run)"
                 )
 
-    def create(self, pinned: Mapping[str, Any] | None = None) -> str:
+    def create(self, pinned: Mapping[str, Any] | None = None,
+               plan: Mapping[str, Any] | None = None) -> str:
         """Make a fresh run directory (see :meth:`check_new`); returns its new run id.
         ``pinned``: what the privacy plan's accountant assumed at round 1 (``plan.pins()``),
-        kept in run.json (:meth:`pinned`)."""
-        if pinned is not None and not isinstance(pinned, Mapping):
-            raise ValueError(f"pinned = {pinned!r} is not allowed: must be a mapping of setting "
-                             "names to JSON values (or None)")
+        kept in run.json (:meth:`pinned`); ``plan``: the first plan (the rounds and the budget
+        at creation, :mod:`privfl.runs.first_plan`), kept in run.json's ``plan``."""
+        for name, value in (("pinned", pinned), ("plan", plan)):
+            if value is not None and not isinstance(value, Mapping):
+                raise ValueError(f"{name} = {value!r} is not allowed: must be a mapping of "
+                                 "setting names to JSON values (or None)")
         self.check_new()
         self.path.mkdir(parents=True, exist_ok=True)
         self.checkpoints.mkdir(parents=True, exist_ok=True)
@@ -331,6 +334,7 @@ class RunDirectory:
                 **({} if self.separate_private
                    else {"created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}),
                 **({"pinned": dict(pinned)} if pinned else {}),
+                **({"plan": dict(plan)} if plan else {}),
             })
         except BaseException:  # e.g. a full disk: leave nothing a new run would refuse
             self.discard()
@@ -372,11 +376,15 @@ class RunDirectory:
     def pinned(self) -> dict[str, Any] | None:
         """run.json's ``pinned`` settings (:meth:`create`); None when it has none (a plan
         without pins, or a run made before them)."""
+        return self.run_record().get("pinned")
+
+    def run_record(self) -> dict[str, Any]:
+        """run.json as written at creation ({} when it is missing or unreadable)."""
         try:
             data = json.loads(self.run_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return None
-        return data.get("pinned") if isinstance(data, dict) else None
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def acquire_lock(self) -> IO[str]:
         """Lock ``DIR/.lock`` for this process (released when the returned file is closed or
