@@ -205,16 +205,18 @@ class _Display:
                            + (", model.pt" if "model.pt" in names else "")
                            + (", checkpoints" if not state.deleted and not state.separate
                               and "checkpoints/" in names else "") + ")")
-        outside = [o["name"] for o in summary.get("outputs", []) if not o["covered"]]
         if state.deleted:
             self.console.print("private state deleted: the checkpoints (intermediate models, the "
                                "secret schedule) are gone, as the last-iterate guarantee needs")
         elif state.separate:
             self.console.print(f"private state {escape(state.text)} (outside the guarantee: "
                                "never publish it)")
-        if outside:
-            self.console.print("outside the guarantee (privacy.json outputs): "
-                               + escape(", ".join(outside)))
+        if summary.get("outputs"):
+            from privfl.algorithms.outputs import publishable_line
+
+            self.console.print(escape(publishable_line(summary["outputs"],
+                                                       summary.get("metric_labels", {}))),
+                               highlight=False)
 
 
 def _dry_run(config, console: Console, as_json: bool) -> None:

@@ -141,6 +141,13 @@ class DataConfig(_Section):
         100, ge=0, description="test records per client (iid: null = equal split of the pool)"
     )
     test_replace: bool = Field(True, description="shards: draw test records with replacement")
+    client_test: Literal["train-labels", "seed-labels"] = Field(
+        "train-labels", description="shards: how each client's test records are chosen from the "
+        "held-out test set: train-labels (Zheng et al. 2021's reference code: the labels of the "
+        "client's training records; accuracies on them read private data and are outside the "
+        "guarantee) or seed-labels (the labels its shards would hold if every class had as "
+        "many records: fixed by the seed, reading no training record; accuracies on them are "
+        "covered)")
     beta: float = Field(0.5, gt=0, description="dirichlet: concentration")
     disjoint: bool = Field(
         True, description="dirichlet: no record shared between clients (the default: what "
@@ -148,6 +155,15 @@ class DataConfig(_Section):
         "al. 2021's reference code), a record held by k clients is accounted as the "
         "composition of its holders (DP-DSGD refuses it)")
     test_sampling: Literal["proportions", "train-labels"] = "proportions"
+
+    @model_validator(mode="after")
+    def _client_test_of_shards(self) -> DataConfig:
+        if self.client_test != "train-labels" and self.partition != "shards":
+            raise ValueError(
+                f"data.client_test = {self.client_test!r} is not allowed with data.partition = "
+                f"{self.partition!r}: it chooses the test sets of shards (dirichlet: "
+                "data.test_sampling; iid: an IID split of the test set)")
+        return self
 
 
 class ModelConfig(_Section):
