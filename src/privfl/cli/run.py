@@ -286,6 +286,18 @@ def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
                        f"{experiment.dir.path}")
 
 
+def _check_directory(out: Path | None, resume: Path | None) -> None:
+    """Refuse ``--out`` (a run, another run's files, a non-empty folder) or ``--resume`` (no
+    run there) before the data, the model or torch are loaded: the run directory's checks read
+    only the file system (:meth:`~privfl.runs.rundir.RunDirectory.check_new`)."""
+    from privfl.runs.rundir import RunDirectory
+
+    if resume is not None:
+        RunDirectory(resume).require_existing()
+    elif out is not None:
+        RunDirectory(out).check_new()
+
+
 def _json_safe(value: Any) -> Any:
     from privfl.runs.rundir import json_safe
 
@@ -352,6 +364,7 @@ def run_command(
         # the configuration first: a typo is answered before torch is imported (the runner, the
         # backends and the algorithms import it)
         resolved = load_config(config, overrides) if resume is None else None
+        _check_directory(out, resume)  # an existing run or a user's folder: refused now
         if progress:  # the first line before torch is imported (about a second)
             console.print(
                 f"privfl run {escape(resolved.name)}: loading {escape(resolved.data.dataset)}, "

@@ -281,7 +281,9 @@ class RunDirectory:
 
     def check_new(self) -> None:
         """Refuse a directory that already holds a run or another run's files, or a file, or
-        one with links in place of its files (:meth:`check_links`)."""
+        one with links in place of its files (:meth:`check_links`), or any other file (a
+        folder of the user's: the run's files would be mixed with them). Reads only the file
+        system, so it runs before anything is loaded (``privfl run --out``)."""
         self.check_links()
         if self.config.exists():
             raise ValueError(
@@ -303,6 +305,14 @@ class RunDirectory:
                     f"out = {str(self.path)!r} holds files of another run ({', '.join(found)}) "
                     "but no config.yaml: choose another --out (a run directory belongs to one "
                     "run)"
+                )
+            others = sorted(p.name for p in self.path.iterdir() if p.name != CLIENT_STATE)
+            if others:
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more"
+                                                 if len(others) > 3 else "")
+                raise ValueError(
+                    f"out = {str(self.path)!r} is a folder that is not empty ({shown}): a run "
+                    "directory holds one run's files only; choose a new or empty folder as --out"
                 )
 
     def create(self, pinned: Mapping[str, Any] | None = None) -> str:
