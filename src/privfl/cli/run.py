@@ -20,7 +20,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from privfl.cli import interrupt
 from privfl.cli.backend_options import AddressOpt, BackendOpt, WorkersOpt, select_backend
+from privfl.cli.common import runnable
 from privfl.config.algorithms import register_builtin_algorithms
 from privfl.config.sections import algorithm_about, registered_algorithms
 from privfl.runs.progress import fmt, progress_bar, round_status
@@ -197,7 +199,8 @@ class _Display:
             self.console.print(f"target {summary['target_accuracy']:g}: "
                                + (f"reached at round {reached}" if reached else "not reached"))
         if not summary["finished"]:
-            self.console.print(f"continue with: privfl run --resume {escape(str(result.run_dir))}")
+            self.console.print(escape(runnable(f"continue with: privfl run --resume "
+                                               f"{result.run_dir}")), highlight=False)
         state = result.private_state
         names = {o["name"] for o in summary.get("outputs", [])}
         self.console.print(f"run directory: {escape(str(result.run_dir))} (report.html, "
@@ -286,6 +289,31 @@ def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
                        f"{experiment.dir.path}")
 
 
+def _interrupted(display: _Display, experiment: Any, resume: Path | None,
+                 new_dir: Path | None) -> typer.Exit:
+    """After a Ctrl-C: one line (:func:`privfl.cli.interrupt.report`), with the resume command
+    only where a run directory that can be continued exists; exit status 130. A new run that
+    completed no round is removed (``new_dir``: the checked ``--out``, new or empty, so all
+    that is there is this run's)."""
+    from privfl.runs.rundir import RunDirectory
+
+    interrupt.quiet()
+    display.close()
+    where = experiment.dir.path if experiment is not None else resume
+    if experiment is not None and experiment.discard_if_unstarted():
+        line = "privfl: interrupted before the first round completed; nothing was kept"
+    elif where is not None and (Path(where) / "config.yaml").is_file():
+        line = f"privfl: interrupted; continue with: privfl run --resume {where}"
+    elif resume is not None:
+        line = "privfl: interrupted"
+    else:
+        if new_dir is not None:  # cut short inside Experiment.create: what it made so far
+            RunDirectory(new_dir).discard()
+        line = "privfl: interrupted before the run started; nothing was written"
+    interrupt.report(runnable(line))
+    return typer.Exit(code=130)
+
+
 def _check_directory(out: Path | None, resume: Path | None) -> None:
     """Refuse ``--out`` (a run, another run's files, a non-empty folder) or ``--resume`` (no
     run there) before the data, the model or torch are loaded: the run directory's checks read
@@ -349,7 +377,7 @@ def run_command(
     console = Console(stderr=as_json)
     display = _Display(console, progress)
     overrides = list(set_ or [])
-    experiment = None
+    experiment = new_dir = None
     stack = contextlib.ExitStack()
     if dry_run:
         try:
@@ -365,6 +393,7 @@ def run_command(
         # backends and the algorithms import it)
         resolved = load_config(config, overrides) if resume is None else None
         _check_directory(out, resume)  # an existing run or a user's folder: refused now
+        new_dir = out if resume is None else None  # checked: a Ctrl-C may clear what we made
         if progress:  # the first line before torch is imported (about a second)
             console.print(
                 f"privfl run {escape(resolved.name)}: loading {escape(resolved.data.dataset)}, "
@@ -392,7 +421,8 @@ def run_command(
                                  "its own directory")
             experiment = Experiment.resume(resume, overrides)
         else:
-            experiment = Experiment.create(resolved, out or default_out(resolved.name))
+            new_dir = out or default_out(resolved.name)
+            experiment = Experiment.create(resolved, new_dir)
         if backend == "flower":
             from privfl.flower.apps import simulate
 
@@ -402,16 +432,10 @@ def run_command(
             select_backend(stack, backend, address, workers, console)
             result = experiment.run(display)
     except KeyboardInterrupt:
-        display.close()
-        if experiment is not None and experiment.discard_if_unstarted():
-            typer.echo("privfl: interrupted before the first round completed; nothing was kept",
-                       err=True)
-        else:
-            where = experiment.dir.path if experiment is not None else (resume or out or "DIR")
-            typer.echo(f"privfl: interrupted; continue with: privfl run --resume {where}",
-                       err=True)
-        raise typer.Exit(code=130) from None
+        raise _interrupted(display, experiment, resume, new_dir) from None
     except Exception as error:  # noqa: BLE001 - one line, never a traceback (cli.common)
+        if interrupt.received():  # e.g. torch's import cut short by Ctrl-C: an ImportError
+            raise _interrupted(display, experiment, resume, new_dir) from None
         display.close()
         discarded = experiment is not None and experiment.discard_if_unstarted()
         raise fail(_with_hint(error, experiment, discarded)) from None
