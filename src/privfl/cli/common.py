@@ -65,9 +65,10 @@ def error_message(error: BaseException) -> tuple[str, int]:
             "it; PRIVFL_TRACEBACK=1 shows where it happened"), 1
 
 
-#: a privfl command inside a message, e.g. "continue with: privfl run --resume DIR"
-_COMMAND = re.compile(r"(?<![\w./-])privfl (?=(?:run|check-privacy|compare|certify|init|account|"
-                      r"calibrate|list|sweep|audit|reproduce|tradeoff|distortion|flower) )")
+#: a privfl command inside a message: a subcommand, then an option or a path ("continue with:
+#: privfl run --resume DIR", "privfl run my.yaml --dry-run"), not prose ("a privfl run")
+_COMMAND = re.compile(r"(?<![\w./-])privfl (?=(?:run|check-privacy|compare|sweep|init|account|"
+                      r"calibrate|certify \w+) (?:--|\S*[/.]))")
 
 
 def command_name() -> str:
