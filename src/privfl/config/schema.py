@@ -156,16 +156,6 @@ class DataConfig(_Section):
         "composition of its holders (DP-DSGD refuses it)")
     test_sampling: Literal["proportions", "train-labels"] = "proportions"
 
-    @model_validator(mode="after")
-    def _client_test_of_shards(self) -> DataConfig:
-        if self.client_test != "train-labels" and self.partition != "shards":
-            raise ValueError(
-                f"data.client_test = {self.client_test!r} is not allowed with data.partition = "
-                f"{self.partition!r}: it chooses the test sets of shards (dirichlet: "
-                "data.test_sampling; iid: an IID split of the test set)")
-        return self
-
-
 class ModelConfig(_Section):
     """An architecture from :mod:`privfl.models` (``num_classes``/``input_shape`` filled in)."""
 

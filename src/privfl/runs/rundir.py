@@ -59,6 +59,8 @@ __all__ = ["RUN_FORMAT", "DiskFullError", "RunDirectory", "json_safe", "write_at
 
 _CHECKPOINT = re.compile(r"^round-(\d{6,})\.pt$")
 _RECORD = re.compile(r"^round-(\d{6,})\.json$")
+#: a temporary file of a write (``.NAME.tmp``; :meth:`RunDirectory.remove_temporary_files`)
+_TEMPORARY = re.compile(r"^\..+\.tmp$")
 RUN_FORMAT = "privfl-run/1"
 #: files a run writes; a directory holding any of them (but no config.yaml) is another run's
 _RUN_FILES = ("run.json", "metrics.jsonl", "privacy.json", "summary.json", "report.md",
@@ -306,7 +308,8 @@ class RunDirectory:
                     "but no config.yaml: choose another --out (a run directory belongs to one "
                     "run)"
                 )
-            others = sorted(p.name for p in self.path.iterdir() if p.name != CLIENT_STATE)
+            others = sorted(p.name for p in self.path.iterdir() if p.name != CLIENT_STATE
+                            and not _TEMPORARY.match(p.name))  # a killed write's: removed
             if others:
                 shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more"
                                                  if len(others) > 3 else "")
