@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -200,7 +201,8 @@ class _Display:
                                + (f"reached at round {reached}" if reached else "not reached"))
         if not summary["finished"]:
             self.console.print(escape(runnable(f"continue with: privfl run --resume "
-                                               f"{result.run_dir}")), highlight=False)
+                                               f"{shlex.quote(str(result.run_dir))}")),
+                               highlight=False)
         state = result.private_state
         names = {o["name"] for o in summary.get("outputs", [])}
         self.console.print(f"run directory: {escape(str(result.run_dir))} (report.html, "
@@ -286,7 +288,7 @@ def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
     if discarded:
         return type(error)(f"{error}; no round had completed, so nothing was kept: run again")
     return type(error)(f"{error}; then continue with: privfl run --resume "
-                       f"{experiment.dir.path}")
+                       f"{shlex.quote(str(experiment.dir.path))}")
 
 
 def _interrupted(display: _Display, experiment: Any, resume: Path | None,
@@ -303,7 +305,8 @@ def _interrupted(display: _Display, experiment: Any, resume: Path | None,
     if experiment is not None and experiment.discard_if_unstarted():
         line = "privfl: interrupted before the first round completed; nothing was kept"
     elif where is not None and (Path(where) / "config.yaml").is_file():
-        line = f"privfl: interrupted; continue with: privfl run --resume {where}"
+        line = ("privfl: interrupted; continue with: privfl run --resume "
+                f"{shlex.quote(str(where))}")
     elif resume is not None:
         line = "privfl: interrupted"
     else:
