@@ -131,3 +131,17 @@ def test_resume_of_a_folder_without_a_run_is_refused_before_anything_loads(tmp_p
     assert result["code"] == 2, stderr
     assert "is not a run directory: it has no config.yaml" in stderr
     assert result["loaded"] == []
+
+
+def test_what_a_new_run_directory_may_already_hold(tmp_path):
+    """Empty folders and a killed write's temporary files mix with nothing (create() removes the
+    latter); a file, even deep in a folder, is the user's."""
+    from privfl.runs.rundir import RunDirectory
+
+    out = tmp_path / "out"
+    (out / "empty").mkdir(parents=True)
+    (out / ".run.json.tmp").write_text("left by a kill")
+    RunDirectory(out).check_new()
+    (out / "empty" / "notes.txt").write_text("hi\n")
+    with pytest.raises(ValueError, match=r"is a folder that is not empty \(empty\)"):
+        RunDirectory(out).check_new()

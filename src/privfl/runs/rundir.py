@@ -79,6 +79,11 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 FIXED_TIME = 946_684_800
 
 
+def _empty_folder(path: Path) -> bool:
+    """A directory (not a link) with nothing in it: nothing a run's files could mix with."""
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+
+
 class DiskFullError(OSError):
     """A write failed because its filesystem is full; its temporary file was removed."""
 
@@ -283,8 +288,9 @@ class RunDirectory:
 
     def check_new(self) -> None:
         """Refuse a directory that already holds a run or another run's files, or a file, or
-        one with links in place of its files (:meth:`check_links`), or any other file (a
-        folder of the user's: the run's files would be mixed with them). Reads only the file
+        one with links in place of its files (:meth:`check_links`), or any other file or
+        non-empty folder (a folder of the user's: the run's files would be mixed with them;
+        a killed write's temporary files and empty folders are allowed). Reads only the file
         system, so it runs before anything is loaded (``privfl run --out``)."""
         self.check_links()
         if self.config.exists():
@@ -309,7 +315,8 @@ class RunDirectory:
                     "run)"
                 )
             others = sorted(p.name for p in self.path.iterdir() if p.name != CLIENT_STATE
-                            and not _TEMPORARY.match(p.name))  # a killed write's: removed
+                            and not _TEMPORARY.match(p.name)  # a killed write's: removed
+                            and not _empty_folder(p))
             if others:
                 shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more"
                                                  if len(others) > 3 else "")
