@@ -85,3 +85,31 @@ def test_ctrl_c_is_one_line_and_the_resume_command_works(tmp_path, delay):
 @pytest.mark.parametrize("delay", [0.1, 0.2, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0])
 def test_ctrl_c_at_a_spread_of_moments(tmp_path, delay):
     _check(tmp_path / "run", delay)
+
+
+def test_an_error_after_a_ctrl_c_is_reported_as_the_interrupt(capsys):
+    """Torch's import cut short by SIGINT raises ImportError("initialization failed"): after a
+    SIGINT any error is its consequence, one line and exit status 130, not an internal error."""
+    import typer
+
+    from privfl.cli import interrupt
+    from privfl.cli.common import fail
+
+    original = signal.getsignal(signal.SIGINT)  # (an xdist worker may ignore SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    interrupt.install()
+    try:
+        assert fail(ImportError("initialization failed")).exit_code == 1  # no SIGINT: a fault
+        assert "internal error (ImportError" in capsys.readouterr().err
+        handler = signal.getsignal(signal.SIGINT)
+        assert handler is not signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt):
+            handler(signal.SIGINT, None)  # what a SIGINT does: recorded, then raised
+        stop = fail(ImportError("initialization failed"))
+        assert isinstance(stop, typer.Exit) and stop.exit_code == 130
+        assert capsys.readouterr().err == "privfl: interrupted\n"
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # a second one is ignored
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        interrupt.install()  # its flags cleared for the next in-process command
+        signal.signal(signal.SIGINT, original)

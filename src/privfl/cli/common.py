@@ -102,10 +102,16 @@ def runnable(text: str) -> str:
 
 def fail(error: BaseException) -> typer.Exit:
     """Print ``error`` as one line on stderr; the ``typer.Exit`` to raise (see
-    :func:`error_message`). With ``PRIVFL_TRACEBACK=1`` the traceback is printed first."""
+    :func:`error_message`). With ``PRIVFL_TRACEBACK=1`` the traceback is printed first. After
+    a Ctrl-C the error is its consequence: ``privfl: interrupted``, exit status 130."""
     import os
     import traceback
 
+    from privfl.cli import interrupt
+
+    if interrupt.received():  # an error caused by a Ctrl-C (an import cut short): the interrupt
+        interrupt.report("privfl: interrupted")
+        return typer.Exit(code=130)
     if os.environ.get("PRIVFL_TRACEBACK") == "1":
         traceback.print_exception(error, file=sys.stderr)
     message, code = error_message(error)
