@@ -21,10 +21,11 @@ try:
 except ImportError:  # not CPython
     import signal
 
-__all__ = ["install", "quiet", "received", "report"]
+__all__ = ["install", "quiet", "quiet_at_exit", "received", "report"]
 
-#: "received": a SIGINT arrived since install(); "reported": its line was written
-_STATE = {"received": False, "reported": False}
+#: "received": a SIGINT arrived since install(); "reported": its line was written;
+#: "at_exit": quiet() is registered to run at the interpreter's exit
+_STATE = {"received": False, "reported": False, "at_exit": False}
 
 
 def _on_sigint(signum, frame) -> None:  # noqa: ANN001 - the signal module's handler signature
@@ -70,3 +71,14 @@ def report(line: str) -> None:
     _STATE["reported"] = True
     sys.stderr.write(line.rstrip("\n") + "\n")
     sys.stderr.flush()
+
+
+def quiet_at_exit() -> None:
+    """Ignore SIGINT once the interpreter exits (once registered, for every later command in the
+    process): a Ctrl-C during torch's exit hooks, registered before and so run after this one,
+    would print a traceback. A caller in the same process keeps its handler until then."""
+    if not _STATE["at_exit"]:
+        import atexit
+
+        atexit.register(quiet)
+        _STATE["at_exit"] = True

@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         code = EXIT_INTERRUPTED
     if code == EXIT_INTERRUPTED and interrupt.received():
         interrupt.report("privfl: interrupted")
+    interrupt.quiet_at_exit()  # done: a Ctrl-C while the interpreter shuts down is ignored
     sys.exit(code or 0)
 
 

@@ -88,6 +88,7 @@ class _Display:
         self.rounds_done = 0
         self.seconds_done = 0.0
         self.card_shown: dict[str, Any] | None = None  # the planned card (rows, notes) printed
+        self.ended = False  # on_end was called: the run stopped and wrote its files
 
     # RunCallbacks interface
     def on_start(self, experiment) -> None:
@@ -172,6 +173,7 @@ class _Display:
     def on_end(self, experiment, result) -> None:
         from privfl.runs.card import render_card
 
+        self.ended = True
         self.close()
         summary = result.summary
         headline = summary.get("headline") or {}
@@ -302,7 +304,9 @@ def _interrupted(display: _Display, experiment: Any, resume: Path | None,
     interrupt.quiet()
     display.close()
     where = experiment.dir.path if experiment is not None else resume
-    if experiment is not None and experiment.discard_if_unstarted():
+    if display.ended:  # while the summary was printed: the run had stopped, its files written
+        line = f"privfl: interrupted after the run stopped; its files are in {where}"
+    elif experiment is not None and experiment.discard_if_unstarted():
         line = "privfl: interrupted before the first round completed; nothing was kept"
     elif where is not None and (Path(where) / "config.yaml").is_file():
         line = ("privfl: interrupted; continue with: privfl run --resume "
