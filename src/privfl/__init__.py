@@ -12,7 +12,6 @@ own modules import from the modules that define the names, never from here.
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 __version__ = "0.1.0"
 
@@ -32,7 +31,7 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _LAZY:
         raise AttributeError(f"module 'privfl' has no attribute {name!r}")
     value = getattr(importlib.import_module(_LAZY[name]), name)

@@ -75,7 +75,7 @@ def _clean_dataset(config: ExperimentConfig) -> FederatedDataset:
         return d.federate_shards(
             train, test, num_clients=c.clients, shards_per_client=c.shards_per_client,
             shard_size=c.shard_size, test_size=200 if c.test_size is None else c.test_size,
-            test_replace=c.test_replace, seed=seed,
+            test_replace=c.test_replace, client_test=c.client_test, seed=seed,
         )
     if c.partition == "dirichlet":
         size = 500 if c.train_size is None else c.train_size

@@ -35,6 +35,7 @@ __all__ = [
     "classify_metrics",
     "file_outputs",
     "private_dir_of",
+    "publishable_line",
     "split_row",
     "test_set_classes",
 ]
@@ -77,11 +78,11 @@ RELEASED_ACCURACY = (True, "a released model on held-out test data (post-process
 #: an accuracy on test sets chosen by the clients' training labels (data/partition.py)
 TRAIN_LABEL_TEST_SETS = (
     False, "measured on test sets chosen by the clients' training labels (each client's test "
-    "records carry the labels of its training records: data.partition shards, or dirichlet "
-    "with test_sampling train-labels): one changed training record can change a test set, so "
-    "the value is not post-processing of the released models; data.partition iid, or "
-    "dirichlet with test_sampling proportions, draws test sets from public information only "
-    "(the seed)")
+    "records carry the labels of its training records: data.partition shards with client_test "
+    "train-labels, or dirichlet with test_sampling train-labels): one changed training record "
+    "can change a test set, so the value is not post-processing of the released models; "
+    "data.partition iid, shards with client_test seed-labels, or dirichlet with test_sampling "
+    "proportions, draws test sets from public information only (the seed)")
 
 
 def test_set_classes(classes: Mapping[str, tuple[bool, str]], accuracy_keys: Iterable[str],
@@ -241,3 +242,33 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
         files.append(Output(f"{private}/metrics.jsonl", "file", False,
                             f"the metrics outside the guarantee ({', '.join(uncovered)})"))
     return files
+
+
+#: files every run may publish that say nothing worth listing (no data)
+_TRIVIAL_FILES = (".lock", "run.json")
+
+
+def publishable_line(outputs: Iterable[Mapping[str, Any]], accuracy_keys: Iterable[str]) -> str:
+    """One sentence naming what may be published with the printed guarantee: the covered
+    files (``run.json`` and ``.lock``, which hold no data, left out) and the covered
+    accuracies among ``accuracy_keys``; the rest is outside, as privacy.json's ``outputs``
+    says. ``outputs``: the run's classified outputs (:meth:`Output.to_dict` rows)."""
+    rows = list(outputs)
+    for row in rows:
+        if not isinstance(row, Mapping) or not {"name", "kind", "covered"} <= set(row):
+            raise ValueError(f"outputs holds {row!r}: each must be a mapping with name, kind and "
+                             "covered (Output.to_dict)")
+    covered = {row["name"] for row in rows if row["covered"]}
+    files = [row["name"] for row in rows if row["kind"] == "file" and row["covered"]
+             and row["name"] not in _TRIVIAL_FILES]
+    accuracies = [key.removesuffix("_accuracy").replace("_", " ") for key in accuracy_keys
+                  if key in covered]
+    parts = [*files, *([f"the accuracies ({', '.join(accuracies)})"] if accuracies else [])]
+    if not parts:
+        return ("publish nothing of this run with the guarantee: no output is covered "
+                "(privacy.json outputs say why)")
+    outside = sum(1 for row in rows if not row["covered"])
+    listed = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+    return (f"may be published with the guarantee: {listed}"
+            + (f"; {outside} other outputs may not (privacy.json outputs say which and why)"
+               if outside else ""))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -63,16 +65,57 @@ def error_message(error: BaseException) -> tuple[str, int]:
             "it; PRIVFL_TRACEBACK=1 shows where it happened"), 1
 
 
+#: a privfl command inside a message: a subcommand, then an option or a path ("continue with:
+#: privfl run --resume DIR", "privfl run my.yaml --dry-run"), not prose ("a privfl run")
+_COMMAND = re.compile(r"(?<![\w./-])privfl (?=(?:run|check-privacy|compare|sweep|init|account|"
+                      r"calibrate|certify \w+) (?:--|\S*[/.]))")
+
+
+def command_name() -> str:
+    """How to run privfl again, for the commands printed in hints, so that each runs as
+    printed: ``privfl`` when that name on PATH is the program running now; the path it was
+    invoked by when it is not (``.venv/bin/privfl`` after ``make install``, which puts nothing
+    on PATH); ``PYTHON -m privfl.cli.main`` when run as a module; ``privfl`` otherwise (the
+    command line called from Python, e.g. by tests)."""
+    import os
+    import shlex
+    import shutil
+
+    invoked = sys.argv[0] if sys.argv else ""
+    if os.path.basename(invoked) == "privfl":
+        found = shutil.which("privfl")
+        here = shutil.which(invoked) if os.sep not in invoked else invoked
+        if found and here and os.path.realpath(found) == os.path.realpath(here):
+            return "privfl"
+        return shlex.quote(invoked)
+    if Path(invoked).parts[-3:] == ("privfl", "cli", "main.py"):
+        return f"{shlex.quote(sys.executable)} -m privfl.cli.main"
+    return "privfl"
+
+
+def runnable(text: str) -> str:
+    """``text`` with every privfl command in it spelled as :func:`command_name` (a hint in an
+    error raised below the command line says ``privfl run ...``)."""
+    name = command_name()
+    return text if name == "privfl" else _COMMAND.sub(lambda _: f"{name} ", text)
+
+
 def fail(error: BaseException) -> typer.Exit:
     """Print ``error`` as one line on stderr; the ``typer.Exit`` to raise (see
-    :func:`error_message`). With ``PRIVFL_TRACEBACK=1`` the traceback is printed first."""
+    :func:`error_message`). With ``PRIVFL_TRACEBACK=1`` the traceback is printed first. After
+    a Ctrl-C the error is its consequence: ``privfl: interrupted``, exit status 130."""
     import os
     import traceback
 
+    from privfl.cli import interrupt
+
+    if interrupt.received():  # an error caused by a Ctrl-C (an import cut short): the interrupt
+        interrupt.report("privfl: interrupted")
+        return typer.Exit(code=130)
     if os.environ.get("PRIVFL_TRACEBACK") == "1":
         traceback.print_exception(error, file=sys.stderr)
     message, code = error_message(error)
-    typer.echo(f"privfl: error: {message}", err=True)
+    typer.echo(f"privfl: error: {runnable(message)}", err=True)
     return typer.Exit(code=code)
 
 

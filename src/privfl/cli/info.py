@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from privfl.cli.common import JsonOpt, user_errors
+from privfl.cli.common import JsonOpt, runnable, user_errors
 
 __all__ = ["init_command", "list_command", "starter_config", "version_callback"]
 
@@ -240,4 +240,4 @@ def init_command(
     if out.exists():
         raise ValueError(f"out = {str(out)!r} already exists: choose another file")
     out.write_text(text, encoding="utf-8")
-    typer.echo(f"wrote {out}: edit it, then privfl run {out} --dry-run")
+    typer.echo(runnable(f"wrote {out}: edit it, then privfl run {out} --dry-run"))

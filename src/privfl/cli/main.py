@@ -1,80 +1,31 @@
-"""The ``privfl`` command line.
+"""The ``privfl`` command line's entry point, :func:`main` (the application and its commands:
+:mod:`privfl.cli.app`).
 
-This module makes the application and registers every command; each command lives in its own
-module (``account ...``: :mod:`privfl.cli.account`; ``calibrate ...``:
-:mod:`privfl.cli.calibrate`; ``run``: :mod:`privfl.cli.run`; ...).
-
-Errors in the user's input (a ``ValueError`` from validation, an unsupported combination) are
-printed as one line on stderr and exit with status 2, without a traceback.
+Only the standard library is imported before :func:`main` runs, so that a Ctrl-C at any moment,
+even while typer, the commands or torch are still being imported, ends in one line
+(``privfl: interrupted``, exit status 130; :mod:`privfl.cli.interrupt`) and never a traceback.
+``from privfl.cli.main import app`` still gives the application (PEP 562 ``__getattr__``).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
 
-import typer
+from privfl.cli import interrupt
 
-from privfl.cli.account import register as register_account
-from privfl.cli.audit import audit_app
-from privfl.cli.calibrate import register as register_calibrate
-from privfl.cli.certify import certify_app
-from privfl.cli.correlated import register as register_correlated
-from privfl.config.algorithms import register_builtin_algorithms
+interrupt.install()  # first: a Ctrl-C while the rest loads is one line too (main())
 
-# the application: every command validates configurations of the built-in algorithms, whose
-# models (privfl.config.algorithms) import no torch, so a typo is answered before torch loads
-register_builtin_algorithms()
-
-app = typer.Typer(
-    help="privfl: differentially private federated learning with trustworthy privacy numbers.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-account_app = typer.Typer(help="Compute privacy guarantees (epsilon, delta) of what ran.")
-calibrate_app = typer.Typer(help="Solve for noise, steps or sampling rate under a budget.")
-app.add_typer(account_app, name="account")
-app.add_typer(calibrate_app, name="calibrate")
-register_correlated(account_app, calibrate_app)  # dp-ftrl, bandmf (privfl.cli.correlated)
-register_account(account_app)  # dpsgd, fedfdp, last-iterate, participation
-register_calibrate(calibrate_app)  # participation, dpsgd, fedfdp
-app.add_typer(audit_app, name="audit")
-app.add_typer(certify_app, name="certify")
+#: exit status after a Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED = 130
 
 
-from privfl.cli.check_privacy import check_privacy_command  # noqa: E402
-from privfl.cli.compare import compare_command  # noqa: E402
-from privfl.cli.distortion import distortion_app  # noqa: E402
-from privfl.cli.flower import flower_app  # noqa: E402
-from privfl.cli.help_text import hide_flag_types, unwrap_app  # noqa: E402
-from privfl.cli.info import init_command, list_command, version_callback  # noqa: E402
-from privfl.cli.reproduce import REPRODUCE_HELP, reproduce_command  # noqa: E402
-from privfl.cli.run import run_command  # noqa: E402
-from privfl.cli.sweep import SWEEP_HELP, sweep_command  # noqa: E402
-from privfl.cli.tradeoff import TRADEOFF_HELP, tradeoff_command  # noqa: E402
+def __getattr__(name: str) -> object:
+    """The application's names (``app``, ``account_app``, ...) from :mod:`privfl.cli.app`."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    import importlib
 
-app.command("run", help=run_command.__doc__)(run_command)
-app.command("sweep", help=SWEEP_HELP)(sweep_command)
-app.command("list")(list_command)
-app.command("init")(init_command)
-
-
-@app.callback()
-def _root(
-    version: Annotated[bool, typer.Option(
-        "--version", callback=version_callback, is_eager=True,
-        help="Print privfl's version (and torch's, python's) and exit.")] = False,
-) -> None:
-    """privfl: differentially private federated learning with trustworthy privacy numbers."""
-app.command("compare")(compare_command)
-app.command("check-privacy")(check_privacy_command)
-app.command("tradeoff", help=TRADEOFF_HELP)(tradeoff_command)
-app.command("reproduce", help=REPRODUCE_HELP)(reproduce_command)
-app.add_typer(distortion_app, name="distortion")
-app.add_typer(flower_app, name="flower")
-unwrap_app(app)  # each paragraph of every help on one line: rich wraps it to the terminal
-hide_flag_types()  # --json, not --json <bool>
+    return getattr(importlib.import_module("privfl.cli.app"), name)
 
 
 def _unknown_option(error: Exception) -> str:
@@ -95,26 +46,44 @@ def _unknown_option(error: Exception) -> str:
     return f"No such option: {name} (did you mean {' or '.join(dict.fromkeys(found))}?)"
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point. Usage errors (an unknown option, a missing argument, a value
-    outside a choice) are one line on stderr naming the command, exit status 2; ``--help``
-    shows the usage."""
+def _run(argv: list[str] | None) -> int | None:
     try:  # typer >= 0.21 vendors click; older ones (Flower 1.42 pins typer < 0.21) use click
         from typer._click.exceptions import UsageError
     except ImportError:
         from click.exceptions import UsageError
+    import typer
+
+    from privfl.cli.app import app
 
     try:
-        code = app(argv, standalone_mode=False)
+        return app(argv, standalone_mode=False)
     except UsageError as error:
         where = error.ctx.command_path if error.ctx is not None else "privfl"
         message = _unknown_option(error) or " ".join(error.format_message().split())
         if message:  # empty: the help was asked for by giving no arguments, and is shown
             typer.echo(f"privfl: error: {message} (see: {where} --help)", err=True)
-        code = 2
+        return 2
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point. Usage errors (an unknown option, a missing argument, a value
+    outside a choice) are one line on stderr naming the command, exit status 2; ``--help``
+    shows the usage. A Ctrl-C is one line, exit status 130, whatever was running (a command
+    that can be continued, ``privfl run``, says how itself)."""
+    if not interrupt.received():  # one that came while this module loaded is kept
+        interrupt.install()
+    try:
+        code = _run(argv)
     except KeyboardInterrupt:
-        typer.echo("privfl: interrupted", err=True)
-        code = 130
+        interrupt.report("privfl: interrupted")
+        code = EXIT_INTERRUPTED
+    except Exception:  # an import cut short by the Ctrl-C raises e.g. ImportError instead
+        if not interrupt.received():
+            raise
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED and interrupt.received():
+        interrupt.report("privfl: interrupted")
+    interrupt.quiet_at_exit()  # done: a Ctrl-C while the interpreter shuts down is ignored
     sys.exit(code or 0)
 
 

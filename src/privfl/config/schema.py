@@ -141,6 +141,13 @@ class DataConfig(_Section):
         100, ge=0, description="test records per client (iid: null = equal split of the pool)"
     )
     test_replace: bool = Field(True, description="shards: draw test records with replacement")
+    client_test: Literal["train-labels", "seed-labels"] = Field(
+        "train-labels", description="shards: how each client's test records are chosen from the "
+        "held-out test set: train-labels (Zheng et al. 2021's reference code: the labels of the "
+        "client's training records; accuracies on them read private data and are outside the "
+        "guarantee) or seed-labels (the labels its shards would hold if every class had as "
+        "many records: fixed by the seed, reading no training record; accuracies on them are "
+        "covered)")
     beta: float = Field(0.5, gt=0, description="dirichlet: concentration")
     disjoint: bool = Field(
         True, description="dirichlet: no record shared between clients (the default: what "
@@ -148,7 +155,6 @@ class DataConfig(_Section):
         "al. 2021's reference code), a record held by k clients is accounted as the "
         "composition of its holders (DP-DSGD refuses it)")
     test_sampling: Literal["proportions", "train-labels"] = "proportions"
-
 
 class ModelConfig(_Section):
     """An architecture from :mod:`privfl.models` (``num_classes``/``input_shape`` filled in)."""

@@ -13,6 +13,9 @@ Index-level partitioners (return one index array per client):
 * :func:`natural_partition` — one client per group (LEAF writer / user).
 * :func:`matched_test_indices` — per-client test sets whose labels are among the client's
   training labels (Zheng et al. 2021 MNIST; with replacement as in the reference code).
+* :func:`seed_label_test_indices` — per-client test sets whose labels are those the client's
+  shards would hold if every class had the same number of records: fixed by the seed's shard
+  shuffle, the number of shards and of classes, never by a training record.
 
 Builders that return a :class:`~privfl.data.datasets.FederatedDataset`:
 :func:`federate_shards`, :func:`federate_dirichlet`, :func:`federate_iid`,
@@ -26,7 +29,8 @@ replacing one training record can change a client's test set, so an accuracy mea
 is not post-processing of what a DP guarantee releases. The builders that use it say so in the
 dataset's ``info`` (:data:`TEST_FROM_TRAIN_LABELS`); the runner marks those accuracies outside
 the guarantee. Test sets drawn from public information only (the seed's Dirichlet proportions
-of ``test_sampling: proportions``, the seed's IID split) are not marked.
+of ``test_sampling: proportions``, the seed's IID split, the seed's shard labels of
+``client_test: seed-labels``) are not marked.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ __all__ = [
     "matched_test_indices",
     "natural_partition",
     "sample_by_proportions",
+    "seed_label_test_indices",
+    "shard_labels",
     "shard_partition",
 ]
 
@@ -104,6 +110,13 @@ def shard_partition(
 
     Returns one sorted index array per client; clients are disjoint.
     """
+    return _shards(labels, num_clients, shards_per_client, shard_size, as_rng(seed))[0]
+
+
+def _shards(labels: object, num_clients: int, shards_per_client: int, shard_size: int | None,
+            rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
+    """:func:`shard_partition`'s clients and the shuffled shard order (``num_clients x
+    shards_per_client`` shard numbers: a draw of the seed alone)."""
     y = _labels(labels)
     num_clients = check_int("num_clients", num_clients, 1)
     shards_per_client = check_int("shards_per_client", shards_per_client, 1)
@@ -121,11 +134,26 @@ def shard_partition(
             f"shard_size = {shard_size} is out of range: {num_shards} shards need "
             f"{num_shards * shard_size} records, only {y.size} available"
         )
-    rng = as_rng(seed)
     order = np.argsort(y, kind="stable")[: num_shards * shard_size]
     shards = order.reshape(num_shards, shard_size)
     perm = rng.permutation(num_shards).reshape(num_clients, shards_per_client)
-    return [np.sort(shards[row].ravel()) for row in perm]
+    return [np.sort(shards[row].ravel()) for row in perm], perm
+
+
+def shard_labels(shard: int, num_shards: int, num_classes: int) -> list[int]:
+    """The labels shard ``shard`` of ``num_shards`` label-sorted shards holds if every one of the
+    ``num_classes`` classes has the same number of records: class ``c`` fills positions
+    ``[c S / K, (c + 1) S / K)`` of the ``S`` shards, so the shard's labels run from
+    ``floor(s K / S)`` to ``ceil((s + 1) K / S) - 1`` (20 shards of 10 classes: ``s // 2``).
+    It reads no record: the nominal labels of :func:`shard_partition`'s shards."""
+    num_shards = check_int("num_shards", num_shards, 1)
+    num_classes = check_int("num_classes", num_classes, 1)
+    shard = check_int("shard", shard, 0)
+    if shard >= num_shards:
+        raise ValueError(f"shard = {shard} is out of range: must be < num_shards = {num_shards}")
+    low = shard * num_classes // num_shards
+    high = ((shard + 1) * num_classes - 1) // num_shards
+    return list(range(low, high + 1))
 
 
 # ---------------------------------------------------------------------------- Dirichlet
@@ -386,15 +414,52 @@ def matched_test_indices(
     them are outside a DP guarantee on the training data (:data:`TEST_FROM_TRAIN_LABELS`).
     """
     y_train = _labels(train_labels, "train_labels")
+    allowed = [np.unique(y_train[check_indices(f"train_indices[{j}]", idx, y_train.size)])
+               for j, idx in enumerate(train_indices)]
+    return _tests_with_labels(allowed, test_labels, size, replace, seed)
+
+
+def seed_label_test_indices(
+    shard_order: object,
+    num_classes: int,
+    test_labels: object,
+    size: int = 200,
+    *,
+    replace: bool = True,
+    seed: Seed = 0,
+) -> list[np.ndarray]:
+    """Per-client test sets drawn from the test records with the client's *nominal* labels.
+
+    ``shard_order`` is the ``num_clients x shards_per_client`` matrix of shard numbers (the
+    seed's shuffle in :func:`shard_partition`); client ``j``'s labels are the union of
+    :func:`shard_labels` over its row, and it draws ``size`` records uniformly (with
+    replacement by default) from the test records carrying them. Nothing here reads a
+    training record, so an accuracy on these test sets is post-processing of the released
+    models (it stays inside a DP guarantee on the training data). Where the real class counts
+    differ from equal ones, a shard's records and its nominal labels can differ a little.
+    """
+    order = np.asarray(shard_order)
+    if order.ndim != 2 or order.size == 0 or not np.issubdtype(order.dtype, np.integer):
+        raise ValueError(f"shard_order has shape {order.shape} and dtype {order.dtype}: must be "
+                         "a non-empty 2-D integer matrix (clients x shards)")
+    allowed = [np.unique([label for shard in row
+                          for label in shard_labels(int(shard), order.size, num_classes)])
+               for row in order]
+    return _tests_with_labels(allowed, test_labels, size, replace, seed)
+
+
+def _tests_with_labels(allowed: Sequence[np.ndarray], test_labels: object, size: int,
+                       replace: bool, seed: Seed) -> list[np.ndarray]:
+    """Client ``j``: ``size`` test records drawn uniformly from those with a label in
+    ``allowed[j]`` (one generator, clients in order)."""
     y_test = _labels(test_labels, "test_labels")
     size = check_int("size", size, 0)
     rng = as_rng(seed)
     result = []
-    for j, idx in enumerate(train_indices):
-        allowed = np.unique(y_train[check_indices(f"train_indices[{j}]", idx, y_train.size)])
-        pool = np.flatnonzero(np.isin(y_test, allowed))
+    for j, labels in enumerate(allowed):
+        pool = np.flatnonzero(np.isin(y_test, labels))
         if size and pool.size == 0:
-            raise ValueError(f"client {j}: the test pool has no record with its labels {allowed}")
+            raise ValueError(f"client {j}: the test pool has no record with its labels {labels}")
         if not replace and size > pool.size:
             raise ValueError(
                 f"size = {size} is out of range for client {j}: only {pool.size} test records "
@@ -421,25 +486,35 @@ def federate_shards(
     shard_size: int | None = None,
     test_size: int = 200,
     test_replace: bool = True,
+    client_test: str = "train-labels",
     seed: Seed = 0,
 ) -> FederatedDataset:
     """Zheng et al. 2021's non-IID MNIST federation (100 clients x 4 shards x 150, 200 test).
 
-    Training records by :func:`shard_partition`; test sets by :func:`matched_test_indices`
-    (labels among the client's training labels, drawn with replacement unless
-    ``test_replace=False``).
+    Training records by :func:`shard_partition`; test sets drawn with replacement unless
+    ``test_replace=False``, by ``client_test``: ``"train-labels"`` (Zheng et al.'s reference
+    code) by :func:`matched_test_indices`, labels among the client's training labels (outside
+    a DP guarantee: :data:`TEST_FROM_TRAIN_LABELS`); ``"seed-labels"`` by
+    :func:`seed_label_test_indices`, the nominal labels of the client's shards (the seed's
+    shuffle only: inside it). Both draw from the same generator after the partition, so the
+    training partition is the same.
     """
     _check_pair(train, test)
+    client_test = check_choice("client_test", client_test, ["train-labels", "seed-labels"])
     rng = as_rng(seed)
-    parts = shard_partition(train.y, num_clients, shards_per_client, shard_size, seed=rng)
-    tests = matched_test_indices(parts, train.y, test.y, test_size, replace=test_replace,
-                                 seed=rng)
+    parts, order = _shards(train.y, num_clients, shards_per_client, shard_size, rng)
+    if client_test == "train-labels":
+        tests = matched_test_indices(parts, train.y, test.y, test_size, replace=test_replace,
+                                     seed=rng)
+    else:
+        tests = seed_label_test_indices(order, train.num_classes, test.y, test_size,
+                                        replace=test_replace, seed=rng)
     size = parts[0].size // check_int("shards_per_client", shards_per_client, 1)
     return FederatedDataset(
         train, test, parts, tests,
         name=f"{train.name.split('/')[0]}/shards({num_clients}x{shards_per_client}x{size})",
         info={"partition": "shards", "shard_size": size, "test_replace": test_replace,
-              TEST_FROM_TRAIN_LABELS: True},
+              "client_test": client_test, TEST_FROM_TRAIN_LABELS: client_test == "train-labels"},
     )
 
 

@@ -59,6 +59,8 @@ __all__ = ["RUN_FORMAT", "DiskFullError", "RunDirectory", "json_safe", "write_at
 
 _CHECKPOINT = re.compile(r"^round-(\d{6,})\.pt$")
 _RECORD = re.compile(r"^round-(\d{6,})\.json$")
+#: a temporary file of a write (``.NAME.tmp``; :meth:`RunDirectory.remove_temporary_files`)
+_TEMPORARY = re.compile(r"^\..+\.tmp$")
 RUN_FORMAT = "privfl-run/1"
 #: files a run writes; a directory holding any of them (but no config.yaml) is another run's
 _RUN_FILES = ("run.json", "metrics.jsonl", "privacy.json", "summary.json", "report.md",
@@ -75,6 +77,11 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: the time of every file of a ``run.outputs: guarantee-only`` run directory (2000-01-01 UTC;
 #: after 1980, which zip needs): the file times would give away the wall time the mode drops
 FIXED_TIME = 946_684_800
+
+
+def _empty_folder(path: Path) -> bool:
+    """A directory (not a link) with nothing in it: nothing a run's files could mix with."""
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
 class DiskFullError(OSError):
@@ -291,7 +298,10 @@ class RunDirectory:
 
     def check_new(self) -> None:
         """Refuse a directory that already holds a run or another run's files, or a file, or
-        one with links in place of its files (:meth:`check_links`)."""
+        one with links in place of its files (:meth:`check_links`), or any other file or
+        non-empty folder (a folder of the user's: the run's files would be mixed with them;
+        a killed write's temporary files and empty folders are allowed). Reads only the file
+        system, so it runs before anything is loaded (``privfl run --out``)."""
         self.check_links()
         if self.config.exists():
             raise RunExistsError(self.path)
@@ -310,6 +320,16 @@ class RunDirectory:
                     f"out = {str(self.path)!r} holds files of another run ({', '.join(found)}) "
                     "but no config.yaml: choose another --out (a run directory belongs to one "
                     "run)"
+                )
+            others = sorted(p.name for p in self.path.iterdir() if p.name != CLIENT_STATE
+                            and not _TEMPORARY.match(p.name)  # a killed write's: removed
+                            and not _empty_folder(p))
+            if others:
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more"
+                                                 if len(others) > 3 else "")
+                raise ValueError(
+                    f"out = {str(self.path)!r} is a folder that is not empty ({shown}): a run "
+                    "directory holds one run's files only; choose a new or empty folder as --out"
                 )
 
     def create(self, pinned: Mapping[str, Any] | None = None,

@@ -111,3 +111,97 @@ def test_a_target_stop_on_a_label_matched_accuracy_is_refused(tmp_path, tiny_con
     raw["stop"] = {"target_accuracy": 1e-9}
     result = Experiment.create(config_from_dict(raw), tmp_path / "baseline").run()
     assert result.stop_reason == "target"
+
+
+# ---------------------------------------------------------------- client_test: seed-labels
+# (issue 45, item 2): the main job's test sets read no training record, so its accuracies are
+# inside its guarantee
+
+
+def test_shard_labels_are_the_equal_count_labels_of_each_shard():
+    from privfl.data.partition import shard_labels
+
+    assert [shard_labels(s, 20, 10) for s in range(20)] == [[s // 2] for s in range(20)]
+    # 3 shards of 2 classes: class 0 fills shards [0, 1.5), class 1 [1.5, 3)
+    assert [shard_labels(s, 3, 2) for s in range(3)] == [[0], [0, 1], [1]]
+    # more classes than shards: each shard holds a run of classes, together every class once
+    spans = [shard_labels(s, 4, 10) for s in range(4)]
+    assert spans == [[0, 1, 2], [2, 3, 4], [5, 6, 7], [7, 8, 9]]
+    with pytest.raises(ValueError, match=r"shard = 4 is out of range: must be < num_shards = 4"):
+        shard_labels(4, 4, 10)
+
+
+def test_seed_label_test_sets_ignore_the_training_labels():
+    """The neighbour of the first test (one of client 0's records relabelled) gets the same
+    test sets under seed-labels, and the same training partition as train-labels."""
+    from privfl.data.partition import TEST_FROM_TRAIN_LABELS
+
+    train, test = _pools()
+    data = federate_shards(train, test, num_clients=10, shards_per_client=2, test_size=100,
+                           client_test="seed-labels", seed=3)
+    assert data.info[TEST_FROM_TRAIN_LABELS] is False
+    matched = federate_shards(train, test, num_clients=10, shards_per_client=2, test_size=100,
+                              seed=3)
+    for ours, theirs in zip(data.train_indices, matched.train_indices, strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+    # 40 records per label, 20 shards of 20: the nominal labels are the real ones here
+    for client in range(10):
+        assert sorted(_test_labels(data, client)) == np.unique(
+            train.y[data.train_indices[client]]).tolist()
+    y = train.y.copy()
+    y[data.train_indices[0][0]] = next(label for label in range(10)
+                                       if label not in _test_labels(data))
+    neighbour = federate_shards(Dataset(train.x, y, "toy/train", 10, normalized=True), test,
+                                num_clients=10, shards_per_client=2, test_size=100,
+                                client_test="seed-labels", seed=3)
+    for ours, theirs in zip(data.test_indices, neighbour.test_indices, strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_client_test_takes_two_rules():
+    with pytest.raises(ValueError, match=r"client_test = 'nominal' is not allowed"):
+        federate_shards(*_pools(), num_clients=10, client_test="nominal")
+
+
+def test_accuracies_on_seed_label_test_sets_are_covered(tmp_path, tiny_config_dict):
+    config = _shards(tiny_config_dict)
+    config = config.model_copy(update={"data": config.data.model_copy(
+        update={"client_test": "seed-labels"})})
+    result = Experiment.create(config, tmp_path / "run").run()
+    outputs = {o["name"]: o for o in result.summary["outputs"]}
+    for key in ACCURACIES:
+        assert outputs[key]["covered"] is True, key
+    assert outputs["accuracy.png"]["covered"] is True
+
+
+def test_the_main_job_draws_its_test_sets_from_the_seed():
+    """`privfl run` with no config: its accuracies are not marked outside the guarantee."""
+    from privfl.algorithms.outputs import RELEASED_ACCURACY, test_set_classes
+    from privfl.config import DEMO_CONFIG
+
+    assert DEMO_CONFIG["data"]["client_test"] == "seed-labels"
+    keys = ("personalised_accuracy", "global_accuracy")
+    info = {"client_test": "seed-labels", "test_from_train_labels": False}
+    classes = test_set_classes(dict.fromkeys(keys, RELEASED_ACCURACY), keys, info)
+    assert all(classes[key][0] for key in keys)
+
+
+def test_one_line_says_what_may_be_published():
+    from privfl.algorithms.outputs import publishable_line
+
+    rows = [{"name": "round", "kind": "metric", "covered": True},
+            {"name": "personalised_accuracy", "kind": "metric", "covered": True},
+            {"name": "global_accuracy", "kind": "metric", "covered": False},
+            {"name": "train_loss", "kind": "metric", "covered": False},
+            {"name": "run.json", "kind": "file", "covered": True},
+            {"name": "model.pt", "kind": "file", "covered": True},
+            {"name": "privacy.png", "kind": "file", "covered": True},
+            {"name": "report.md", "kind": "file", "covered": False}]
+    keys = ["personalised_accuracy", "global_accuracy"]
+    assert publishable_line(rows, keys) == (
+        "may be published with the guarantee: model.pt, privacy.png and the accuracies "
+        "(personalised); 3 other outputs may not (privacy.json outputs say which and why)")
+    none = [{**row, "covered": False} for row in rows]
+    assert publishable_line(none, keys).startswith("publish nothing of this run")
+    with pytest.raises(ValueError, match=r"outputs holds \{'name': 'x'\}"):
+        publishable_line([{"name": "x"}], keys)
