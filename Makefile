@@ -12,7 +12,7 @@ FLOWER_STAMP := $(FLOWER_VENV)/.privfl-installed
 # torch stays at 2.13.0 (CPU build) everywhere: any other torch spec pulls GBs of CUDA wheels.
 TORCH := torch==2.13.0
 
-.PHONY: install data test test-slow test-ray test-browser test-flower flower-venv test-latest lock lint \
+.PHONY: install data test test-kernels test-slow test-ray test-browser test-flower flower-venv test-latest lock lint \
 	bench mutants
 
 install:
@@ -49,6 +49,28 @@ test:
 
 test-slow:
 	$(PY) -m pytest -m slow -n auto --dist loadfile
+
+# The tests whose numbers two CPUs must agree on (the goldens; a run's privacy against `privfl
+# account`; the training goldens with their measured tolerances), under other kernels than this
+# CPU's: an AVX2 machine (ATen's AVX2 build, oneDNN up to AVX2, NumPy without its AVX-512
+# dispatch) and an old one (ATen's DEFAULT, oneDNN SSE4.1, NumPy without AVX2). A test that passes
+# only on the CPU that wrote its goldens fails here. Each setting first checks that torch and
+# NumPy took it.
+KERNEL_TESTS ?= tests/golden tests/fl/algorithms/test_prifedsync_golden.py \
+	tests/fl/algorithms/test_correlated.py tests/fl/algorithms/test_dp_fedavg.py \
+	tests/accounting/test_dispatch.py tests/mechanisms tests/cli/test_account_cli.py \
+	tests/cli/test_correlated_cli.py
+KERNEL_CHECK = import os, torch; got = torch.backends.cpu.get_cpu_capability(); \
+	print("torch kernels:", got, "| oneDNN up to", os.environ["ONEDNN_MAX_CPU_ISA"], \
+	"| NumPy dispatch off:", os.environ["NPY_DISABLE_CPU_FEATURES"]); \
+	assert got == os.environ["WANT"], f"ATEN_CPU_CAPABILITY ignored: torch runs {got}"
+test-kernels:
+	export ATEN_CPU_CAPABILITY=avx2 WANT=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \
+		NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR" \
+		&& $(PY) -c '$(KERNEL_CHECK)' && $(PY) -m pytest -n auto --dist loadfile $(KERNEL_TESTS)
+	export ATEN_CPU_CAPABILITY=default WANT=DEFAULT ONEDNN_MAX_CPU_ISA=SSE41 \
+		NPY_DISABLE_CPU_FEATURES="X86_V3 X86_V4 AVX512_ICL AVX512_SPR" \
+		&& $(PY) -c '$(KERNEL_CHECK)' && $(PY) -m pytest -n auto --dist loadfile $(KERNEL_TESTS)
 
 # The Ray backend against the local one (a local Ray instance on 127.0.0.1; installs the extra).
 test-ray:

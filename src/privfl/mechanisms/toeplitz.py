@@ -132,7 +132,10 @@ def within_unit_norm(c: object) -> np.ndarray:
     c = np.asarray(c, dtype=float)
     if c.ndim != 1 or c.size == 0 or not np.all(np.isfinite(c)) or not np.any(c):
         raise ValueError(f"c = {c!r}: must be a non-empty finite 1-D array, not all zero")
+    c = c / float(np.abs(c).max())  # largest entry +-1: no square under- or overflows
     c = c / math.sqrt(math.fsum(float(v) * float(v) for v in c))
-    while math.fsum(float(v) * float(v) for v in c) > 1.0 - 2.0**-51:
+    for _ in range(64):  # each step lowers every normal entry by 1-2 ulps: a few suffice
+        if math.fsum(float(v) * float(v) for v in c) <= 1.0 - 2.0**-51:
+            return c
         c = c * (1.0 - 2.0**-52)
-    return c
+    raise ArithmeticError(f"within_unit_norm: could not bring the norm of c below 1 (c = {c!r})")
