@@ -111,7 +111,9 @@ def test_guarantee_only_writes_no_wall_time_and_keeps_private_state_outside(
     assert (tmp_path / "a.private" / "checkpoints").is_dir()
     assert not list(run_dir.rglob("*.private"))  # nothing private inside the run directory
     identity = json.loads((run_dir / "run.json").read_text())
-    assert set(identity) == {"format", "run_id"}  # no creation time
+    # no creation time: the identity and the first plan (public settings fixed at creation)
+    assert set(identity) == {"format", "run_id", "plan"}
+    assert set(identity["plan"]) <= {"rounds", "epsilon_budget", "filter"}, identity["plan"]
     # (listing a directory here sets its access time: compare modification times)
     times = {str(p.relative_to(tmp_path)): os.lstat(p).st_mtime
              for p in [run_dir, *run_dir.rglob("*")]}
