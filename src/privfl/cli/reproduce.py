@@ -28,23 +28,30 @@ REPRODUCE_HELP = (
 )
 
 
-def _list() -> None:
+def _list(as_json: bool) -> None:
     from privfl.reproduce.papers import PAPERS
 
+    if as_json:  # plain json: --list stays free of torch (privfl.cli.output imports it)
+        import json
+
+        typer.echo(json.dumps({"command": "reproduce", "papers": [
+            {"name": e.name, "title": e.title, "covers": e.covers} for e in PAPERS.values()]},
+            indent=1))
+        return
     for entry in PAPERS.values():
         typer.echo(f"{entry.name:<16} {entry.title}")
         typer.echo(f"{'':<16} covers: {entry.covers}")
 
 
 def _print(rep) -> None:  # noqa: ANN001 - a Reproduction
-    from privfl.reproduce.rows import cells
+    from privfl.reproduce.rows import basis_summary, cells
 
     typer.echo(f"privfl reproduce {rep.paper} --scale {rep.scale}: {rep.title}")
     for row in rep.rows:
-        quantity, source, paper, privfl, diff, tolerance, verdict, reason = cells(row)
+        quantity, source, basis, paper, privfl, diff, tolerance, verdict, reason = cells(row)
         typer.echo(f"{verdict:<7} {quantity}")
-        typer.echo(f"        paper {paper} ({source}); privfl {privfl}; rel. diff {diff}, "
-                   f"tolerance {tolerance}")
+        typer.echo(f"        paper {paper} ({source}; basis {basis}); privfl {privfl}; "
+                   f"rel. diff {diff}, tolerance {tolerance}")
         if reason:
             typer.echo(f"        {'why' if verdict == 'differs' else 'note'}: {reason}")
     for note in rep.notes:
@@ -56,6 +63,7 @@ def _print(rep) -> None:  # noqa: ANN001 - a Reproduction
     counts = rep.counts()
     typer.echo(f"{len(rep.rows)} rows: {counts['match']} match, {counts['differs']} differ; "
                f"{rep.wall_seconds:.0f} s")
+    typer.echo(f"by basis: {basis_summary(rep.counts_by_basis())}")
 
 
 @user_errors
@@ -80,7 +88,7 @@ def reproduce_command(
     as_json: JsonOpt = False,
 ) -> None:
     if list_papers:
-        _list()
+        _list(as_json)
         return
     if paper is None:
         raise ValueError("PAPER is missing: give one of zheng2021, zhang2022, xie2023, "
