@@ -19,7 +19,10 @@ REPRODUCE_HELP = (
     "what each covers). Prints a table: each quantity, the paper's value (with its table or "
     "figure), privfl's, their relative difference, a tolerance and a verdict: match, or differs "
     "with the reason (the paper's error, another dataset or scale, a bound privfl proves "
-    "tighter, an estimate the paper presents as a bound).\n\n"
+    "tighter, an estimate the paper presents as a bound). Each row has a basis: printed (the "
+    "paper prints it), derived (privfl's conversion of a printed number), check (a formula "
+    "evaluated twice) or extension (privfl's own); only printed rows that match count as "
+    "reproduced, and the summary counts by basis.\n\n"
     "--scale quick (default): the accounting in full, training reduced, on built-in or Debian "
     "data, seeded; at most a few minutes on 2 cores. --scale paper: the paper's clients, rounds "
     "and models from configs/ (hours; a GPU is advised where the paper used one); --dry-run "
@@ -84,7 +87,8 @@ def reproduce_command(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="With --scale paper: plan the training runs, do not train.")] = False,
     list_papers: Annotated[bool, typer.Option(
-        "--list", help="Name the papers and what each reproduction covers, and exit.")] = False,
+        "--list", help="Name the papers and what each reproduction covers (with --json: as "
+        "JSON), and exit.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     if list_papers:
