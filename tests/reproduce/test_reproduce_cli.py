@@ -79,6 +79,7 @@ def test_table_json_and_files(tmp_path):
     html = (out / "report.html").read_text()
     assert 'id="rows-accounting"' in html and 'id="asoodeh2021-figure2"' in html
     assert "Plotly.newPlot" in html and "differs" in html
+    assert "By basis: printed 0 (0 match), derived 1 (0 match), check 9 (9 match)" in html
     for text in ((out / "table.md").read_text(), md.read_text()):
         assert ("| quantity | source | basis | paper | privfl | rel. diff | tolerance | verdict | "
                 "reason |") in text
