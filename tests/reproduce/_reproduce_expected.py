@@ -25,6 +25,27 @@ TRAINING = {
     "asoodeh2021": (0, 0, 0),
 }
 
+#: the accounting rows by basis (only ``printed`` matches count as reproduced): paper ->
+#: {basis: (rows, match)}; issue 46's classification (Zheng's epsilons are privfl's conversion of
+#: the printed mu, Hasircioglu's 15.0 privfl's composition, Asoodeh's Figure 2 prints no values)
+ACCOUNTING_BASIS = {
+    "zheng2021": {"printed": (19, 19), "derived": (18, 0), "check": (0, 0),
+                  "extension": (0, 0)},
+    "zhang2022": {"printed": (7, 0), "derived": (0, 0), "check": (7, 7), "extension": (0, 0)},
+    "xie2023": {"printed": (73, 35), "derived": (0, 0), "check": (0, 0), "extension": (0, 0)},
+    "hasircioglu2022": {"printed": (10, 0), "derived": (1, 0), "check": (0, 0),
+                        "extension": (0, 0)},
+    "asoodeh2021": {"printed": (0, 0), "derived": (1, 0), "check": (9, 9), "extension": (1, 1)},
+}
+#: the quick training rows by basis (Xie's two trained-run epsilons repeat Table 4: checks)
+TRAINING_BASIS = {
+    "zheng2021": {"printed": (3, 1)},
+    "zhang2022": {},
+    "xie2023": {"printed": (3, 2), "check": (2, 2)},
+    "hasircioglu2022": {"printed": (1, 1)},
+    "asoodeh2021": {},
+}
+
 PINNED = {
     "zheng2021": {
         "mu_max, MNIST, p = 1, sigma = 1, B = 16": (2.7110, 1e-4),
@@ -94,13 +115,29 @@ def rows_starting(rows, start):
     return found
 
 
-def check_rows(payload, expected_counts, paper):
-    """Every match row within its tolerance (recomputed from the values), every differing row
-    explained, the verdict counts, the pinned values and verdicts."""
-    rows = payload["rows"]
+def basis_counts(rows):
+    """{basis: (rows, match)} of rows.json's rows, the bases that occur."""
+    found = {}
     for row in rows:
-        assert set(row) == {"quantity", "source", "paper", "privfl", "rel_diff", "tolerance",
-                            "verdict", "reason"}, row
+        total, match = found.get(row["basis"], (0, 0))
+        found[row["basis"]] = (total + 1, match + (row["verdict"] == "match"))
+    return found
+
+
+def check_rows(payload, expected_counts, paper, expected_basis=None):
+    """Every match row within its tolerance (recomputed from the values), every differing row
+    explained, the verdict counts (and by basis: ``expected_basis``, {basis: (rows, match)},
+    against the rows and the payload's ``counts_by_basis``), the pinned values and verdicts."""
+    rows = payload["rows"]
+    by_basis = {b: (c["match"] + c["differs"], c["match"])
+                for b, c in payload["counts_by_basis"].items()}
+    assert {b: n for b, n in by_basis.items() if n[0]} == basis_counts(rows)
+    assert payload["reproduced"] == by_basis["printed"][1]
+    if expected_basis is not None:
+        assert basis_counts(rows) == {b: n for b, n in expected_basis.items() if n[0]}, paper
+    for row in rows:
+        assert set(row) == {"quantity", "source", "basis", "paper", "privfl", "rel_diff",
+                            "tolerance", "verdict", "reason"}, row
         assert row["source"] and row["quantity"]
         if row["verdict"] == "differs":
             assert row["reason"], row

@@ -28,9 +28,19 @@ def test_list_names_every_paper_with_what_it_covers():
     assert result.output.count("covers:") == 5
 
 
+def test_list_json_is_json():
+    result = _invoke(["reproduce", "--list", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["command"] == "reproduce"
+    assert [p["name"] for p in payload["papers"]] == ["zheng2021", "zhang2022", "xie2023",
+                                                      "hasircioglu2022", "asoodeh2021"]
+    assert all(p["title"] and p["covers"] for p in payload["papers"])
+
+
 def test_list_does_not_import_torch():
     probe = ("import sys\nfrom privfl.cli.main import main\nsys.argv = ['privfl', 'reproduce', "
-             "'--list']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+             "'--list', '--json']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
              "print('torch' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
@@ -61,19 +71,26 @@ def test_table_json_and_files(tmp_path):
     payload = json.loads(result.stdout)
     assert payload["command"] == "reproduce" and payload["paper"] == "asoodeh2021"
     assert payload["counts"]["match"] + payload["counts"]["differs"] == len(payload["rows"])
-    assert all(list(row) == ["quantity", "source", "paper", "privfl", "rel_diff", "tolerance",
-                             "verdict", "reason"] for row in payload["rows"])
+    assert all(list(row) == ["quantity", "source", "basis", "paper", "privfl", "rel_diff",
+                             "tolerance", "verdict", "reason"] for row in payload["rows"])
+    assert payload["counts_by_basis"]["check"] == {"match": 9, "differs": 0}
+    assert payload["reproduced"] == 0  # Figure 2 prints no values: nothing printed to match
     assert json.loads((out / "rows.json").read_text())["rows"] == payload["rows"]
     html = (out / "report.html").read_text()
     assert 'id="rows-accounting"' in html and 'id="asoodeh2021-figure2"' in html
     assert "Plotly.newPlot" in html and "differs" in html
+    assert "By basis: printed 0 (0 match), derived 1 (0 match), check 9 (9 match)" in html
     for text in ((out / "table.md").read_text(), md.read_text()):
-        assert "| quantity | source | paper | privfl | rel. diff | tolerance | verdict | reason |" \
-            in text
+        assert ("| quantity | source | basis | paper | privfl | rel. diff | tolerance | verdict | "
+                "reason |") in text
+    assert ("by basis: printed 0 (0 match), derived 1 (0 match), check 9 (9 match), "
+            "extension 1 (1 match); reproduced (printed and matching): 0") in md.read_text()
     assert "`privfl reproduce asoodeh2021 --scale quick`" in md.read_text()
     plain = _invoke(["reproduce", "asoodeh2021", "--no-training"])
     assert plain.exit_code == 0 and "match   epsilon at delta" in plain.output
-    assert "rows:" in plain.output and "why: a bound privfl proves tighter" in plain.output
+    assert "rows:" in plain.output and "basis check" in plain.output
+    assert "by basis: printed 0 (0 match)" in plain.output
+    assert "reproduced (printed and matching): 0" in plain.output
 
 
 def test_an_out_folder_with_runs_is_refused_before_any_work(tmp_path):

@@ -1,7 +1,8 @@
 """``privfl reproduce P --scale quick`` for all five papers, as a user runs it (slow: about five
 minutes in all on 2 cores; ``make test-slow``): every match row within its tolerance, every
 difference explained, the verdict counts and pinned values (tests/reproduce/_reproduce_expected.
-py), the training rows, and the three files of --out."""
+py), the counts by basis, the training rows, the three files of --out, and docs/reproductions.md
+against this fresh table (tests/reproduce/_reproduce_document.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ import json
 import os
 
 import pytest
-from _reproduce_expected import ACCOUNTING, TRAINING, TRAINING_PINNED, check_rows, rows_starting
+from _reproduce_document import NUMBER, PAGE, differing_cells, table_rows
+from _reproduce_expected import (
+    ACCOUNTING,
+    ACCOUNTING_BASIS,
+    TRAINING,
+    TRAINING_BASIS,
+    TRAINING_PINNED,
+    check_rows,
+    rows_starting,
+)
 from typer.testing import CliRunner
 
 from privfl.cli.main import app
@@ -31,7 +41,10 @@ def test_quick_reproduction(paper, tmp_path):
         pytest.skip(skipped[0])
     assert not skipped, skipped
     expected = tuple(a + t for a, t in zip(ACCOUNTING[paper], TRAINING[paper], strict=True))
-    check_rows(payload, expected, paper)
+    basis = {b: tuple(a + t for a, t in zip(n, TRAINING_BASIS[paper].get(b, (0, 0)),
+                                             strict=True))
+             for b, n in ACCOUNTING_BASIS[paper].items()}
+    check_rows(payload, expected, paper, basis)
     for start, (value, tolerance) in TRAINING_PINNED.get(paper, {}).items():
         for row in rows_starting(payload["rows"], start):
             assert abs(row["privfl"] - value) <= tolerance, (start, row["privfl"])
@@ -41,3 +54,28 @@ def test_quick_reproduction(paper, tmp_path):
     assert html.count('class="plot"') >= 2 and 'id="rows-accounting"' in html
     if TRAINING[paper][0]:
         assert 'id="rows-training"' in html
+    _check_page(paper, (out / "table.md").read_text(encoding="utf-8"))
+
+
+#: a quick training row's value on another CPU: within the spread TRAINING_PINNED allows
+TRAINING_SPREAD = 3.0
+
+
+def _check_page(paper, table):
+    """docs/reproductions.md's section of ``paper`` against this run's table.md: the accounting
+    rows cell for cell (numbers to their printed precision), the training rows by quantity,
+    source, basis and paper value, privfl's value within TRAINING_SPREAD (training floats differ
+    in the last bits across CPUs; the verdict of a 2 % row may flip with them)."""
+    heading = f"## {PAPERS[paper].title}"
+    committed, fresh = table_rows(PAGE.read_text(encoding="utf-8"), heading), table_rows(
+        table, heading)
+    assert len(committed) == len(fresh), "regenerate docs/reproductions.md"
+    accounting = ACCOUNTING[paper][0]
+    pairs = list(zip(committed, fresh, strict=True))
+    stale = {new[0]: differing_cells(old, new) for old, new in pairs[:accounting]}
+    for old, new in pairs[accounting:]:
+        numeric = NUMBER.fullmatch(old[4]) is not None  # an ordering may differ on another CPU
+        stale[new[0]] = differing_cells(
+            old, new, columns=("quantity", "source", "basis", "paper") + ("privfl",) * numeric,
+            absolute=TRAINING_SPREAD)
+    assert {k: v for k, v in stale.items() if v} == {}, "regenerate docs/reproductions.md"

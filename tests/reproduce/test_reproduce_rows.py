@@ -7,9 +7,12 @@ import math
 import pytest
 
 from privfl.reproduce.rows import (
+    BASES,
     DIFFERS,
+    HEADER,
     MATCH,
     Reproduction,
+    basis_summary,
     cells,
     compare,
     format_value,
@@ -59,7 +62,7 @@ def test_intervals_and_texts():
     outside = compare("TV", "Lemma 6.7", (0.005, 0.75), 0.9, reason="outside")
     assert outside.verdict == DIFFERS
     same = compare("order", "Figure 1", "personalised > global", "personalised > global")
-    assert same.verdict == MATCH and cells(same)[5] == "same"
+    assert same.verdict == MATCH and cells(same)[6] == "same"
     other = compare("order", "Figure 1", "a > b", "b > a", reason="reversed")
     assert other.verdict == DIFFERS
     missing = compare("sigma", "Section 6.2", "0.646", None, tolerance=None, reason="none")
@@ -78,9 +81,47 @@ def test_the_json_row_has_the_documented_keys():
     rep = Reproduction("p", "title", "quick")
     rep.add(compare("mu", "Table 1", "2.71", 2.711))
     rep.add([compare("TV", "Lemma 6.7", (0.005, 0.75), 0.1)])
+    rep.add(compare("epsilon", "Table 1, read as mu-GDP", 13.9, 13.2, tolerance=None,
+                    basis="derived", reason="derived from the printed mu = 2.71"))
     payload = rep.to_dict()
-    assert payload["counts"] == {"match": 2, "differs": 0}
+    assert payload["counts"] == {"match": 2, "differs": 1}
+    assert payload["counts_by_basis"] == {
+        "printed": {"match": 2, "differs": 0}, "derived": {"match": 0, "differs": 1},
+        "check": {"match": 0, "differs": 0}, "extension": {"match": 0, "differs": 0}}
+    assert payload["reproduced"] == 2
     for row in payload["rows"]:
-        assert list(row) == ["quantity", "source", "paper", "privfl", "rel_diff", "tolerance",
-                             "verdict", "reason"]
+        assert list(row) == ["quantity", "source", "basis", "paper", "privfl", "rel_diff",
+                             "tolerance", "verdict", "reason"]
+    assert [row["basis"] for row in payload["rows"]] == ["printed", "printed", "derived"]
     assert payload["rows"][1]["paper"] == [0.005, 0.75]
+
+
+def test_basis_is_validated_and_a_derived_row_says_from_what():
+    with pytest.raises(ValueError, match=r"basis = 'computed' is not allowed: must be one of "
+                                         r"printed, derived, check, extension"):
+        compare("mu", "Table 1", "2.71", 2.71, basis="computed")
+    with pytest.raises(ValueError, match="a derived row must say from which printed number"):
+        compare("epsilon", "Table 1", 13.9, 13.9, tolerance=1e-6, basis="derived")
+    assert compare("mu", "Table 1", "2.71", 2.71).basis == "printed"  # the default
+
+
+@pytest.mark.parametrize("basis", BASES)
+def test_only_printed_matches_count_as_reproduced(basis):
+    rep = Reproduction("p", "title", "quick")
+    rep.add(compare("x", "Eq. 1", 1.0, 1.0, tolerance=1e-9, basis=basis, reason="why"))
+    rep.add(compare("y", "Eq. 2", 1.0, 2.0, tolerance=1e-9, basis=basis, reason="why"))
+    assert rep.counts_by_basis()[basis] == {"match": 1, "differs": 1}
+    assert sum(sum(c.values()) for c in rep.counts_by_basis().values()) == 2
+    assert rep.reproduced() == (1 if basis == "printed" else 0)
+    line = basis_summary(rep.counts_by_basis())
+    assert f"{basis} 2 (1 match)" in line
+    assert line.endswith(f"reproduced (printed and matching): {rep.reproduced()}")
+
+
+@pytest.mark.parametrize(("basis", "marked"), [("printed", False), ("check", False),
+                                               ("derived", True), ("extension", True)])
+def test_a_paper_cell_holding_privfls_value_is_marked(basis, marked):
+    row = compare("x", "Eq. 1", 13.8772, 13.8772, tolerance=1e-9, basis=basis, reason="why")
+    cell = dict(zip(HEADER, cells(row), strict=True))
+    assert cell["basis"] == basis
+    assert cell["paper"] == ("13.8772 (privfl's)" if marked else "13.8772")

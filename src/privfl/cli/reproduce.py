@@ -19,7 +19,10 @@ REPRODUCE_HELP = (
     "what each covers). Prints a table: each quantity, the paper's value (with its table or "
     "figure), privfl's, their relative difference, a tolerance and a verdict: match, or differs "
     "with the reason (the paper's error, another dataset or scale, a bound privfl proves "
-    "tighter, an estimate the paper presents as a bound).\n\n"
+    "tighter, an estimate the paper presents as a bound). Each row has a basis: printed (the "
+    "paper prints it), derived (privfl's conversion of a printed number), check (a formula "
+    "evaluated twice) or extension (privfl's own); only printed rows that match count as "
+    "reproduced, and the summary counts by basis.\n\n"
     "--scale quick (default): the accounting in full, training reduced, on built-in or Debian "
     "data, seeded; at most a few minutes on 2 cores. --scale paper: the paper's clients, rounds "
     "and models from configs/ (hours; a GPU is advised where the paper used one); --dry-run "
@@ -28,23 +31,30 @@ REPRODUCE_HELP = (
 )
 
 
-def _list() -> None:
+def _list(as_json: bool) -> None:
     from privfl.reproduce.papers import PAPERS
 
+    if as_json:  # plain json: --list stays free of torch (privfl.cli.output imports it)
+        import json
+
+        typer.echo(json.dumps({"command": "reproduce", "papers": [
+            {"name": e.name, "title": e.title, "covers": e.covers} for e in PAPERS.values()]},
+            indent=1))
+        return
     for entry in PAPERS.values():
         typer.echo(f"{entry.name:<16} {entry.title}")
         typer.echo(f"{'':<16} covers: {entry.covers}")
 
 
 def _print(rep) -> None:  # noqa: ANN001 - a Reproduction
-    from privfl.reproduce.rows import cells
+    from privfl.reproduce.rows import basis_summary, cells
 
     typer.echo(f"privfl reproduce {rep.paper} --scale {rep.scale}: {rep.title}")
     for row in rep.rows:
-        quantity, source, paper, privfl, diff, tolerance, verdict, reason = cells(row)
+        quantity, source, basis, paper, privfl, diff, tolerance, verdict, reason = cells(row)
         typer.echo(f"{verdict:<7} {quantity}")
-        typer.echo(f"        paper {paper} ({source}); privfl {privfl}; rel. diff {diff}, "
-                   f"tolerance {tolerance}")
+        typer.echo(f"        paper {paper} ({source}; basis {basis}); privfl {privfl}; "
+                   f"rel. diff {diff}, tolerance {tolerance}")
         if reason:
             typer.echo(f"        {'why' if verdict == 'differs' else 'note'}: {reason}")
     for note in rep.notes:
@@ -56,6 +66,7 @@ def _print(rep) -> None:  # noqa: ANN001 - a Reproduction
     counts = rep.counts()
     typer.echo(f"{len(rep.rows)} rows: {counts['match']} match, {counts['differs']} differ; "
                f"{rep.wall_seconds:.0f} s")
+    typer.echo(f"by basis: {basis_summary(rep.counts_by_basis())}")
 
 
 @user_errors
@@ -76,11 +87,12 @@ def reproduce_command(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="With --scale paper: plan the training runs, do not train.")] = False,
     list_papers: Annotated[bool, typer.Option(
-        "--list", help="Name the papers and what each reproduction covers, and exit.")] = False,
+        "--list", help="Name the papers and what each reproduction covers (with --json: as "
+        "JSON), and exit.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     if list_papers:
-        _list()
+        _list(as_json)
         return
     if paper is None:
         raise ValueError("PAPER is missing: give one of zheng2021, zhang2022, xie2023, "

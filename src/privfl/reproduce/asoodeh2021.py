@@ -93,7 +93,9 @@ def figure2(rep: Reproduction) -> None:
                 "eta = 0.5, sigma = 1.5, L = 1, n = 100",
                 "Figure 2 (Section III-B), Theorem 2's closed form as printed",
                 solve(lambda e, m=m: theorem2(e, m), delta), privfl_eps(delta),
-                tolerance=FORMULA_TOLERANCE, reason=note))
+                tolerance=FORMULA_TOLERANCE, basis="check",
+                reason=f"a check: Figure 2 prints no values, so both columns evaluate Theorem 2; "
+                       f"{note}"))
         traces.append({"name": f"paper, q = {q:g}", "x": epsilons, "dash": True,
                        "y": [theorem2(e, m) for e in epsilons], "group": f"q = {q:g}"})
         traces.append({"name": f"privfl, q = {q:g}", "x": epsilons,
@@ -102,9 +104,11 @@ def figure2(rep: Reproduction) -> None:
     rep.add(compare(
         "delta at epsilon = 3, q = 0.1, the same setting", "Figure 2 (Section III-B), "
         "Theorem 2's closed form as printed", theorem2(3.0, 10), run.delta(3.0, sharpened=True),
-        tolerance=None,
-        reason="a bound privfl proves tighter: privfl's sharpened chain rule (contraction-"
-               "sharpened; docs/accountants/last-iterate.md) on the same run"))
+        tolerance=None, basis="derived",
+        reason="derived from Theorem 2's printed closed form (paper column: privfl's "
+               "evaluation at Figure 2's setting; the figure prints no values): privfl's "
+               "sharpened chain rule (contraction-sharpened; docs/accountants/last-iterate.md) "
+               "on the same run is lower (Theorem 2 is the more conservative)"))
     traces.append({"name": "privfl sharpened, q = 0.1", "x": epsilons, "group": "q = 0.1",
                    "y": [run.delta(e, sharpened=True) for e in epsilons]})
     rep.curves["asoodeh2021-figure2"] = {
@@ -135,8 +139,9 @@ def saturation_rows(rep: Reproduction) -> None:
         "Theorem 2 (not in the paper; docs/accountants/last-iterate.md), its closed form "
         "delta_inf = q theta(r1 + rc) / (1 - (1 - q) theta(rc))",
         solve(lambda e: saturation(e, n, m, rho), delta), limit, tolerance=FORMULA_TOLERANCE,
-        reason="paper column: the closed form evaluated here; privfl column: privfl's "
-               "accountant at T = inf"))
+        basis="extension",
+        reason="privfl's own result, not reproduced from the paper; paper column: the closed "
+               "form evaluated here; privfl column: privfl's accountant at T = inf"))
     rounds = [1, 10, 100, 1000, 1900, 10_000]
     last, every = [], []
     for t in rounds:

@@ -26,29 +26,41 @@ measures and training runner, and compares each with the number the paper prints
 written by `python -m privfl.reproduce.document docs/reproductions.md` (it runs the five quick
 reproductions below); do not edit the tables by hand.
 
-Each row: the **quantity**; its **source** in the paper (table, figure, equation or section:
-our copies of the papers are text conversions without page breaks, so rows cite those numbers
-rather than pages); the **paper**'s value as printed (or, for a theory paper, its printed formula
-evaluated on the stated inputs); **privfl**'s value; the **relative difference**
-(privfl - paper) / |paper|; the **tolerance**; and the **verdict**. A row *matches* when the
-relative difference is within the tolerance (an interval: privfl's value lies in it; a text:
-the same). Accounting numbers are held to the paper's printed precision (half a unit of its last
-digit) or, where both columns evaluate one formula, to 1e-6; Monte Carlo checks to 1 % (more
-than four standard errors); quick training rows on the paper's own task to 2 %, and training on
-another dataset or at another scale never matches. A row that *differs* says why: the paper's
-error (shown in docs/), a different dataset or scale, a bound privfl proves tighter, or an
-estimate the paper presents as a bound. Where privfl's reading departs from the paper's (the
-factor 2 in Zheng et al. 2021's sigma, an unsound theorem), the reason says which reading each
-column uses.
+Each row: the **quantity**; its **source** in the paper (table, figure, equation or section: our
+copies of the papers are text conversions without page breaks, so rows cite those numbers rather
+than pages); its **basis** (below); the **paper**'s value as printed (or, for a theory paper,
+its printed formula evaluated on the stated inputs); **privfl**'s value; the **relative
+difference** (privfl - paper) / |paper|; the **tolerance**; and the **verdict**. A row *matches*
+when the relative difference is within the tolerance (an interval: privfl's value lies in it; a
+text: the same). Accounting numbers are held to the paper's printed precision (half a unit of
+its last digit) or, where both columns evaluate one formula, to 1e-6; Monte Carlo checks to 1 %
+(more than four standard errors); quick training rows on the paper's own task to 2 %, and
+training on another dataset or at another scale never matches. A row that *differs* says why:
+the paper's error (shown in docs/), a different dataset or scale, a bound privfl proves tighter,
+or an estimate the paper presents as a bound. Where privfl's reading departs from the paper's
+(the factor 2 in Zheng et al. 2021's sigma, an unsound theorem), the reason says which reading
+each column uses.
+
+The **basis** says what the paper column is: `printed` (a number, claim or formula the paper
+prints, with its table, figure or equation), `derived` (privfl's conversion of a printed number,
+the reason says from which: the paper column holds privfl's value, marked "(privfl's)"), `check`
+(an identity or formula evaluated twice: a match tests privfl's code, not the paper) or
+`extension` (privfl's own result, not in the paper). **Only `printed` rows that match count as
+reproduced**; the summary below gives the counts by basis. A row that differs says which way:
+for an epsilon or a noise, whether the paper's number is the more conservative.
 
 `--scale quick` (below) computes the accounting in full and trains at a reduced scale on
 built-in or Debian data, seeded, so it is deterministic. `--scale paper` adds the paper's own
 training runs from `configs/` (hours; a GPU is advised where the paper used one); `--scale paper
 --dry-run` lists them with their time and says which datasets must be fetched first. `--out DIR`
-writes table.md, rows.json (the rows as `{quantity, source, paper, privfl, rel_diff, tolerance,
-verdict, reason}`) and report.html (the table and the regenerated figures, the paper's values
-dashed). `tests/reproduce/` runs all five quick reproductions (`make test-slow`) and fails when a
-matching row leaves its tolerance or a pinned value drifts.
+writes table.md, rows.json (the rows as `{quantity, source, basis, paper, privfl, rel_diff,
+tolerance, verdict, reason}`, with `counts_by_basis` and `reproduced`) and report.html (the
+table and the regenerated figures, the paper's values dashed). `tests/reproduce/` runs all five
+quick reproductions (`make test-slow`) and fails when a matching row leaves its tolerance, a
+pinned value drifts or a count by basis changes; it also fails when this page's tables differ
+from a fresh generation (the accounting rows in the default suite, the training rows in the slow
+one; numbers compared to their printed precision, training numbers within the quick runs'
+spread, wall times and dates ignored).
 """
 
 
@@ -79,15 +91,19 @@ def write_document(path: str | Path, *, paper_plan: bool = False) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     today = datetime.date.today().isoformat()
     sections, walls = [], []
-    summary = ["| paper | command | rows | match | differ | wall time |",
-               "|---|---|---|---|---|---|"]
+    summary = ["| paper | command | rows | match | differ | printed (match) | derived (match) "
+               "| check (match) | extension (match) | reproduced | wall time |",
+               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in PAPERS:
         payload, section, wall = _quick(name)
         counts = payload["counts"]
         walls.append(wall)
+        by_basis = " | ".join(f"{sum(c.values())} ({c['match']})"
+                              for c in payload["counts_by_basis"].values())
         summary.append(f"| {PAPERS[name].cite} | `privfl reproduce {name} --scale "
                        f"quick` | {len(payload['rows'])} | {counts['match']} | "
-                       f"{counts['differs']} | {wall:.0f} s |")
+                       f"{counts['differs']} | {by_basis} | {payload['reproduced']} | "
+                       f"{wall:.0f} s |")
         sections.append(section)
     lines = [INTRO, f"## Quick scale ({today})", "",
              f"Machine: {machine()}, CPU only, shared with other jobs (load average {load:.1f} "

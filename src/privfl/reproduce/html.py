@@ -3,7 +3,7 @@ paper's values, one self-contained page (rendered by :mod:`privfl.runs.html`).""
 
 from __future__ import annotations
 
-from privfl.reproduce.rows import DIFFERS, HEADER, Reproduction, cells
+from privfl.reproduce.rows import DIFFERS, HEADER, Reproduction, basis_summary, cells
 from privfl.runs.html import Section, line_figure, render_page, table
 
 __all__ = ["reproduction_html"]
@@ -14,7 +14,8 @@ def reproduction_html(rep: Reproduction) -> str:
     (paper values dashed) and the notes, with the paper-scale plan."""
     counts = rep.counts()
     summary = (f"{rep.scale} scale: {len(rep.rows)} rows, {counts['match']} match, "
-               f"{counts['differs']} differ (each with its reason); {rep.wall_seconds:.0f} s.")
+               f"{counts['differs']} differ (each with its reason); {rep.wall_seconds:.0f} s. "
+               f"By basis: {basis_summary(rep.counts_by_basis())}.")
     accounting = [r for r in rep.rows if r.kind == "accounting"]
     training = [r for r in rep.rows if r.kind == "training"]
     sections = [Section("summary", "Summary", text=(summary,), notes=tuple(rep.notes))]
@@ -22,7 +23,7 @@ def reproduction_html(rep: Reproduction) -> str:
                              ("training", "Training", training)):
         if rows:
             sections.append(Section(sid, title, tables=(table(
-                HEADER, [cells(r) for r in rows], id=f"rows-{sid}", numeric=(2, 3, 4, 5),
+                HEADER, [cells(r) for r in rows], id=f"rows-{sid}", numeric=(3, 4, 5, 6),
                 row_classes=["outside" if r.verdict == DIFFERS else "" for r in rows]),)))
     figures = []
     for fid, curve in rep.curves.items():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from privfl._validation import check_choice
 from privfl.reproduce.papers import SCALES, paper
-from privfl.reproduce.rows import HEADER, Reproduction, cells
+from privfl.reproduce.rows import HEADER, Reproduction, basis_summary, cells
 from privfl.reproduce.training import Progress
 
 __all__ = ["machine", "markdown", "reproduce", "write"]
@@ -60,7 +60,8 @@ def markdown(rep: Reproduction, *, heading: str = "##", command: str = "") -> st
     lines = [f"{heading} {rep.title}", ""]
     if command:
         lines += [f"`{command}`: {rep.scale} scale, {rep.wall_seconds:.0f} s wall, "
-                  f"{counts['match']} match, {counts['differs']} differ.", ""]
+                  f"{counts['match']} match, {counts['differs']} differ; by basis: "
+                  f"{basis_summary(rep.counts_by_basis())}.", ""]
     lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for row in rep.rows:
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells(row)) + " |")

@@ -12,6 +12,18 @@ an ordering). :func:`compare` builds a row and decides its verdict from the numb
   paper's error, a different dataset or scale, a bound privfl proves tighter, an estimate the paper
   presents as a bound.
 
+Every row has a ``basis``, what its ``paper`` column is (:data:`BASES`):
+
+* ``printed``: a number or claim the paper prints, or a formula it prints evaluated on the stated
+  inputs, with its table, figure or equation (``source``);
+* ``derived``: privfl's conversion of a printed number (the ``reason`` says from which), so the
+  ``paper`` column holds privfl's value;
+* ``check``: an identity or formula evaluated twice (both columns privfl's; a match tests
+  privfl's code, not the paper);
+* ``extension``: privfl's own result, not in the paper.
+
+Only ``printed`` rows that match count as reproduced (:meth:`Reproduction.reproduced`).
+
 The relative difference is ``(privfl - paper) / |paper|``. ``tolerance="printed"`` is half a unit
 of the last digit the paper prints, relative to its value (``"2.71"``: 0.005 / 2.71), the
 precision at which a recomputed number can match a printed one.
@@ -25,12 +37,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["HEADER", "MATCH", "DIFFERS", "Reproduction", "Row", "cells", "compare",
-           "format_value", "printed_tolerance", "rel_diff"]
+__all__ = ["BASES", "HEADER", "MATCH", "DIFFERS", "Reproduction", "Row", "basis_summary",
+           "cells", "compare", "format_value", "printed_tolerance", "rel_diff"]
 
 MATCH, DIFFERS = "match", "differs"
+#: what a row's ``paper`` column is (see the module docstring)
+BASES = ("printed", "derived", "check", "extension")
 #: the columns of a printed table (:func:`cells`)
-HEADER = ("quantity", "source", "paper", "privfl", "rel. diff", "tolerance", "verdict", "reason")
+HEADER = ("quantity", "source", "basis", "paper", "privfl", "rel. diff", "tolerance", "verdict",
+          "reason")
 
 #: a paper's or privfl's value: a number, an interval (low, high), a text, or None (no value)
 Value = float | tuple[float, float] | str | None
@@ -75,13 +90,14 @@ class Row:
     reason: str
     kind: str = "accounting"
     paper_text: str = ""
+    basis: str = "printed"
 
     def within_tolerance(self) -> bool:
         """Whether the values agree as a ``match`` needs (recomputed from the values)."""
         return _agrees(self.paper, self.privfl, self.tolerance)
 
     def to_dict(self) -> dict[str, Any]:
-        """The row as ``--json`` prints it: quantity, source, paper, privfl, rel_diff,
+        """The row as ``--json`` prints it: quantity, source, basis, paper, privfl, rel_diff,
         tolerance, verdict, reason (an interval is a two-element list)."""
         def plain(value: Value) -> Any:
             if isinstance(value, tuple):
@@ -90,7 +106,8 @@ class Row:
                 return str(value)
             return value
 
-        return {"quantity": self.quantity, "source": self.source, "paper": plain(self.paper),
+        return {"quantity": self.quantity, "source": self.source, "basis": self.basis,
+                "paper": plain(self.paper),
                 "privfl": plain(self.privfl), "rel_diff": self.rel_diff,
                 "tolerance": self.tolerance, "verdict": self.verdict, "reason": self.reason}
 
@@ -108,14 +125,20 @@ def _agrees(paper: Value, privfl: Value, tolerance: float | None) -> bool:
 
 def compare(quantity: str, source: str, paper: Value | str, privfl: Value, *,
             tolerance: float | str | None = "printed", reason: str = "",
-            kind: str = "accounting") -> Row:
+            kind: str = "accounting", basis: str = "printed") -> Row:
     """A :class:`Row` with its verdict (see the module docstring).
 
     ``paper`` given as a numeric string (``"2.71"``) is the number as printed: its value is
     compared and ``tolerance="printed"`` derives from its digits. ``tolerance=None``: the row
     cannot match (it differs, for ``reason``). A row that differs without a ``reason`` is a
-    programming error (ValueError): every difference is explained.
+    programming error (ValueError): every difference is explained. ``basis`` is one of
+    :data:`BASES`; a ``derived`` row says from which printed number in its ``reason``.
     """
+    if basis not in BASES:
+        raise ValueError(f"basis = {basis!r} is not allowed: must be one of {', '.join(BASES)}")
+    if basis == "derived" and not reason.strip():
+        raise ValueError(f"{quantity}: a derived row must say from which printed number "
+                         "(reason)")
     paper_text = ""
     if isinstance(paper, str) and _numeric(paper):
         paper_text, paper = paper, float(paper)
@@ -137,7 +160,7 @@ def compare(quantity: str, source: str, paper: Value | str, privfl: Value, *,
         raise ValueError(f"{quantity}: the values differ (paper {paper!r}, privfl {privfl!r}) "
                          "and no reason is given")
     return Row(quantity, source, paper, privfl, rel_diff(paper, privfl), tolerance, verdict,
-               reason.strip(), kind, paper_text)
+               reason.strip(), kind, paper_text, basis)
 
 
 def _numeric(text: str) -> bool:
@@ -173,11 +196,32 @@ class Reproduction:
         return {verdict: sum(row.verdict == verdict for row in self.rows)
                 for verdict in (MATCH, DIFFERS)}
 
+    def counts_by_basis(self) -> dict[str, dict[str, int]]:
+        """``{basis: {"match": n, "differs": m}}`` for every basis of :data:`BASES`."""
+        return {basis: {verdict: sum(row.verdict == verdict and row.basis == basis
+                                     for row in self.rows) for verdict in (MATCH, DIFFERS)}
+                for basis in BASES}
+
+    def reproduced(self) -> int:
+        """The rows that reproduce a printed number or claim: basis ``printed``, verdict
+        ``match`` (the only ones that count as reproduced)."""
+        return self.counts_by_basis()["printed"][MATCH]
+
     def to_dict(self) -> dict[str, Any]:
         return {"paper": self.paper, "title": self.title, "scale": self.scale,
                 "wall_seconds": self.wall_seconds, "counts": self.counts(),
+                "counts_by_basis": self.counts_by_basis(), "reproduced": self.reproduced(),
                 "rows": [row.to_dict() for row in self.rows], "notes": list(self.notes),
                 "plan": list(self.plan)}
+
+
+def basis_summary(counts_by_basis: dict[str, dict[str, int]]) -> str:
+    """One line of counts by basis, e.g. ``printed 56 (40 match), derived 19 (0 match), check
+    14 (14 match), extension 1 (1 match); reproduced (printed and matching): 40``."""
+    parts = [f"{basis} {sum(counts.values())} ({counts[MATCH]} match)"
+             for basis, counts in counts_by_basis.items()]
+    return (", ".join(parts) + f"; reproduced (printed and matching): "
+            f"{counts_by_basis['printed'][MATCH]}")
 
 
 def format_value(value: Any, text: str = "") -> str:
@@ -203,9 +247,14 @@ def _percent(value: float | None) -> str:
 
 
 def cells(row: Row) -> tuple[str, ...]:
-    """The row as the table's text cells (:data:`HEADER`)."""
+    """The row as the table's text cells (:data:`HEADER`); a ``paper`` cell that holds
+    privfl's value (basis ``derived`` or ``extension``) says so."""
     tolerance = "-" if row.tolerance is None else f"{100 * row.tolerance:.3g} %"
     if isinstance(row.paper, (tuple, str)) and row.verdict == "match":
         tolerance = "within" if isinstance(row.paper, tuple) else "same"
-    return (row.quantity, row.source, format_value(row.paper, row.paper_text),
-            format_value(row.privfl), _percent(row.rel_diff), tolerance, row.verdict, row.reason)
+    paper = format_value(row.paper, row.paper_text)
+    if row.basis in ("derived", "extension") and row.paper is not None:
+        paper += " (privfl's)"  # the paper column holds privfl's value, not the paper's
+    return (row.quantity, row.source, row.basis, paper,
+            format_value(row.privfl), _percent(row.rel_diff), tolerance, row.verdict,
+            row.reason)
