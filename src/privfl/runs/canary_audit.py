@@ -13,7 +13,9 @@ Score of canary j, from the released models only: the sum over rounds of the cos
 ``u_j`` and the released update ``Delta_t = w_{t+1} - w_t``. Power: a null canary's cosine is
 about N(0, 1/d) and an inserted one gains ``S_t / (E[m] |Delta_t|)`` per round it joins, so the
 audit separates well only when the model dimension d is large against the inserted canaries and
-the real clients' drift (docs/audit.md: on digits' logistic regression, d = 650, it is weak). From the scores and the bits:
+the real clients' drift (docs/audit.md: on digits' logistic regression, d = 650, it is weak).
+
+From the scores and the bits:
 
 * ``epsilon_lower``: the one-run lower bound of Steinke, Nasr and Jagielski 2023 at confidence
   1 - beta (guess "in" for the k/2 highest, "out" for the k/2 lowest scores, k over
@@ -100,21 +102,28 @@ def _scores(algorithm: Any, directions: np.ndarray, inserted: np.ndarray,
         before = algorithm.global_model.detach().clone()
         algorithm.aggregate(cohort, work)
         algorithm.round = r
-        scores += cosine_scores(directions, (algorithm.global_model - before).double().cpu().numpy())
+        step = (algorithm.global_model - before).double().cpu().numpy()
+        scores += cosine_scores(directions, step)
     return scores
 
 
+def guess_counts(m: int) -> list[int]:
+    """The even numbers of guesses k tried for m canaries: ``GUESS_FRACTIONS`` of m, >= 2."""
+    return sorted({max(2, round(f * m)) // 2 * 2 for f in GUESS_FRACTIONS if f * m >= 2})
+
+
 def _one_run(scores: np.ndarray, inserted: np.ndarray, delta: float,
-             beta: float) -> tuple[float, int]:
+             beta: float) -> tuple[float, int, int]:
+    """The best one-run bound over :func:`guess_counts`, each at ``beta / len(counts)``."""
     m = scores.size
-    ks = sorted({max(2, int(round(f * m))) // 2 * 2 for f in GUESS_FRACTIONS if f * m >= 2})
+    ks = guess_counts(m)
     best, best_k = 0.0, 0
     for k in ks:
         r, v = one_run_guesses(scores, inserted, k // 2, k // 2)
         value = one_run_epsilon(m, r, v, delta, beta=beta / len(ks))
         if value > best:
             best, best_k = value, k
-    return best, best_k
+    return best, best_k, len(ks)
 
 
 def audit_config(config: Any, *, canaries: int = 1000, seed: int = 0,
@@ -137,7 +146,7 @@ def audit_config(config: Any, *, canaries: int = 1000, seed: int = 0,
     inserted = rng.random(canaries) < 0.5
     scores = _scores(algorithm, directions, inserted, rng, rounds)
     delta = float(plan.delta)
-    lower, guesses = _one_run(scores, inserted, delta, beta)
+    lower, guesses, tries = _one_run(scores, inserted, delta, beta)
     bound = tightest_bound(algorithm.privacy(rounds))
     fit = (gaussian_fit_epsilon(scores[inserted], scores[~inserted], delta)
            if 2 <= inserted.sum() <= canaries - 2 else None)
@@ -151,7 +160,7 @@ def audit_config(config: Any, *, canaries: int = 1000, seed: int = 0,
         "epsilon_lower_method": (
             "one-run audit (Steinke, Nasr and Jagielski 2023, Theorem 5.2 with delta): "
             f"lower bound at confidence {1 - beta:g}, {guesses} guesses (half in, half out; "
-            f"Bonferroni over {len(GUESS_FRACTIONS)} guess counts)"),
+            f"Bonferroni over {tries} guess counts)"),
         "epsilon_lower_clopper_pearson": split_threshold_epsilon(
             scores, inserted, delta, beta, seed=seed),
         "epsilon_estimate": None if fit is None else fit.epsilon,
