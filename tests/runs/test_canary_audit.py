@@ -47,7 +47,9 @@ def test_configured_noise_is_consistent_and_planted_bug_is_violated(monkeypatch)
     honest = _audit(5.0)
     assert honest["epsilon_bound"] < 2.0
     assert honest["verdict"] == "consistent"
-    assert honest["epsilon_lower"] < 1.0
+    # measured 0.0; canaries joining every round instead of Poisson-sampled (outside the
+    # threat model, mutant audit-canaries-every-round) give 0.71
+    assert honest["epsilon_lower"] < 0.4
     original = aggregation.gaussian_noise
 
     def tenth(shape, std, **kwargs):  # the planted bug: the server's noise scale / 10
