@@ -94,3 +94,22 @@ def test_cosine_scores():
     directions = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])
     assert cosine_scores(directions, np.array([3.0, 4.0])) == pytest.approx([0.6, 0.8, 1.0])
     assert cosine_scores(directions, np.zeros(2)).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_cli_exit_status_1_when_violated(tmp_path, monkeypatch):
+    import privfl.runs.canary_audit as canary_audit
+
+    fixed = {"algorithm": "dp-fedavg", "rounds": 1, "delta": 1e-4, "confidence": 0.95,
+             "epsilon_lower": 3.0, "epsilon_lower_method": "one-run",
+             "epsilon_lower_clopper_pearson": 2.0, "epsilon_estimate": float("inf"),
+             "epsilon_estimate_method": "ESTIMATE", "epsilon_bound": 1.0,
+             "epsilon_bound_method": "rdp", "unit": "client", "neighbouring": "add/remove",
+             "sampling": "Poisson", "canaries": 10, "canaries_inserted": 5,
+             "verdict": "VIOLATED"}
+    monkeypatch.setattr(canary_audit, "audit_config", lambda config, **kwargs: fixed)
+    result = CliRunner().invoke(app, ["audit", "run", DEMO, "--out", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert "verdict: VIOLATED" in result.output
+    written = json.loads((tmp_path / "audit.json").read_text())
+    assert written["epsilon_estimate"] == "inf"  # JSON has no infinity
+    assert written["epsilon_lower"] == 3.0
