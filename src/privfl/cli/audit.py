@@ -19,6 +19,7 @@ import typer
 
 from privfl._validation import check_positive
 from privfl.accounting.events import Neighbouring, Sampling, dpsgd_event
+from privfl.cli.audit_run import audit_run_command
 from privfl.cli.common import F, JsonOpt, user_errors
 
 EXIT_HELP = (
@@ -293,3 +294,6 @@ def audit_dpsgd(
         for method, report in reports.items():
             typer.echo(f"{method}: {report.summary}")
     _finish(reports.values())
+
+
+_command("run")(audit_run_command)
