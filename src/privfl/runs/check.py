@@ -77,7 +77,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     from privfl.algorithms.outputs import private_dir_of
     from privfl.config.loader import load_config
     from privfl.runs.check_files import check_run_files
-    from privfl.runs.run_stops import accounted_rounds
+    from privfl.runs.ledger_guarantee import written_accounted
     from privfl.runs.rundir import RunDirectory
 
     every = check_int("every", every, minimum=1)
@@ -139,8 +139,8 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     if directory.privacy.is_file():
         report.released = _check_released(
             directory, plan, redrawn_rounds, rtol,
-            accounted_rounds(config, plan, metrics, last or 0, redrawn_rounds,
-                             _written_stop(directory)))
+            written_accounted(directory.path, config, plan, metrics, last or 0,
+                              redrawn_rounds, _written_stop(directory))[0])
     if config.run.outputs == "guarantee-only":  # the uncovered metrics are kept apart
         directory = RunDirectory(run_dir, private_dir_of(Path(run_dir)))
     report.files = check_run_files(directory, config, data, rtol=rtol)
