@@ -216,8 +216,9 @@ class Ledger:
         return len(self.of_kind("resume"))
 
     def released_round(self) -> int:
-        """The last round a released row carries (0 without one)."""
-        return max((int(e.payload["round"]) for e in self.of_kind("row")), default=0)
+        """The last round a released row carries (0 without one), leaving out rows a
+        ``redrawn`` entry moved (composed as re-drawn rounds)."""
+        return max(self.latest_rows(), default=0)
 
     def latest_rows(self) -> dict[int, Entry]:
         """``round -> its latest row entry``, leaving out rows a ``redrawn`` entry moved."""

@@ -8,10 +8,12 @@ configuration give one count (:func:`~privfl.runs.run_stops.guarantee_rounds`); 
 largest of:
 
 * the last round whose row the ledger records as released: rows logged before a kill and
-  lost from metrics.jsonl or the checkpoint still count (issue 44, item 2);
-* the rounds of every headline printed before for the run (``headline`` entries): with the
-  same plan and never fewer re-drawn rounds, epsilon grows with the rounds, so the headline
-  never goes down;
+  lost from metrics.jsonl or the checkpoint still count (issue 44, item 2); rows a secure
+  resume moved to ``redrawn.jsonl`` are composed as re-drawn rounds instead;
+* the fewest rounds whose bound reaches every headline printed before for the run
+  (``headline`` entries; epsilon grows with the rounds and re-drawn rounds are never removed,
+  so the rounds a printed headline covered always reach it), so the headline never goes
+  down;
 * after a stop that read released results (a ``stop.target_accuracy`` in the plan the run was
   created with, once the run finishes, or any data-dependent stop recorded in the ledger,
   :data:`~privfl.runs.run_stops.DATA_DEPENDENT_STOPS`), every round the *creation* plan's
@@ -55,6 +57,40 @@ def _creation_floor(creation: dict[str, Any], ran: int, plan: Any,
                             lambda r: budget_problem(stop, plan, r, privacy) is not None)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _printed_floor(headlines: Sequence[dict[str, Any]], floor: int, plan: Any,
+                   privacy: Callable[[int, bool], list[Any]]) -> int:
+    """The fewest rounds, at least ``floor``, whose headline bound (re-drawn rounds composed)
+    is not below any headline printed before: a bisection between ``floor`` and the rounds
+    the largest printed one covered (epsilon grows with the rounds, and re-drawn rounds are
+    never removed, so that many rounds reach it)."""
+    from privfl.algorithms.base import budget_results, tightest_bound
+
+    printed = [h for h in headlines if _is_number(h.get("epsilon"))]
+    if not printed:
+        return floor
+    target = max(float(h["epsilon"]) for h in printed) * (1 - 1e-12)  # last-unit noise
+    top = max(int(h.get("rounds_accounted") or 0) for h in printed)
+
+    def reaches(rounds: int) -> bool:
+        best = tightest_bound(budget_results(plan, privacy(rounds, True)))
+        return best is not None and best.epsilon >= target
+
+    if top <= floor or reaches(floor):
+        return floor
+    low, high = floor, top  # reaches(high), or top is all the printed headlines knew of
+    while high - low > 1:
+        middle = (low + high) // 2
+        if reaches(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
 def ledger_floor(entries: Sequence[Entry], plan: Any, ran: int, *, finished: bool,
                  privacy: Callable[[int, bool], list[Any]], stop_reason: str = ""
                  ) -> tuple[int, str]:
@@ -66,15 +102,19 @@ def ledger_floor(entries: Sequence[Entry], plan: Any, ran: int, *, finished: boo
     if not isinstance(ran, int) or isinstance(ran, bool) or ran < 0:
         raise ValueError(f"ran = {ran!r} is out of range: must be an int >= 0")
     floor, why = ran, ""
-    released = max((int(e.payload["round"]) for e in entries if e.kind == "row"), default=0)
+    # rows a secure resume moved to redrawn.jsonl are composed as re-drawn rounds instead
+    moved = {i for e in entries if e.kind == "redrawn" for i in e.payload.get("indices", ())}
+    released = max((int(e.payload["round"]) for e in entries
+                    if e.kind == "row" and e.index not in moved), default=0)
     if released > floor:
         floor, why = released, (
             f"ledger.jsonl records the rows of rounds 1..{released} as released (rows logged "
             "before an interruption count even when metrics.jsonl or the checkpoint lost them)")
     headlines = [e.payload for e in entries if e.kind == "headline"]
-    printed = max((int(h.get("rounds_accounted") or 0) for h in headlines), default=0)
+    printed = _printed_floor(headlines, floor, plan, privacy)
     if printed > floor:
-        floor, why = printed, (f"a headline for {printed} rounds was printed before for this "
+        top = max(h["epsilon"] for h in headlines if _is_number(h.get("epsilon")))
+        floor, why = printed, (f"a headline of epsilon = {top:.6g} was printed before for this "
                                "run (ledger.jsonl), and a run's headline never goes down")
     creation = next((e.payload for e in entries if e.kind == "creation"), None)
     stops = [h.get("stop_reason") for h in headlines] + [stop_reason]
