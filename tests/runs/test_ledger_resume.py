@@ -8,8 +8,6 @@ level), cross-checked with Google's dp_accounting PLD accountant (T = 3: 1.7813,
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from _ledger_runs import create_killed, demo
 from dp_accounting import dp_event, pld
