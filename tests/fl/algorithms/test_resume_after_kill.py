@@ -3,8 +3,9 @@ algorithm): the run resumes from the last checkpoint, or from round 0 when none 
 
 A seeded run reproduces the logged rows and verifies them before they are shown; a secure run
 draws them again, and every round that produced output is composed by the accountant: in the
-metrics, privacy.json, summary.json, report.md and ``check-privacy``. Before this, a kill before the first checkpoint
-lost the run ("no usable checkpoint"), and a re-drawn round was counted once.
+metrics, privacy.json, summary.json, report.md and ``check-privacy``. Before this, a kill
+before the first checkpoint lost the run ("no usable checkpoint"), and a re-drawn round was
+counted once.
 """
 
 from __future__ import annotations
