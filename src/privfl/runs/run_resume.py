@@ -376,7 +376,8 @@ class Checkpointing:
         fresh = json.loads(json.dumps(json_safe(shown)))
         # the accounting keys are computed from the public settings (the cadence may differ
         # when federated.rounds changed), the timing is not a function of the noise
-        public = {key for key, value in GENERIC_METRICS.items() if value == COVERED_ACCOUNTING}
+        classes = {**GENERIC_METRICS, **self.run.outputs.metric_classes()}
+        public = {key for key, value in classes.items() if value == COVERED_ACCOUNTING}
         keys = sorted((set(logged) | set(fresh)) - {"seconds", *public})
         differ = [k for k in keys if logged.get(k) != fresh.get(k)]
         if not differ:
