@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import signal
 from pathlib import Path
 
 import pytest
 import yaml
+from _ledger_runs import killed_run
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -29,7 +28,7 @@ from privfl.algorithms.base import budget_results, released_results, tightest_bo
 from privfl.algorithms.builders import privacy_plan
 from privfl.config import ConfigError, config_from_dict
 from privfl.runs.check import check_run_privacy
-from privfl.runs.experiment import Experiment, RunCallbacks
+from privfl.runs.experiment import Experiment
 from privfl.runs.ledger import Ledger
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -40,29 +39,6 @@ def _small(name: str, rounds: int = 4) -> dict:
     raw["federated"]["rounds"] = rounds
     raw["run"] = {**raw.get("run", {}), "threads": 1}
     return raw
-
-
-class _KillAt(RunCallbacks):
-    def __init__(self, round_index):
-        self.round_index = round_index
-
-    def on_round(self, experiment, metrics):
-        if metrics["round"] >= self.round_index:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _in_child(start, kill_at):
-    """``start().run()`` in a forked child that SIGKILLs itself once round ``kill_at`` is
-    logged (or ends on its own before): the parent reads only the files."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            start().run(_KillAt(kill_at), progress=False)
-        except BaseException:  # a refusal or a stop: the parent reads the files
-            pass
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
 
 
 class RunLife(RuleBasedStateMachine):
@@ -88,7 +64,7 @@ class RunLife(RuleBasedStateMachine):
         if kill is None:
             self._record(Experiment.create(self.config, self.out).run(progress=False))
         else:
-            _in_child(lambda: Experiment.create(self.config, self.out), kill)
+            killed_run(self.out, kill, config=self.config)
             self._after_kill()
 
     def teardown(self):
@@ -152,7 +128,7 @@ class RunLife(RuleBasedStateMachine):
             overrides.append(f"training.lr={lr}")
         before = [e.payload for e in Ledger(self.out).entries() if e.kind in ("row", "headline")]
         if kill is not None:
-            _in_child(lambda: self._resumed(overrides), self.released + kill)
+            killed_run(self.out, self.released + kill, overrides=overrides)
             self._after_kill()
             return
         try:
@@ -208,7 +184,7 @@ def _machine(name: str, rounds: int, examples: int, steps: int):
 
 
 #: a short life of DP-FedAvg (part of `make test`)
-TestDpFedAvgLife = _machine("demo-dp-fedavg.yaml", 3, 1, 4).TestCase
+TestDpFedAvgLife = _machine("demo-dp-fedavg.yaml", 3, 3, 5).TestCase
 
 
 @pytest.mark.slow  # several minutes: longer lives of the fast algorithms
