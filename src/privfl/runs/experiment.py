@@ -24,12 +24,19 @@ one process at a time (a lock).
 A round logged after the last checkpoint (a kill between its metrics row and its checkpoint,
 or ``run.checkpoint_every`` > 1) runs again from that checkpoint, or from round 0 when the run
 was killed before its first checkpoint. A seeded run recomputes the same round bit for bit: the
-new row is compared with the logged one and a difference is a warning. Secure mode
+new row is verified against the row the release ledger recorded before it is shown, and a
+difference stops the run without releasing it (two releases on one noise draw); a resume that
+changes a step size where such rows exist is refused. Secure mode
 (``privacy.secure``) draws cohorts, batches and noise from ``os.urandom``, so the round run
 again is a second, independent release: its logged row is kept in ``redrawn.jsonl`` and every
 such round is composed once more by the accountant
 (:meth:`~privfl.algorithms.base.RoundAlgorithm.released_rounds`), in the per-round metrics,
 privacy.json, summary.json, report.md and ``privfl check-privacy``.
+
+Every release (a metrics row, the headline, the files written) is recorded in the run's
+release ledger ``ledger.jsonl`` before it is shown (:mod:`privfl.runs.ledger`), and the
+headline is never below the ledger's floor (:mod:`privfl.runs.ledger_guarantee`): released
+rows, headlines printed before, the creation plan's data-dependent stop.
 
 This module builds the experiment and runs its loop; the loop calls four parts, one class in
 a sibling module each, holding the experiment as ``run``: checkpoints and resume
