@@ -184,7 +184,7 @@ def _machine(name: str, rounds: int, examples: int, steps: int):
 
 
 #: a short life of DP-FedAvg (part of `make test`)
-TestDpFedAvgLife = _machine("demo-dp-fedavg.yaml", 3, 3, 5).TestCase
+TestDpFedAvgLife = _machine("demo-dp-fedavg.yaml", 3, 2, 4).TestCase
 
 
 @pytest.mark.slow  # several minutes: longer lives of the fast algorithms
