@@ -56,7 +56,11 @@ class RunLife(RuleBasedStateMachine):
         raw = copy.deepcopy(self.RAW)
         raw["stop"] = {**raw.get("stop", {}), "target_accuracy": accuracy}
         raw["run"]["max_rounds"] = pause
-        self.config = config_from_dict(raw)
+        try:
+            self.config = config_from_dict(raw)
+        except ConfigError:  # an algorithm that refuses a stop on accuracy (last iterate)
+            raw["stop"]["target_accuracy"] = None
+            self.config = config_from_dict(raw)
         self.plan = privacy_plan(self.config)
         self.printed: list[float] = []
         self.released = 0
