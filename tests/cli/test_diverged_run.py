@@ -49,8 +49,10 @@ def _finite(path):
 
 
 def test_a_diverged_run_stops_with_its_exit_status_and_resumes_with_a_lower_lr(tmp_path):
+    # secure: the diverged round, released, is re-drawn on resume (a seeded one is refused:
+    # test_a_seeded_diverged_round_cannot_run_again_with_another_step_size)
     config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump(TINY))
+    config.write_text(yaml.safe_dump({**TINY, "privacy": {**TINY["privacy"], "secure": True}}))
     out = tmp_path / "run"
     assert _run(str(config), "--out", str(out), "--set", "run.max_rounds=2").exit_code == 0
     # the step size is not read by the accountant: a resume may raise it; round 3 diverges
@@ -85,8 +87,27 @@ def test_a_diverged_run_stops_with_its_exit_status_and_resumes_with_a_lower_lr(t
     assert "differs from the row logged" not in result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stop_reason"] == "rounds" and summary["rounds_completed"] == 4
+    assert summary["redrawn_rounds"] == [3] and summary["rounds_released"] == 5
     assert (out / "model.pt").exists()
     assert check_run_privacy(out).ok
+
+
+def test_a_seeded_diverged_round_cannot_run_again_with_another_step_size(tmp_path):
+    """Issue 44, item 3: round 3 was released; run again on the same noise draws with another
+    step size it would be a second release on one noise draw, which no composition covers."""
+    raw = copy.deepcopy(TINY)
+    raw["run"]["max_rounds"] = 2
+    Experiment.create(config_from_dict(raw), tmp_path / "run").run()
+    diverged = Experiment.resume(tmp_path / "run", ["training.lr=3e38",
+                                                    "run.max_rounds=null"]).run()
+    assert diverged.stop_reason == "diverged"
+    detail = diverged.summary["stop_detail"]
+    assert "this seeded run released round 3" in detail and "--out NEW_DIR" in detail
+    assert "--resume" not in detail
+    with pytest.raises(ConfigError, match=r"rows of rounds 3\.\.3 were released after the "
+                       r"checkpoint of round 2 .*same noise draws with another step size"):
+        Experiment.resume(tmp_path / "run", ["training.lr=0.05"])
+    assert check_run_privacy(tmp_path / "run").ok  # nothing changed
 
 
 def test_a_non_finite_model_with_a_finite_loss_stops_the_run(tmp_path, monkeypatch):

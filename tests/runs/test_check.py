@@ -21,6 +21,7 @@ from privfl.cli.main import app
 from privfl.config import config_from_dict
 from privfl.runs.check import check_run_privacy
 from privfl.runs.experiment import privacy_plan
+from privfl.runs.ledger import Ledger, creation_payload, file_digests
 
 RAW = {
     "name": "check",
@@ -49,6 +50,12 @@ def _write(path, rows):
     path.mkdir(exist_ok=True)
     (path / "config.yaml").write_text(yaml.safe_dump(RAW, sort_keys=False))
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (path / "ledger.jsonl").unlink(missing_ok=True)  # the release ledger privfl run keeps
+    ledger = Ledger(path)
+    ledger.append("creation", creation_payload(config_from_dict(RAW), "0" * 16, None))
+    for row in rows:
+        ledger.append("row", {"round": row.get("round"), "attempt": 0, "row": row})
+    ledger.append("files", {"files": file_digests(path)})
     return path
 
 

@@ -149,7 +149,7 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
                  guarantee_only: bool, private_name: str, checkpoints: bool,
                  tensorboard: bool, model_file: bool, redrawn: bool = False,
                  health: Iterable[str] | None = None, mlflow: bool = False,
-                 client_state: bool = False) -> list[Output]:
+                 client_state: bool = False, ledger: bool = False) -> list[Output]:
     """The files a run writes, each classified.
 
     ``metrics``: the classified metrics keys of the run; ``accuracy_keys``: those plotted in
@@ -162,7 +162,9 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
     ``client_state``: the running process keeps per-client state memory-mapped in
     ``client-state/`` (:mod:`privfl.fl.client_store`: personalised models and optimizer states,
     private state kept beside the checkpoints, never beside covered outputs in guarantee-only
-    mode; removed when the process ends).
+    mode; removed when the process ends); ``ledger``: the run keeps its release ledger
+    ``ledger.jsonl`` (:mod:`privfl.runs.ledger`: the creation settings, each row metrics.jsonl
+    shows, each headline and the files' digests).
 
     report.md and report.html show the same things (the card, the results, the final
     accuracies, the outputs table and provenance with the wall time), so they are classified
@@ -216,6 +218,11 @@ def file_outputs(*, metrics: list[Output], accuracy_keys: Iterable[str], secure:
     if health is not None:
         files.append(Output("health.png", "file", *covered_unless(
             shown_health, "health signals per round (training loss, clipped fraction, ...)")))
+    if ledger:
+        files.append(Output("ledger.jsonl", "file", *unless_seeded(covered_unless(
+            uncovered if not guarantee_only else [], "the release ledger: the settings fixed "
+            "at creation, every row metrics.jsonl showed, every headline and the digests of "
+            "the files written"))))
     if redrawn:
         files.append(Output("redrawn.jsonl", "file", *covered_unless(
             uncovered if not guarantee_only else [], "the first rows of rounds released twice "

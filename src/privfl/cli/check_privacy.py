@@ -64,6 +64,10 @@ def check_privacy_command(
                        "report.html): MISMATCH")
             for problem in files["problems"]:
                 typer.echo(f"    {problem}")
+        if not report.ledger["ok"]:
+            typer.echo("  the run's files against its release ledger (ledger.jsonl): MISMATCH")
+            for problem in report.ledger["problems"]:
+                typer.echo(f"    {problem}")
         typer.echo("all rounds agree" if report.ok else "logged privacy DIFFERS from the "
                    "configuration")
     if not report.ok:

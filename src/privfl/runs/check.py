@@ -20,7 +20,10 @@ results must equal a fresh computation for that many rounds (:attr:`PrivacyCheck
 What the run wrote when it stopped is checked too (:attr:`PrivacyCheck.files`,
 :mod:`privfl.runs.check_files`): summary.json's headline, final epsilon, results, card,
 outputs table and config digest, privacy.json's outputs table and card, and the headline, card
-and outputs table of report.md and report.html, each recomputed by the code that wrote it.
+and outputs table of report.md and report.html, each recomputed by the code that wrote it;
+and every file against the run's release ledger (:attr:`PrivacyCheck.ledger`,
+:mod:`privfl.runs.check_ledger`: a file missing, changed or added, a row or a headline that
+differs from the one released).
 
 A field missing on either side of a comparison (one round's epsilon deleted inside an entry,
 in metrics.jsonl or privacy.json) is a problem naming the entry and the field.
@@ -56,17 +59,20 @@ class PrivacyCheck:
     #: summary.json, privacy.json's outputs, report.md and report.html against a fresh
     #: computation (:func:`privfl.runs.check_files.check_run_files`)
     files: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
+    #: the run's files against its release ledger (:func:`privfl.runs.check_ledger.check_ledger`)
+    ledger: dict[str, Any] = field(default_factory=lambda: {"ok": True, "problems": []})
 
     @property
     def ok(self) -> bool:
         return (all(row["ok"] for row in self.rows) and self.released["ok"]
-                and self.pinned["ok"] and self.files["ok"])
+                and self.pinned["ok"] and self.files["ok"] and self.ledger["ok"])
 
     def to_dict(self) -> dict[str, Any]:
         return {"command": "check-privacy", "run_dir": str(self.run_dir),
                 "algorithm": self.algorithm, "rtol": self.rtol, "ok": self.ok,
                 "rounds_checked": len(self.rows), "rows": self.rows,
-                "released": self.released, "pinned": self.pinned, "files": self.files}
+                "released": self.released, "pinned": self.pinned, "files": self.files,
+                "ledger": self.ledger}
 
 
 def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9,
@@ -78,7 +84,8 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     from privfl.config.loader import load_config
     from privfl.runs.budget import run_budget
     from privfl.runs.check_files import check_run_files
-    from privfl.runs.run_stops import accounted_rounds
+    from privfl.runs.check_ledger import check_ledger
+    from privfl.runs.ledger_guarantee import written_accounted
     from privfl.runs.rundir import RunDirectory
 
     every = check_int("every", every, minimum=1)
@@ -94,6 +101,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     data = build_dataset(config)
     plan = privacy_plan(config, data)
     cadence = AccountingCadence.from_config(config)
+    created = _created_cadence(directory, config)
     report = PrivacyCheck(Path(run_dir), config.federated.algorithm, rtol)
     valid = [row.get("round") for row in metrics if _round_index(row.get("round"))]
     last = max(valid, default=None)
@@ -124,7 +132,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
         if r % every and r not in (1, last):
             continue
         methods = row.get("privacy_methods", FULL)
-        problem = _methods_problem(methods, r, plan, cadence)
+        problem = _methods_problem(methods, r, plan, cadence, created)
         if problem:
             report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
                                 "problems": [problem]})
@@ -140,8 +148,10 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     if directory.privacy.is_file():
         report.released = _check_released(
             directory, plan, redrawn_rounds, rtol,
-            accounted_rounds(config, plan, metrics, last or 0, redrawn_rounds,
-                             _written_stop(directory), run_budget(config, plan, directory)))
+            written_accounted(directory.path, config, plan, metrics, last or 0,
+                              redrawn_rounds, _written_stop(directory),
+                              run_budget(config, plan, directory))[0])
+    report.ledger = check_ledger(directory, config, plan)
     if config.run.outputs == "guarantee-only":  # the uncovered metrics are kept apart
         directory = RunDirectory(run_dir, private_dir_of(Path(run_dir)))
     report.files = check_run_files(directory, config, data, rtol=rtol)
@@ -173,16 +183,33 @@ def _check_pinned(pinned: Any, plan: Any) -> dict[str, Any]:
     return {"ok": not problems, "problems": problems}
 
 
-def _methods_problem(methods: Any, r: int, plan: Any, cadence: AccountingCadence) -> str:
+def _created_cadence(directory: Any, config: Any) -> AccountingCadence | None:
+    """The cadence of the plan the run was created with (its ledger's creation record; None
+    without one): a row logged per-round before a resume lowered ``federated.rounds`` was
+    right then."""
+    from privfl.runs.ledger import Ledger, LedgerError
+
+    try:
+        creation = Ledger(directory.path).creation()
+    except LedgerError:  # reported by the ledger check
+        return None
+    if creation is None:
+        return None
+    return AccountingCadence(int(creation["rounds"]), config.privacy.full_accounting_every)
+
+
+def _methods_problem(methods: Any, r: int, plan: Any, cadence: AccountingCadence,
+                     created: AccountingCadence | None = None) -> str:
     """Why a row's ``privacy_methods`` is wrong ("" if it is not): a full row of the cadence
-    must carry every accountant; a per-round row needs a plan that has a per-round set."""
+    (and of the ``created`` one, the run's creation plan) must carry every accountant; a
+    per-round row needs a plan that has a per-round set."""
     if methods not in (FULL, PER_ROUND):
         return (f"privacy_methods = {methods!r} is not allowed: must be {FULL!r} or "
                 f"{PER_ROUND!r}")
     if methods == PER_ROUND and not getattr(plan, "round_skips", ()):
         return (f"privacy_methods = {PER_ROUND!r}, but this plan has no per-round set: every "
                 "row carries every accountant")
-    if methods == PER_ROUND and cadence.full(r):
+    if methods == PER_ROUND and cadence.full(r) and (created is None or created.full(r)):
         return (f"privacy_methods = {PER_ROUND!r}, but round {r} must carry every accountant "
                 f"(federated.rounds = {cadence.planned_rounds}, "
                 f"privacy.full_accounting_every = {cadence.every})")

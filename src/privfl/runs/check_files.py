@@ -32,9 +32,10 @@ from typing import Any
 
 from privfl.runs.budget import run_budget
 from privfl.runs.check_entries import compare_entries, relative_difference
+from privfl.runs.ledger_guarantee import written_accounted
 from privfl.runs.run_finish import RunArtefacts
 from privfl.runs.run_outputs import RunOutputs
-from privfl.runs.run_stops import accounted_rounds, recorded_stop
+from privfl.runs.run_stops import recorded_stop
 
 __all__ = ["check_run_files"]
 
@@ -213,11 +214,11 @@ def check_run_files(directory: Any, config: Any, data: Any, *, rtol: float) -> d
     # after a data-dependent stop (a target accuracy, a divergence) the guarantee covers every
     # round the public stop rules allowed (run_stops.accounted_rounds), as the runner wrote it
     written = (summary or {}).get("stop_reason")
-    accounted = accounted_rounds(config, algorithm.plan, rows, rounds,
-                                 algorithm.redrawn_rounds, written,
-                                 run_budget(config, algorithm.plan, directory))
+    accounted, why = written_accounted(directory.path, config, algorithm.plan, rows, rounds,
+                                       list(algorithm.redrawn_rounds), written,
+                                       run_budget(config, algorithm.plan, directory))
     results, headline, card, _ = run.artefacts.guarantee(rounds, accounted,
-                                               recorded_stop(config, rows, written))
+                                               recorded_stop(config, rows, written), why)
     card = json.loads(json.dumps(card))
     tables = [t.get("outputs") for t in (saved, summary) if t is not None]
     names = {str(o.get("name")) for t in tables if isinstance(t, list) for o in t

@@ -24,12 +24,19 @@ one process at a time (a lock).
 A round logged after the last checkpoint (a kill between its metrics row and its checkpoint,
 or ``run.checkpoint_every`` > 1) runs again from that checkpoint, or from round 0 when the run
 was killed before its first checkpoint. A seeded run recomputes the same round bit for bit: the
-new row is compared with the logged one and a difference is a warning. Secure mode
+new row is verified against the row the release ledger recorded before it is shown, and a
+difference stops the run without releasing it (two releases on one noise draw); a resume that
+changes a step size where such rows exist is refused. Secure mode
 (``privacy.secure``) draws cohorts, batches and noise from ``os.urandom``, so the round run
 again is a second, independent release: its logged row is kept in ``redrawn.jsonl`` and every
 such round is composed once more by the accountant
 (:meth:`~privfl.algorithms.base.RoundAlgorithm.released_rounds`), in the per-round metrics,
 privacy.json, summary.json, report.md and ``privfl check-privacy``.
+
+Every release (a metrics row, the headline, the files written) is recorded in the run's
+release ledger ``ledger.jsonl`` before it is shown (:mod:`privfl.runs.ledger`), and the
+headline is never below the ledger's floor (:mod:`privfl.runs.ledger_guarantee`): released
+rows, headlines printed before, the creation plan's data-dependent stop.
 
 This module builds the experiment and runs its loop; the loop calls four parts, one class in
 a sibling module each, holding the experiment as ``run``: checkpoints and resume
@@ -71,6 +78,7 @@ from privfl.fl.client_store import state_directory
 from privfl.runs.budget import run_budget
 from privfl.runs.checkpoints import CheckpointStore
 from privfl.runs.first_plan import first_plan, first_plan_record
+from privfl.runs.ledger import Ledger, creation_payload, file_digests, open_ledger
 from privfl.runs.progress import with_progress
 from privfl.runs.result import ExperimentResult
 from privfl.runs.run_finish import RunArtefacts
@@ -146,6 +154,9 @@ class Experiment:
         self.config = config
         self.dir = run_dir
         self.store: CheckpointStore | None = None  # set once the run directory is locked
+        #: the release ledger (:mod:`privfl.runs.ledger`): every release is appended before
+        #: it is shown
+        self.ledger = Ledger(run_dir.path)
         self._lock = None
         self._created = False  # this process made the run directory (Experiment.create)
         self.warnings: list[str] = []  # e.g. a re-run round that differs from its logged row
@@ -227,14 +238,16 @@ class Experiment:
         experiment = cls(config, directory, data)
         # an accountant's refusal comes before any file is written
         experiment.artefacts.planned_privacy()
-        run_id = directory.create(getattr(experiment.algorithm.plan, "pins", dict)(),
-                                  plan=first_plan_record(config, experiment.budget))
+        pins = getattr(experiment.algorithm.plan, "pins", dict)()
+        run_id = directory.create(pins, plan=first_plan_record(config, experiment.budget))
         experiment._created = True
         try:
             experiment._lock = directory.acquire_lock()
             experiment.store = CheckpointStore(directory, run_id)
+            experiment.ledger.append("creation", creation_payload(config, run_id, pins))
             directory.write_text(directory.config, dump_config(config))
             experiment.outputs.write_metrics([])
+            experiment.ledger.append("files", {"files": file_digests(directory.path)})
         except BaseException:  # e.g. a full disk: remove what was written
             experiment.discard_if_unstarted()
             raise
@@ -276,6 +289,11 @@ class Experiment:
                 f"budget this run was created with ({created.epsilon_budget!r}): the budget is "
                 "fixed at creation; start a new run with --out NEW_DIR")
         experiment.previous_fixed = fixed_part(config_from_dict(saved))
+        try:
+            experiment.resume_notes += open_ledger(experiment, config_from_dict(saved), run_id)
+        except BaseException:
+            experiment.release()
+            raise
         if removed:
             experiment.resume_notes.append(
                 f"removed {len(removed)} file(s) left by an interrupted write (temporary files, "
@@ -288,10 +306,19 @@ class Experiment:
                     f"federated.rounds = {config.federated.rounds} is out of range: this run "
                     f"has already completed {done} rounds; must be >= {done}"
                 )
+            released = experiment.ledger.released_round()
+            if config.federated.rounds < released:
+                raise ConfigError(
+                    f"federated.rounds = {config.federated.rounds} is out of range: the rows "
+                    f"of rounds 1..{released} were released (ledger.jsonl) before this run was "
+                    f"interrupted, and a resume never plans fewer; must be >= {released}")
+            experiment.ledger.append("resume", {"overrides": list(overrides),
+                                                "resumed_from": experiment.resumed_from})
+            directory.write_text(directory.config, dump_config(config))
+            experiment.ledger.append("files", {"files": file_digests(directory.path)})
         except BaseException:
             experiment.release()
             raise
-        directory.write_text(directory.config, dump_config(config))
         return experiment
 
     def discard_if_unstarted(self) -> bool:
@@ -378,16 +405,13 @@ class Experiment:
         while stop is None:
             metrics = self.algorithm.run_round()
             ran += 1
+            self.checkpoints.verify_rerun(metrics)  # refused before its release if it differs
             self.metrics.append(metrics)
-            self.outputs.append_metrics(metrics)
+            self.outputs.append_metrics(metrics)  # ledger.jsonl first (RunOutputs)
             if self._tensorboard is not None:
                 self._tensorboard.log(metrics)
             if self._mlflow is not None:
                 self._mlflow.log(metrics)
-            warning = self.checkpoints.check_reproduced(metrics)
-            if warning is not None:
-                self.warnings.append(warning)
-                callbacks.on_warning(self, warning)
             diverged = self.stops.diverged(metrics)  # its non-finite state is never checkpointed
             if diverged is None and self.algorithm.round % every == 0:
                 self.checkpoints.save_checkpoint()

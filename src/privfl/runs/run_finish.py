@@ -22,6 +22,7 @@ from privfl.algorithms.base import (
     privacy_metrics,
     tightest_bound,
 )
+from privfl.runs.ledger import file_digests
 from privfl.runs.result import ExperimentResult, PrivateState, released_model
 from privfl.runs.rounding import format_bound
 from privfl.runs.run_stops import DIVERGED
@@ -31,6 +32,18 @@ from privfl.runs.rundir import write_atomically
 def _rounds_text(rows: list[dict[str, Any]]) -> str:
     """``"4, 5"``: the round indices of metrics rows."""
     return ", ".join(str(row.get("round")) for row in rows)
+
+
+def headline_record(headline: Any, rounds: int, accounted: int, reason: str
+                    ) -> dict[str, Any]:
+    """A ledger ``headline`` entry (:mod:`privfl.runs.ledger`): the headline's numbers, the
+    rounds that ran and those it covers, the stop reason and the sentence."""
+    best = headline.result
+    return {"epsilon": None if best is None else float(best.epsilon),
+            "delta": None if best is None else float(best.delta),
+            "method": None if best is None else best.method, "rounds": rounds,
+            "rounds_accounted": accounted, "stop_reason": reason,
+            "sentence": headline.sentence}
 
 
 class RunArtefacts:
@@ -113,13 +126,18 @@ class RunArtefacts:
         accounting = (float(getattr(algo, "accounting_seconds", 0.0))
                       - getattr(self.run, "_accounting_start", 0.0))
         rounds = algo.round
-        # a stop that read a released metric: the guarantee covers every round it allowed
-        accounted = self.run.stops.guarantee_rounds(reason)
-        results, headline, card, after_the_fact = self.guarantee(rounds, accounted, reason)
+        finished = reason != "max_rounds"
+        # a stop that read a released metric: the guarantee covers every round it allowed;
+        # never fewer than the ledger's floor (released rows, earlier headlines, the creation
+        # plan's data-dependent stop: privfl.runs.ledger_guarantee)
+        accounted, why = self.accounted(rounds, reason, finished)
+        results, headline, card, after_the_fact = self.guarantee(rounds, accounted, reason,
+                                                                 why)
+        self.run.ledger.append("headline", headline_record(headline, rounds, accounted,
+                                                           reason))
         released = {"rounds_released": algo.released_rounds(rounds),
                     "redrawn_rounds": [row.get("round") for row in self.run.redrawn],
                     "rounds_accounted": accounted}
-        finished = reason != "max_rounds"
         deleted = (bool(getattr(algo.plan, "hidden_state", False)) and finished
                    and rounds > 0)
         if deleted:
@@ -215,6 +233,7 @@ class RunArtefacts:
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
         self.run.dir.write_text(self.run.dir.report_html, run_report_html(
             written, card, results, shown, setup=setup, outputs=outputs, headline=headline))
+        self.run.ledger.append("files", {"files": file_digests(self.run.dir.path)})
         if guarantee_only:  # the file times would give away the wall time the mode drops
             self.run.dir.fix_times()
         trained, note = released_model(algo, model, reason)
@@ -224,20 +243,35 @@ class RunArtefacts:
                                 headline_parts=headline,
                                 client_params=personal if callable(personal) else None)
 
-    def guarantee(self, rounds: int, accounted: int, reason: str
+    def accounted(self, rounds: int, reason: str, finished: bool) -> tuple[int, str]:
+        """``(accounted, why)``: the rounds the guarantee of a run stopped for ``reason``
+        after ``rounds`` rounds covers: its stop rules' count
+        (:meth:`StoppingRules.guarantee_rounds`), raised to the ledger's floor
+        (:func:`~privfl.runs.ledger_guarantee.ledger_floor`; ``why`` says why, "" when the
+        floor did not raise it)."""
+        from privfl.runs.ledger_guarantee import ledger_floor
+
+        algo = self.run.algorithm
+        accounted = self.run.stops.guarantee_rounds(reason)
+        floor, why = ledger_floor(self.run.ledger.entries(), algo.plan, rounds,
+                                  finished=finished, stop_reason=reason,
+                                  privacy=lambda r, full: algo.privacy(r, full=full))
+        return (floor, why) if floor > accounted else (accounted, "")
+
+    def guarantee(self, rounds: int, accounted: int, reason: str, why: str = ""
                   ) -> tuple[list[PrivacyResult], Any, dict[str, Any], dict[str, Any] | None]:
         """``(results, headline, card, after_the_fact)`` of a run stopped for ``reason`` after
         ``rounds`` rounds whose guarantee covers ``accounted`` (more after a data-dependent
-        stop, where the card and the headline's advice carry the after-the-fact note): what
-        the run writes, and what ``check-privacy`` recomputes
-        (:mod:`privfl.runs.check_files`)."""
+        stop, or where the ledger's floor says ``why``; the card and the headline's advice
+        then carry the after-the-fact note): what the run writes, and what ``check-privacy``
+        recomputes (:mod:`privfl.runs.check_files`)."""
         from privfl.runs.budget import budget_note
         from privfl.runs.first_plan import extension_note, first_plan
         from privfl.runs.plan_headline import plan_headline
 
         algo = self.run.algorithm
         results = algo.privacy(accounted)
-        after = (self.after_the_fact(rounds, accounted, reason)
+        after = (self.after_the_fact(rounds, accounted, reason, why)
                  if accounted != rounds and algo.private else None)
         card = self.card(accounted)
         budget = self.budget()
@@ -269,10 +303,12 @@ class RunArtefacts:
             bool(getattr(self.run.algorithm.plan, "hidden_state", False))
             and reason == "max_rounds")
 
-    def after_the_fact(self, rounds: int, accounted: int, reason: str) -> dict[str, Any]:
-        """The rounds-run value of a run whose stop (``reason``) read released results,
-        labelled as what it is: epsilon for the rounds that ran, not a bound for the mechanism
-        (whose guarantee covers ``accounted`` rounds, :meth:`StoppingRules.guarantee_rounds`)."""
+    def after_the_fact(self, rounds: int, accounted: int, reason: str, why: str = ""
+                       ) -> dict[str, Any]:
+        """The rounds-run value of a run whose stop (``reason``) read released results, or
+        whose ledger raised the rounds covered (``why``), labelled as what it is: epsilon for
+        the rounds that ran, not a bound for the mechanism (whose guarantee covers
+        ``accounted`` rounds, :meth:`accounted`)."""
         from privfl.algorithms.base import budget_results, tightest_bound
         from privfl.runs.headline import method_name
 
@@ -281,13 +317,19 @@ class RunArtefacts:
         value = (f"epsilon = {format_bound(best.epsilon, 4)} ({method_name(best.method)})"
                  if best is not None else "no rigorous bound")
         stop = self.run.config.stop
-        why = ("a non-finite result (it diverged)" if reason == DIVERGED else
-               f"stop.target_accuracy = {stop.target_accuracy:g} ({stop.target_metric} "
-               "accuracy)")
-        note = (f"The run stopped on {why} after {rounds} of up to "
-                f"{accounted} rounds: the stop depends on the data, so the guarantee covers "
-                f"the {accounted} rounds the stop rules allowed; {value} for the {rounds} "
-                "rounds that ran is an after-the-fact value, not a bound for this run.")
+        if why:
+            note = (f"The guarantee covers {accounted} rounds although {rounds} ran in this "
+                    f"run's current trajectory: {why}; {value} for the {rounds} rounds is "
+                    "an after-the-fact value, not a bound for this run.")
+        else:
+            stopped = ("a non-finite result (it diverged)" if reason == DIVERGED else
+                       f"stop.target_accuracy = {stop.target_accuracy:g} "
+                       f"({stop.target_metric} accuracy)")
+            note = (f"The run stopped on {stopped} after {rounds} of up to "
+                    f"{accounted} rounds: the stop depends on the data, so the guarantee "
+                    f"covers the {accounted} rounds the stop rules allowed; {value} for the "
+                    f"{rounds} rounds that ran is an after-the-fact value, not a bound for this "
+                    "run.")
         return {"rounds": rounds, "kind": "after-the-fact", "note": note,
                 "epsilon": None if best is None else float(best.epsilon),
                 "method": None if best is None else best.method,

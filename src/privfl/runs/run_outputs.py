@@ -21,6 +21,7 @@ from privfl.algorithms.outputs import (
     test_set_classes,
 )
 from privfl.config import ConfigError, ExperimentConfig
+from privfl.runs.ledger import LEDGER
 
 
 def private_root(config: ExperimentConfig, run_dir: str | Path) -> Path | None:
@@ -93,8 +94,12 @@ class RunOutputs:
         self.run.dir.write_metrics(public)
 
     def append_metrics(self, row: dict[str, Any]) -> None:
-        """Append one round's row to metrics.jsonl (and the private one)."""
+        """Append one round's row to metrics.jsonl (and the private one), after recording
+        the row metrics.jsonl shows in the release ledger (:mod:`privfl.runs.ledger`)."""
         public, private = self.split_rows([row])
+        ledger = self.run.ledger
+        ledger.append("row", {"round": row["round"], "attempt": ledger.attempt(),
+                              "row": public[0]})
         if private is not None:
             self.run.dir.append_metrics(private[0], self.run.dir.private_metrics)
         self.run.dir.append_metrics(public[0])
@@ -120,7 +125,7 @@ class RunOutputs:
             mlflow=bool(self.run.config.run.mlflow),
             model_file=model_file and callable(getattr(self.run.algorithm, "global_params", None)),
             redrawn=bool(self.run.redrawn), health=self.health_keys(),
-            client_state=client_state)
+            client_state=client_state, ledger=(self.run.dir.path / LEDGER).is_file())
         return [o.to_dict() for o in metrics + files]
 
     def health_keys(self) -> list[str]:

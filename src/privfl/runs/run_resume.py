@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from privfl.algorithms.outputs import COVERED_ACCOUNTING, GENERIC_METRICS
 from privfl.config import ConfigError, ExperimentConfig, parse_override
 from privfl.runs.checkpoints import digest_json
 from privfl.runs.rundir import RunDirectory, json_safe
@@ -285,7 +286,7 @@ class Checkpointing:
         torch.set_rng_state(payload["torch_rng"])
         self.run.metrics = metrics
 
-    def _logged_rows(self) -> list[dict[str, Any]]:
+    def logged_rows(self) -> list[dict[str, Any]]:
         """The rows of metrics.jsonl up to the first damaged line (a kill mid-append)."""
         rows = []
         text = (self.run.dir.metrics.read_text(encoding="utf-8", errors="replace")
@@ -301,21 +302,36 @@ class Checkpointing:
         return rows
 
     def _logged_rounds(self) -> int:
-        return max((row["round"] for row in self._logged_rows()), default=0)
+        return max((row["round"] for row in self.logged_rows()), default=0)
+
+    def _rows_after_checkpoint(self) -> list[tuple[int, dict[str, Any]]]:
+        """``(ledger index, row)`` of the rounds after the loaded state whose rows were
+        released: each round's latest row in ledger.jsonl (:meth:`Ledger.latest_rows`), which
+        holds rows lost from metrics.jsonl by an interruption as well."""
+        latest = self.run.ledger.latest_rows()
+        return [(latest[r].index, latest[r].payload["row"]) for r in sorted(latest)
+                if r > self.run.resumed_from]
 
     def _rounds_after_checkpoint(self, saved_redrawn: list[dict[str, Any]]) -> None:
-        """Rounds logged after the loaded state run again. Seeded: they are reproduced and
-        compared (:meth:`_check_reproduced`). Secure: they were released and are drawn again,
-        so their rows join ``redrawn.jsonl`` (written before metrics.jsonl is cut back) and
-        each is composed once more. ``saved_redrawn``: those the checkpoint knew of."""
+        """Rounds whose rows were released after the loaded state run again (issue 44, item
+        3). Seeded, with the same step sizes: each is reproduced and verified bit for bit
+        against its released row before it is shown (:meth:`verify_rerun`). Seeded, with a
+        changed step size: refused (the round would run again on the same noise draws, and
+        no composition covers two releases that share one noise draw). Secure: they are
+        drawn again from os.urandom, so their rows join ``redrawn.jsonl`` (recorded in the
+        ledger, then written, before metrics.jsonl is cut back) and each is composed once
+        more. ``saved_redrawn``: those the checkpoint knew of."""
         from privfl.algorithms.base import redrawn_of
 
         directory = self.run.dir
         redrawn = (directory.read_metrics(directory.redrawn) if directory.redrawn.is_file()
                    else [])
         redrawn += [row for row in saved_redrawn if row not in redrawn]
-        after = [row for row in self._logged_rows() if row["round"] > self.run.resumed_from]
+        pending = self._rows_after_checkpoint()
+        after = [row for _, row in pending]
         if after and self.run.config.privacy.secure:
+            self.run.ledger.append("redrawn", {"rounds": [row["round"] for row in after],
+                                               "indices": [index for index, _ in pending]})
             redrawn += [row for row in after if row not in redrawn]
             self.run.dir.write_metrics(redrawn, self.run.dir.redrawn)
             self.run.resume_notes.append(
@@ -323,7 +339,17 @@ class Checkpointing:
                 "checkpoint and run again with fresh os.urandom randomness (secure mode): each "
                 f"was released twice and is counted twice ({len(redrawn)} re-drawn round(s) "
                 "composed in all; their first rows are in redrawn.jsonl)")
-        elif after and not self.run.steps_changed:
+        elif after and self.run.steps_changed:
+            raise ConfigError(
+                f"resume = {str(directory.path)!r}: the rows of rounds "
+                f"{after[0]['round']}..{after[-1]['round']} were released after the checkpoint "
+                f"of round {self.run.resumed_from} (ledger.jsonl), and this seeded run would "
+                "run them again on the same noise draws with another step size: two releases "
+                "that share one noise draw are covered by no composition. Resume without "
+                "changing the step size (the rounds are then verified bit for bit), or start a "
+                "new run with --out NEW_DIR (privacy.secure: true runs re-draw such rounds "
+                "and compose them)")
+        elif after:
             self.run._expected = {row["round"]: row for row in after}
         self.run.redrawn = redrawn
         self.run.algorithm.redrawn_rounds = redrawn_of(redrawn)
@@ -343,20 +369,31 @@ class Checkpointing:
         except ValueError as error:
             raise ConfigError(f"resume = {str(self.run.dir.path)!r}: {error}") from None
 
-    def check_reproduced(self, metrics: dict[str, Any]) -> str | None:
-        """A warning if a seeded round that ran again differs from the row logged before the
-        kill (timing aside)."""
+    def verify_rerun(self, metrics: dict[str, Any]) -> None:
+        """Before a seeded round that ran again is shown: its row (as metrics.jsonl would show
+        it, timing and accounting aside) must be the row released before the interruption,
+        bit for bit, so
+        that both are one release; otherwise a ConfigError refuses to release it (two releases
+        on one noise draw are covered by no composition; a seeded round repeats its noise
+        draws only on the same machine and privfl version)."""
         logged = self.run._expected.pop(metrics["round"], None)
         if logged is None:
-            return None
-        fresh = json.loads(json.dumps(json_safe(metrics)))
-        keys = sorted((set(logged) | set(fresh)) - {"seconds"})
+            return
+        shown = self.run.outputs.split_rows([metrics])[0][0]
+        fresh = json.loads(json.dumps(json_safe(shown)))
+        # the accounting keys are computed from the public settings (the cadence may differ
+        # when federated.rounds changed), the timing is not a function of the noise
+        classes = {**GENERIC_METRICS, **self.run.outputs.metric_classes()}
+        public = {key for key, value in classes.items() if value == COVERED_ACCOUNTING}
+        keys = sorted((set(logged) | set(fresh)) - {"seconds", *public})
         differ = [k for k in keys if logged.get(k) != fresh.get(k)]
         if not differ:
-            return None
+            return
         key = differ[0]
-        return (f"round {metrics['round']} ran again after the resume with the same seed but "
-                f"differs from the row logged before the interruption in {', '.join(differ)} "
-                f"({key}: logged {logged.get(key)!r}, now {fresh.get(key)!r}): both rows were "
-                "released; a seeded round repeats its noise draws only on the same machine and "
-                "privfl version")
+        raise ConfigError(
+            f"round {metrics['round']} ran again after the resume with the same seed but "
+            f"differs from the row released before the interruption in {', '.join(differ)} "
+            f"({key}: released {logged.get(key)!r}, now {fresh.get(key)!r}): it is not released "
+            "(two releases that share one noise draw are covered by no composition) and the run "
+            "stops; a seeded round repeats its noise draws only on the same machine and privfl "
+            "version: resume there, or start a new run with --out NEW_DIR")

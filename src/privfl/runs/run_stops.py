@@ -210,6 +210,13 @@ class StoppingRules:
         if not lowerable:
             return (f"{cause}; the privacy accounting reads the step size, so a resume cannot "
                     "change it: start a new run with --out NEW_DIR")
+        if not self.run.config.privacy.secure:  # issue 44, item 3 (run_resume)
+            return (f"{cause}; this seeded run released round {self.run.algorithm.round}, and a "
+                    "resume would run it again on the same noise draws with another step size "
+                    "(two releases that share one noise draw are covered by no composition): "
+                    "start a new run with --out NEW_DIR (a run with privacy.secure: true can "
+                    "resume from its last finite checkpoint with a lower step size: the round "
+                    "is re-drawn and composed again)")
         return (f"{cause}; the last finite checkpoint is round {saved[-1][0]}: privfl run "
                 f"--resume {self.run.dir.path} --set {lowerable[0]}=LOWER")
 

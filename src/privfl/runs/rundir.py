@@ -12,6 +12,8 @@
     DIR/report.md            a short human-readable report (the headline first)
     DIR/report.html          the same report with interactive plots, one self-contained file
     DIR/run.json             the run's identity: {"format", "run_id", "created"[, "pinned"]}
+    DIR/ledger.jsonl         the release ledger: every release, recorded before it is shown
+                             (:mod:`privfl.runs.ledger`)
     DIR/redrawn.jsonl        rows of rounds that were logged, lost with their checkpoint and run
                              again with fresh randomness (a resumed secure run): still released
     DIR/.lock                held (flock) by the process running the run
@@ -64,7 +66,7 @@ _TEMPORARY = re.compile(r"^\..+\.tmp$")
 RUN_FORMAT = "privfl-run/1"
 #: files a run writes; a directory holding any of them (but no config.yaml) is another run's
 _RUN_FILES = ("run.json", "metrics.jsonl", "privacy.json", "summary.json", "report.md",
-              "report.html", "checkpoints", "redrawn.jsonl")
+              "report.html", "checkpoints", "redrawn.jsonl", "ledger.jsonl")
 #: the running process's memory-mapped per-client state (privfl.fl.client_store), made while
 #: the algorithm is built, before the run directory is created
 CLIENT_STATE = "client-state"
@@ -433,6 +435,7 @@ class RunDirectory:
         self.remove_temporary_files()
         shutil.rmtree(self.client_state, ignore_errors=True)  # mapped files stay valid (POSIX)
         for path in (self.config, self.run_file, self.metrics, self.path / ".lock",
+                     self.path / "ledger.jsonl",
                      *((self.private_metrics,) if self.separate_private else ())):
             path.unlink(missing_ok=True)
         for folder in (self.checkpoints, *((self.private,) if self.separate_private else ()),

@@ -1,10 +1,11 @@
 """A kill after a round is logged but before its checkpoint (Zheng et al. 2021's runs, any
 algorithm): the run resumes from the last checkpoint, or from round 0 when none was written.
 
-A seeded run reproduces the logged rows and checks them; a secure run draws them again, and every
-round that produced output is composed by the accountant: in the metrics, privacy.json,
-summary.json, report.md and ``check-privacy``. Before this, a kill before the first checkpoint
-lost the run ("no usable checkpoint"), and a re-drawn round was counted once.
+A seeded run reproduces the logged rows and verifies them before they are shown; a secure run
+draws them again, and every round that produced output is composed by the accountant: in the
+metrics, privacy.json, summary.json, report.md and ``check-privacy``. Before this, a kill
+before the first checkpoint lost the run ("no usable checkpoint"), and a re-drawn round was
+counted once.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import json
 
 import pytest
 
-from privfl.config import config_from_dict
+from privfl.config import ConfigError, config_from_dict
 from privfl.runs.check import check_run_privacy
 from privfl.runs.experiment import Experiment, privacy_plan
+from privfl.runs.ledger import Ledger
 from privfl.runs.rundir import RunDirectory
 
 
@@ -51,21 +53,30 @@ def test_a_seeded_run_killed_before_its_first_checkpoint_resumes_from_round_zero
 
 
 @pytest.mark.slow  # long (5-15 s on 2 cores): `make test-slow`
-def test_a_seeded_round_that_does_not_reproduce_is_a_warning(tmp_path, tiny_config_dict,
-                                                             kill_before_checkpoints):
+def test_a_seeded_round_that_does_not_reproduce_is_not_released(tmp_path, tiny_config_dict,
+                                                               kill_before_checkpoints,
+                                                               monkeypatch):
+    """Issue 44, item 3: the re-run row is compared with the released one (the release
+    ledger's) before it is shown; a difference would be a second release on one noise draw."""
     Experiment.create(_config(tiny_config_dict, max_rounds=2), tmp_path / "run").run()
     directory = RunDirectory(tmp_path / "run")
-    rows = directory.read_metrics()
-    logged_loss = rows[1]["train_loss"]
-    rows[1]["train_loss"] = logged_loss + 1.0  # as if another machine had logged it
-    directory.write_metrics(rows)
+    logged_loss = directory.read_metrics()[1]["train_loss"]
     kill_before_checkpoints(directory, 1)
     resumed = Experiment.resume(tmp_path / "run")
-    (warning,) = resumed.run().summary["warnings"]
-    assert warning.startswith("round 2 ran again after the resume with the same seed but "
-                              "differs from the row logged before the interruption in "
-                              "train_loss (train_loss: logged ")
-    assert f"now {logged_loss!r}" in warning
+    honest = resumed.algorithm.run_round
+
+    def elsewhere():  # as if another machine had run it
+        row = honest()
+        row["train_loss"] += 1.0
+        return row
+
+    monkeypatch.setattr(resumed.algorithm, "run_round", elsewhere)
+    with pytest.raises(ConfigError, match=r"round 2 ran again after the resume with the same "
+                       r"seed but differs from the row released before the interruption in "
+                       r"train_loss \(train_loss: released "):
+        resumed.run()
+    assert [row["round"] for row in directory.read_metrics()] == [1]  # not shown
+    assert logged_loss == Ledger(tmp_path / "run").latest_rows()[2].payload["row"]["train_loss"]
 
 
 @pytest.mark.parametrize("checkpoint", [0, 2])
