@@ -9,20 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_sweep import TINY  # tests/cli/test_sweep.py: PriFedSync, composed by the basic theorem
 
 from privfl.cli.main import main
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo-dp-fedavg.yaml"
-TINY = {  # PriFedSync: federated f-DP scopes, composed by the basic theorem
-    "name": "sweep-tiny", "seed": 4,
-    "data": {"dataset": "synthetic", "synthetic_examples": 160, "test_fraction": 0.25,
-             "partition": "iid", "clients": 3, "test_size": 5},
-    "model": {"name": "logreg"},
-    "training": {"local_steps": 1, "batch_size": 5, "lr": 0.05},
-    "privacy": {"noise_multiplier": 1.0, "delta": 1e-5, "accountants": ["rdp"]},
-    "federated": {"rounds": 2, "client_rate": 1.0},
-    "run": {"threads": 1},
-}
 
 
 def _sweep(capsys, *args):
