@@ -25,6 +25,7 @@ from privfl.config import config_from_dict
 from privfl.runs.check import check_run_privacy
 from privfl.runs.check_files import check_run_files
 from privfl.runs.experiment import Experiment
+from privfl.runs.ledger import GENESIS, entry_hash, file_digests
 from privfl.runs.provenance import config_digest
 from privfl.runs.reading import FALSE_POSITIVE_RATES, plain_reading
 from privfl.runs.rounding import format_bound
@@ -98,6 +99,39 @@ def test_a_forged_headline_and_final_epsilon_in_summary_fail(run):
     assert result.exit_code == 1 and "summary.json headline.epsilon: written 0.1" in result.stdout
     assert "the files written at the stop (summary.json, privacy.json, report.md, report.html): " \
         "MISMATCH" in result.stdout
+
+
+def _rechain_ledger(run_dir):
+    """ledger.jsonl re-signed for the files as they are now: what a forger who rewrites the
+    chain consistently (it has no key), or a run whose own code wrote a wrong number, leaves;
+    only the fresh computation of the files can then see the difference."""
+    path = run_dir / "ledger.jsonl"
+    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    prev = GENESIS
+    for entry in entries:
+        if entry["kind"] == "files":
+            entry["payload"]["files"] = file_digests(run_dir, entry["payload"]["files"])
+        entry["prev"], entry["hash"] = prev, entry_hash(entry["index"], entry["kind"],
+                                                        entry["payload"], prev)
+        prev = entry["hash"]
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+
+
+def test_a_forged_number_the_ledger_agrees_with_still_fails_the_verdict(run):
+    """The verdict reads the files' fresh computation, not only the ledger: a summary.json
+    whose final epsilon is forged, with a ledger re-signed to match it, exits 1."""
+    path = run / "summary.json"
+    summary = _load(path)
+    summary["final"]["epsilon"] = 0.1
+    _dump(path, summary)
+    _rechain_ledger(run)
+    report = check_run_privacy(run)
+    assert report.ledger["ok"], report.ledger
+    assert not report.files["ok"] and not report.ok
+    assert any(p.startswith("summary.json final.epsilon: written 0.1")
+               for p in report.files["problems"])
+    result = CliRunner().invoke(app, ["check-privacy", str(run)])
+    assert result.exit_code == 1, result.stdout
 
 
 def test_a_headline_field_deleted_or_a_sentence_edited_in_summary_fails(run):
