@@ -98,5 +98,12 @@ def test_compare_across_algorithms(runs):
             # the algorithms share no accountant: each shows its own tightest number, marked;
             # PriFedSync's default accountants (gdp-clt, pld) leave a per-round row the CLT
             # estimate only (privfl.algorithms.cadence); the others keep a bound
-            assert row[name]["epsilon"] > 0
             assert row[name]["epsilon_kind"] == ("estimate" if name == "prifedsync" else "bound")
+            if name == "dp-dsgd" and row["round"] == 1:
+                # DP-DSGD's first row carries per-iteration numbers (wcs); its series is the
+                # composition (wcs-rdp) from round 2 on (privfl.algorithms.base.series_accountant),
+                # so its column shows no value there rather than another accountant's
+                assert row[name]["epsilon"] == "nan"
+                assert row[name]["epsilon_method"] == "wcs-rdp"
+                continue
+            assert row[name]["epsilon"] > 0
