@@ -45,10 +45,10 @@ data:
 # the default suite on every core (pytest-xdist; a test file stays on one worker): about twice as
 # fast as one process on 2 cores. The slow suite too; the mutants run two at a time.
 test:
-	$(PY) -m pytest -n auto --dist loadfile
+	$(PY) -m pytest -n auto --dist loadfile --durations=15
 
 test-slow:
-	$(PY) -m pytest -m slow -n auto --dist loadfile
+	$(PY) -m pytest -m slow -n auto --dist loadfile --durations=25
 
 # The tests whose numbers two CPUs must agree on (the goldens; a run's privacy against `privfl
 # account`; the training goldens with their measured tolerances), under other kernels than this
