@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from privfl._search import first_round_where
 from privfl.runs.ledger import Entry
 from privfl.runs.run_stops import DATA_DEPENDENT_STOPS, budget_problem, guarantee_rounds
 
@@ -81,14 +82,8 @@ def _printed_floor(headlines: Sequence[dict[str, Any]], floor: int, plan: Any,
 
     if top <= floor or reaches(floor):
         return floor
-    low, high = floor, top  # reaches(high), or top is all the printed headlines knew of
-    while high - low > 1:
-        middle = (low + high) // 2
-        if reaches(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    # reaches(top), or top is all the printed headlines knew of
+    return first_round_where(floor, top, reaches)
 
 
 def ledger_floor(entries: Sequence[Entry], plan: Any, ran: int, *, finished: bool,

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from privfl._search import first_round_where
 from privfl.algorithms.base import budget_results, finite, tightest_bound
 from privfl.runs.rounding import format_bound
 from privfl.runs.rundir import logged_number
@@ -88,14 +89,7 @@ def guarantee_rounds(reason: str, ran: int, planned: int,
         return ran
     if not 0 <= ran <= planned:
         raise ValueError(f"ran = {ran} is out of range: must be in 0..planned = {planned}")
-    allowed, refused = ran, planned + 1
-    while refused - allowed > 1:
-        middle = (allowed + refused) // 2
-        if exceeds_budget(middle):
-            refused = middle
-        else:
-            allowed = middle
-    return allowed
+    return first_round_where(ran, planned + 1, exceeds_budget) - 1
 
 
 def accounted_rounds(config: Any, plan: Any, metrics: list[dict[str, Any]], ran: int,
