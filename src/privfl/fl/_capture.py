@@ -12,8 +12,9 @@
   (:mod:`privfl.fl.grad_sample`).
 
 Supported with the fast path: ``nn.Linear`` and ``nn.Conv2d`` (groups 1, zero padding, all
-parameters trainable), with any parameter-free modules and functions in between (ReLU, pooling,
-flatten, log_softmax, ...). Dropout modules draw their masks per example from the client's own
+parameters trainable), ``nn.Embedding`` and ``nn.LSTM`` (:mod:`privfl.fl._capture_sequence`),
+with any parameter-free modules and functions in between (ReLU, pooling, flatten,
+log_softmax, ...). Dropout modules draw their masks per example from the client's own
 generator. Any other module with trainable parameters (GroupNorm, ...) gets a generic wrapper
 whose per-example gradients come from ``torch.func`` (vmap of grad over the layer alone).
 Models whose parameters cannot be assigned to such layers (parameters used directly in a
@@ -422,6 +423,13 @@ def prepare_model(model: nn.Module, trainable: list[str]) -> tuple[nn.Module, Co
     Raises :class:`UnsupportedModelError` when some trainable parameter is not owned by a
     wrappable module, and ``ValueError`` for BatchNorm (it couples the examples of a batch).
     """
+    from privfl.fl._capture_sequence import (
+        EmbeddingLayer,
+        LSTMModule,
+        embedding_supported,
+        lstm_supported,
+    )
+
     ctx = Context()
     holder = _Holder(copy.deepcopy(model))
     holder.train()
@@ -443,6 +451,11 @@ def prepare_model(model: nn.Module, trainable: list[str]) -> tuple[nn.Module, Co
                 new = LinearLayer(ctx, full, child)
             elif isinstance(child, nn.Conv2d) and _conv_supported(child):
                 new = Conv2dLayer(ctx, full, child)
+            elif embedding_supported(child):
+                new = EmbeddingLayer(ctx, full, child)
+            elif lstm_supported(child):
+                new = LSTMModule(ctx, full, child)
+                layers.extend(new.parts)
             elif direct:
                 new = GenericLayer(ctx, full, child)
             else:
