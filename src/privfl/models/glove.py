@@ -34,7 +34,7 @@ __all__ = ["MAX_LINE_CHARS", "PAD", "UNK", "GloveVectors", "check_vocabulary", "
 #: reserved tokens of every text vocabulary (the data side's contract): id 0 and id 1
 PAD, UNK = "<pad>", "<unk>"
 #: longest line read (a 300-d GloVe line has ~3,000 characters)
-MAX_LINE_CHARS = 1 << 20
+MAX_LINE_CHARS = 1 << 20  # bytes
 
 
 def check_vocabulary(vocabulary: object) -> tuple[str, ...]:
@@ -78,19 +78,20 @@ def _fail(path, line: int, what: str) -> DataFormatError:
 
 
 def _lines(path: Path):
-    with path.open("r", encoding="utf-8", newline="\n") as stream:
+    """``(line number, text)``, decoded line by line (so an error names its line)."""
+    with path.open("rb") as stream:
         number = 0
         while True:
             number += 1
+            raw = stream.readline(MAX_LINE_CHARS + 1)
+            if not raw:
+                return
+            if len(raw) > MAX_LINE_CHARS:
+                raise _fail(path, number, f"longer than {MAX_LINE_CHARS} bytes: not a GloVe row")
             try:
-                line = stream.readline(MAX_LINE_CHARS + 1)
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise _fail(path, number, f"not UTF-8 ({error.reason})") from None
-            if not line:
-                return
-            if len(line) > MAX_LINE_CHARS:
-                raise _fail(path, number, f"longer than {MAX_LINE_CHARS} characters: not a "
-                            "GloVe row")
             yield number, line.rstrip("\n").rstrip("\r")
 
 
