@@ -1,6 +1,6 @@
 """Captured wrappers for text models: ``nn.Embedding`` and ``nn.LSTM`` on stacked rows.
 
-Companions of :mod:`privfl.fl._capture` (same :class:`~privfl.fl._capture.Layer` protocol:
+Companions of :mod:`privfl.fl._capture` (same :class:`~privfl.fl._capture_base.Layer` protocol:
 forward on ``m`` stacked clients, ``sq_norms``, ``weighted_sums``, ``per_example``).
 
 * :class:`EmbeddingLayer`: ``y_it = E[ids_it]``; per client one lookup in its own table
@@ -28,7 +28,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from privfl.fl import grad_sample as gs
-from privfl.fl._capture import Context, Layer, UnsupportedModelError
+from privfl.fl._capture_base import Context, Layer, UnsupportedModelError
 
 __all__ = ["EmbeddingLayer", "LSTMModule", "LSTMPart", "embedding_supported", "lstm_supported"]
 
