@@ -40,8 +40,8 @@ class DataPool:
     Parameters
     ----------
     x, y
-        The records (any dtype for ``x``; the trainer uses the model's floating dtype) and
-        their targets. ``N >= 1``.
+        The records (floating ``x`` is used in the model's dtype; integer ``x``, token ids,
+        stays integer) and their targets. ``N >= 1``.
     device, dtype
         Optional placement of ``x`` (and ``y``: device only); default: as given, no copy.
 
