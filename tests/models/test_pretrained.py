@@ -101,6 +101,9 @@ def test_a_configured_run_starts_from_init_from_and_the_card_says_it_must_be_pub
     assert torch.equal(again.fc.weight, model.fc.weight)
     row = model_card_rows(config.model)[PRETRAINING_ROW]
     assert f"initial model from {path} (output layer started fresh)" in row
+    digest = model.pretrained.sha256
+    assert f"from {path}, sha256 {digest[:16]} (output layer started fresh)" in model_card_rows(
+        config.model, model)[PRETRAINING_ROW]
     assert "only if this pretraining data is public" in row
     assert model_card_rows(config_from_dict({}).model) == {}
     with pytest.raises(ValueError, match="replace_head = true needs model.init_from"):

@@ -76,5 +76,6 @@ def test_sent140_lstm_trains_accounts_and_reports(tmp_path, algorithm, level):
     for name in ("lstm.weight_ih_l0", "lstm.weight_hh_l1", "fc.bias"):  # trained
         assert not torch.equal(model.state_dict()[name], start.state_dict()[name]), name
     report = (tmp_path / "run" / "report.md").read_text()
-    assert PRETRAINING_ROW in report and "word vectors from" in report
+    assert PRETRAINING_ROW in report
+    assert f"word vectors from {glove} (frozen, 23 of 30 vocabulary words found)" in report
     assert "only if this pretraining data is public" in report

@@ -9,6 +9,8 @@ CIFAR-100 and fine-tune on CIFAR-10; Li et al. 2018 use public GloVe vectors).
 
 from __future__ import annotations
 
+from typing import Any
+
 from privfl.config.schema import ModelConfig
 
 __all__ = ["PRETRAINING_ROW", "model_card_rows"]
@@ -17,17 +19,23 @@ __all__ = ["PRETRAINING_ROW", "model_card_rows"]
 PRETRAINING_ROW = "pretraining data (not covered)"
 
 
-def model_card_rows(model: ModelConfig) -> dict[str, str]:
+def model_card_rows(model: ModelConfig, built: Any = None) -> dict[str, str]:
     """``{PRETRAINING_ROW: text}`` when the model starts from data outside the federation,
-    else ``{}``."""
+    else ``{}``. ``built``: the model the run trains, whose ``pretrained`` (the file's SHA-256)
+    and ``glove`` (how many vocabulary words the file covered) are added when present."""
     sources = []
     if model.init_from is not None:
         head = " (output layer started fresh)" if model.replace_head else ""
-        sources.append(f"initial model from {model.init_from}{head}")
+        pretrained = getattr(built, "pretrained", None)
+        digest = f", sha256 {pretrained.sha256[:16]}" if pretrained is not None else ""
+        sources.append(f"initial model from {model.init_from}{digest}{head}")
     if model.embeddings is not None:
         frozen = model.freeze_embeddings is not False
+        glove = getattr(built, "glove", None)
+        coverage = (f", {glove.found} of {glove.found + glove.missing} vocabulary words found"
+                    if glove is not None else "")
         sources.append(f"word vectors from {model.embeddings} "
-                       f"({'frozen' if frozen else 'then trained with DP'})")
+                       f"({'frozen' if frozen else 'then trained with DP'}{coverage})")
     if not sources:
         return {}
     return {PRETRAINING_ROW: "; ".join(sources) + ". The guarantee covers the federated "

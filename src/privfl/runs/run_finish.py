@@ -65,7 +65,8 @@ class RunArtefacts:
         algo = self.run.algorithm
         released = algo.released_rounds(rounds)
         rows = {**algo.plan.card(released), **attack_card_rows(attack_of(self.run.data)),
-                **model_card_rows(self.run.config.model)}
+                **model_card_rows(self.run.config.model,
+                                  getattr(getattr(algo, "trainer", None), "template", None))}
         budget = self.budget()
         if budget is not None and algo.private:  # its filter caps the rounds at any plan
             rows.update(budget.card_rows(min(rounds, budget.rounds_allowed(
