@@ -157,3 +157,29 @@ def test_an_embedding_refuses_float_token_ids():
     x, y = _tokens(1, 4)
     with pytest.raises(ValueError, match="integer ids"):
         trainer.clipped_sums(perturbed_params(model, 1), x.double(), y)
+
+
+def test_batched_lstm_rows_do_not_depend_on_their_chunk():
+    from privfl.fl import ClientStreams, DataPool, take_rows
+
+    torch.manual_seed(4)
+    model = TinyTextLSTM()
+    spec = LocalTrainingSpec(local_steps=2, batch_size=3, clip_norm=1.0, noise_multiplier=0.7,
+                             optimizer="adam", lr=0.01)
+    x, y = _tokens(1, 5 * 6, seed=4)
+    pool = DataPool(x[0], y[0])
+    indices = [torch.arange(6 * j, 6 * j + 6) for j in range(5)]
+    start = perturbed_params(model, 5)
+    streams = ClientStreams.derive(7, 1, range(5))
+
+    def train(rows, chunk):
+        trainer = CohortTrainer(model, spec, layout="batched", chunk_size=chunk)
+        params, _, _ = trainer.train_streams(take_rows(start, rows), pool,
+                                             [indices[j] for j in rows], streams[rows], None)
+        return trainer.flatten(params)
+
+    whole = train(list(range(5)), 5)
+    for rows, chunk in (([3], 1), ([4, 1], 2), ([0, 2, 3], 2)):
+        flat = train(rows, chunk)
+        for k, j in enumerate(rows):
+            assert torch.equal(flat[k], whole[j]), (rows, chunk, j)
