@@ -183,3 +183,22 @@ def test_batched_lstm_rows_do_not_depend_on_their_chunk():
         flat = train(rows, chunk)
         for k, j in enumerate(rows):
             assert torch.equal(flat[k], whole[j]), (rows, chunk, j)
+
+
+@pytest.mark.parametrize("rnn, what", [
+    (lambda: nn.LSTM(5, 6, batch_first=True, bidirectional=True), "LSTM"),
+    (lambda: nn.LSTM(5, 6, batch_first=False), "LSTM"),
+    (lambda: nn.GRU(5, 6, batch_first=True), "GRU"),
+])
+def test_an_rnn_the_engine_cannot_unroll_is_refused_by_name(rnn, what):
+    model = TinyTextLSTM()
+    model.lstm = rnn()
+    trainer = CohortTrainer(model, SPEC)
+    x, y = _tokens(1, 4)
+    with pytest.raises(ValueError, match=f"model has {what} at 'lstm' that the engine cannot "
+                       "train with per-example gradients: it takes nn.LSTM with batch_first"):
+        trainer.clipped_sums(perturbed_params(model, 1), x, y)
+    supported = TinyTextLSTM()
+    with pytest.raises(ValueError, match="per_example='vmap' requested"):
+        CohortTrainer(supported, SPEC, per_example="vmap").clipped_sums(
+            perturbed_params(supported, 1), x, y)

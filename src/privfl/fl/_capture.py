@@ -361,6 +361,12 @@ def prepare_model(model: nn.Module, trainable: list[str]) -> tuple[nn.Module, Co
             elif lstm_supported(child):
                 new = LSTMModule(ctx, full, child)
                 layers.extend(new.parts)
+            elif isinstance(child, nn.RNNBase) and has_trainable:
+                raise UnsupportedModelError(
+                    f"model has {type(child).__name__} at {full[:-1]!r} that the engine cannot "
+                    "train with per-example gradients: it takes nn.LSTM with batch_first=True, "
+                    "one direction, no proj_size, dropout 0 and every parameter trainable "
+                    "(torch.func's vmap has no batching rule for the fused RNN kernels)")
             elif direct:
                 new = GenericLayer(ctx, full, child)
             else:
