@@ -46,6 +46,7 @@ def test_cifar100_body_starts_a_cifar10_model_and_the_head_only_when_asked(tmp_p
     assert all(torch.equal(v, pre.state_dict()[k]) for k, v in same.state_dict().items())
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")  # torch on the junk file
 def test_hostile_or_mismatched_files_are_refused(tmp_path):
     model = Xie2023CifarCNN(num_classes=2)
     state = Xie2023CifarCNN(num_classes=2).state_dict()
