@@ -4,6 +4,8 @@ huge lines, not UTF-8, nothing in the vocabulary) are refused naming the file an
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 import torch
@@ -32,6 +34,7 @@ def test_vectors_land_on_their_token_ids_and_missing_words_are_counted(tmp_path)
     assert m[3].tolist() == [3.0, 2.0, 1.0]
     assert m[5].tolist() == pytest.approx([1e-3, 4.0, -0.25])
     assert (glove.found, glove.missing, glove.missing_examples) == (3, 1, ("zyzzyva",))
+    assert glove.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert "3 of 4 vocabulary words found, 1 missing" in glove.summary()
     # <unk> and the missing word: N(0, s^2) with s the std of the vectors found, seeded
     found = np.array([[0.5, -1, 2], [3, 2, 1], [1e-3, 4, -0.25]], dtype=np.float32)

@@ -4,6 +4,7 @@ account and report, and the card says the GloVe vectors must be public."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 
@@ -77,5 +78,7 @@ def test_sent140_lstm_trains_accounts_and_reports(tmp_path, algorithm, level):
         assert not torch.equal(model.state_dict()[name], start.state_dict()[name]), name
     report = (tmp_path / "run" / "report.md").read_text()
     assert PRETRAINING_ROW in report
-    assert f"word vectors from {glove} (frozen, 23 of 30 vocabulary words found)" in report
+    digest = hashlib.sha256(glove.read_bytes()).hexdigest()[:16]
+    assert (f"word vectors from {glove} (frozen, sha256 {digest}, 23 of 30 vocabulary words "
+            "found)") in report
     assert "only if this pretraining data is public" in report

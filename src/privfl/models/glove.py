@@ -18,6 +18,7 @@ counted in :attr:`GloveVectors.missing`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ class GloveVectors:
 
     matrix: torch.Tensor  #: [V, D] float32
     path: str
+    sha256: str  #: of the whole file
     found: int  #: vocabulary words (not counting <pad>, <unk>) found in the file
     missing: int  #: vocabulary words not in the file (random rows)
     missing_examples: tuple[str, ...]  #: up to 10 of them, in vocabulary order
@@ -77,8 +79,9 @@ def _fail(path, line: int, what: str) -> DataFormatError:
     return DataFormatError(f"{path}: line {line}: {what}")
 
 
-def _lines(path: Path):
-    """``(line number, text)``, decoded line by line (so an error names its line)."""
+def _lines(path: Path, digest):
+    """``(line number, text)``, decoded line by line (so an error names its line); every byte
+    read goes into ``digest``."""
     with path.open("rb") as stream:
         number = 0
         while True:
@@ -86,6 +89,7 @@ def _lines(path: Path):
             raw = stream.readline(MAX_LINE_CHARS + 1)
             if not raw:
                 return
+            digest.update(raw)
             if len(raw) > MAX_LINE_CHARS:
                 raise _fail(path, number, f"longer than {MAX_LINE_CHARS} bytes: not a GloVe row")
             try:
@@ -105,7 +109,8 @@ def read_glove(path: str | os.PathLike, vocabulary: Sequence[str], dim: int) -> 
     index = {w: i for i, w in enumerate(words) if i > 1}
     matrix = np.zeros((len(words), dim), dtype=np.float32)
     where: dict[int, int] = {}  # token id -> line
-    for number, line in _lines(path):
+    digest = hashlib.sha256()
+    for number, line in _lines(path, digest):
         if not line.strip():
             continue
         fields = line.split(" ")
@@ -139,4 +144,5 @@ def read_glove(path: str | os.PathLike, vocabulary: Sequence[str], dim: int) -> 
         rows = torch.tensor(absent)
         out[rows] = torch.randn(len(absent), dim) * scale
     missing = [words[i] for i in absent if i > 1]
-    return GloveVectors(out, str(path), len(where), len(missing), tuple(missing[:10]))
+    return GloveVectors(out, str(path), digest.hexdigest(), len(where), len(missing),
+                        tuple(missing[:10]))

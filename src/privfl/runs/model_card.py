@@ -32,7 +32,8 @@ def model_card_rows(model: ModelConfig, built: Any = None) -> dict[str, str]:
     if model.embeddings is not None:
         frozen = model.freeze_embeddings is not False
         glove = getattr(built, "glove", None)
-        coverage = (f", {glove.found} of {glove.found + glove.missing} vocabulary words found"
+        coverage = (f", sha256 {glove.sha256[:16]}, {glove.found} of "
+                    f"{glove.found + glove.missing} vocabulary words found"
                     if glove is not None else "")
         sources.append(f"word vectors from {model.embeddings} "
                        f"({'frozen' if frozen else 'then trained with DP'}{coverage})")
