@@ -202,3 +202,30 @@ def test_an_rnn_the_engine_cannot_unroll_is_refused_by_name(rnn, what):
     with pytest.raises(ValueError, match="per_example='vmap' requested"):
         CohortTrainer(supported, SPEC, per_example="vmap").clipped_sums(
             perturbed_params(supported, 1), x, y)
+
+
+class _LSTMOnly(nn.Module):
+    def __init__(self, features, hidden, layers, bias):
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, num_layers=layers, batch_first=True, bias=bias)
+        self.fc = nn.Linear(hidden, 2)
+
+    def forward(self, x):
+        return self.fc(self.lstm(x)[0][:, -1])
+
+
+@settings(max_examples=12, deadline=None)
+@given(features=st.integers(1, 4), hidden=st.integers(1, 5), layers=st.integers(1, 3),
+       steps=st.integers(1, 5), bias=st.booleans(), seed=st.integers(0, 2**31 - 1))
+def test_lstm_per_example_gradients_equal_the_loop_for_any_shape(features, hidden, layers,
+                                                                 steps, bias, seed):
+    torch.manual_seed(seed)
+    model = _LSTMOnly(features, hidden, layers, bias).double()
+    trainer = CohortTrainer(model, SPEC)
+    assert trainer.model.layer_kinds == ["LSTMPart"] * layers + ["LinearLayer"]
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 3, steps, features, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, 2, (2, 3), generator=gen)
+    params = perturbed_params(model, 2, seed=seed % 1000, scale=0.3)
+    ref = reference_per_example(model, params, x, y)
+    assert _max_diff(trainer.per_example_gradients(params, x, y), ref) < 1e-12
