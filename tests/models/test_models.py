@@ -3,6 +3,8 @@ the deprecated names of earlier versions."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 from torch import nn
@@ -54,7 +56,8 @@ def test_parameter_counts_and_forward_shapes(name, kwargs, params, classes):
 
 def test_registry_names():
     assert list_models() == ["zheng2021-mnist-cnn", "zheng2021-cifar-cnn", "xie2023-mnist-cnn",
-                             "xie2023-cifar-cnn", "hasircioglu2022-emnist-cnn", "logreg", "mlp"]
+                             "xie2023-cifar-cnn", "hasircioglu2022-emnist-cnn", "logreg", "mlp",
+                             "xie2023-sent140-lstm", "leaf-shakespeare-lstm"]
 
 
 
@@ -99,7 +102,8 @@ def test_deprecated_class_names_are_the_current_classes():
 
 def test_no_batchnorm_anywhere():
     for name in list_models():
-        model = build_model(name)
+        text = "vocabulary" in inspect.signature(MODELS[name][0]).parameters
+        model = build_model(name, **({"vocabulary": ("<pad>", "<unk>", "a")} if text else {}))
         assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
         assert not list(model.buffers())  # nothing updated from batch statistics
 

@@ -22,6 +22,7 @@ from privfl.algorithms.registry import algorithm_class
 from privfl.config import ConfigError, ExperimentConfig
 from privfl.config.datasets import dataset_entry
 from privfl.data.datasets import FederatedDataset
+from privfl.data.errors import DataFormatError
 from privfl.fl.spec import LocalTrainingSpec
 
 __all__ = ["apply_attack", "build_algorithm", "build_dataset", "build_model", "build_spec",
@@ -115,16 +116,29 @@ def build_model(config: ExperimentConfig, data: FederatedDataset) -> nn.Module:
         kwargs.setdefault("num_classes", data.num_classes)
     if "input_shape" in accepted:
         kwargs.setdefault("input_shape", data.input_shape)
+    kwargs.update(_text_kwargs(config, data, accepted))
     with torch.random.fork_rng(devices=[]):
-        _check_model_memory(config, _build, kwargs)
+        _check_model_memory(config, _build, {k: v for k, v in kwargs.items()
+                                             if k != "embeddings"})
         torch.manual_seed(config.seed)
         try:
             model = _build(config.model.name, **kwargs)
+        except (DataFormatError, OSError) as error:  # the GloVe file of model.embeddings
+            raise ConfigError(f"model.embeddings = {config.model.embeddings!r}: {error}"
+                              ) from None
         except (TypeError, ValueError) as error:
             raise ConfigError(
                 f"model.kwargs = {dict(config.model.kwargs)!r} is not valid for model "
                 f"{config.model.name!r}: {error}"
             ) from None
+    if config.model.init_from is not None:
+        from privfl.models.pretrained import load_pretrained
+
+        try:
+            model.pretrained = load_pretrained(model, config.model.init_from,
+                                               replace_head=config.model.replace_head)
+        except (OSError, ValueError) as error:
+            raise ConfigError(str(error)) from None
     expected = getattr(model, "input_shape", None)
     if expected is not None and len(expected) == 3 and len(data.input_shape) != 3 \
             and "input_shape" not in accepted:
@@ -139,6 +153,31 @@ def build_model(config: ExperimentConfig, data: FederatedDataset) -> nn.Module:
             f"data.dataset = {config.data.dataset!r} has {tuple(data.input_shape)}"
         )
     return model
+
+
+def _text_kwargs(config: ExperimentConfig, data: FederatedDataset, accepted) -> dict:
+    """A text model's ``vocabulary`` (the pooled train split's, ``Dataset.vocabulary``) and
+    ``model.embeddings`` / ``model.freeze_embeddings``; refused for a model without them."""
+    kwargs = {}
+    if "vocabulary" in accepted and "vocabulary" not in config.model.kwargs:
+        vocabulary = getattr(data.train, "vocabulary", None)
+        if vocabulary is None:
+            raise ConfigError(
+                f"model.name = {config.model.name!r} is a text model: data.dataset = "
+                f"{config.data.dataset!r} has no vocabulary (token-id data such as sent140 or "
+                "shakespeare carry one)")
+        kwargs["vocabulary"] = vocabulary
+    for key in ("embeddings", "freeze_embeddings"):
+        value = getattr(config.model, key)
+        if value is None:
+            continue
+        if key not in accepted:
+            raise ConfigError(f"model.{key} = {value!r} is not allowed: model "
+                              f"{config.model.name!r} has no embedding layer")
+        if key in config.model.kwargs:
+            raise ConfigError(f"model.{key} is given twice: also in model.kwargs")
+        kwargs[key] = value
+    return kwargs
 
 
 def _physical_memory() -> int | None:

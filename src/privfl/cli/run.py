@@ -238,6 +238,7 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
     from privfl.attacks.poisoning import attack_card_rows
     from privfl.config import config_from_dict, dump_config
     from privfl.runs.card import render_card
+    from privfl.runs.model_card import model_card_rows
 
     text = dump_config(config)
     raw = config.model_dump(mode="json")
@@ -250,7 +251,8 @@ def _dry_run(config, console: Console, as_json: bool) -> None:
         plan, note = None, " ".join(str(error).split())
     warnings = _setting_warnings(plan, data) if plan is not None else []
     results = plan.results(rounds) if plan is not None else []
-    card = {**plan.card(rounds), **attack_card_rows(config.attack)} if plan is not None else None
+    card = ({**plan.card(rounds), **attack_card_rows(config.attack),
+             **model_card_rows(config.model)} if plan is not None else None)
     if as_json:
         sys.stdout.write(json.dumps(_json_safe({
             "command": "run", "dry_run": True, "config": config.model_dump(mode="json"),

@@ -29,6 +29,14 @@ BUILTIN_MODEL_ABOUT: dict[str, str] = {
                                   "(defaults: num_classes = 62)",
     "logreg": "Multinomial logistic regression: flatten, one Linear layer, logits.",
     "mlp": "Fully connected network: flatten, hidden layers with activation, logits.",
+    "xie2023-sent140-lstm": "Xie et al. 2023's Sent140 LSTM (after Li et al. 2018): E = 300 "
+                            "(GloVe), two layers of H = 256, two classes; embeddings frozen when "
+                            "read from GloVe (LEAF, Li et al. 2018) unless "
+                            "freeze_embeddings=False. 1,098,242 trainable parameters with "
+                            "frozen embeddings.",
+    "leaf-shakespeare-lstm": "LEAF's Shakespeare character LSTM: E = 8, two layers of H = 256, "
+                             "one output per character of the vocabulary (num_classes "
+                             "defaults to V; the target is the next character).",
 }
 
 #: The built-in models' names (privfl.models.MODELS), in its order.

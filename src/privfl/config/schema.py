@@ -161,6 +161,16 @@ class ModelConfig(_Section):
 
     name: str = "mlp"
     kwargs: dict[str, Any] = Field(default_factory=dict)
+    embeddings: str | None = Field(
+        None, description="GloVe text file for a text model's Embedding (public vectors)")
+    freeze_embeddings: bool | None = Field(
+        None, description="keep the embedding fixed (no gradient, not in any update); "
+        "default: frozen when read from model.embeddings")
+    init_from: str | None = Field(
+        None, description="state dict (.pt) the model starts from; the guarantee covers the "
+        "federated data only, so the pretraining data must be public")
+    replace_head: bool = Field(
+        False, description="with init_from: start the output layer fresh (another class count)")
 
     @field_validator("name")
     @classmethod
@@ -168,6 +178,20 @@ class ModelConfig(_Section):
         # names known without torch (privfl.config.model_names); a deprecated alias is stored
         # as its current name
         return current_model_name(value)
+
+    @field_validator("embeddings", "init_from")
+    @classmethod
+    def _a_path(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must be a file path, not empty")
+        return value
+
+    @model_validator(mode="after")
+    def _head_needs_a_start(self) -> ModelConfig:
+        if self.replace_head and self.init_from is None:
+            raise ValueError("model.replace_head = true needs model.init_from (a pretrained "
+                             "model whose head it replaces)")
+        return self
 
 
 class TrainingConfig(_Section):

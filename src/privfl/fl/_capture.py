@@ -12,8 +12,9 @@
   (:mod:`privfl.fl.grad_sample`).
 
 Supported with the fast path: ``nn.Linear`` and ``nn.Conv2d`` (groups 1, zero padding, all
-parameters trainable), with any parameter-free modules and functions in between (ReLU, pooling,
-flatten, log_softmax, ...). Dropout modules draw their masks per example from the client's own
+parameters trainable), ``nn.Embedding`` and ``nn.LSTM`` (:mod:`privfl.fl._capture_sequence`),
+with any parameter-free modules and functions in between (ReLU, pooling, flatten,
+log_softmax, ...). Dropout modules draw their masks per example from the client's own
 generator. Any other module with trainable parameters (GroupNorm, ...) gets a generic wrapper
 whose per-example gradients come from ``torch.func`` (vmap of grad over the layer alone).
 Models whose parameters cannot be assigned to such layers (parameters used directly in a
@@ -24,7 +25,6 @@ Models whose parameters cannot be assigned to such layers (parameters used direc
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -32,100 +32,13 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from privfl.fl import grad_sample as gs
-
-
-class UnsupportedModelError(RuntimeError):
-    """The layer-wise fast path cannot handle this model; the message says why."""
-
-
-@dataclass
-class Record:
-    layer: Layer
-    a: torch.Tensor
-    out: torch.Tensor
-    cache: dict = field(default_factory=dict)
-
-
-class Context:
-    """State shared by the wrappers during one forward of ``m`` clients x ``b`` rows."""
-
-    def __init__(self) -> None:
-        self.m = 1
-        self.b = 0
-        self.params: dict[str, torch.Tensor] = {}
-        self.capture = False
-        self.records: list[Record] = []
-        self.real: list[int] = []
-        self.generators: list[torch.Generator | None] = []
-        self.keep_masks = False
-        self.rows: dict[str, torch.Tensor] = {}
-        self.single = True
-
-    def begin(self, m, b, params, *, capture, real, generators, rows=None,
-              single=True) -> None:
-        """Start a forward. With ``m == 1`` and ``single`` (the looped layout) the single-row
-        kernels run (``F.linear``, one convolution call) on ``rows``: the client's parameters
-        without the leading dimension, e.g. autograd leaves, so no select/backward copies are
-        made. ``single=False`` (the batched layout) runs a one-row chunk through the stacked
-        kernels (``bmm``) like any other chunk, so that a row's arithmetic does not depend on
-        the size of its chunk."""
-        self.m, self.b, self.params, self.capture = m, b, params, capture
-        self.real, self.generators = list(real), list(generators)
-        self.records = []
-        self.single = m == 1 and bool(single)
-        if self.single:
-            self.rows = rows if rows is not None else {n: v[0] for n, v in params.items()}
-        else:
-            self.rows = {}
-
-    def end(self) -> None:
-        self.params, self.rows, self.records, self.generators = {}, {}, [], []
-
-    def row(self, full: str, j: int) -> torch.Tensor:
-        return self.rows[full] if self.single else self.params[full][j]
-
-    def record(self, layer: Layer, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        if not self.capture:
-            return out
-        if any(r.layer is layer for r in self.records):
-            raise UnsupportedModelError(
-                f"layer {layer.prefix or '<root>'!r} is called more than once per forward "
-                "(weight sharing): its per-example gradient is not a single (a, delta) product"
-            )
-        if not out.requires_grad:
-            out = out.detach().requires_grad_(True)
-        self.records.append(Record(layer, a.detach(), out))
-        return out
-
-
-class Layer(nn.Module):
-    """Base class of the parameter-owning wrappers."""
-
-    def __init__(self, ctx: Context, prefix: str, names: dict[str, str]) -> None:
-        super().__init__()
-        self.ctx = ctx
-        self.prefix = prefix
-        self.names = names  # local name -> full name
-
-    def p(self, local: str) -> torch.Tensor | None:
-        """``[m, ...]`` stacked parameter, or the single client's row (``ctx.single``)."""
-        full = self.names.get(local)
-        if full is None:
-            return None
-        return self.ctx.rows[full] if self.ctx.single else self.ctx.params[full]
-
-    #: size of the per-example gradients this layer materialises for one example
-    per_example_numel = 0
-
-    # the three operations the trainer needs from every layer
-    def sq_norms(self, rec: Record, delta: torch.Tensor) -> torch.Tensor:  # [N]
-        raise NotImplementedError
-
-    def weighted_sums(self, rec: Record, delta, weights) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
-
-    def per_example(self, rec: Record, delta) -> dict[str, torch.Tensor]:  # full -> [N, ...]
-        raise NotImplementedError
+from privfl.fl._capture_base import Context, Layer, UnsupportedModelError
+from privfl.fl._capture_sequence import (
+    EmbeddingLayer,
+    LSTMModule,
+    embedding_supported,
+    lstm_supported,
+)
 
 
 class LinearLayer(Layer):
@@ -443,6 +356,17 @@ def prepare_model(model: nn.Module, trainable: list[str]) -> tuple[nn.Module, Co
                 new = LinearLayer(ctx, full, child)
             elif isinstance(child, nn.Conv2d) and _conv_supported(child):
                 new = Conv2dLayer(ctx, full, child)
+            elif embedding_supported(child):
+                new = EmbeddingLayer(ctx, full, child)
+            elif lstm_supported(child):
+                new = LSTMModule(ctx, full, child)
+                layers.extend(new.parts)
+            elif isinstance(child, nn.RNNBase) and has_trainable:
+                raise UnsupportedModelError(
+                    f"model has {type(child).__name__} at {full[:-1]!r} that the engine cannot "
+                    "train with per-example gradients: it takes nn.LSTM with batch_first=True, "
+                    "one direction, no proj_size, dropout 0 and every parameter trainable "
+                    "(torch.func's vmap has no batching rule for the fused RNN kernels)")
             elif direct:
                 new = GenericLayer(ctx, full, child)
             else:

@@ -30,6 +30,7 @@ from torch.func import functional_call
 
 from privfl._validation import check_int
 from privfl.fl._capture import UnsupportedModelError
+from privfl.fl.pool import inputs_to
 from privfl.fl.stacked_model import StackedModel
 
 __all__ = ["Evaluation", "stacked_evaluate", "stacked_forward"]
@@ -172,7 +173,7 @@ def _chunks(model, params, x, per_row, batch_size, memory_budget) -> Iterator[tu
     m = params[model.layout.param_names[0]].shape[0]
     n = _check_inputs(x, m, per_row)
     device = params[model.layout.param_names[0]].device
-    first = (x[0, :1] if per_row else x[:1]).to(device=device, dtype=model.layout.dtype)
+    first = inputs_to(x[0, :1] if per_row else x[:1], device, model.layout.dtype)
     total = max(1, _budget(memory_budget, device) // max(1, _example_bytes(model, first)))
     if batch_size is None:
         batch = min(n, MAX_BATCH, total)
@@ -186,7 +187,7 @@ def _chunks(model, params, x, per_row, batch_size, memory_budget) -> Iterator[tu
             for lo in range(0, n, batch):
                 hi = min(n, lo + batch)
                 xb = x[r0:r1, lo:hi] if per_row else x[lo:hi]
-                xb = xb.to(device=device, dtype=model.layout.dtype)
+                xb = inputs_to(xb, device, model.layout.dtype)
                 yield r0, r1, lo, hi, _forward_rows(model, part, xb, per_row)
 
 

@@ -14,6 +14,14 @@ example ``i``'s gradient is a linear function of ``(a_i, delta_i)``:
   papers' CNNs (L in the hundreds) materialising is ~10x cheaper, so it is the default, done as
   one grouped ``convolution_backward`` (examples as groups) on CPU and with unfold + bmm on GPU.
 
+* Embedding, ``y_it = E[ids_it]``: row v of ``g_E,i`` is ``sum_{t: ids_it = v} delta_it``;
+  its norm from the ``T x T`` token-equality mask (cost T^2 D, not V D), its clipped sum by
+  one ``index_add`` (:func:`embedding_sq_norms`, :func:`embedding_weighted_sum`).
+* LSTM (one layer of ``nn.LSTM``): the gate pre-activations of step t are
+  ``z_t = W_ih x_t + b_ih + W_hh h_{t-1} + b_hh``, so with ``delta_t = dloss / dz_t`` the
+  layer is a Linear over T positions with input ``[x_t, h_{t-1}]`` and weight
+  ``[W_ih | W_hh]``; both biases get ``sum_t delta_t`` (``privfl.fl._capture_sequence``).
+
 The **clipped sum** never needs per-example gradients: ``sum_i c_i g_W,i = (c * delta)^T a``,
 one matmul per client (``bmm`` over clients), or a weighted sum of already-materialised ones.
 
@@ -29,6 +37,9 @@ __all__ = [
     "conv2d_ghost_sq_norms",
     "conv2d_per_example_grads",
     "conv2d_weighted_sum",
+    "embedding_per_example_grads",
+    "embedding_sq_norms",
+    "embedding_weighted_sum",
     "linear_per_example_grads",
     "linear_sq_norms",
     "linear_weighted_sum",
@@ -191,3 +202,57 @@ def conv2d_weighted_sum(
         scaled = delta[j] * weights[j].to(delta.dtype).view(b, 1, 1, 1)
         out.append(_conv_weight_grad(scaled, a[j], (o, c, kh, kw), stride, padding, dilation))
     return torch.stack(out)
+
+
+# ---------------------------------------------------------------------------------- Embedding
+def _embedding_rows(ids: torch.Tensor, delta: torch.Tensor, padding_idx: int | None):
+    """``ids`` as ``[N, T]`` and ``delta`` as ``[N, T, D]``, with the padding token's output
+    gradients zeroed (``nn.Embedding`` never updates its ``padding_idx`` row)."""
+    n = ids.shape[0]
+    ids = ids.reshape(n, -1)
+    delta = delta.reshape(n, ids.shape[1], -1)
+    if padding_idx is not None:
+        delta = delta * (ids != padding_idx).unsqueeze(-1).to(delta.dtype)
+    return ids, delta
+
+
+def embedding_sq_norms(ids: torch.Tensor, delta: torch.Tensor, *,
+                       padding_idx: int | None = None) -> torch.Tensor:
+    """Per-example squared norms of an Embedding's weight gradient, never materialised.
+
+    Example i's gradient has row ``v`` equal to ``sum_{t: ids_it = v} delta_it``, so
+    ``||g_i||^2 = sum_{t,s} [ids_it = ids_is] (delta_it . delta_is)`` (cost T^2 D, independent
+    of the vocabulary size V). ``ids``: ``[N, T]``, ``delta``: ``[N, T, D]``.
+    """
+    ids, delta = _embedding_rows(ids, delta, padding_idx)
+    same = (ids.unsqueeze(2) == ids.unsqueeze(1)).to(delta.dtype)
+    return (same * torch.bmm(delta, delta.transpose(1, 2))).sum((1, 2))
+
+
+def embedding_weighted_sum(ids: torch.Tensor, delta: torch.Tensor, weights: torch.Tensor,
+                           num_embeddings: int, *, padding_idx: int | None = None
+                           ) -> torch.Tensor:
+    """Per-client ``sum_i w_i g_i`` of an Embedding, ``[m, V, D]``: every position's weighted
+    ``delta`` added into its token's row of its client's gradient (one ``index_add``).
+
+    ``ids``: ``[m b, T]``, ``delta``: ``[m b, T, D]``, ``weights``: ``[m, b]``.
+    """
+    m, b = weights.shape
+    ids, delta = _embedding_rows(ids, delta, padding_idx)
+    positions, dim = ids.shape[1], delta.shape[2]
+    scaled = delta * weights.reshape(m * b, 1, 1).to(delta.dtype)
+    client = torch.arange(m, device=ids.device).repeat_interleave(b * positions)
+    rows = client * num_embeddings + ids.reshape(-1)
+    out = delta.new_zeros(m * num_embeddings, dim)
+    out.index_add_(0, rows, scaled.reshape(-1, dim))
+    return out.reshape(m, num_embeddings, dim)
+
+
+def embedding_per_example_grads(ids: torch.Tensor, delta: torch.Tensor, num_embeddings: int,
+                                *, padding_idx: int | None = None) -> torch.Tensor:
+    """Materialised per-example weight gradients ``[N, V, D]`` of an Embedding (checks only:
+    ``N V D`` numbers)."""
+    n = ids.shape[0]
+    ones = delta.new_ones(n, 1)
+    return embedding_weighted_sum(ids, delta, ones, num_embeddings, padding_idx=padding_idx
+                                  ).reshape(n, num_embeddings, -1)

@@ -23,6 +23,7 @@ import contextlib
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from privfl.fl._capture import UnsupportedModelError
@@ -110,6 +111,9 @@ def output_grads(model: StackedModel, params, x, y, mask, real, gens, single: bo
 def per_example_grad_fn(model: StackedModel):
     """``vmap(grad(loss of one example))`` over the examples of one client (torch.func)."""
     module, loss_fn = model.plain, model.loss_fn
+    if any(isinstance(m, nn.RNNBase) for m in module.modules()):  # no vmap batching rule
+        raise ValueError(model.fallback_reason or "recurrent layers need the captured net: "
+                         "per_example='vmap' cannot run them")
 
     def loss_one(p, xi, yi):
         return loss_fn(functional_call(module, p, (xi.unsqueeze(0),)), yi.unsqueeze(0)).sum()

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["DataPool", "PooledClients"]
+__all__ = ["DataPool", "PooledClients", "inputs_to"]
+
+
+def inputs_to(x: torch.Tensor, device, dtype: torch.dtype | None) -> torch.Tensor:
+    """``x`` on ``device`` (None: where it is), floating inputs in ``dtype`` (the model's);
+    integer inputs (token ids of text models) keep their integer dtype."""
+    keep = dtype is None or not (x.dtype.is_floating_point or x.dtype.is_complex)
+    return x.to(device=device, dtype=None if keep else dtype)
 
 
 def _check_pair(name: str, x: object, y: object) -> None:
@@ -33,8 +40,8 @@ class DataPool:
     Parameters
     ----------
     x, y
-        The records (any dtype for ``x``; the trainer uses the model's floating dtype) and
-        their targets. ``N >= 1``.
+        The records (floating ``x`` is used in the model's dtype; integer ``x``, token ids,
+        stays integer) and their targets. ``N >= 1``.
     device, dtype
         Optional placement of ``x`` (and ``y``: device only); default: as given, no copy.
 
@@ -56,7 +63,7 @@ class DataPool:
             raise ValueError("x has 0 records: a pool needs at least one")
         if dtype is not None and not isinstance(dtype, torch.dtype):
             raise ValueError(f"dtype = {dtype!r} is not a torch.dtype")
-        self.x = x.to(device=device, dtype=dtype)
+        self.x = inputs_to(x, device, dtype)
         self.y = y.to(device=self.x.device)
         self._views: dict[tuple[torch.device, torch.dtype], DataPool] = {}
 
@@ -88,7 +95,7 @@ class DataPool:
                 )
             xs.append(x)
             ys.append(y)
-        pool = cls(torch.cat([x.to(device=device, dtype=dtype) for x in xs]),
+        pool = cls(torch.cat([inputs_to(x, device, dtype) for x in xs]),
                    torch.cat([y.to(device) for y in ys]))
         offsets = np.cumsum([0] + [x.shape[0] for x in xs]).tolist()
         indices = [torch.arange(lo, hi, device=pool.device)
@@ -123,7 +130,7 @@ class DataPool:
         same_device = self.x.device == device or (
             device.index is None and self.x.device.type == device.type
         )
-        if same_device and self.x.dtype == dtype:
+        if same_device and inputs_to(self.x[:0], None, dtype).dtype == self.x.dtype:
             return self
         key = (device, dtype)
         if key not in self._views:
@@ -216,8 +223,8 @@ class PooledClients(Sequence):
         flat = (np.concatenate([np.asarray(i, dtype=np.int64) for i in indices])
                 if len(indices) else np.zeros(0, dtype=np.int64))
         used, local = np.unique(flat, return_inverse=True)
-        self.x = torch.as_tensor(np.ascontiguousarray(np.asarray(x)[used])).to(
-            device=device, dtype=dtype)
+        self.x = inputs_to(torch.as_tensor(np.ascontiguousarray(np.asarray(x)[used])), device,
+                           dtype)
         self.y = torch.as_tensor(np.ascontiguousarray(np.asarray(y)[used])).to(
             device=device, dtype=torch.int64)
         self.index = torch.as_tensor(local.reshape(-1), dtype=torch.int64, device=device)

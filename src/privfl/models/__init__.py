@@ -13,6 +13,9 @@ logreg                      :class:`LogisticRegression`                         
                                                                                 10 classes
 mlp                         :class:`MLP` (200, 200)                             199,210 on
                                                                                 1x28x28, 10 classes
+xie2023-sent140-lstm        :class:`Xie2023Sent140LSTM` (GloVe 300-d, LSTM      1,098,242 with
+                            2 x 256, last step)                                 frozen embeddings
+leaf-shakespeare-lstm       :class:`LeafShakespeareLSTM` (8-d, LSTM 2 x 256)    798,720 + 265 V
 ==========================  ==================================================  =================
 
 A paper's model is named by its first author and year (Zheng et al. 2021, Xie et al. 2023,
@@ -43,14 +46,18 @@ from privfl.models.architectures import (
     Zheng2021CifarCNN,
     Zheng2021MnistCNN,
 )
+from privfl.models.text import LeafShakespeareLSTM, TextLSTM, Xie2023Sent140LSTM
 
 __all__ = [
     "MLP",
     "MODELS",
     "MODEL_ALIASES",
+    "LeafShakespeareLSTM",
     "LogisticRegression",
     "SmallConvNet",
+    "TextLSTM",
     "Xie2023CifarCNN",
+    "Xie2023Sent140LSTM",
     "Zheng2021CifarCNN",
     "Zheng2021MnistCNN",
     "build_model",
@@ -115,6 +122,8 @@ MODELS = ModelRegistry(
         "hasircioglu2022-emnist-cnn": (SmallConvNet, {"num_classes": 62}),
         "logreg": (LogisticRegression, {}),
         "mlp": (MLP, {}),
+        "xie2023-sent140-lstm": (Xie2023Sent140LSTM, {}),
+        "leaf-shakespeare-lstm": (LeafShakespeareLSTM, {}),
     },
     MODEL_ALIASES,
 )

@@ -109,14 +109,15 @@ class ExperimentResult:
 
 
 def _with_params(template: nn.Module, params: dict[str, torch.Tensor]) -> nn.Module:
-    """A CPU copy of ``template`` (eval mode) holding ``params`` (``name -> tensor``)."""
+    """A CPU copy of ``template`` (eval mode) holding ``params`` (``name -> tensor``) in its
+    trainable parameters; frozen ones (a fixed embedding) keep the template's values."""
     model = copy.deepcopy(template).cpu().eval()
-    names = {name for name, _ in model.named_parameters()}
-    if names != set(params):
-        raise ValueError(f"params name {sorted(set(params) ^ names)}: must be exactly the "
-                         "model's parameters")
+    trainable = {name: p for name, p in model.named_parameters() if p.requires_grad}
+    if set(trainable) != set(params):
+        raise ValueError(f"params name {sorted(set(params) ^ set(trainable))}: must be exactly "
+                         "the model's trainable parameters")
     with torch.no_grad():
-        for name, value in model.named_parameters():
+        for name, value in trainable.items():
             value.copy_(params[name].detach().cpu())
     return model
 
