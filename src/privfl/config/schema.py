@@ -123,13 +123,15 @@ class DataConfig(_Section):
         None, description="keep only these classes, relabelled 0..k-1 in the order given "
         "(e.g. [0, 1]: a binary 0-vs-1 task); null keeps every class",
     )
-    partition: Literal["shards", "dirichlet", "iid", "leaf-synthetic"] = Field(
+    partition: Literal["shards", "dirichlet", "iid", "leaf-synthetic", "natural"] = Field(
         "shards", description="how records are split across clients: shards (each client "
         "gets shards_per_client label-sorted shards: non-IID), dirichlet (label proportions "
         "drawn from Dirichlet(beta)), iid (uniformly at random, train_size each), "
         "leaf-synthetic (a LEAF-style population of many small clients of log-normal sizes "
         "with mean train_size, default 8, at least training.batch_size each, over one shared "
-        "pool; records are shared once the population needs more than the dataset holds)")
+        "pool; records are shared once the population needs more than the dataset holds), "
+        "natural (the data's own users, one client each, with their own train and test "
+        "records: femnist, shakespeare, sent140; their default)")
     clients: int = Field(20, ge=2, description="m: number of clients")
     shards_per_client: int = Field(2, ge=1, description="shards: shards per client")
     shard_size: int | None = Field(None, ge=1, description="shards: records per shard")
@@ -155,6 +157,40 @@ class DataConfig(_Section):
         "al. 2021's reference code), a record held by k clients is accounted as the "
         "composition of its holders (DP-DSGD refuses it)")
     test_sampling: Literal["proportions", "train-labels"] = "proportions"
+    users: int | None = Field(
+        None, ge=1, description="natural: keep the first this many users with training "
+        "records, in the files' order (default: every user; data.clients applies to the other "
+        "partitions)")
+    vocabulary: str | None = Field(
+        None, description="sent140, shakespeare: the token vocabulary, a public word list or "
+        "GloVe text file (PATH; its first field per line), or training-split (built from the "
+        "private training split: the privacy card says the guarantee does not cover it). "
+        "Default: LEAF's 80 characters for shakespeare; sent140 needs one")
+    vocabulary_size: int | None = Field(
+        None, ge=1, description="sent140, shakespeare: keep the first this many tokens of "
+        "data.vocabulary (GloVe lists words by frequency)")
+    seq_len: int | None = Field(
+        None, ge=1, description="sent140: words per tweet (default 25, LEAF's); shakespeare: "
+        "characters per input (default 80)")
+    emnist_split: Literal["byclass", "bymerge", "balanced", "letters", "digits", "mnist"] = Field(
+        "byclass", description="emnist: which EMNIST split (Hasircioglu and Gunduz 2022: "
+        "byclass, 62 classes)")
+
+    @model_validator(mode="after")
+    def _natural_users(self) -> DataConfig:
+        """A dataset of natural users is partitioned by its users unless the configuration
+        says otherwise; data.partition: natural needs such a dataset."""
+        from privfl.config.datasets import dataset_entry
+
+        natural = self.dataset != CUSTOM and dataset_entry(self.dataset).natural
+        if natural and "partition" not in self.model_fields_set:
+            self.partition = "natural"
+        if self.partition == "natural" and not natural:
+            raise ValueError(
+                f"data.partition = 'natural' is not allowed for data.dataset = "
+                f"{self.dataset!r}: its records have no users; natural needs one of "
+                f"{', '.join(n for n in dataset_names() if dataset_entry(n).natural)}")
+        return self
 
 class ModelConfig(_Section):
     """An architecture from :mod:`privfl.models` (``num_classes``/``input_shape`` filled in)."""

@@ -59,10 +59,12 @@ class RunArtefacts:
         """The privacy card's rows after ``rounds`` rounds: the plan's, and a simulated
         attack's (:func:`privfl.attacks.poisoning.attack_card_rows`)."""
         from privfl.attacks.poisoning import attack_card_rows, attack_of
+        from privfl.data.text import vocabulary_card_rows
 
         algo = self.run.algorithm
         released = algo.released_rounds(rounds)
-        rows = {**algo.plan.card(released), **attack_card_rows(attack_of(self.run.data))}
+        rows = {**algo.plan.card(released), **attack_card_rows(attack_of(self.run.data)),
+                **vocabulary_card_rows(self.run.data.info)}
         budget = self.budget()
         if budget is not None and algo.private:  # its filter caps the rounds at any plan
             rows.update(budget.card_rows(min(rounds, budget.rounds_allowed(
