@@ -166,17 +166,34 @@ def _text_arrays(fmt: _Format, vocabulary: Vocabulary, seq_len: int, file: Path,
 
 def _pool(files: list[Path], convert: Callable, users: int | None, split: str, name: str
           ) -> tuple[list[np.ndarray], list[np.ndarray], list[str], list[int]]:
+    """The split's records as one block per file (a user's records are consecutive), user
+    ids and sizes, in file order."""
     xs, ys, ids, sizes = [], [], [], []
+    file_x: list[np.ndarray] = []
+    file_y: list[np.ndarray] = []
+    current = None
+
+    def close_file() -> None:
+        if file_x:
+            xs.append(np.concatenate(file_x))
+            ys.append(np.concatenate(file_y))
+            file_x.clear()
+            file_y.clear()
+
     for file, user, x, y in _user_records(files):
         if users is not None and len(ids) >= users:
             break
+        if file != current:
+            close_file()
+            current = file
         if not y:
             continue
         x_arr, y_arr = convert(file, user, x, y)
-        xs.append(x_arr)
-        ys.append(y_arr)
+        file_x.append(x_arr)
+        file_y.append(y_arr)
         ids.append(user)
         sizes.append(len(y_arr))
+    close_file()
     if not ids:
         raise DataFormatError(f"{name}: the LEAF {split} split holds no records")
     return xs, ys, ids, sizes
