@@ -108,3 +108,8 @@ register_dataset("shakespeare", "privfl.data.natural:shakespeare",
 register_dataset("sent140", "privfl.data.natural:sent140", source=_LEAF.format("sent140"),
                  about="LEAF Sent140: tweet sentiment (needs data.vocabulary), one account per "
                  "client", natural=True)
+register_dataset("flwr-datasets", "privfl.data.flower_datasets:from_config",
+                 source="Flower Datasets (pip install 'privfl[flwr-datasets]'): "
+                 "data.flwr.dataset, a Hugging Face dataset or local files",
+                 about="data.source: flwr-datasets; clients: Flower's data.flwr.partitioner",
+                 natural=True)

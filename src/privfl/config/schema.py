@@ -88,6 +88,33 @@ class _Section(BaseModel):
         return value
 
 
+#: data.flwr.partitioner: Flower Datasets' partitioners (privfl.data.flower_datasets)
+FLWR_PARTITIONER_NAMES = ("iid", "dirichlet", "shard", "natural-id", "pathological", "linear",
+                          "square", "exponential")
+
+
+class FlwrDatasetsConfig(_Section):
+    """``data.source: flwr-datasets``: a dataset and a partitioner of Flower Datasets."""
+
+    dataset: str | None = Field(
+        None, description="a Hugging Face dataset name, or a local builder (parquet, csv, "
+        "json) with data_files")
+    subset: str | None = Field(None, description="the dataset's configuration (subset) name")
+    data_files: dict[str, str] | None = Field(
+        None, description="local builders: split name -> file, e.g. {train: a.parquet, "
+        "test: b.parquet}")
+    partitioner: Literal[FLWR_PARTITIONER_NAMES] = Field(  # type: ignore[valid-type]
+        "iid", description="Flower's partitioner of the training split (num_partitions: "
+        "data.clients; partition_by: label; seed: the run's)")
+    partitioner_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="more keyword arguments of the partitioner class, "
+        "e.g. {alpha: 0.5} for dirichlet, {partition_by: writer_id} for natural-id")
+    input: str = Field("image", description="the column of inputs (images or numbers)")
+    label: str = Field("label", description="the column of integer labels")
+    train_split: str = "train"
+    test_split: str = "test"
+
+
 class DataConfig(_Section):
     """Dataset and partition across clients."""
 
@@ -176,12 +203,26 @@ class DataConfig(_Section):
         "byclass", description="emnist: which EMNIST split (Hasircioglu and Gunduz 2022: "
         "byclass, 62 classes)")
 
+    source: Literal["privfl", "flwr-datasets"] = Field(
+        "privfl", description="privfl: data.dataset; flwr-datasets: Flower Datasets' "
+        "data.flwr.dataset split by data.flwr.partitioner (the flwr-datasets extra)")
+    flwr: FlwrDatasetsConfig = Field(default_factory=FlwrDatasetsConfig)
+
     @model_validator(mode="after")
     def _natural_users(self) -> DataConfig:
-        """A dataset of natural users is partitioned by its users unless the configuration
-        says otherwise; data.partition: natural needs such a dataset."""
+        """data.source: flwr-datasets is the dataset ``flwr-datasets``; a dataset of natural
+        users (or Flower's partitions) is partitioned by its users unless the configuration says
+        otherwise; data.partition: natural needs such a dataset."""
         from privfl.config.datasets import dataset_entry
 
+        flower = "flwr-datasets"
+        if self.source == flower and self.dataset != flower:
+            if "dataset" in self.model_fields_set:
+                raise ValueError(f"data.dataset = {self.dataset!r} is not allowed with "
+                                 f"data.source: {flower}: the data are data.flwr.dataset")
+            self.dataset = flower
+        if self.dataset == flower:
+            self.source = flower
         natural = self.dataset != CUSTOM and dataset_entry(self.dataset).natural
         if natural and "partition" not in self.model_fields_set:
             self.partition = "natural"
