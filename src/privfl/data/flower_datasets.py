@@ -71,10 +71,11 @@ def _inputs(column: Any, name: str) -> tuple[np.ndarray, float]:
 
 def _pooled(split: Any, input_name: str, label: str, name: str,
             num_classes: int | None) -> Dataset:
+    columns = [c for c in split.column_names if c != INDEX_COLUMN]
     for column in (input_name, label):
-        if column not in split.column_names:
+        if column not in columns:
             raise DataFormatError(f"data.flwr: column {column!r} is not in {name} (columns: "
-                                  f"{', '.join(c for c in split.column_names if c != INDEX_COLUMN)})")
+                                  f"{', '.join(columns)})")
     table = split.with_format("numpy")
     x, scale = _inputs(table[input_name], input_name)
     x = x.astype(np.float32) / np.float32(scale)
