@@ -182,3 +182,44 @@ def test_shakespeare_users_of_every_size_encode_their_own_text(tmp_path):
         got_x, got_y = data.client_train(user)
         decoded = ["".join(vocab[i] for i in row) for row in got_x]
         assert decoded == x and [vocab[i] for i in got_y] == y
+
+
+@pytest.mark.parametrize("damage, match", [
+    (lambda b: b[:-5], "truncated|expected|size"),
+    (lambda b: b"\x00\x00\x08\x04" + b[4:], "magic|type|dimensions"),
+    (lambda b: b[:4] + (2**31 - 1).to_bytes(4, "big") + b[8:], "truncated|expected|size|declares"),
+])
+def test_hostile_emnist_idx_files_are_refused_through_the_config(tmp_path, damage, match):
+    from privfl.algorithms.builders import build_dataset
+    from privfl.config import config_from_dict
+    from privfl.data import write_idx
+
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "emnist"
+    folder.mkdir()
+    for part in ("train", "test"):
+        stem = folder / f"emnist-byclass-{part}"
+        write_idx(f"{stem}-images-idx3-ubyte", rng.integers(0, 256, (8, 28, 28), np.uint8))
+        write_idx(f"{stem}-labels-idx1-ubyte", np.arange(8, dtype=np.uint8))
+    images = folder / "emnist-byclass-train-images-idx3-ubyte"
+    images.write_bytes(damage(images.read_bytes()))
+    config = config_from_dict({"data": {"dataset": "emnist", "root": str(tmp_path),
+                                        "partition": "iid", "clients": 2, "train_size": 4}})
+    with pytest.raises(DataFormatError, match=match) as error:
+        build_dataset(config)
+    assert "emnist-byclass-train-images" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_list_datasets_names_the_natural_datasets_and_where_to_get_them():
+    from typer.testing import CliRunner
+
+    from privfl.cli.main import app
+
+    result = CliRunner().invoke(app, ["list", "datasets"])
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line for line in result.output.splitlines() if line.strip()}
+    for name in ("femnist", "shakespeare", "sent140"):
+        assert f"data.root/{name}/data/{{train,test}}" in lines[name]
+        assert "preprocess.sh" in lines[name]
+    assert "data.root/emnist" in lines["emnist"] and "byclass" in lines["emnist"]
+    assert "pip install 'privfl[flwr-datasets]'" in lines["flwr-datasets"]
