@@ -223,3 +223,15 @@ def test_list_datasets_names_the_natural_datasets_and_where_to_get_them():
         assert "preprocess.sh" in lines[name]
     assert "data.root/emnist" in lines["emnist"] and "byclass" in lines["emnist"]
     assert "pip install 'privfl[flwr-datasets]'" in lines["flwr-datasets"]
+
+
+def test_read_leaf_json_converts_x_while_parsing(tmp_path):
+    from privfl.data import read_leaf_json
+
+    users = {"a": ([[1, 2], [3, 4]], [0, 1]), "x": ([[5, 6]], [1])}  # a user named x
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(leaf_file(users)))
+    leaf = read_leaf_json(path, convert_x=lambda x: np.asarray(x, dtype=np.float32))
+    assert isinstance(leaf.x["a"], np.ndarray) and leaf.x["a"].tolist() == [[1, 2], [3, 4]]
+    assert leaf.x["x"].tolist() == [[5, 6]] and leaf.y["a"] == [0, 1]
+    assert read_leaf_json(path).x["a"] == [[1, 2], [3, 4]]  # lists without convert_x
