@@ -148,3 +148,18 @@ def test_config_errors_name_the_keys(tmp_path):
         "dataset": "femnist", "root": str(tmp_path), "partition": "iid", "clients": 2,
         "train_size": 3, "test_size": 0}}))
     assert pooled.num_clients == 2 and pooled.info["partition"] == "iid"
+
+
+@pytest.mark.parametrize("data, match", [
+    ({"dataset": "digits", "vocabulary": "words.txt"}, "data.vocabulary is not allowed for "
+     "data.dataset = 'digits': it applies to sent140, shakespeare"),
+    ({"dataset": "femnist", "seq_len": 5}, "data.seq_len is not allowed"),
+    ({"dataset": "mnist", "users": 5}, "data.users is not allowed"),
+    ({"dataset": "mnist", "emnist_split": "letters"}, "data.emnist_split is not allowed"),
+    ({"dataset": "mnist", "flwr": {"dataset": "parquet"}}, "data.flwr.dataset is not allowed"),
+    ({"dataset": "mnist", "source": "flwr-datasets"}, "data.dataset = 'mnist' is not allowed "
+     "with data.source: flwr-datasets"),
+])
+def test_dataset_specific_keys_are_refused_elsewhere(data, match):
+    with pytest.raises(ValueError, match=match):
+        config_from_dict({"data": data})

@@ -208,6 +208,19 @@ class DataConfig(_Section):
         "data.flwr.dataset split by data.flwr.partitioner (the flwr-datasets extra)")
     flwr: FlwrDatasetsConfig = Field(default_factory=FlwrDatasetsConfig)
 
+    def _keys_for_their_datasets(self) -> None:
+        """Refuse a dataset-specific key set for a dataset that does not read it."""
+        text = ("sent140", "shakespeare")
+        checks = [(key, getattr(self, key) is not None, text)
+                  for key in ("vocabulary", "vocabulary_size", "seq_len")]
+        checks += [("users", self.users is not None, ("femnist", *text)),
+                   ("emnist_split", self.emnist_split != "byclass", ("emnist",)),
+                   ("flwr.dataset", self.flwr.dataset is not None, ("flwr-datasets",))]
+        for key, given, datasets in checks:
+            if given and self.dataset not in datasets:
+                raise ValueError(f"data.{key} is not allowed for data.dataset = "
+                                 f"{self.dataset!r}: it applies to {', '.join(datasets)}")
+
     @model_validator(mode="after")
     def _natural_users(self) -> DataConfig:
         """data.source: flwr-datasets is the dataset ``flwr-datasets``; a dataset of natural
@@ -223,6 +236,7 @@ class DataConfig(_Section):
             self.dataset = flower
         if self.dataset == flower:
             self.source = flower
+        self._keys_for_their_datasets()
         natural = self.dataset != CUSTOM and dataset_entry(self.dataset).natural
         if natural and "partition" not in self.model_fields_set:
             self.partition = "natural"
