@@ -1,8 +1,8 @@
 """Two rounds of privfl run on generated natural-user data: femnist, shakespeare, sent140 (LEAF
 JSON) and emnist (IDX files), through the configuration's path (privfl.algorithms.builders).
 
-Shakespeare and Sent140 train a small bag-of-embeddings model registered here: the character
-LSTM and the Sent140 LSTM are another change's (issue 48 items 3 and 4)."""
+Shakespeare and Sent140 train a small bag-of-embeddings model registered here, and Shakespeare
+also LEAF's character LSTM when the models side (issue 48 items 3 and 4) is present."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from torch import nn
 
 from privfl.algorithms.builders import build_dataset
 from privfl.config import ConfigError, config_from_dict
+from privfl.config.model_names import model_names
 from privfl.data.errors import DatasetNotFoundError
 from privfl.models import register_model
 from privfl.runs.experiment import Experiment
@@ -95,6 +96,18 @@ def test_shakespeare_trains_two_rounds_on_token_ids(tmp_path):
     data = build_dataset(config_from_dict(raw))
     assert data.train.x.dtype == np.int64 and data.input_shape == (20,)
     assert data.num_classes == 82
+    _, metrics = _two_rounds(raw, tmp_path)
+    assert 0.0 <= _accuracy(metrics) <= 1.0
+
+
+@pytest.mark.skipif("leaf-shakespeare-lstm" not in model_names(),
+                    reason="LEAF's character LSTM (issue 48 item 3, models side) is not here")
+def test_shakespeare_trains_two_rounds_with_leafs_character_lstm(tmp_path):
+    users = ["KING_LEAR", "FOOL", "EDGAR", "KENT"]
+    write_split(tmp_path, "shakespeare", [leaf_file(shakespeare_users(users, [4] * 4, 1))],
+                [leaf_file(shakespeare_users(users, [2] * 4, 2))])
+    raw = _raw("shakespeare", tmp_path, {"name": "leaf-shakespeare-lstm",
+                                         "kwargs": {"hidden": 16}}, seq_len=10)
     _, metrics = _two_rounds(raw, tmp_path)
     assert 0.0 <= _accuracy(metrics) <= 1.0
 
