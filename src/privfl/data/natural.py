@@ -283,16 +283,10 @@ def load_leaf_natural(name: str, root: PathLike, *, users: int | None = None,
 def _from_config(name: str, c: object) -> FederatedDataset:
     from privfl.data.download import data_home
 
-    try:
-        return load_leaf_natural(name, data_home(c.root), users=c.users,  # type: ignore[attr-defined]
-                                 vocabulary=c.vocabulary,  # type: ignore[attr-defined]
-                                 vocabulary_size=c.vocabulary_size,  # type: ignore[attr-defined]
-                                 seq_len=c.seq_len)  # type: ignore[attr-defined]
-    except ValueError as error:  # names the Python arguments: say it in configuration keys
-        if isinstance(error, DataFormatError):
-            raise
-        raise ValueError(f"data section: {error}".replace("vocabulary and seq_len",
-                         "data.vocabulary and data.seq_len")) from None
+    return load_leaf_natural(name, data_home(c.root), users=c.users,  # type: ignore[attr-defined]
+                             vocabulary=c.vocabulary,  # type: ignore[attr-defined]
+                             vocabulary_size=c.vocabulary_size,  # type: ignore[attr-defined]
+                             seq_len=c.seq_len)  # type: ignore[attr-defined]
 
 
 def femnist(c: object, seed: int) -> FederatedDataset:
