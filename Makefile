@@ -13,6 +13,7 @@ FLOWER_STAMP := $(FLOWER_VENV)/.privfl-installed
 TORCH := torch==2.13.0
 
 .PHONY: install data test test-kernels test-slow test-ray test-browser test-flower flower-venv test-latest lock lint \
+	test-flwr-datasets \
 	bench mutants
 
 install:
@@ -101,8 +102,13 @@ $(FLOWER_STAMP): pyproject.toml Makefile
 	echo '$(TORCH)' > $(FLOWER_VENV)/torch-pin.txt
 	$(FLOWER_VENV)/bin/python -m pip install --quiet -c $(FLOWER_VENV)/torch-pin.txt $(TORCH)
 	$(FLOWER_VENV)/bin/python -m pip install --quiet -c $(FLOWER_VENV)/torch-pin.txt \
-		-e '.[flower,mlflow,data]' pytest hypothesis
+		-e '.[flower,mlflow,data,flwr-datasets]' pytest hypothesis
 	touch $@
+
+# data.source: flwr-datasets (Flower Datasets, docs/natural-data.md) in the Flower venv: its
+# partitioners on a parquet dataset the tests write (the Hugging Face hub is never contacted)
+test-flwr-datasets: $(FLOWER_STAMP)
+	$(FLOWER_VENV)/bin/python -m pytest tests/data/test_flower_datasets.py
 
 # The newest releases pyproject allows (torch still pinned, see TORCH), in a separate venv.
 test-latest:

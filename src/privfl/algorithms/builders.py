@@ -61,11 +61,19 @@ def _clean_dataset(config: ExperimentConfig) -> FederatedDataset:
                           "FederatedDataset as data= to Experiment.create / Experiment.resume "
                           "(docs/python-api.md)")
     try:
-        train, test = dataset_entry(c.dataset).load()(c, seed)  # privfl.config.datasets
+        loaded = dataset_entry(c.dataset).load()(c, seed)  # privfl.config.datasets
     except d.DatasetNotFoundError as error:  # said in configuration keys, not Python calls
         if not error.settings:
             raise
         raise d.DatasetNotFoundError(error.settings) from None
+    if isinstance(loaded, FederatedDataset):  # natural users (privfl.data.natural)
+        if c.classes is not None:
+            raise ConfigError(f"data.classes = {list(c.classes)!r} is not allowed for "
+                              f"data.dataset = {c.dataset!r}: its users' records are kept whole")
+        if c.partition == "natural":
+            return loaded
+        loaded = (loaded.train, loaded.test)  # the pooled records, split by data.partition
+    train, test = loaded
     if c.classes is not None:  # e.g. a binary task (Xie et al. 2023: MNIST 0 vs 1)
         try:
             train, test = train.filter_classes(c.classes), test.filter_classes(c.classes)

@@ -31,6 +31,7 @@ class DatasetEntry:
     loader: str
     source: str
     about: str
+    natural: bool = False  #: its loader returns a FederatedDataset of natural users
 
     def load(self) -> Callable[[Any, int], tuple[Any, Any]]:
         """The loader ``(data_section, seed) -> (train, test)`` (imports its module)."""
@@ -41,9 +42,12 @@ class DatasetEntry:
 _DATASETS: dict[str, DatasetEntry] = {}
 
 
-def register_dataset(name: str, loader: str, *, source: str, about: str) -> None:
+def register_dataset(name: str, loader: str, *, source: str, about: str,
+                     natural: bool = False) -> None:
     """Register dataset ``name`` loaded by ``loader`` (``"module:function"``), from ``source``,
-    described by one line ``about``. A name is registered once."""
+    described by one line ``about``. A name is registered once. ``natural``: the loader returns
+    a :class:`~privfl.data.FederatedDataset` whose clients are the data's own users
+    (``data.partition: natural``) instead of a ``(train, test)`` pair."""
     if not isinstance(name, str) or not name or name == CUSTOM or name in _DATASETS:
         raise ValueError(f"name = {name!r} is not allowed: must be a new, non-empty dataset "
                          f"name other than {CUSTOM!r} (registered: {', '.join(_DATASETS)})")
@@ -53,7 +57,7 @@ def register_dataset(name: str, loader: str, *, source: str, about: str) -> None
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"{key} = {value!r} is not allowed for dataset {name!r}: must be "
                              "one line")
-    _DATASETS[name] = DatasetEntry(name, loader, source.strip(), about.strip())
+    _DATASETS[name] = DatasetEntry(name, loader, source.strip(), about.strip(), bool(natural))
 
 
 def unregister_dataset(name: str) -> None:
@@ -88,3 +92,24 @@ register_dataset("mnist", "privfl.data.splits:mnist", source="download (data.dow
                  about="70,000 28x28 digits, 10 classes")
 register_dataset("cifar10", "privfl.data.splits:cifar10", source="download (data.download: true)",
                  about="60,000 32x32 colour images, 10 classes")
+register_dataset("emnist", "privfl.data.splits:emnist",
+                 source="EMNIST idx files in data.root/emnist (download: data.download: true)",
+                 about="EMNIST, split data.emnist_split (default byclass: 814,255 28x28 "
+                 "characters, 62 classes; Hasircioglu and Gunduz 2022)")
+_LEAF = ("LEAF JSON in data.root/{}/data/{{train,test}} (github.com/TalwalkarLab/leaf: "
+         "./preprocess.sh -s niid --sf 1.0 -k 0 -t sample)")
+register_dataset("femnist", "privfl.data.natural:femnist", source=_LEAF.format("femnist"),
+                 about="LEAF FEMNIST: 28x28 characters, 62 classes, one writer per client",
+                 natural=True)
+register_dataset("shakespeare", "privfl.data.natural:shakespeare",
+                 source=_LEAF.format("shakespeare"),
+                 about="LEAF Shakespeare: next character of 80, one speaking role per client",
+                 natural=True)
+register_dataset("sent140", "privfl.data.natural:sent140", source=_LEAF.format("sent140"),
+                 about="LEAF Sent140: tweet sentiment (needs data.vocabulary), one account per "
+                 "client", natural=True)
+register_dataset("flwr-datasets", "privfl.data.flower_datasets:from_config",
+                 source="Flower Datasets (pip install 'privfl[flwr-datasets]'): "
+                 "data.flwr.dataset, a Hugging Face dataset or local files",
+                 about="data.source: flwr-datasets; clients: Flower's data.flwr.partitioner",
+                 natural=True)

@@ -88,6 +88,33 @@ class _Section(BaseModel):
         return value
 
 
+#: data.flwr.partitioner: Flower Datasets' partitioners (privfl.data.flower_datasets)
+FLWR_PARTITIONER_NAMES = ("iid", "dirichlet", "shard", "natural-id", "pathological", "linear",
+                          "square", "exponential")
+
+
+class FlwrDatasetsConfig(_Section):
+    """``data.source: flwr-datasets``: a dataset and a partitioner of Flower Datasets."""
+
+    dataset: str | None = Field(
+        None, description="a Hugging Face dataset name, or a local builder (parquet, csv, "
+        "json) with data_files")
+    subset: str | None = Field(None, description="the dataset's configuration (subset) name")
+    data_files: dict[str, str] | None = Field(
+        None, description="local builders: split name -> file, e.g. {train: a.parquet, "
+        "test: b.parquet}")
+    partitioner: Literal[FLWR_PARTITIONER_NAMES] = Field(  # type: ignore[valid-type]
+        "iid", description="Flower's partitioner of the training split (num_partitions: "
+        "data.clients; partition_by: label; seed: the run's)")
+    partitioner_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="more keyword arguments of the partitioner class, "
+        "e.g. {alpha: 0.5} for dirichlet, {partition_by: writer_id} for natural-id")
+    input: str = Field("image", description="the column of inputs (images or numbers)")
+    label: str = Field("label", description="the column of integer labels")
+    train_split: str = "train"
+    test_split: str = "test"
+
+
 class DataConfig(_Section):
     """Dataset and partition across clients."""
 
@@ -123,13 +150,15 @@ class DataConfig(_Section):
         None, description="keep only these classes, relabelled 0..k-1 in the order given "
         "(e.g. [0, 1]: a binary 0-vs-1 task); null keeps every class",
     )
-    partition: Literal["shards", "dirichlet", "iid", "leaf-synthetic"] = Field(
+    partition: Literal["shards", "dirichlet", "iid", "leaf-synthetic", "natural"] = Field(
         "shards", description="how records are split across clients: shards (each client "
         "gets shards_per_client label-sorted shards: non-IID), dirichlet (label proportions "
         "drawn from Dirichlet(beta)), iid (uniformly at random, train_size each), "
         "leaf-synthetic (a LEAF-style population of many small clients of log-normal sizes "
         "with mean train_size, default 8, at least training.batch_size each, over one shared "
-        "pool; records are shared once the population needs more than the dataset holds)")
+        "pool; records are shared once the population needs more than the dataset holds), "
+        "natural (the data's own users, one client each, with their own train and test "
+        "records: femnist, shakespeare, sent140; their default)")
     clients: int = Field(20, ge=2, description="m: number of clients")
     shards_per_client: int = Field(2, ge=1, description="shards: shards per client")
     shard_size: int | None = Field(None, ge=1, description="shards: records per shard")
@@ -155,6 +184,68 @@ class DataConfig(_Section):
         "al. 2021's reference code), a record held by k clients is accounted as the "
         "composition of its holders (DP-DSGD refuses it)")
     test_sampling: Literal["proportions", "train-labels"] = "proportions"
+    users: int | None = Field(
+        None, ge=1, description="natural: keep the first this many users with training "
+        "records, in the files' order (default: every user; data.clients applies to the other "
+        "partitions)")
+    vocabulary: str | None = Field(
+        None, description="sent140, shakespeare: the token vocabulary, a public word list or "
+        "GloVe text file (PATH; its first field per line), or training-split (built from the "
+        "private training split: the privacy card says the guarantee does not cover it). "
+        "Default: LEAF's 80 characters for shakespeare; sent140 needs one")
+    vocabulary_size: int | None = Field(
+        None, ge=1, description="sent140, shakespeare: keep the first this many tokens of "
+        "data.vocabulary (GloVe lists words by frequency)")
+    seq_len: int | None = Field(
+        None, ge=1, description="sent140: words per tweet (default 25, LEAF's); shakespeare: "
+        "characters per input (default 80)")
+    emnist_split: Literal["byclass", "bymerge", "balanced", "letters", "digits", "mnist"] = Field(
+        "byclass", description="emnist: which EMNIST split (Hasircioglu and Gunduz 2022: "
+        "byclass, 62 classes)")
+
+    source: Literal["privfl", "flwr-datasets"] = Field(
+        "privfl", description="privfl: data.dataset; flwr-datasets: Flower Datasets' "
+        "data.flwr.dataset split by data.flwr.partitioner (the flwr-datasets extra)")
+    flwr: FlwrDatasetsConfig = Field(default_factory=FlwrDatasetsConfig)
+
+    def _keys_for_their_datasets(self) -> None:
+        """Refuse a dataset-specific key set for a dataset that does not read it."""
+        text = ("sent140", "shakespeare")
+        checks = [(key, getattr(self, key) is not None, text)
+                  for key in ("vocabulary", "vocabulary_size", "seq_len")]
+        checks += [("users", self.users is not None, ("femnist", *text)),
+                   ("emnist_split", self.emnist_split != "byclass", ("emnist",)),
+                   ("flwr.dataset", self.flwr.dataset is not None, ("flwr-datasets",))]
+        for key, given, datasets in checks:
+            if given and self.dataset not in datasets:
+                raise ValueError(f"data.{key} is not allowed for data.dataset = "
+                                 f"{self.dataset!r}: it applies to {', '.join(datasets)}")
+
+    @model_validator(mode="after")
+    def _natural_users(self) -> DataConfig:
+        """data.source: flwr-datasets is the dataset ``flwr-datasets``; a dataset of natural
+        users (or Flower's partitions) is partitioned by its users unless the configuration says
+        otherwise; data.partition: natural needs such a dataset."""
+        from privfl.config.datasets import dataset_entry
+
+        flower = "flwr-datasets"
+        if self.source == flower and self.dataset != flower:
+            if "dataset" in self.model_fields_set:
+                raise ValueError(f"data.dataset = {self.dataset!r} is not allowed with "
+                                 f"data.source: {flower}: the data are data.flwr.dataset")
+            self.dataset = flower
+        if self.dataset == flower:
+            self.source = flower
+        self._keys_for_their_datasets()
+        natural = self.dataset != CUSTOM and dataset_entry(self.dataset).natural
+        if natural and "partition" not in self.model_fields_set:
+            self.partition = "natural"
+        if self.partition == "natural" and not natural:
+            raise ValueError(
+                f"data.partition = 'natural' is not allowed for data.dataset = "
+                f"{self.dataset!r}: its records have no users; natural needs one of "
+                f"{', '.join(n for n in dataset_names() if dataset_entry(n).natural)}")
+        return self
 
 class ModelConfig(_Section):
     """An architecture from :mod:`privfl.models` (``num_classes``/``input_shape`` filled in)."""

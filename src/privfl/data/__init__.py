@@ -14,6 +14,8 @@ numpy-based; torch is imported only by ``Dataset.to_torch`` / ``Dataset.torch_da
 * Partitions (:mod:`privfl.data.partition`) and :class:`FederatedDataset` builders:
   :func:`federate_shards` (Zheng et al. 2021 MNIST), :func:`federate_dirichlet` (their CIFAR-10),
   :func:`federate_iid`, :func:`federate_groups`, :func:`federate_leaf`.
+* Natural users (docs/natural-data.md): :func:`load_leaf_natural` (LEAF FEMNIST, Shakespeare,
+  Sent140; tokenised by :mod:`privfl.data.text`), :func:`load_flwr_dataset` (Flower Datasets).
 """
 
 from privfl.data.datasets import Dataset, FederatedDataset, as_rng
@@ -34,6 +36,7 @@ from privfl.data.errors import (
     DatasetNotFoundError,
     DownloadError,
 )
+from privfl.data.flower_datasets import load_flwr_dataset
 from privfl.data.formats import (
     LeafData,
     read_cifar10,
@@ -44,6 +47,7 @@ from privfl.data.formats import (
     read_leaf_json,
     write_idx,
 )
+from privfl.data.natural import load_leaf_natural
 from privfl.data.partition import (
     dirichlet_class_partition,
     dirichlet_partition,
@@ -104,7 +108,9 @@ __all__ = [
     "load_digits",
     "load_emnist",
     "load_fashion_mnist",
+    "load_flwr_dataset",
     "load_idx_dataset",
+    "load_leaf_natural",
     "load_mnist",
     "load_mnist_5k",
     "matched_test_indices",

@@ -72,6 +72,21 @@ def _inputs(value: object) -> np.ndarray:
     return x
 
 
+def _token_ids(value: object, vocabulary: tuple[str, ...]) -> np.ndarray:
+    """``x`` of text data: ``N x seq_len`` int64 token ids in ``[0, len(vocabulary))``."""
+    if len(vocabulary) < 2 or vocabulary[:2] != ("<pad>", "<unk>"):
+        raise ValueError(f"vocabulary = {vocabulary[:2]!r}... is not allowed: must start with "
+                         "'<pad>', '<unk>' (ids 0 and 1)")
+    x = np.asarray(value)
+    if x.ndim != 2 or not np.issubdtype(x.dtype, np.integer):
+        raise ValueError(f"x = {x.dtype} array of shape {x.shape} is not allowed: text data "
+                         "must be N x seq_len integer token ids")
+    if x.size and (x.min() < 0 or x.max() >= len(vocabulary)):
+        raise ValueError(f"x = token ids in [{x.min()}, {x.max()}] is out of range: must be in "
+                         f"[0, {len(vocabulary) - 1}] (the vocabulary's ids)")
+    return np.ascontiguousarray(x, dtype=np.int64)
+
+
 def _labels(value: object, n: int) -> np.ndarray:
     """``y`` as ``int64`` class indices; integral floats (``1.0``) are accepted, anything that
     is not a whole number is refused (privfl trains classifiers: no regression targets)."""
@@ -123,6 +138,10 @@ class Dataset:
         ``[0, 1]`` pixels with ``normalized=False`` unless asked otherwise.
     classes
         Optional class names.
+    vocabulary
+        Text data only (:mod:`privfl.data.text`): tokens by id, ``vocabulary[0] == "<pad>"``,
+        ``vocabulary[1] == "<unk>"``. ``x`` then holds int64 token ids in
+        ``[0, len(vocabulary))``, ``N x seq_len``, kept as integers and never normalised.
     """
 
     x: np.ndarray
@@ -133,9 +152,15 @@ class Dataset:
     std: tuple[float, ...] = (1.0,)
     normalized: bool = False
     classes: tuple[str, ...] | None = None
+    vocabulary: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        self.x = _inputs(self.x)
+        if self.vocabulary is None:
+            self.x = _inputs(self.x)
+        else:
+            self.vocabulary = tuple(str(t) for t in self.vocabulary)
+            self.x = _token_ids(self.x, self.vocabulary)
+            self.normalized = True
         self.y = _labels(self.y, self.x.shape[0])
         if self.num_classes is None:
             self.num_classes = int(self.y.max()) + 1 if self.y.size else 1
@@ -181,7 +206,7 @@ class Dataset:
         fields = {
             "x": self.x, "y": self.y, "name": self.name, "num_classes": self.num_classes,
             "mean": self.mean, "std": self.std, "normalized": self.normalized,
-            "classes": self.classes,
+            "classes": self.classes, "vocabulary": self.vocabulary,
         }
         fields.update(changes)
         return Dataset(**fields)

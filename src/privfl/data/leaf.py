@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import reprlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,7 +104,7 @@ def _check_leaf(path: Path, content: object) -> tuple[list, list, dict, list]:
             raise DataFormatError(
                 f"{path}: user_data[{_brief(user)}] must be an object with x and y"
             )
-        if not isinstance(record["x"], list) or not isinstance(record["y"], list):
+        if not isinstance(record["x"], list | np.ndarray) or not isinstance(record["y"], list):
             raise DataFormatError(f"{path}: user_data[{_brief(user)}] x and y must be lists")
         if isinstance(count, bool) or not isinstance(count, int):
             raise DataFormatError(
@@ -124,12 +124,29 @@ def _check_leaf(path: Path, content: object) -> tuple[list, list, dict, list]:
     return users, counts, user_data, hierarchies if isinstance(hierarchies, list) else []
 
 
-def read_leaf_json(path: PathLike | Iterable[PathLike]) -> LeafData:
+def _records_hook(convert: Callable[[list], object]) -> Callable[[dict], object]:
+    """A ``json.load`` object hook that passes each user record's ``x`` list (an object of
+    exactly the keys x and y, both lists) through ``convert`` as soon as it is parsed."""
+    def hook(obj: dict) -> object:
+        if obj.keys() == {"x", "y"} and isinstance(obj["x"], list) and isinstance(
+                obj["y"], list):
+            return {"x": convert(obj["x"]), "y": obj["y"]}
+        return obj
+    return hook
+
+
+def read_leaf_json(path: PathLike | Iterable[PathLike], *,
+                   convert_x: Callable[[list], object] | None = None) -> LeafData:
     """Read a LEAF split: one JSON file, a directory of them, or a list of files (merged).
+
+    ``convert_x``: applied to each user's ``x`` list while the file is parsed (e.g. to a numpy
+    array: the parsed lists of one user are then alive at a time, not a whole file's); it
+    returns a numpy array, or the list unchanged to leave it to the caller.
 
     Raises :class:`DataFormatError` for invalid JSON, missing keys, counts that do not match
     the data, or a user that appears in two files.
     """
+    hook = None if convert_x is None else _records_hook(convert_x)
     if isinstance(path, str | os.PathLike):
         files = _leaf_files(Path(path))
     else:
@@ -140,7 +157,7 @@ def read_leaf_json(path: PathLike | Iterable[PathLike]) -> LeafData:
     for file in files:
         try:
             with file.open("r", encoding="utf-8") as stream:
-                content = json.load(stream)
+                content = json.load(stream, object_hook=hook)
         except RecursionError:
             raise DataFormatError(
                 f"{file}: not valid LEAF JSON: nested deeper than Python's JSON parser reads "

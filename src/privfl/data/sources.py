@@ -314,7 +314,11 @@ def load_emnist(
         raise DatasetNotFoundError(
             f"EMNIST {split} is not in {folder}. With internet, run "
             f"`python -c 'import privfl.data as d; d.download_emnist({split!r})'` (or pass "
-            f"download=True; ~535 MiB once); otherwise copy {', '.join(names)} there."
+            f"download=True; ~535 MiB once); otherwise copy {', '.join(names)} there.",
+            settings=f"EMNIST {split} is not in {folder}. With internet, set data.download: "
+            "true (privfl run: --set data.download=true; ~535 MiB once); otherwise copy "
+            f"{', '.join(names)} there (data.root or PRIVFL_DATA names another folder; "
+            "data.emnist_split chooses the split).",
         )
     classes = emnist_classes(split)
     kwargs = {"num_classes": len(classes), "classes": classes, "transpose": transpose,

@@ -10,13 +10,14 @@ from privfl.data.datasets import Dataset
 from privfl.data.sources import (
     load_cifar10,
     load_digits,
+    load_emnist,
     load_fashion_mnist,
     load_mnist,
     load_mnist_5k,
     synthetic_dataset,
 )
 
-__all__ = ["cifar10", "digits", "fashion_mnist", "mnist", "mnist_5k", "synthetic"]
+__all__ = ["cifar10", "digits", "emnist", "fashion_mnist", "mnist", "mnist_5k", "synthetic"]
 
 Pair = tuple[Dataset, Dataset]
 
@@ -44,3 +45,7 @@ def mnist(c: Any, seed: int) -> Pair:
 
 def cifar10(c: Any, seed: int) -> Pair:
     return load_cifar10(c.root, download=c.download, normalize=c.normalize)
+
+
+def emnist(c: Any, seed: int) -> Pair:
+    return load_emnist(c.emnist_split, c.root, download=c.download, normalize=c.normalize)

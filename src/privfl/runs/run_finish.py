@@ -57,16 +57,19 @@ class RunArtefacts:
 
     def card(self, rounds: int) -> dict[str, Any]:
         """The privacy card's rows after ``rounds`` rounds: the plan's, a simulated attack's
-        (:func:`privfl.attacks.poisoning.attack_card_rows`) and the pretraining data's
-        (:func:`privfl.runs.model_card.model_card_rows`)."""
+        (:func:`privfl.attacks.poisoning.attack_card_rows`), the pretraining data's
+        (:func:`privfl.runs.model_card.model_card_rows`) and a text vocabulary's
+        (:func:`privfl.data.text.vocabulary_card_rows`)."""
         from privfl.attacks.poisoning import attack_card_rows, attack_of
+        from privfl.data.text import vocabulary_card_rows
         from privfl.runs.model_card import model_card_rows
 
         algo = self.run.algorithm
         released = algo.released_rounds(rounds)
         rows = {**algo.plan.card(released), **attack_card_rows(attack_of(self.run.data)),
                 **model_card_rows(self.run.config.model,
-                                  getattr(getattr(algo, "trainer", None), "template", None))}
+                                  getattr(getattr(algo, "trainer", None), "template", None)),
+                **vocabulary_card_rows(self.run.data.info)}
         budget = self.budget()
         if budget is not None and algo.private:  # its filter caps the rounds at any plan
             rows.update(budget.card_rows(min(rounds, budget.rounds_allowed(
