@@ -42,7 +42,19 @@ class BagOfEmbeddings(nn.Module):
         return self.out(self.embed(x.long()).mean(dim=1))
 
 
-register_model("test-bag-of-embeddings", BagOfEmbeddings)
+@pytest.fixture(scope="module", autouse=True)
+def _bag_of_embeddings():
+    """Registered for this module's tests only: the registry is process-wide, and other test
+    files (tests/models/test_models.py) list it."""
+    from privfl import models
+    from privfl.config import model_names as names
+
+    before, registered = dict(models.MODELS._entries), list(names._REGISTERED)
+    register_model("test-bag-of-embeddings", BagOfEmbeddings)
+    yield
+    models.MODELS._entries.clear()
+    models.MODELS._entries.update(before)
+    names._REGISTERED[:] = registered
 
 
 def _raw(dataset: str, root, model: dict, **data) -> dict:
