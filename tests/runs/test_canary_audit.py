@@ -41,7 +41,11 @@ def test_statistics_on_separated_scores_reach_the_ceiling_and_violate_a_small_bo
     result = audit_statistics(_scores(100.0), 1e-5, 1.0)
     # every guess right: the largest k's bound, which is the ceiling
     assert result["epsilon_lower"] == pytest.approx(result["epsilon_lower_max"], rel=1e-9)
-    assert result["epsilon_lower_max"] == pytest.approx(lower_bound_ceiling(200, 1e-5))
+    assert result["epsilon_lower_max"] <= lower_bound_ceiling(200, 1e-5)
+    # with as many inserted as not, perfect scores get every guess right: the ceiling itself
+    balanced = np.arange(200) % 2 == 0
+    even = audit_statistics(CanaryScores(balanced * 10.0, balanced, 1, DESCRIPTION), 1e-5, 1.0)
+    assert even["epsilon_lower"] == even["epsilon_lower_max"] == lower_bound_ceiling(200, 1e-5)
     assert result["verdict"] == "VIOLATED"
     assert result["epsilon_estimate"] > 50  # mu = 100: far beyond any bound
     assert result["canaries"] == 200

@@ -18,7 +18,8 @@ auditor's generator, seeded by ``seed``). From the scores and the bits:
 
 Verdict: ``consistent`` when epsilon_lower <= epsilon_bound, ``VIOLATED`` otherwise: then, with
 probability at least 1 - beta, the code that ran is not (epsilon_bound, delta)-DP for one unit.
-The largest lower bound m canaries can give (every guess right) is :func:`lower_bound_ceiling`.
+The largest lower bound the canaries can give is ``epsilon_lower_max``: the bound of perfectly
+separated scores with the realised bits (at most :func:`lower_bound_ceiling`, every guess right).
 
 What the audit writes is a release (:func:`audit_outputs`): it is computed from the canary run's
 released outputs and the auditor's own randomness.
@@ -59,9 +60,11 @@ def guess_counts(m: int) -> list[int]:
 
 
 def lower_bound_ceiling(m: int, delta: float, beta: float = 0.05) -> float:
-    """The largest ``epsilon_lower`` m canaries can give at ``delta`` and confidence 1 - beta:
+    """An upper limit on ``epsilon_lower`` for m canaries at ``delta`` and confidence 1 - beta:
     every one of k guesses right, maximised over :func:`guess_counts` (each at
-    ``beta / len(counts)``). An audit that reaches it could not have shown more."""
+    ``beta / len(counts)``). audit.json's ``epsilon_lower_max`` is what perfectly separated
+    scores give with the realised bits (k/2 "in" guesses are all right only while k/2 is at
+    most the number inserted), at most this."""
     ks = guess_counts(m)
     return max(one_run_epsilon(m, k, k, delta, beta / len(ks)) for k in ks)
 
@@ -102,7 +105,7 @@ def audit_statistics(scores: CanaryScores, delta: float, epsilon_bound: float, *
             "BOUND from below: one-run audit (Steinke, Nasr and Jagielski 2023, Theorem 5.2 "
             f"with delta), lower bound at confidence {1 - beta:g}, {guesses} guesses (half in, "
             f"half out; Bonferroni over {tries} guess counts)"),
-        "epsilon_lower_max": lower_bound_ceiling(m, delta, beta),
+        "epsilon_lower_max": _one_run(inserted.astype(float), inserted, delta, beta)[0],
         "epsilon_lower_clopper_pearson": split_threshold_epsilon(
             values, inserted, delta, beta, seed=seed),
         "epsilon_estimate": None if fit is None else fit.epsilon,

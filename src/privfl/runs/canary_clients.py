@@ -14,12 +14,20 @@ clipping leaves it unchanged and its sensitivity is exactly one client's. The se
 clipping, noise, aggregation and model step are the algorithm's own code.
 
 Score of canary i, from the released global models only (these guarantees release every
-round's model): ``sum_t cos(u_i, w_{t+1} - w_t)`` over the rounds t in which canary i *may*
-take part (public: every round under Poisson sampling; its group's rounds under cyclic groups).
-The sum never reads whether it did take part (secret sampling) nor its bit. A null canary's
-cosine is about N(0, 1/d); an inserted one gains about ``S_t / (E[m] |Delta_t| / eta)`` in a
-round it joins, so power needs a model dimension d large against the canaries that join a
-round together and the real clients' drift (docs/audit.md).
+round's model): the sum, over the rounds t in which canary i *may* take part (public: every
+round under Poisson sampling; its group's rounds under cyclic groups), of its coefficient
+``b_i(t)`` in the least-squares fit of the released update ``Delta_t = w_{t+1} - w_t`` on all m
+directions that may take part in round t, ``b(t) = (U U^T)^-1 U Delta_t`` (U: those
+directions, ``[k, d]``). The sum never
+reads whether the canary did take part (secret sampling) nor its bit. The fit removes the
+cross-talk of the other canaries, which limits Andrew et al.'s cosine ``cos(u_i, Delta_t)``:
+with k canaries in a round a null canary's cosine has standard deviation ``sqrt(1/d)`` against an
+inserted one's ``1/sqrt(k)``, and when the same canaries join every round (cyclic groups, q = 1)
+the rounds repeat that error instead of averaging it out. When the canaries that may join a
+round outnumber half the model's dimension (the fit is ill-conditioned) the score is the
+cosine. Power then
+comes from the noise: an inserted canary's coefficient is ``eta S_t / E[m]`` per round it joins,
+against the noise's ``eta z S_t / E[m]`` (docs/audit.md).
 """
 
 from __future__ import annotations
@@ -31,13 +39,23 @@ import torch
 
 from privfl.runs.canary_source import CanaryScores
 
-__all__ = ["ClientCanaries", "cosine_scores", "unit_directions"]
+__all__ = ["ClientCanaries", "cosine_scores", "least_squares_decoder", "unit_directions"]
 
 
 def cosine_scores(directions: np.ndarray, step: np.ndarray) -> np.ndarray:
     """``cos(u_j, step)`` for unit rows ``u_j`` of ``directions`` (zeros for a zero step)."""
     norm = float(np.linalg.norm(step))
     return directions @ step / norm if norm > 0.0 else np.zeros(directions.shape[0])
+
+
+def least_squares_decoder(directions: np.ndarray) -> np.ndarray | None:
+    """``(U U^T)^-1 U`` ``[m, d]`` for the unit rows U of ``directions``: its product with a
+    vector gives that vector's least-squares coefficients on the rows. None when the fit is
+    ill-conditioned (more than d/2 rows: use the cosine)."""
+    m, d = directions.shape
+    if 2 * m > d:
+        return None
+    return np.linalg.solve(directions @ directions.T, directions)
 
 
 def unit_directions(rng: np.random.Generator, count: int, dimension: int) -> np.ndarray:
@@ -58,6 +76,8 @@ class ClientCanaries:
             rounds: int) -> CanaryScores:
         m = int(inserted.size)
         directions = unit_directions(rng, m, int(algorithm.global_model.numel()))
+        decoders: dict[bytes, np.ndarray | None] = {}  # one per public eligibility pattern
+        fitted = True
         scores = np.zeros(m)
         for r in range(1, rounds + 1):
             cohort = algorithm.select_cohort()
@@ -70,19 +90,30 @@ class ClientCanaries:
             algorithm.aggregate(cohort, work)
             algorithm.round = r
             step = (algorithm.global_model - before).double().cpu().numpy()
-            scores[may] += cosine_scores(directions[may], step)
-        return CanaryScores(scores, inserted.astype(bool), rounds, self.describe(algorithm))
+            key = np.packbits(may).tobytes()
+            if key not in decoders:
+                decoders[key] = least_squares_decoder(directions[may])
+            decoder = decoders[key]
+            fitted = fitted and decoder is not None
+            scores[may] += (cosine_scores(directions[may], step) if decoder is None
+                            else decoder @ step)
+        return CanaryScores(scores, inserted.astype(bool), rounds,
+                            self.describe(algorithm, fitted=fitted))
 
     @staticmethod
-    def describe(algorithm: Any) -> dict[str, str]:
+    def describe(algorithm: Any, *, fitted: bool = True) -> dict[str, str]:
         """The :data:`~privfl.runs.canary_source.DESCRIPTION_KEYS` texts for ``algorithm``."""
         card = algorithm.plan.card(max(algorithm.round, 1))
         return {
             "canary": ("client sending the round's clip norm S_t times a fixed random unit "
                        "direction (Andrew et al. 2024); sampled by the algorithm's own client "
                        "schedule and sampling"),
-            "score": ("sum over the rounds the canary may join (public schedule) of cos(canary "
-                      "direction, released global model update w_{t+1} - w_t)"),
+            "score": "sum over the rounds the canary may join (public schedule) of " + (
+                "its coefficient in the least-squares fit of the released global model update "
+                "w_{t+1} - w_t on the directions of the canaries that may join the round" if fitted else
+                "cos(canary direction, released global model update w_{t+1} - w_t) (Andrew et "
+                "al. 2024; in some round more canaries may join than half the model's "
+                "dimension)"),
             "neighbouring": str(card.get("neighbouring", "add/remove one client")),
             "sampling": str(card.get("sampling", card.get("clients", ""))),
             "released": str(card.get("release", "every round's global model")),

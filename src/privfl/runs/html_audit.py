@@ -82,8 +82,8 @@ def audit_section(audit: Mapping[str, Any]) -> Section:
     rows = [
         ("verdict", str(audit["verdict"])),
         ("epsilon_lower", f"{number('epsilon_lower')} ({audit['epsilon_lower_method']})"),
-        ("epsilon_lower_max", f"{number('epsilon_lower_max')} (the most "
-         f"{audit['canaries']} canaries can show: every guess right)"),
+        ("epsilon_lower_max", f"{number('epsilon_lower_max')} (the most these "
+         f"{audit['canaries']} canaries can show: perfectly separated scores)"),
         ("epsilon_lower_clopper_pearson", number("epsilon_lower_clopper_pearson")),
         ("epsilon_estimate", f"{number('epsilon_estimate')} ({audit['epsilon_estimate_method']})"),
         ("epsilon_bound", f"{number('epsilon_bound')} ({audit['epsilon_bound_method']})"),
