@@ -110,7 +110,8 @@ class ClientCanaries:
                        "schedule and sampling"),
             "score": "sum over the rounds the canary may join (public schedule) of " + (
                 "its coefficient in the least-squares fit of the released global model update "
-                "w_{t+1} - w_t on the directions of the canaries that may join the round" if fitted else
+                "w_{t+1} - w_t on the directions of the canaries that may join the round"
+                if fitted else
                 "cos(canary direction, released global model update w_{t+1} - w_t) (Andrew et "
                 "al. 2024; in some round more canaries may join than half the model's "
                 "dimension)"),
