@@ -164,11 +164,12 @@ class CorrelatedFedAvg(ServerFedAvg):
         may = np.arange(canaries) % schedule.groups == self.round % schedule.groups
         return may, may & (uniforms < schedule.sampling_rate)
 
-    def add_canaries(self, updates: dict[str, Any], directions: torch.Tensor) -> None:
-        """Canary uploads ``S u_i``, clipped by the round's own clipping and added to the
-        round's clipped sum ``x_t`` (float64)."""
+    def add_canaries(self, updates: dict[str, Any], directions: torch.Tensor,
+                     factor: float) -> None:
+        """Canary uploads ``factor S u_i``, clipped by the round's own clipping and added to
+        the round's clipped sum ``x_t`` (float64)."""
         if directions.shape[0]:
-            rows = directions.to(self.dtype) * self.plan.clip_norm
+            rows = directions.to(self.dtype) * (factor * self.plan.clip_norm)
             clipped = self.clipping.clip(rows, self.plan.clip_norm).updates
             updates["total"] += clipped.double().sum(0)
 
