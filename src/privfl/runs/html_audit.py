@@ -102,7 +102,7 @@ def audit_section(audit: Mapping[str, Any]) -> Section:
         f"{float(audit['delta']):g}). VIOLATED proves (at that confidence) that the code is "
         "less private than its proof says; consistent proves nothing about privacy: this "
         "attack found no leak larger than the proof allows.",),
-        figures=tuple(figures), tables=(table(("", ""), rows, id="audit"),))
+        figures=tuple(figures), tables=(table(("", ""), rows, id="audit-numbers"),))
 
 
 def audit_html(audit: Mapping[str, Any], outputs: Sequence[Output]) -> str:
