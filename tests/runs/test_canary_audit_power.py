@@ -12,7 +12,7 @@ the real clients barely move (the audit tests the server's clipping and noise, d
 no server momentum (it spreads a canary over later rounds, which the score does not read).
 DP-FedAvg: fixed clipping, q = 0.3, z = 5, 40 rounds, 300 canaries (RDP bound 1.45 at delta
 1e-4). DP-FTRL and BandMF-FedAvg: their demos' noise (calibrated to epsilon = 2 at delta 1e-5
-for 40 rounds), 500 canaries. Canaries send 2 S_t along their direction (the server clips them).
+for 40 rounds), 500 canaries. Canaries send 10 S_t along their direction (the server clips them).
 Measured on this machine (epsilon_lower / epsilon_lower_max; configured; planted bug):
 DP-FedAvg 3.60 / 3.60, 0.00, 2.69 (bound 1.45); DP-FTRL 3.91 / 3.91, 0.00, 2.38 (bound 2.00);
 BandMF 3.91 / 3.91, 0.24, 3.56 (bound 2.00); about 25 s for all nine audits. Training floats

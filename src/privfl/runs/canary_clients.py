@@ -9,7 +9,7 @@ sampling), dp-ftrl and bandmf-fedavg (cyclic groups, optionally Poisson within t
 Canary i has a fixed random unit direction ``u_i`` of the model space (i.i.d. Gaussian,
 normalised; the auditor's generator). If inserted, it is a client of the population: in each
 round the algorithm's schedule says whether it may take part (public) and its sampling whether
-it does (secret), and it then sends ``2 S_t u_i`` (:data:`CANARY_NORM` clip norms along its
+it does (secret), and it then sends ``10 S_t u_i`` (:data:`CANARY_NORM` clip norms along its
 direction), which the server's clipping must bring to ``S_t u_i``: its sensitivity is exactly one
 client's when the clipping works, and a clipping bug shows (Andrew et al. send ``S_t u_i``,
 which no clipping changes). The server's clipping, noise, aggregation and model step are the
@@ -43,7 +43,7 @@ from privfl.runs.canary_source import CanaryScores
 
 #: a canary's upload norm in clip norms: above 1, so that the server's clipping must act
 #: (a clipping bug shows), and clipped to exactly S_t when it does
-CANARY_NORM = 2.0
+CANARY_NORM = 10.0
 
 __all__ = ["CANARY_NORM", "ClientCanaries", "cosine_scores", "least_squares_decoder",
            "unit_directions"]
