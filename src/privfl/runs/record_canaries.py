@@ -1,0 +1,236 @@
+"""Record-level canaries for `privfl audit run` (issue 47): mislabelled records planted in the
+clients' training data, scored by loss on the released model.
+
+Algorithms: the record-level ones (:data:`RECORD_LEVEL`): PriFedSync (Zheng et al. 2021),
+InsDP-FedSGD/FedAvg (Xie et al. 2023), projected noisy SGD (Asoodeh et al. 2021) and DP-DSGD
+(Hasircioglu and Gunduz 2022).
+
+Canaries (:func:`plant_record_canaries`): ``m`` *slots*, records each held by exactly one client,
+drawn uniformly without replacement. Each slot's canary is the slot's own input with a wrong
+label ``y' = (y + 1 + U{0..K-2}) mod K`` (a mislabelled record). Secret bit ``S_j`` ~
+Bernoulli(1/2): with ``S_j = 1`` the client holds the canary ``(x_j, y'_j)`` in the slot, with
+``S_j = 0`` the original record ``(x_j, y_j)``. A canary is an ordinary record of its client's
+dataset (a copy appended to the pool, the client's index pointing at it, as
+:func:`privfl.attacks.poisoning.poison` does): the algorithm's own batch sampling, clipping,
+noise and aggregation treat it as any record, and every client keeps its ``n_j``, so the
+sampling rates and divisors the accountant reads do not depend on the bits.
+
+Neighbouring relation: flipping one bit swaps one record of one client, a *replace-one*
+neighbour. :func:`replace_one_bound` therefore compares with the run's tightest proven bound
+for replace-one neighbours: the headline where the guarantee is replace-one already (fixed-size
+batches, projected SGD's replace-one user); the plan's replace-one re-reading of its events
+where it has one (InsDP, PriFedSync with Poisson batches); otherwise group privacy over two
+add/remove steps, ``(2 eps, (1 + e^eps) delta)`` (DP-DSGD, whose random-participation analysis
+fixes the relation), and the one-run bound is then taken at that larger delta.
+
+Score (:func:`canary_scores`), from the released model only: ``l(w_0; x_j, y'_j) -
+l(w_T; x_j, y'_j)``, the drop of the canary's cross-entropy from the initial model (public,
+data-independent) to the final released model (the global model; for a last-iterate release
+the last iterate, which is what ``global_params`` returns). A present canary is trained on and
+its loss drops; an absent one is replaced by the correctly labelled record, which pushes its
+loss up. The final model is a function of every release model privfl has (all iterates, the
+global models, each client's noised uploads), so scoring on it is post-processing of what the
+guarantee covers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from privfl._validation import check_choice, check_int
+from privfl.data.datasets import Dataset, FederatedDataset
+
+__all__ = [
+    "RECORD_LEVEL",
+    "RecordCanaries",
+    "canary_scores",
+    "plant_record_canaries",
+    "replace_one_bound",
+    "train_released",
+]
+
+#: the algorithms audited with canary records (record-level guarantees)
+RECORD_LEVEL = ("prifedsync", "insdp-fedsgd", "insdp-fedavg", "projected-sgd", "dp-dsgd")
+
+
+#: canary designs: a held record relabelled, or an out-of-distribution input (module docstring)
+DESIGNS = ("mislabelled", "ood")
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordCanaries:
+    """Where the canaries sit and which are present (the auditor's secret).
+
+    ``inputs`` and ``labels`` are the canary records, ``rows`` the slots' original rows of the
+    training pool, ``clients`` the client holding each slot and ``inserted`` the bits ``S_j``.
+    """
+
+    inputs: np.ndarray
+    labels: np.ndarray
+    rows: np.ndarray
+    clients: np.ndarray
+    inserted: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.rows.size)
+
+
+def _single_holder_slots(data: FederatedDataset) -> tuple[np.ndarray, np.ndarray]:
+    """(client, position in the client's index array) of every record held by one client."""
+    owners = np.concatenate([np.full(idx.size, j) for j, idx in enumerate(data.train_indices)])
+    positions = np.concatenate([np.arange(idx.size) for idx in data.train_indices])
+    rows = np.concatenate(data.train_indices)
+    counts = np.bincount(rows, minlength=len(data.train))
+    single = counts[rows] == 1
+    return owners[single], positions[single]
+
+
+def constant_features(data: FederatedDataset) -> np.ndarray:
+    """Flat positions of the input features that have one value in every held record."""
+    rows = np.unique(np.concatenate(data.train_indices))
+    flat = data.train.x[rows].reshape(rows.size, -1)
+    return np.flatnonzero(flat.max(axis=0) == flat.min(axis=0))
+
+
+def ood_inputs(data: FederatedDataset, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` out-of-distribution inputs: 0 on the features that vary over the held
+    records; on the features constant over them, that constant plus a random sign pattern
+    whose norm is the held records' mean input norm (real records never move the weights of these
+    features, so a canary's loss reads mostly the canaries). Needs >= 8 constant features."""
+    where = constant_features(data)
+    if where.size < 8:
+        raise ValueError(f"canary_design = 'ood' needs >= 8 input features constant over the "
+                         f"training records: the data have {where.size}; use 'mislabelled'")
+    rows = np.unique(np.concatenate(data.train_indices))
+    flat = data.train.x[rows].reshape(rows.size, -1)
+    scale = float(np.linalg.norm(flat, axis=1).mean()) / np.sqrt(where.size)
+    inputs = np.zeros((count, flat.shape[1]), dtype=np.float64)
+    inputs[:, where] = flat[0, where] + scale * rng.choice([-1.0, 1.0], size=(count, where.size))
+    return inputs.reshape((count, *data.train.x.shape[1:])).astype(np.float32)
+
+
+def plant_record_canaries(data: FederatedDataset, canaries: int, rng: np.random.Generator,
+                          design: str = "mislabelled"
+                          ) -> tuple[FederatedDataset, RecordCanaries]:
+    """The federated dataset with the present canaries in their slots, and the canaries.
+
+    ``canaries`` (>= 2) slots among the records held by one client (module docstring); the
+    slots, canary inputs, wrong labels and bits are drawn from ``rng`` (the auditor's
+    randomness, independent of the run's). ``design``: one of :data:`DESIGNS`. Needs >= 2
+    classes.
+    """
+    if not isinstance(data, FederatedDataset):
+        raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
+                         "FederatedDataset")
+    design = check_choice("canary_design", design, DESIGNS)
+    owners, positions = _single_holder_slots(data)
+    canaries = check_int("canaries", canaries, minimum=2, maximum=max(2, owners.size))
+    if owners.size < canaries:
+        raise ValueError(f"canaries = {canaries} is out of range: the data hold only "
+                         f"{owners.size} records of one client each")
+    classes = int(data.num_classes)
+    if classes < 2:
+        raise ValueError(f"data.num_classes = {classes} is out of range: canaries need >= 2 "
+                         "classes")
+    chosen = np.sort(rng.choice(owners.size, size=canaries, replace=False))
+    clients, slots = owners[chosen], positions[chosen]
+    rows = np.array([data.train_indices[j][s] for j, s in zip(clients, slots)], dtype=np.int64)
+    shift = 1 + rng.integers(0, classes - 1, size=canaries)
+    labels = ((data.train.y[rows] + shift) % classes).astype(np.int64)
+    inputs = data.train.x[rows] if design == "mislabelled" else ood_inputs(data, canaries, rng)
+    inserted = rng.random(canaries) < 0.5
+    indices = [idx.copy() for idx in data.train_indices]
+    start = len(data.train)
+    present = np.flatnonzero(inserted)
+    for offset, c in enumerate(present):
+        indices[clients[c]][slots[c]] = start + offset
+    train = data.train
+    pool = Dataset(x=np.concatenate([train.x, inputs[present]]),
+                   y=np.concatenate([train.y, labels[present]]), name=train.name,
+                   num_classes=train.num_classes, mean=train.mean, std=train.std,
+                   normalized=train.normalized, classes=train.classes)
+    planted = FederatedDataset(pool, data.test, indices, data.test_indices,
+                               list(data.client_ids),
+                               f"{data.name} + {present.size} canary records", dict(data.info))
+    return planted, RecordCanaries(np.asarray(inputs, dtype=np.float32), labels, rows,
+                                   clients.astype(np.int64), inserted)
+
+
+def train_released(algorithm: Any, rounds: int) -> None:
+    """Run ``rounds`` rounds through the algorithm's own four stages (no evaluation, no
+    per-round accounting: neither changes what is released)."""
+    for r in range(1, rounds + 1):
+        cohort = algorithm.select_cohort()
+        updates = algorithm.local_work(cohort)
+        algorithm.aggregate(cohort, updates)
+        algorithm.round = r
+
+
+def canary_losses(model: torch.nn.Module, params: dict[str, torch.Tensor], x: np.ndarray,
+                  y: np.ndarray, input_bound: float | None = None) -> np.ndarray:
+    """Per-record cross-entropy of ``model`` with ``params`` on ``(x, y)`` (inputs scaled to
+    L2 norm <= ``input_bound`` when given, as an algorithm with an input bound trains)."""
+    from torch.func import functional_call
+
+    first = next(iter(params.values()))
+    inputs = torch.as_tensor(x, dtype=first.dtype, device=first.device)
+    if input_bound is not None:
+        flat = inputs.reshape(inputs.shape[0], -1)
+        norms = flat.norm(dim=1, keepdim=True).clamp_min(torch.finfo(flat.dtype).tiny)
+        inputs = (flat * torch.clamp(input_bound / norms, max=1.0)).reshape(inputs.shape)
+    targets = torch.as_tensor(y, dtype=torch.int64, device=first.device)
+    model = model.to(device=first.device, dtype=first.dtype).eval()
+    with torch.no_grad():
+        logits = functional_call(model, params, (inputs,))
+        losses = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+    return losses.double().cpu().numpy()
+
+
+def canary_scores(model: torch.nn.Module, before: dict[str, torch.Tensor],
+                  after: dict[str, torch.Tensor], canaries: RecordCanaries,
+                  input_bound: float | None = None) -> np.ndarray:
+    """``l(w_0; x_j, y'_j) - l(w_T; x_j, y'_j)`` for every canary (module docstring)."""
+    x, y = canaries.inputs, canaries.labels
+    return (canary_losses(model, before, x, y, input_bound)
+            - canary_losses(model, after, x, y, input_bound))
+
+
+def replace_one_bound(plan: Any, rounds: int) -> dict[str, Any]:
+    """The run's tightest proven bound for replace-one neighbours (module docstring):
+    ``{"epsilon", "delta", "method", "headline_epsilon", "headline_neighbouring"}``; epsilon
+    is inf when no bound exists (then ``delta`` is the plan's)."""
+    from privfl.algorithms.base import budget_results, tightest_bound
+    from privfl.robustness.replica_privacy import replica_privacy
+
+    delta = float(plan.delta)
+    best = tightest_bound(budget_results(plan, plan.results(rounds)))
+    if best is None:
+        return {"epsilon": math.inf, "delta": delta, "method": None,
+                "headline_epsilon": math.inf, "headline_neighbouring": None}
+    headline = {"headline_epsilon": float(best.epsilon),
+                "headline_neighbouring": str(getattr(best.neighbouring, "value",
+                                                     best.neighbouring))}
+    relation = headline["headline_neighbouring"]
+    if relation == "replace-one":
+        return {"epsilon": float(best.epsilon), "delta": delta,
+                "method": f"{best.method} (the headline; replace-one)", **headline}
+    reread = replica_privacy(plan, rounds, 1)
+    if reread.replace_epsilon is not None:
+        return {"epsilon": float(reread.replace_epsilon), "delta": delta,
+                "method": f"{reread.replace_method} (the plan's events re-read under "
+                          "replace-one neighbours)", **headline}
+    eps = float(best.epsilon)
+    grouped = delta * (1.0 + math.exp(eps)) if eps < 700 else math.inf
+    if grouped >= 1.0:
+        return {"epsilon": math.inf, "delta": delta, "method": (
+            f"group privacy over two add/remove steps of {best.method}: delta (1 + e^eps) "
+            ">= 1, no bound"), **headline}
+    return {"epsilon": 2.0 * eps, "delta": grouped, "method": (
+        f"group privacy over two add/remove steps of {best.method}: (2 eps, (1 + e^eps) "
+        "delta)"), **headline}
