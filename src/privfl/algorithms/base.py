@@ -212,6 +212,28 @@ class RoundAlgorithm:
         raise NotImplementedError(f"federated.algorithm = {self.name!r} has no Monte Carlo "
                                   "replicas (replica() is not implemented)")
 
+    # optional: canary clients of an empirical audit (privfl.runs.canary_clients) ---------
+    def canary_cohort(self, canaries: int, uniforms: Any) -> tuple[Any, Any]:
+        """Optional (client-level audits, issue 47): which of ``canaries`` extra clients may
+        take part in the round about to run, and which do, as two boolean arrays
+        ``[canaries]``. *May* is public (the schedule: every round for Poisson sampling, the
+        canary's group's rounds for cyclic groups); *do* applies the plan's own secret client
+        sampling to them, canary j joining iff ``uniforms[j] < q`` (``uniforms``: one in
+        [0, 1) per canary, the auditor's). A canary is then a client as the accountant
+        assumes one: same sampling, same participation bound. Raises ValueError naming the
+        setting when this algorithm's canaries would not be such clients."""
+        raise NotImplementedError(f"federated.algorithm = {self.name!r} has no canary clients "
+                                  "(canary_cohort() is not implemented)")
+
+    def add_canaries(self, updates: Any, directions: Any) -> None:
+        """Optional (with :meth:`canary_cohort`): add the joining canaries' uploads to the
+        round's :meth:`local_work` result ``updates`` before :meth:`aggregate`: canary i sends
+        the round's clip norm ``S_t`` times its unit direction ``directions[i]`` (a torch
+        tensor ``[k, d]``), clipped and summed by the algorithm's own server code, so that its
+        sensitivity is exactly one client's (Andrew et al. 2024, random canary clients)."""
+        raise NotImplementedError(f"federated.algorithm = {self.name!r} has no canary clients "
+                                  "(add_canaries() is not implemented)")
+
     # the template ------------------------------------------------------------------------
     @property
     def private(self) -> bool:

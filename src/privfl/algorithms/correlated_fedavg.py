@@ -149,6 +149,29 @@ class CorrelatedFedAvg(ServerFedAvg):
                 "norms": torch.cat(norms) if norms else None,
                 "clipped": torch.cat(clipped) if clipped else None}
 
+    def canary_cohort(self, canaries: int, uniforms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Canary clients (:meth:`RoundAlgorithm.canary_cohort`): canary i belongs to group
+        ``i mod b`` (public, as a client's group is), may join that group's rounds only, and
+        joins them all (q = 1) or each with probability q (uniform below q), so that it obeys
+        the participation bound the accountant assumes."""
+        if not self.plan.private:
+            raise ValueError("privacy.noise_multiplier = 0: a non-private run has no canary "
+                             "clients to audit (no bound)")
+        uniforms = np.asarray(uniforms, dtype=float)
+        if uniforms.shape != (canaries,):
+            raise ValueError(f"uniforms has shape {uniforms.shape}: must be ({canaries},)")
+        schedule = self.plan.schedule
+        may = np.arange(canaries) % schedule.groups == self.round % schedule.groups
+        return may, may & (uniforms < schedule.sampling_rate)
+
+    def add_canaries(self, updates: dict[str, Any], directions: torch.Tensor) -> None:
+        """Canary uploads ``S u_i``, clipped by the round's own clipping and added to the
+        round's clipped sum ``x_t`` (float64)."""
+        if directions.shape[0]:
+            rows = directions.to(self.dtype) * self.plan.clip_norm
+            clipped = self.clipping.clip(rows, self.plan.clip_norm).updates
+            updates["total"] += clipped.double().sum(0)
+
     def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:
         total = updates["total"].cpu().numpy()
         if not self.plan.private:  # the plain mean over the public group size

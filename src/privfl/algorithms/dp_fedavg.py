@@ -549,6 +549,39 @@ class DpFedAvg(ServerFedAvg):
         replacement) BEFORE the server clips them (no attack: unchanged)."""
         return updates if self.attack is None else self.attack.scale_updates(updates, cohort)
 
+    def canary_cohort(self, canaries: int, uniforms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Canary clients (:meth:`RoundAlgorithm.canary_cohort`): each may join every round and
+        joins iff its uniform is below q, as a client of Poisson sampling does."""
+        plan = self.plan
+        if not plan.private:
+            raise ValueError("privacy.noise_multiplier = 0: a non-private run has no canary "
+                             "clients to audit (no bound)")
+        if plan.client_sampling != "poisson":
+            raise ValueError(f"federated.client_sampling = {plan.client_sampling!r}: canary "
+                             "clients need 'poisson' (fixed-size cohorts: replace-one "
+                             "neighbours, not audited yet)")
+        if self.protection is not None or self.clipping.median:
+            raise ValueError("client-side protection and median clipping have no canary "
+                             "clients yet: they need the whole cohort before clipping")
+        if self.aggregation.client_weights(np.zeros(1, dtype=np.int64),
+                                           self.global_model[:1]) is not None:
+            raise ValueError("a weighted aggregation has no canary clients yet: canaries need "
+                             "the unweighted mean")
+        uniforms = np.asarray(uniforms, dtype=float)
+        if uniforms.shape != (canaries,):
+            raise ValueError(f"uniforms has shape {uniforms.shape}: must be ({canaries},)")
+        return np.ones(canaries, dtype=bool), uniforms < plan.sampling_rate
+
+    def add_canaries(self, updates: dict[str, Any], directions: torch.Tensor) -> None:
+        """Canary uploads ``S_t u_i`` clipped and summed by the round's :class:`DpRound` (their
+        ids are client 0's: the unweighted mean ignores them, canary_cohort checked it)."""
+        acc = updates.get("round")
+        if acc is None or self.dp is None:
+            raise ValueError("updates: canaries need the streamed DP round of local_work")
+        if directions.shape[0]:
+            acc.add(directions.to(self.dtype) * acc.clip_norm,
+                    np.zeros(directions.shape[0], dtype=np.int64))
+
     def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:
         """The server step: the DP wrapper's noisy mean (or the plain mean), then eta, beta."""
         result: DpAggregate | None = None

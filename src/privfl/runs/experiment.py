@@ -128,7 +128,7 @@ class RunCallbacks:
         """Called once when the run stops (artefacts already written)."""
 
 
-def _check_device(device: str) -> None:
+def check_device(device: str) -> None:
     """Refuse a ``run.device`` this machine does not have, naming the key."""
     if device.startswith("cuda"):
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -160,7 +160,7 @@ class Experiment:
         self._lock = None
         self._created = False  # this process made the run directory (Experiment.create)
         self.warnings: list[str] = []  # e.g. a re-run round that differs from its logged row
-        _check_device(config.run.device)
+        check_device(config.run.device)
         if config.run.tensorboard:
             from privfl.runs.tensorboard import check_available
 
