@@ -178,16 +178,19 @@ def audit_config(config: Any, sources: Mapping[str, Callable[[], CanarySource]],
     inserted = rng.random(canaries) < 0.5
     result = source.run(algorithm, inserted, rng, rounds)
     bound = tightest_bound(budget_results(plan, algorithm.privacy(rounds)))
-    stats = audit_statistics(result, float(plan.delta),
-                             math.inf if bound is None else float(bound.epsilon),
-                             beta=beta, seed=seed)
+    epsilon, delta = math.inf if bound is None else float(bound.epsilon), float(plan.delta)
+    method = None if bound is None else bound.method
+    proven = getattr(source, "proven_bound", None)  # a source whose canaries realise another
+    if proven is not None:                          # relation than the headline's
+        epsilon, delta, method = proven(plan, rounds)
+    stats = audit_statistics(result, delta, epsilon, beta=beta, seed=seed)
     return {
         "algorithm": algorithm.name,
         "rounds": result.rounds,
         "device": str(config.run.device),
         "seed": seed,
         **{key: value for key, value in stats.items() if key not in ("scores", "inserted")},
-        "epsilon_bound_method": None if bound is None else bound.method,
+        "epsilon_bound_method": method,
         "unit": str(source.unit),
         **{key: str(value) for key, value in result.description.items()},
         "outputs": [o.to_dict() for o in audit_outputs(bool(plan.secure))],

@@ -42,11 +42,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from privfl._validation import check_choice, check_int
+from privfl._validation import check_choice
 from privfl.data.datasets import Dataset, FederatedDataset
+from privfl.runs.canary_source import CanaryScores
 
 __all__ = [
+    "DESIGNS",
     "RECORD_LEVEL",
+    "CanaryRecords",
     "RecordCanaries",
     "canary_scores",
     "plant_record_canaries",
@@ -59,11 +62,13 @@ RECORD_LEVEL = ("prifedsync", "insdp-fedsgd", "insdp-fedavg", "projected-sgd", "
 
 
 #: canary designs: a held record relabelled, or an out-of-distribution input (module docstring)
-DESIGNS = ("mislabelled", "ood")
+DESIGNS = ("auto", "mislabelled", "ood", "random")
+#: constant input features the ``ood`` design needs ("auto" falls back to mislabelled below)
+MIN_CONSTANT_FEATURES = 8
 
 
 @dataclasses.dataclass(frozen=True)
-class RecordCanaries:
+class CanaryRecords:
     """Where the canaries sit and which are present (the auditor's secret).
 
     ``inputs`` and ``labels`` are the canary records, ``rows`` the slots' original rows of the
@@ -75,6 +80,7 @@ class RecordCanaries:
     rows: np.ndarray
     clients: np.ndarray
     inserted: np.ndarray
+    design: str = "mislabelled"
 
     @property
     def count(self) -> int:
@@ -99,38 +105,71 @@ def constant_features(data: FederatedDataset) -> np.ndarray:
 
 
 def ood_inputs(data: FederatedDataset, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` out-of-distribution inputs: 0 on the features that vary over the held
-    records; on the features constant over them, that constant plus a random sign pattern
-    whose norm is the held records' mean input norm (real records never move the weights of these
-    features, so a canary's loss reads mostly the canaries). Needs >= 8 constant features."""
+    """``count`` out-of-distribution inputs on the ``n`` features constant over the held
+    records (every other feature 0). Up to ``2 n`` canaries: canary ``j`` puts ``+a`` (the
+    first ``n``) or ``-a`` (the next ``n``) on its own feature, a random one of a permutation,
+    so no two canaries share a feature with one sign (``a`` is the held records' mean input
+    norm; a ReLU layer tells the two signs apart). Beyond ``2 n``: random signs on all ``n``,
+    norm ``a``. Real records never move the first-layer weights of these features except along
+    their constant, so a canary's loss reads mostly itself. Needs
+    :data:`MIN_CONSTANT_FEATURES` constant features."""
     where = constant_features(data)
-    if where.size < 8:
-        raise ValueError(f"canary_design = 'ood' needs >= 8 input features constant over the "
-                         f"training records: the data have {where.size}; use 'mislabelled'")
+    if where.size < MIN_CONSTANT_FEATURES:
+        raise ValueError(f"canary_design = 'ood' needs >= {MIN_CONSTANT_FEATURES} input "
+                         f"features constant over the training records: the data have "
+                         f"{where.size}; use 'mislabelled' or 'random'")
     rows = np.unique(np.concatenate(data.train_indices))
     flat = data.train.x[rows].reshape(rows.size, -1)
-    scale = float(np.linalg.norm(flat, axis=1).mean()) / np.sqrt(where.size)
+    norm = float(np.linalg.norm(flat, axis=1).mean())
     inputs = np.zeros((count, flat.shape[1]), dtype=np.float64)
-    inputs[:, where] = flat[0, where] + scale * rng.choice([-1.0, 1.0], size=(count, where.size))
+    inputs[:, where] = flat[0, where]
+    n = where.size
+    if count <= 2 * n:
+        own = rng.permutation(n)
+        j = np.arange(count)
+        inputs[j, where[own[j % n]]] += np.where(j < n, norm, -norm)
+    else:
+        inputs[:, where] += norm / np.sqrt(n) * rng.choice([-1.0, 1.0], size=(count, n))
     return inputs.reshape((count, *data.train.x.shape[1:])).astype(np.float32)
 
 
-def plant_record_canaries(data: FederatedDataset, canaries: int, rng: np.random.Generator,
-                          design: str = "mislabelled"
-                          ) -> tuple[FederatedDataset, RecordCanaries]:
+def random_inputs(data: FederatedDataset, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` inputs of random signs on every feature, of the held records' mean norm."""
+    rows = np.unique(np.concatenate(data.train_indices))
+    flat = data.train.x[rows].reshape(rows.size, -1)
+    scale = float(np.linalg.norm(flat, axis=1).mean()) / np.sqrt(flat.shape[1])
+    inputs = scale * rng.choice([-1.0, 1.0], size=(count, flat.shape[1]))
+    return inputs.reshape((count, *data.train.x.shape[1:])).astype(np.float32)
+
+
+def resolved_design(data: FederatedDataset, design: str) -> str:
+    """``design``, with "auto" resolved: "ood" when the data have enough constant features
+    (:data:`MIN_CONSTANT_FEATURES`), else "mislabelled"."""
+    if design != "auto":
+        return design
+    return "ood" if constant_features(data).size >= MIN_CONSTANT_FEATURES else "mislabelled"
+
+
+def plant_record_canaries(data: FederatedDataset, inserted: np.ndarray,
+                          rng: np.random.Generator, design: str = "auto"
+                          ) -> tuple[FederatedDataset, CanaryRecords]:
     """The federated dataset with the present canaries in their slots, and the canaries.
 
-    ``canaries`` (>= 2) slots among the records held by one client (module docstring); the
-    slots, canary inputs, wrong labels and bits are drawn from ``rng`` (the auditor's
-    randomness, independent of the run's). ``design``: one of :data:`DESIGNS`. Needs >= 2
-    classes.
+    One slot per bit of ``inserted`` (boolean ``[m]``, m >= 2) among the records held by one
+    client (module docstring); the slots, canary inputs and wrong labels are drawn from ``rng``
+    (the auditor's randomness, independent of the run's). ``design``: one of :data:`DESIGNS`.
+    Needs >= 2 classes.
     """
     if not isinstance(data, FederatedDataset):
         raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
                          "FederatedDataset")
-    design = check_choice("canary_design", design, DESIGNS)
+    design = resolved_design(data, check_choice("canary_design", design, DESIGNS))
+    inserted = np.asarray(inserted)
+    if inserted.ndim != 1 or inserted.dtype != bool or inserted.size < 2:
+        raise ValueError(f"inserted (shape {inserted.shape}, dtype {inserted.dtype}) must be a "
+                         "1-D boolean array of >= 2 bits")
     owners, positions = _single_holder_slots(data)
-    canaries = check_int("canaries", canaries, minimum=2, maximum=max(2, owners.size))
+    canaries = inserted.size
     if owners.size < canaries:
         raise ValueError(f"canaries = {canaries} is out of range: the data hold only "
                          f"{owners.size} records of one client each")
@@ -143,8 +182,9 @@ def plant_record_canaries(data: FederatedDataset, canaries: int, rng: np.random.
     rows = np.array([data.train_indices[j][s] for j, s in zip(clients, slots)], dtype=np.int64)
     shift = 1 + rng.integers(0, classes - 1, size=canaries)
     labels = ((data.train.y[rows] + shift) % classes).astype(np.int64)
-    inputs = data.train.x[rows] if design == "mislabelled" else ood_inputs(data, canaries, rng)
-    inserted = rng.random(canaries) < 0.5
+    inputs = (data.train.x[rows] if design == "mislabelled" else
+              ood_inputs(data, canaries, rng) if design == "ood" else
+              random_inputs(data, canaries, rng))
     indices = [idx.copy() for idx in data.train_indices]
     start = len(data.train)
     present = np.flatnonzero(inserted)
@@ -158,8 +198,8 @@ def plant_record_canaries(data: FederatedDataset, canaries: int, rng: np.random.
     planted = FederatedDataset(pool, data.test, indices, data.test_indices,
                                list(data.client_ids),
                                f"{data.name} + {present.size} canary records", dict(data.info))
-    return planted, RecordCanaries(np.asarray(inputs, dtype=np.float32), labels, rows,
-                                   clients.astype(np.int64), inserted)
+    return planted, CanaryRecords(np.asarray(inputs, dtype=np.float32), labels, rows,
+                                   clients.astype(np.int64), inserted, design)
 
 
 def train_released(algorithm: Any, rounds: int) -> None:
@@ -193,7 +233,7 @@ def canary_losses(model: torch.nn.Module, params: dict[str, torch.Tensor], x: np
 
 
 def canary_scores(model: torch.nn.Module, before: dict[str, torch.Tensor],
-                  after: dict[str, torch.Tensor], canaries: RecordCanaries,
+                  after: dict[str, torch.Tensor], canaries: CanaryRecords,
                   input_bound: float | None = None) -> np.ndarray:
     """``l(w_0; x_j, y'_j) - l(w_T; x_j, y'_j)`` for every canary (module docstring)."""
     x, y = canaries.inputs, canaries.labels
@@ -234,3 +274,71 @@ def replace_one_bound(plan: Any, rounds: int) -> dict[str, Any]:
     return {"epsilon": 2.0 * eps, "delta": grouped, "method": (
         f"group privacy over two add/remove steps of {best.method}: (2 eps, (1 + e^eps) "
         "delta)"), **headline}
+
+
+class RecordCanaries:
+    """The record-level :class:`~privfl.runs.canary_source.CanarySource` (module docstring).
+
+    Built from the run's configuration (the canaries go into the data, so the algorithm is
+    rebuilt on the planted data: the same configuration, the same client sizes, hence the same
+    privacy plan as the algorithm the audit was given). ``design``: one of :data:`DESIGNS`.
+    ``unit`` is the plan's: "record", or "client" for projected SGD, whose users hold one
+    record each (a canary record is then a canary user replacing one user).
+    """
+
+    unit: str = "record"
+
+    def __init__(self, config: Any, design: str = "auto") -> None:
+        from privfl.algorithms.builders import privacy_plan
+
+        self.config = config
+        self.design = check_choice("canary_design", design, DESIGNS)
+        name = str(config.federated.algorithm)
+        if name not in RECORD_LEVEL:
+            raise ValueError(f"federated.algorithm = {name!r} has no record canaries: must be "
+                             f"one of {', '.join(RECORD_LEVEL)}")
+        self.unit = str(privacy_plan(config).unit).split()[0]
+
+    def run(self, algorithm: Any, inserted: np.ndarray, rng: np.random.Generator,
+            rounds: int) -> CanaryScores:
+        """Plant the canaries whose bit is set, train ``rounds`` rounds on the planted data
+        with the algorithm's own code, score every canary on the final released model."""
+        from privfl.algorithms.builders import build_algorithm, build_dataset, build_model
+
+        if getattr(algorithm, "protection", None) is not None:
+            raise ValueError("client-side protection cannot be audited with record canaries yet")
+        data, planted = plant_record_canaries(build_dataset(self.config), inserted, rng,
+                                              self.design)
+        trained = build_algorithm(self.config, data)
+        before = trained.global_params()
+        train_released(trained, rounds)
+        scores = canary_scores(build_model(self.config, data), before, trained.global_params(),
+                               planted, getattr(trained, "input_bound", None))
+        return CanaryScores(scores, planted.inserted, rounds, {
+            "canary": f"{planted.design} record in a slot of one client's data: "
+                      + _DESIGN_TEXT[planted.design],
+            "score": "cross-entropy of the canary on the initial model minus on the final "
+                     "released model",
+            "neighbouring": "replace-one record (a slot holds the canary or the client's "
+                            "original record, so every n_j is the same whatever the bits)",
+            "sampling": "the algorithm's own batch and client sampling (a canary is an "
+                        "ordinary record of its client)",
+            "released": "the final released model only (global_params: the global model, or "
+                        "the last iterate of a last-iterate release)",
+        })
+
+    def proven_bound(self, plan: Any, rounds: int) -> tuple[float, float, str]:
+        """``(epsilon, delta, method)`` for replace-one neighbours
+        (:func:`replace_one_bound`): the bound the verdict compares with."""
+        bound = replace_one_bound(plan, rounds)
+        method = (f"{bound['method']}; the headline is {bound['headline_epsilon']:.6g} "
+                  f"({bound['headline_neighbouring']})")
+        return bound["epsilon"], bound["delta"], method
+
+
+_DESIGN_TEXT = {
+    "mislabelled": "the slot record's input with a random wrong label",
+    "ood": "an out-of-distribution input on the features constant over the data, a random "
+           "label",
+    "random": "random signs on every feature (the data's mean norm), a random label",
+}
