@@ -104,32 +104,34 @@ def constant_features(data: FederatedDataset) -> np.ndarray:
     return np.flatnonzero(flat.max(axis=0) == flat.min(axis=0))
 
 
+def balanced_signs(count: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` rows of ``n`` signs, each row ``floor(n/2)`` times -1 and ``ceil(n/2)`` times
+    +1 in a random order (for even n, orthogonal to the all-ones vector)."""
+    base = np.where(np.arange(n) < n // 2, -1.0, 1.0)
+    return np.stack([rng.permutation(base) for _ in range(count)]) if count else \
+        np.zeros((0, n))
+
+
 def ood_inputs(data: FederatedDataset, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` out-of-distribution inputs on the ``n`` features constant over the held
-    records (every other feature 0). Up to ``2 n`` canaries: canary ``j`` puts ``+a`` (the
-    first ``n``) or ``-a`` (the next ``n``) on its own feature, a random one of a permutation,
-    so no two canaries share a feature with one sign (``a`` is the held records' mean input
-    norm; a ReLU layer tells the two signs apart). Beyond ``2 n``: random signs on all ``n``,
-    norm ``a``. Real records never move the first-layer weights of these features except along
-    their constant, so a canary's loss reads mostly itself. Needs
-    :data:`MIN_CONSTANT_FEATURES` constant features."""
+    """``count`` out-of-distribution inputs: 0 on the features that vary over the held
+    records; on the ``n`` features constant over them, that constant plus ``a / sqrt(n)``
+    times balanced random signs (:func:`balanced_signs`; ``a`` the held records' mean input
+    norm). A real record's gradient moves the first-layer weights of the constant features
+    only along their constants, the same for every such feature, so with even ``n`` it does
+    not move a canary's sign pattern at all: a canary's loss reads the canaries and the noise.
+    Needs :data:`MIN_CONSTANT_FEATURES` constant features."""
     where = constant_features(data)
     if where.size < MIN_CONSTANT_FEATURES:
         raise ValueError(f"canary_design = 'ood' needs >= {MIN_CONSTANT_FEATURES} input "
                          f"features constant over the training records: the data have "
                          f"{where.size}; use 'mislabelled' or 'random'")
+    where = where[: where.size // 2 * 2]
     rows = np.unique(np.concatenate(data.train_indices))
     flat = data.train.x[rows].reshape(rows.size, -1)
     norm = float(np.linalg.norm(flat, axis=1).mean())
     inputs = np.zeros((count, flat.shape[1]), dtype=np.float64)
-    inputs[:, where] = flat[0, where]
-    n = where.size
-    if count <= 2 * n:
-        own = rng.permutation(n)
-        j = np.arange(count)
-        inputs[j, where[own[j % n]]] += np.where(j < n, norm, -norm)
-    else:
-        inputs[:, where] += norm / np.sqrt(n) * rng.choice([-1.0, 1.0], size=(count, n))
+    inputs[:, where] = flat[0, where] + norm / np.sqrt(where.size) * balanced_signs(
+        count, where.size, rng)
     return inputs.reshape((count, *data.train.x.shape[1:])).astype(np.float32)
 
 
@@ -179,7 +181,8 @@ def plant_record_canaries(data: FederatedDataset, inserted: np.ndarray,
                          "classes")
     chosen = np.sort(rng.choice(owners.size, size=canaries, replace=False))
     clients, slots = owners[chosen], positions[chosen]
-    rows = np.array([data.train_indices[j][s] for j, s in zip(clients, slots)], dtype=np.int64)
+    rows = np.array([data.train_indices[j][s] for j, s in zip(clients, slots, strict=True)],
+                    dtype=np.int64)
     shift = 1 + rng.integers(0, classes - 1, size=canaries)
     labels = ((data.train.y[rows] + shift) % classes).astype(np.int64)
     inputs = (data.train.x[rows] if design == "mislabelled" else
@@ -212,22 +215,27 @@ def train_released(algorithm: Any, rounds: int) -> None:
         algorithm.round = r
 
 
+def _inputs(x: np.ndarray, like: torch.Tensor, input_bound: float | None) -> torch.Tensor:
+    """``x`` as a tensor like ``like``, scaled to L2 norm <= ``input_bound`` when given (as an
+    algorithm with an input bound trains)."""
+    inputs = torch.as_tensor(x, dtype=like.dtype, device=like.device)
+    if input_bound is None:
+        return inputs
+    flat = inputs.reshape(inputs.shape[0], -1)
+    norms = flat.norm(dim=1, keepdim=True).clamp_min(torch.finfo(flat.dtype).tiny)
+    return (flat * torch.clamp(input_bound / norms, max=1.0)).reshape(inputs.shape)
+
+
 def canary_losses(model: torch.nn.Module, params: dict[str, torch.Tensor], x: np.ndarray,
                   y: np.ndarray, input_bound: float | None = None) -> np.ndarray:
-    """Per-record cross-entropy of ``model`` with ``params`` on ``(x, y)`` (inputs scaled to
-    L2 norm <= ``input_bound`` when given, as an algorithm with an input bound trains)."""
+    """Per-record cross-entropy of ``model`` with ``params`` on ``(x, y)``."""
     from torch.func import functional_call
 
     first = next(iter(params.values()))
-    inputs = torch.as_tensor(x, dtype=first.dtype, device=first.device)
-    if input_bound is not None:
-        flat = inputs.reshape(inputs.shape[0], -1)
-        norms = flat.norm(dim=1, keepdim=True).clamp_min(torch.finfo(flat.dtype).tiny)
-        inputs = (flat * torch.clamp(input_bound / norms, max=1.0)).reshape(inputs.shape)
     targets = torch.as_tensor(y, dtype=torch.int64, device=first.device)
     model = model.to(device=first.device, dtype=first.dtype).eval()
     with torch.no_grad():
-        logits = functional_call(model, params, (inputs,))
+        logits = functional_call(model, params, (_inputs(x, first, input_bound),))
         losses = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
     return losses.double().cpu().numpy()
 
@@ -235,7 +243,8 @@ def canary_losses(model: torch.nn.Module, params: dict[str, torch.Tensor], x: np
 def canary_scores(model: torch.nn.Module, before: dict[str, torch.Tensor],
                   after: dict[str, torch.Tensor], canaries: CanaryRecords,
                   input_bound: float | None = None) -> np.ndarray:
-    """``l(w_0; x_j, y'_j) - l(w_T; x_j, y'_j)`` for every canary (module docstring)."""
+    """Every canary's score ``l(w_0; x_j, y'_j) - l(w_T; x_j, y'_j)`` from the initial model
+    ``before`` and the final released model ``after`` (module docstring)."""
     x, y = canaries.inputs, canaries.labels
     return (canary_losses(model, before, x, y, input_bound)
             - canary_losses(model, after, x, y, input_bound))
