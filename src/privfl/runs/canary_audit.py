@@ -90,7 +90,8 @@ def audit_statistics(scores: CanaryScores, delta: float, epsilon_bound: float, *
     ``seed`` picks the Clopper-Pearson bound's held-out half. Generic over sources."""
     beta = check_range("beta", beta, 0.0, 0.5, low_open=True, high_open=True)
     delta = check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    epsilon_bound = check_range("epsilon_bound", epsilon_bound, 0.0)
+    if epsilon_bound != math.inf:  # inf: the run has no bound (documented above)
+        epsilon_bound = check_range("epsilon_bound", epsilon_bound, 0.0)
     values, inserted = scores.scores, scores.inserted
     m = values.size
     lower, guesses, tries = _one_run(values, inserted, delta, beta)
