@@ -216,14 +216,15 @@ def train_released(algorithm: Any, rounds: int) -> None:
 
 
 def _inputs(x: np.ndarray, like: torch.Tensor, input_bound: float | None) -> torch.Tensor:
-    """``x`` as a tensor like ``like``, scaled to L2 norm <= ``input_bound`` when given (as an
-    algorithm with an input bound trains)."""
+    """``x`` as a tensor like ``like``, each row scaled to L2 norm <= ``input_bound`` when
+    given (as projected SGD trains on its inputs)."""
+    from privfl.algorithms.projected_sgd import project_
+
     inputs = torch.as_tensor(x, dtype=like.dtype, device=like.device)
     if input_bound is None:
         return inputs
-    flat = inputs.reshape(inputs.shape[0], -1)
-    norms = flat.norm(dim=1, keepdim=True).clamp_min(torch.finfo(flat.dtype).tiny)
-    return (flat * torch.clamp(input_bound / norms, max=1.0)).reshape(inputs.shape)
+    return project_(inputs.reshape(inputs.shape[0], -1).clone(), input_bound).reshape(
+        inputs.shape)
 
 
 def canary_losses(model: torch.nn.Module, params: dict[str, torch.Tensor], x: np.ndarray,
