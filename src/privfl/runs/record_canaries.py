@@ -251,6 +251,26 @@ def canary_scores(model: torch.nn.Module, before: dict[str, torch.Tensor],
             - canary_losses(model, after, x, y, input_bound))
 
 
+def released_scores(algorithm: Any, model: torch.nn.Module, before: dict[str, torch.Tensor],
+                    canaries: CanaryRecords) -> np.ndarray:
+    """:func:`canary_scores` on what the trained ``algorithm`` releases last: each canary on
+    the final model sent to its client where the algorithm has per-client models
+    (``client_params``: PriFedSync's helper models, its release), else on ``global_params``."""
+    bound = getattr(algorithm, "input_bound", None)
+    per_client = getattr(algorithm, "client_params", None)
+    if per_client is None:
+        return canary_scores(model, before, algorithm.global_params(), canaries, bound)
+    scores = np.empty(canaries.count)
+    for client in np.unique(canaries.clients):
+        mine = canaries.clients == client
+        part = dataclasses.replace(canaries, inputs=canaries.inputs[mine],
+                                   labels=canaries.labels[mine], rows=canaries.rows[mine],
+                                   clients=canaries.clients[mine],
+                                   inserted=canaries.inserted[mine])
+        scores[mine] = canary_scores(model, before, per_client(int(client)), part, bound)
+    return scores
+
+
 def replace_one_bound(plan: Any, rounds: int) -> dict[str, Any]:
     """The run's tightest proven bound for replace-one neighbours (module docstring):
     ``{"epsilon", "delta", "method", "headline_epsilon", "headline_neighbouring"}``; epsilon
@@ -322,8 +342,7 @@ class RecordCanaries:
         trained = build_algorithm(self.config, data)
         before = trained.global_params()
         train_released(trained, rounds)
-        scores = canary_scores(build_model(self.config, data), before, trained.global_params(),
-                               planted, getattr(trained, "input_bound", None))
+        scores = released_scores(trained, build_model(self.config, data), before, planted)
         return CanaryScores(scores, planted.inserted, rounds, {
             "canary": f"{planted.design} record in a slot of one client's data: "
                       + _DESIGN_TEXT[planted.design],
@@ -333,8 +352,10 @@ class RecordCanaries:
                             "original record, so every n_j is the same whatever the bits)",
             "sampling": "the algorithm's own batch and client sampling (a canary is an "
                         "ordinary record of its client)",
-            "released": "the final released model only (global_params: the global model, or "
-                        "the last iterate of a last-iterate release)",
+            "released": ("the final helper model sent to the canary's client (client_params)"
+                         if hasattr(trained, "client_params") else
+                         "the final released model only (global_params: the global model, "
+                         "or the last iterate of a last-iterate release)"),
         })
 
     def proven_bound(self, plan: Any, rounds: int) -> tuple[float, float, str]:
