@@ -1,16 +1,16 @@
-"""Record-level canaries for `privfl audit run` (issue 47): mislabelled records planted in the
+"""Record-level canaries for `privfl audit run` (issue 47): canary records planted in the
 clients' training data, scored by loss on the released model.
 
 Algorithms: the record-level ones (:data:`RECORD_LEVEL`): PriFedSync (Zheng et al. 2021),
 InsDP-FedSGD/FedAvg (Xie et al. 2023), projected noisy SGD (Asoodeh et al. 2021) and DP-DSGD
 (Hasircioglu and Gunduz 2022).
 
-Canaries (:func:`plant_record_canaries`): ``m`` *slots*, records each held by exactly one client,
-drawn uniformly without replacement. Each slot's canary is the slot's own input with a wrong
-label ``y' = (y + 1 + U{0..K-2}) mod K`` (a mislabelled record). Secret bit ``S_j`` ~
-Bernoulli(1/2): with ``S_j = 1`` the client holds the canary ``(x_j, y'_j)`` in the slot, with
-``S_j = 0`` the original record ``(x_j, y_j)``. A canary is an ordinary record of its client's
-dataset (a copy appended to the pool, the client's index pointing at it, as
+Canaries (:func:`plant_record_canaries`): ``m`` *slots*, records each held by exactly one
+client, drawn uniformly without replacement. Each canary has a wrong label ``y' = (y + 1 +
+U{0..K-2}) mod K`` (y the slot record's label) and an input of its design (below). Secret bit
+``S_j`` ~ Bernoulli(1/2): with ``S_j = 1`` the client holds the canary ``(x_j, y'_j)`` in the
+slot, with ``S_j = 0`` the slot's original record. A canary is an ordinary record of its
+client's dataset (a copy appended to the pool, the client's index pointing at it, as
 :func:`privfl.attacks.poisoning.poison` does): the algorithm's own batch sampling, clipping,
 noise and aggregation treat it as any record, and every client keeps its ``n_j``, so the
 sampling rates and divisors the accountant reads do not depend on the bits.
@@ -23,14 +23,20 @@ where it has one (InsDP, PriFedSync with Poisson batches); otherwise group priva
 add/remove steps, ``(2 eps, (1 + e^eps) delta)`` (DP-DSGD, whose random-participation analysis
 fixes the relation), and the one-run bound is then taken at that larger delta.
 
-Score (:func:`canary_scores`), from the released model only: ``l(w_0; x_j, y'_j) -
-l(w_T; x_j, y'_j)``, the drop of the canary's cross-entropy from the initial model (public,
-data-independent) to the final released model (the global model; for a last-iterate release
-the last iterate, which is what ``global_params`` returns). A present canary is trained on and
-its loss drops; an absent one is replaced by the correctly labelled record, which pushes its
-loss up. The final model is a function of every release model privfl has (all iterates, the
-global models, each client's noised uploads), so scoring on it is post-processing of what the
-guarantee covers.
+Score (:func:`canary_scores`, :func:`released_scores`), from the last released model only:
+``l(w_0; x_j, y'_j) - l(w_T; x_j, y'_j)``, the drop of the canary's cross-entropy from the
+initial model (public, data-independent) to the final released model: the helper model sent to
+the canary's client where the algorithm has per-client models (PriFedSync, whose release is
+those helper models; the global model averages a client's signal with the others' noise), else
+the global model (for a last-iterate release the last iterate, which is what ``global_params``
+returns). Either is a function of what the guarantee covers, so scoring on it is
+post-processing. A present canary is trained on and its loss drops; an absent one is replaced
+by its client's original record.
+
+Canary designs (:data:`DESIGNS`): ``mislabelled`` (the slot's input, a random wrong label),
+``ood`` (:func:`ood_inputs`: balanced signs on the input features constant over the data, which
+real records cannot move), ``random`` (:func:`random_inputs`) and ``auto`` (``ood`` where the data
+have :data:`MIN_CONSTANT_FEATURES` constant features, else ``mislabelled``).
 """
 
 from __future__ import annotations
