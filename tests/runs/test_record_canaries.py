@@ -6,6 +6,7 @@ test_record_audit_power.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -27,6 +28,7 @@ from privfl.runs.record_canaries import (
     canary_scores,
     constant_features,
     plant_record_canaries,
+    released_scores,
     replace_one_bound,
 )
 
@@ -180,3 +182,35 @@ def test_cli_audits_a_record_level_config(tmp_path):
     assert written["verdict"] == "consistent"
     assert "replace-one" in written["epsilon_bound_method"]
     assert (tmp_path / "report.html").exists()
+
+
+def test_released_scores_read_each_canarys_client_model_where_there_is_one():
+    model = torch.nn.Linear(3, 2)
+    rng = np.random.default_rng(4)
+
+    def params():
+        return {"weight": torch.as_tensor(rng.standard_normal((2, 3))),
+                "bias": torch.as_tensor(rng.standard_normal(2))}
+
+    before, models = params(), [params() for _ in range(3)]
+    clients = np.array([2, 0, 2, 1, 0])
+    canaries = CanaryRecords(rng.standard_normal((5, 3)).astype(np.float32),
+                             np.array([0, 1, 1, 0, 1]), np.arange(5), clients,
+                             np.array([True, False, True, True, False]))
+
+    class PerClient:  # PriFedSync's shape: a helper model per client
+        def client_params(self, client):
+            return models[client]
+
+    class GlobalOnly:
+        def global_params(self):
+            return models[1]
+
+    scores = released_scores(PerClient(), model, before, canaries)
+    for j, client in enumerate(clients):
+        one = dataclasses.replace(canaries, inputs=canaries.inputs[j:j + 1],
+                                  labels=canaries.labels[j:j + 1], rows=canaries.rows[j:j + 1],
+                                  clients=clients[j:j + 1], inserted=canaries.inserted[j:j + 1])
+        assert scores[j] == pytest.approx(canary_scores(model, before, models[client], one)[0])
+    assert np.allclose(released_scores(GlobalOnly(), model, before, canaries),
+                       canary_scores(model, before, models[1], canaries))
