@@ -13,7 +13,7 @@ FLOWER_STAMP := $(FLOWER_VENV)/.privfl-installed
 TORCH := torch==2.13.0
 
 .PHONY: install data test test-kernels test-slow test-ray test-browser test-flower flower-venv test-latest lock lint \
-	bench mutants
+	bench mutants audit-mutants
 
 install:
 	python3 -m venv $(VENV)
@@ -130,6 +130,11 @@ lint:
 MUTANTS ?=
 mutants:
 	$(PY) tests/mutants/run.py $(if $(MUTANTS),--only $(MUTANTS))
+
+# The empirical audit (privfl audit run) against the noise and clipping mutants of the client-level
+# algorithms: how many it catches (a report, not a gate; docs/audit.md). MUTANTS=a,b: a subset.
+audit-mutants:
+	$(PY) tests/mutants/audit.py $(if $(MUTANTS),--only $(MUTANTS))
 
 bench:
 	$(PY) benchmarks/accounting.py

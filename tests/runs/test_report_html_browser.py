@@ -112,7 +112,8 @@ def _open_and_check_plots(driver, page: Path) -> list[str]:
                      legend: gd.querySelectorAll('g.legend g.traces').length,
                      groups: new Set(gd.data.map(t => t.legendgroup).filter(g => g)).size,
                      visible: gd.data.filter(t => t.visible === true).length,
-                     drawn: gd.querySelectorAll('.scatterlayer g.trace').length,
+                     drawn: gd.querySelectorAll('.scatterlayer g.trace, .barlayer g.trace')
+                         .length,
                      legendHeight: gd._fullLayout.legend._height,
                      legendShown: gd._fullLayout.legend._effHeight,
                      width: gd.getBoundingClientRect().width,
@@ -325,4 +326,24 @@ def test_tradeoff_html_renders_every_plot_offline_without_errors(driver, tmp_pat
     plots = _open_and_check_plots(driver, page)
     assert plots == ["plot-frontier"]
     assert "gaussian-paper" in driver.find_element("id", "points").text
+    _check_offline_and_quiet(driver, page)
+
+
+def test_audit_html_renders_the_histogram_and_roc_offline_without_errors(driver, tmp_path):
+    out = tmp_path / "audit"
+    _cli("audit", "run", str(CONFIGS / "demo-dp-fedavg.yaml"), "--canaries", "60", "--set",
+         "federated.rounds=3", "--set", "privacy.accountants=[rdp]", "--out", str(out))
+    page = out / "report.html"
+    plots = _open_and_check_plots(driver, page)
+    assert plots == ["plot-audit-scores", "plot-audit-roc"]
+    audit = json.loads((out / "audit.json").read_text())
+    # the histogram's two bar traces hold every canary, split by the secret bit
+    counts = driver.execute_script(
+        "return document.getElementById('plot-audit-scores').data"
+        ".map(t => [t.name, t.y.reduce((a, b) => a + b, 0)])")
+    assert dict(counts) == {"inserted": audit["canaries_inserted"],
+                            "not inserted": audit["canaries_not_inserted"]}
+    text = driver.find_element("id", "audit").text
+    assert f"Verdict: {audit['verdict']}" in text and "epsilon_lower" in text
+    assert "audit.json" in driver.find_element("id", "outputs").text
     _check_offline_and_quiet(driver, page)

@@ -225,12 +225,13 @@ class RoundAlgorithm:
         raise NotImplementedError(f"federated.algorithm = {self.name!r} has no canary clients "
                                   "(canary_cohort() is not implemented)")
 
-    def add_canaries(self, updates: Any, directions: Any) -> None:
+    def add_canaries(self, updates: Any, directions: Any, factor: float) -> None:
         """Optional (with :meth:`canary_cohort`): add the joining canaries' uploads to the
         round's :meth:`local_work` result ``updates`` before :meth:`aggregate`: canary i sends
-        the round's clip norm ``S_t`` times its unit direction ``directions[i]`` (a torch
-        tensor ``[k, d]``), clipped and summed by the algorithm's own server code, so that its
-        sensitivity is exactly one client's (Andrew et al. 2024, random canary clients)."""
+        ``factor`` times the round's clip norm ``S_t`` times its unit direction
+        ``directions[i]`` (a torch tensor ``[k, d]``), clipped and summed by the algorithm's
+        own server code (so, with ``factor`` >= 1, its sensitivity is one client's exactly if
+        the clipping works; Andrew et al. 2024's random canary clients send ``factor`` 1)."""
         raise NotImplementedError(f"federated.algorithm = {self.name!r} has no canary clients "
                                   "(add_canaries() is not implemented)")
 

@@ -139,12 +139,7 @@ class CorrelatedFedAvg(ServerFedAvg):
         total = torch.zeros(d, dtype=torch.float64, device=self.device)
         stats, norms, clipped = StatsRows(), [], []
         for _, _, updates in self._chunk_updates(cohort, stats):
-            if self.plan.private:
-                result = self.clipping.clip(updates, self.plan.clip_norm)
-                updates = result.updates
-                norms.append(result.norms)
-                clipped.append(~result.unclipped)
-            total += updates.double().sum(0)
+            total += self._clipped_sum(updates, norms, clipped)
         return {"total": total, "stats": stats.merged() if cohort.size else None,
                 "norms": torch.cat(norms) if norms else None,
                 "clipped": torch.cat(clipped) if clipped else None}
@@ -164,13 +159,26 @@ class CorrelatedFedAvg(ServerFedAvg):
         may = np.arange(canaries) % schedule.groups == self.round % schedule.groups
         return may, may & (uniforms < schedule.sampling_rate)
 
-    def add_canaries(self, updates: dict[str, Any], directions: torch.Tensor) -> None:
-        """Canary uploads ``S u_i``, clipped by the round's own clipping and added to the
+    def add_canaries(self, updates: dict[str, Any], directions: torch.Tensor,
+                     factor: float) -> None:
+        """Canary uploads ``factor S u_i``, clipped and summed as the clients' updates are
+        (:meth:`_clipped_sum`; their norms stay out of the monitoring metrics) and added to the
         round's clipped sum ``x_t`` (float64)."""
         if directions.shape[0]:
-            rows = directions.to(self.dtype) * self.plan.clip_norm
-            clipped = self.clipping.clip(rows, self.plan.clip_norm).updates
-            updates["total"] += clipped.double().sum(0)
+            rows = directions.to(self.dtype) * (factor * self.plan.clip_norm)
+            updates["total"] += self._clipped_sum(rows, [], [])
+
+    def _clipped_sum(self, updates: torch.Tensor, norms: list[torch.Tensor],
+                     clipped: list[torch.Tensor]) -> torch.Tensor:
+        """``sum_k clip(u_k, S)`` (float64, ``[d]``) of the rows ``updates`` ``[c, d]`` (no
+        clipping without privacy); their norms and clipped bits are appended to ``norms`` and
+        ``clipped`` (monitoring)."""
+        if self.plan.private:
+            result = self.clipping.clip(updates, self.plan.clip_norm)
+            updates = result.updates
+            norms.append(result.norms)
+            clipped.append(~result.unclipped)
+        return updates.double().sum(0)
 
     def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:
         total = updates["total"].cpu().numpy()

@@ -572,14 +572,16 @@ class DpFedAvg(ServerFedAvg):
             raise ValueError(f"uniforms has shape {uniforms.shape}: must be ({canaries},)")
         return np.ones(canaries, dtype=bool), uniforms < plan.sampling_rate
 
-    def add_canaries(self, updates: dict[str, Any], directions: torch.Tensor) -> None:
-        """Canary uploads ``S_t u_i`` clipped and summed by the round's :class:`DpRound` (their
-        ids are client 0's: the unweighted mean ignores them, canary_cohort checked it)."""
+    def add_canaries(self, updates: dict[str, Any], directions: torch.Tensor,
+                     factor: float) -> None:
+        """Canary uploads ``factor S_t u_i`` clipped and summed by the round's :class:`DpRound`
+        (their ids are client 0's: the unweighted mean ignores them, canary_cohort checked
+        it)."""
         acc = updates.get("round")
         if acc is None or self.dp is None:
             raise ValueError("updates: canaries need the streamed DP round of local_work")
         if directions.shape[0]:
-            acc.add(directions.to(self.dtype) * acc.clip_norm,
+            acc.add(directions.to(self.dtype) * (factor * acc.clip_norm),
                     np.zeros(directions.shape[0], dtype=np.int64))
 
     def aggregate(self, cohort: np.ndarray, updates: dict[str, Any]) -> None:

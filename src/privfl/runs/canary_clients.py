@@ -9,9 +9,11 @@ sampling), dp-ftrl and bandmf-fedavg (cyclic groups, optionally Poisson within t
 Canary i has a fixed random unit direction ``u_i`` of the model space (i.i.d. Gaussian,
 normalised; the auditor's generator). If inserted, it is a client of the population: in each
 round the algorithm's schedule says whether it may take part (public) and its sampling whether
-it does (secret), and it then sends ``S_t u_i``, the round's clip norm times its direction, so
-clipping leaves it unchanged and its sensitivity is exactly one client's. The server's
-clipping, noise, aggregation and model step are the algorithm's own code.
+it does (secret), and it then sends ``10 S_t u_i`` (:data:`CANARY_NORM` clip norms along its
+direction), which the server's clipping must bring to ``S_t u_i``: its sensitivity is exactly one
+client's when the clipping works, and a clipping bug shows (Andrew et al. send ``S_t u_i``,
+which no clipping changes). The server's clipping, noise, aggregation and model step are the
+algorithm's own code.
 
 Score of canary i, from the released global models only (these guarantees release every
 round's model): the sum, over the rounds t in which canary i *may* take part (public: every
@@ -39,7 +41,12 @@ import torch
 
 from privfl.runs.canary_source import CanaryScores
 
-__all__ = ["ClientCanaries", "cosine_scores", "least_squares_decoder", "unit_directions"]
+#: a canary's upload norm in clip norms: above 1, so that the server's clipping must act
+#: (a clipping bug shows), and clipped to exactly S_t when it does
+CANARY_NORM = 10.0
+
+__all__ = ["CANARY_NORM", "ClientCanaries", "cosine_scores", "least_squares_decoder",
+           "unit_directions"]
 
 
 def cosine_scores(directions: np.ndarray, step: np.ndarray) -> np.ndarray:
@@ -85,7 +92,8 @@ class ClientCanaries:
             work = algorithm.local_work(cohort)
             sent = joins & inserted
             algorithm.add_canaries(work, torch.as_tensor(
-                directions[sent], dtype=algorithm.dtype, device=algorithm.device))
+                directions[sent], dtype=algorithm.dtype, device=algorithm.device),
+                CANARY_NORM)
             before = algorithm.global_model.detach().clone()
             algorithm.aggregate(cohort, work)
             algorithm.round = r
@@ -105,9 +113,10 @@ class ClientCanaries:
         """The :data:`~privfl.runs.canary_source.DESCRIPTION_KEYS` texts for ``algorithm``."""
         card = algorithm.plan.card(max(algorithm.round, 1))
         return {
-            "canary": ("client sending the round's clip norm S_t times a fixed random unit "
-                       "direction (Andrew et al. 2024); sampled by the algorithm's own client "
-                       "schedule and sampling"),
+            "canary": (f"client sending {CANARY_NORM:g} S_t (S_t: the round's clip norm) "
+                       "times a fixed random unit direction, clipped by the server (random "
+                       "canary clients, Andrew et al. 2024); sampled by the algorithm's own "
+                       "client schedule and sampling"),
             "score": "sum over the rounds the canary may join (public schedule) of " + (
                 "its coefficient in the least-squares fit of the released global model update "
                 "w_{t+1} - w_t on the directions of the canaries that may join the round"

@@ -47,7 +47,7 @@ def _histogram(scores: np.ndarray, bits: np.ndarray) -> Figure:
     centres = 0.5 * (edges[:-1] + edges[1:])
     data = [{"type": "bar", "name": name, "x": centres.tolist(),
              "y": np.histogram(scores[mask], bins=edges)[0].tolist(), "opacity": 0.6,
-             "marker": {"color": color}}
+             "visible": True, "marker": {"color": color}}
             for name, mask, color in (("inserted", bits, "#d62728"),
                                       ("not inserted", ~bits, "#1f77b4"))]
     layout = {"title": {"text": "canary scores", "font": {"size": 14}}, "barmode": "overlay",
@@ -102,7 +102,7 @@ def audit_section(audit: Mapping[str, Any]) -> Section:
         f"{float(audit['delta']):g}). VIOLATED proves (at that confidence) that the code is "
         "less private than its proof says; consistent proves nothing about privacy: this "
         "attack found no leak larger than the proof allows.",),
-        figures=tuple(figures), tables=(table(("", ""), rows, id="audit"),))
+        figures=tuple(figures), tables=(table(("", ""), rows, id="audit-numbers"),))
 
 
 def audit_html(audit: Mapping[str, Any], outputs: Sequence[Output]) -> str:
