@@ -25,12 +25,18 @@ from privfl.cli.common import JsonOpt
 AUDIT_FILE = "audit.json"
 
 
-def sources() -> dict[str, Callable[[], Any]]:
+def sources(config: Any = None) -> dict[str, Callable[[], Any]]:
     """A guarantee's unit (the first word of ``plan.unit``) -> the canary source that audits
-    it (:class:`~privfl.runs.canary_source.CanarySource`). A record-level source plugs in here
-    by one more entry."""
+    it (:class:`~privfl.runs.canary_source.CanarySource`): canary clients, or, for the
+    record-level algorithms of ``config`` (:data:`~privfl.runs.record_canaries.RECORD_LEVEL`),
+    canary records (:class:`~privfl.runs.record_canaries.RecordCanaries`, under the plan's
+    unit: projected SGD's users hold one record each)."""
     from privfl.runs.canary_clients import ClientCanaries
+    from privfl.runs.record_canaries import RECORD_LEVEL, RecordCanaries
 
+    if config is not None and config.federated.algorithm in RECORD_LEVEL:
+        source = RecordCanaries(config)
+        return {source.unit: lambda: source}
     return {"client": ClientCanaries}
 
 
@@ -54,7 +60,7 @@ def _text(result: dict[str, Any]) -> str:
         + ("n/a" if estimate is None else f"{estimate:.4g}")
         + f"  ({result['epsilon_estimate_method']})",
         f"  epsilon_bound    = {result['epsilon_bound']:.4g}  (proven upper bound: "
-        f"{result['epsilon_bound_method']}, the run's headline)",
+        f"{result['epsilon_bound_method']})",
         f"verdict: {result['verdict']}",
     ])
 
@@ -88,7 +94,7 @@ def audit_run_command(
                          "another directory (an audit never overwrites one)")
     overrides = list(set_ or []) + ([f"run.device={device}"] if device is not None else [])
     loaded = load_config(config, overrides)
-    result = audit_config(loaded, sources(), canaries=canaries, seed=seed)
+    result = audit_config(loaded, sources(loaded), canaries=canaries, seed=seed)
     written = {key: _number(value) for key, value in result.items()}
     Path(out).mkdir(parents=True, exist_ok=True)
     path = Path(out) / AUDIT_FILE

@@ -90,7 +90,8 @@ def audit_statistics(scores: CanaryScores, delta: float, epsilon_bound: float, *
     ``seed`` picks the Clopper-Pearson bound's held-out half. Generic over sources."""
     beta = check_range("beta", beta, 0.0, 0.5, low_open=True, high_open=True)
     delta = check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
-    epsilon_bound = check_range("epsilon_bound", epsilon_bound, 0.0)
+    if epsilon_bound != math.inf:  # inf: the run has no bound (documented above)
+        epsilon_bound = check_range("epsilon_bound", epsilon_bound, 0.0)
     values, inserted = scores.scores, scores.inserted
     m = values.size
     lower, guesses, tries = _one_run(values, inserted, delta, beta)
@@ -178,16 +179,19 @@ def audit_config(config: Any, sources: Mapping[str, Callable[[], CanarySource]],
     inserted = rng.random(canaries) < 0.5
     result = source.run(algorithm, inserted, rng, rounds)
     bound = tightest_bound(budget_results(plan, algorithm.privacy(rounds)))
-    stats = audit_statistics(result, float(plan.delta),
-                             math.inf if bound is None else float(bound.epsilon),
-                             beta=beta, seed=seed)
+    epsilon, delta = math.inf if bound is None else float(bound.epsilon), float(plan.delta)
+    method = None if bound is None else bound.method
+    proven = getattr(source, "proven_bound", None)  # a source whose canaries realise another
+    if proven is not None:                          # relation than the headline's
+        epsilon, delta, method = proven(plan, rounds)
+    stats = audit_statistics(result, delta, epsilon, beta=beta, seed=seed)
     return {
         "algorithm": algorithm.name,
         "rounds": result.rounds,
         "device": str(config.run.device),
         "seed": seed,
         **{key: value for key, value in stats.items() if key not in ("scores", "inserted")},
-        "epsilon_bound_method": None if bound is None else bound.method,
+        "epsilon_bound_method": method,
         "unit": str(source.unit),
         **{key: str(value) for key, value in result.description.items()},
         "outputs": [o.to_dict() for o in audit_outputs(bool(plan.secure))],
