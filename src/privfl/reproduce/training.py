@@ -86,7 +86,9 @@ class PaperRun:
     ``metric`` a key of the summary's ``final`` section (an accuracy, compared in percent) or
     ``"rounds_to_target"``; ``paper`` the value as printed; ``hours`` the estimated time on two
     CPU cores (``gpu``: the paper used a GPU, one is advised). ``substitute`` says why the
-    configuration's data differ from the paper's (then the row cannot match)."""
+    configuration's data differ from the paper's (then the row cannot match); ``fallback``
+    what runs instead when the paper's data cannot be had offline (a substitute, said in the
+    plan and in the row of a run that is not here)."""
 
     name: str
     config: str
@@ -99,25 +101,27 @@ class PaperRun:
     overrides: tuple[str, ...] = ()
     gpu: bool = False
     substitute: str = ""
-    tolerance: float = 0.02
+    fallback: str = ""
 
     def line(self) -> str:
         device = "GPU advised" if self.gpu else "CPU"
         data = f"{self.paper_dataset}" + (f" (here: {self.substitute})" if self.substitute else "")
         sets = "".join(f" --set {o}" for o in self.overrides)
-        return (f"privfl run configs/{self.config}{sets}: about {_hours(self.hours)} on 2 CPU "
-                f"cores ({device}); data: {data}; measures {self.quantity}")
+        return (f"privfl run configs/{self.config}{sets}: about {_hours(self.hours)} per seed on "
+                f"2 CPU cores ({device}); data: {data}"
+                + (f"; fallback: {self.fallback}" if self.fallback else "")
+                + f"; measures {self.quantity} ({self.source}, the paper: {self.paper})")
 
 
 def _hours(hours: float) -> str:
     return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
 
 
-def paper_plan(runs: Sequence[PaperRun]) -> list[str]:
-    """One line per paper-scale run, and the total time."""
-    total = sum(run.hours for run in runs)
+def paper_plan(runs: Sequence[PaperRun], seeds: int = 1) -> list[str]:
+    """One line per paper-scale run, and the total time at ``seeds`` seeds."""
+    total = sum(run.hours for run in runs) * seeds
     return [run.line() for run in runs] + [
-        f"total: {len(runs)} runs, about {_hours(total)} on 2 CPU cores"]
+        f"total: {len(runs)} runs x {seeds} seeds, about {_hours(total)} on 2 CPU cores"]
 
 
 def _value(run: PaperRun, result: QuickRun) -> float | None:
@@ -178,7 +182,8 @@ def paper_rows(runs: Sequence[PaperRun], out: Path | None, *, dry_run: bool,
         if key not in absent_data:
             absent_data[key] = _missing_data(config)
         if absent_data[key]:
-            rows.append(missing(f"the data are not on this machine: {absent_data[key]}"))
+            rows.append(missing(f"the data are not on this machine: {absent_data[key]}"
+                                + (f"; fallback: {run.fallback}" if run.fallback else "")))
             continue
         if dry_run:
             rows.append(missing(f"dry run (data here; about {_hours(run.hours)} per seed on 2 "
@@ -212,7 +217,7 @@ def reproduce_with_training(
         quick(rep, out, progress, seeds)
     if scale == "paper":
         runs = paper()
-        rep.plan = paper_plan(runs)
+        rep.plan = paper_plan(runs, seeds)
         if training:
             rep.add(paper_rows(runs, out, dry_run=dry_run, progress=progress, seeds=seeds))
         rep.notes.append(unwired)
