@@ -168,14 +168,15 @@ def corollary3_sum(eps: float, m: int, etas: list[float], sigmas: list[float]) -
     printed: ``(1/T^2) sum_tau sum_{t <= tau} theta(2L/(sqrt(m) sigma_t)) prod_{t < j <= tau}
     theta(2 rho sqrt(m)/(eta_j sigma_j))``."""
     T = len(etas)
-    r1 = [2 * L / (math.sqrt(m) * s) for s in sigmas]
-    rc = [2 * RHO * math.sqrt(m) / (e * s) for e, s in zip(etas, sigmas, strict=True)]
+    first = [theta(eps, 2 * L / (math.sqrt(m) * s)) for s in sigmas]
+    contraction = [theta(eps, 2 * RHO * math.sqrt(m) / (e * s))
+                   for e, s in zip(etas, sigmas, strict=True)]
     total = 0.0
     for tau in range(1, T + 1):
         for t in range(1, tau + 1):
-            term = theta(eps, r1[t - 1])
+            term = first[t - 1]
             for j in range(t + 1, tau + 1):
-                term *= theta(eps, rc[j - 1])
+                term *= contraction[j - 1]
             total += term
     return total / T**2
 
@@ -184,7 +185,8 @@ def equation12(eps: float, m: int, eta_star: float, sigma_star: float, T: int) -
     """Eq. (12): ``(1/T^2) theta(r1*) sum_tau (1 - a^tau) / (1 - a)``, ``a = theta(2 rho
     sqrt(m) / (eta* sigma*))``, ``r1* = 2L / (sqrt(m) sigma*)``; the ratio in a stable form."""
     gap = one_minus_theta(eps, 2 * RHO * math.sqrt(m) / (eta_star * sigma_star))
-    ratio = sum(-math.expm1(tau * math.log1p(-gap)) / gap for tau in range(1, T + 1))
+    ratio = sum(float(tau) if gap == 0.0 else -math.expm1(tau * math.log1p(-gap)) / gap
+                for tau in range(1, T + 1))  # (1 - a^tau) / (1 - a) -> tau as a -> 1
     return theta(eps, 2 * L / (math.sqrt(m) * sigma_star)) * ratio / T**2
 
 
@@ -201,11 +203,11 @@ def corollary3(rep: Reproduction) -> None:
         tolerance=FORMULA_TOLERANCE, basis="check",
         reason="a check: at constant parameters Eq. (12) is Corollary 3's sum in closed form "
                "(both columns evaluated here; the paper prints no value)"))
-    lam, sigma = 1.0, N ** 0.25  # Corollary 2's eta_t = 1/(lambda t); sigma_t^2 = sqrt(n)
+    lam, noise_std = 1.0, N ** 0.25  # Corollary 2's eta_t = 1/(lambda t); sigma_t^2 = sqrt(n)
     etas = [1 / (lam * t) for t in range(1, T + 1)]
     epsilons = [0.25 * k for k in range(1, 13)]
-    sums = [corollary3_sum(e, m, etas, [sigma] * T) for e in epsilons]
-    closed = [equation12(e, m, min(etas), sigma, T) for e in epsilons]
+    sums = [corollary3_sum(e, m, etas, [noise_std] * T) for e in epsilons]
+    closed = [equation12(e, m, min(etas), noise_std, T) for e in epsilons]
     holds = sum(c >= s * (1 - 1e-12) for c, s in zip(closed, sums, strict=True))
     rep.add(compare(
         "delta of the randomly stopped Algorithm 1: Eq. (12) bounds Corollary 3's sum, "

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from privfl.reproduce.rows import Row, compare
-from privfl.reproduce.training import Progress, QuickRun, run_config
+from privfl.reproduce.runner import Progress, QuickRun, run_config
 
 __all__ = ["DEFAULT_SEEDS", "LEVEL", "Spread", "check_seeds", "compare_ordering",
            "compare_spread", "run_seeds"]

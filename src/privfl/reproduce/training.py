@@ -12,70 +12,21 @@ costs; :func:`paper_rows` runs those whose data are on this machine, or only pla
 from __future__ import annotations
 
 import math
-import tempfile
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from privfl.reproduce.rows import Row, compare
+from privfl.reproduce.runner import Progress, QuickRun, run_config, training_config
+from privfl.reproduce.seeds import compare_spread, run_seeds, spread
 
 __all__ = ["PaperRun", "QuickRun", "configs_root", "paper_plan", "paper_rows", "run_config"]
-
-#: progress callback: one line of text
-Progress = Callable[[str], None]
-
 
 def configs_root() -> Path | None:
     """The ``configs/`` folder of a source checkout (next to ``src/``), or None."""
     root = Path(__file__).resolve().parents[3] / "configs"
     return root if root.is_dir() else None
-
-
-@dataclass(frozen=True)
-class QuickRun:
-    """What a finished run gave: its summary (summary.json) and metrics rows."""
-
-    name: str
-    summary: dict[str, Any]
-    metrics: list[dict[str, Any]]
-    seconds: float
-
-    def final(self, key: str) -> float | None:
-        value = self.summary.get("final", {}).get(key)
-        return float(value) if isinstance(value, (int, float)) else None
-
-    def series(self, key: str) -> tuple[list[int], list[float]]:
-        """``(rounds, values)`` of a metric over the logged rounds that have it."""
-        xs, ys = [], []
-        for row in self.metrics:
-            value = row.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                xs.append(int(row["round"]))
-                ys.append(float(value))
-        return xs, ys
-
-
-def run_config(raw: Mapping[str, Any], out: Path | None, *, overrides: Sequence[str] = (),
-               progress: Progress | None = None) -> QuickRun:
-    """Run configuration ``raw`` (a mapping, or loaded from a file by the caller) to the end in
-    ``out / raw["name"]`` (a temporary folder when ``out`` is None)."""
-    from privfl.runs.experiment import Experiment
-
-    config = _config(raw, overrides)
-    started = time.perf_counter()
-    if progress:
-        progress(f"training {config.name} ({config.federated.algorithm}, "
-                 f"{config.federated.rounds} rounds)")
-    with tempfile.TemporaryDirectory(prefix="privfl-reproduce-") as scratch:
-        folder = (Path(scratch) if out is None else Path(out)) / config.name
-        experiment = Experiment.create(config, folder)
-        result = experiment.run()
-    seconds = time.perf_counter() - started
-    if progress:
-        progress(f"  {config.name}: {result.stop_reason} after {seconds:.0f} s")
-    return QuickRun(config.name, dict(result.summary), list(result.metrics), seconds)
 
 
 @dataclass(frozen=True)
@@ -146,14 +97,6 @@ def _missing_data(config: Any) -> str:
     return ""
 
 
-def _config(raw: Mapping[str, Any], overrides: Sequence[str]) -> Any:
-    from privfl.config import apply_overrides, config_from_dict
-    from privfl.config.algorithms import register_builtin_algorithms
-
-    register_builtin_algorithms()  # idempotent; the command line has done it already
-    return config_from_dict(apply_overrides(raw, overrides))
-
-
 def paper_rows(runs: Sequence[PaperRun], out: Path | None, *, dry_run: bool,
                progress: Progress | None = None, seeds: int = 2) -> list[Row]:
     """Rows of the paper-scale runs: run each whose configuration and data are here at
@@ -161,7 +104,6 @@ def paper_rows(runs: Sequence[PaperRun], out: Path | None, *, dry_run: bool,
     by the seeds' interval, :func:`privfl.reproduce.seeds.compare_spread`), else a row that says
     what is missing and how to get it."""
     from privfl.config import read_yaml
-    from privfl.reproduce.seeds import compare_spread, run_seeds, spread
 
     root = configs_root()
     rows = []
@@ -177,7 +119,7 @@ def paper_rows(runs: Sequence[PaperRun], out: Path | None, *, dry_run: bool,
                                 "source checkout of privfl)"))
             continue
         raw = read_yaml(path)
-        config = _config(raw, run.overrides)
+        config = training_config(raw, run.overrides)
         key = config.data.model_dump_json()
         if key not in absent_data:
             absent_data[key] = _missing_data(config)

@@ -91,16 +91,16 @@ def table2_totals(rep: Reproduction) -> None:
     settings = {(s, B): (K, R) for table, _, p, s, _n, B, K, R, _ in TABLES
                 if table in ("Table 1", "Table 2") and p == 0.5}
     ratios: dict[str, list[float]] = {"iter": [], "ex": []}
-    for (sigma, batch), (iters, examples) in TABLE2_TOTALS.items():
-        K, R = settings[(sigma, batch)]
+    for (paper_sigma, batch), (iters, examples) in TABLE2_TOTALS.items():
+        K, R = settings[(paper_sigma, batch)]
         for column, printed, ours in (("Total Iter. (K R)", iters, K * R),
                                       ("Total Ex. (B K R)", examples, batch * K * R)):
             rep.add(compare(
-                f"{column}, MNIST, p = 0.5, sigma = {sigma:g}, B = {batch}, K = {K}, R = {R}",
+                f"{column}, MNIST, p = 0.5, sigma = {paper_sigma:g}, B = {batch}, K = {K}, R = {R}",
                 f"Table 2 (Section 4.1), {column.split(' (')[0]} column", printed, float(ours),
                 reason="privfl column: the product of the printed B, K, R"))
         if batch == 8:
-            K16, R16 = settings[(sigma, 16)]
+            K16, R16 = settings[(paper_sigma, 16)]
             ratios["iter"].append(K * R / (K16 * R16))
             ratios["ex"].append(8 * K * R / (16 * K16 * R16))
     for key, printed, what in (("iter", "2.78", "iterations (K R)"),
