@@ -3,10 +3,12 @@ the shipped ``configs/<paper>/`` files, both through the experiment runner
 (:class:`privfl.runs.experiment.Experiment`), the path of ``privfl run``.
 
 A quick run is a configuration (a mapping) small enough for seconds to a minute on two CPU cores,
-on built-in or Debian data, seeded (so a quick reproduction is deterministic). A paper-scale run
-(:class:`PaperRun`) names a shipped configuration, the paper's quantity it measures, and what it
-costs; :func:`paper_rows` runs those whose data are on this machine, or only plans them
-(``dry_run``), and a run whose data cannot be had offline becomes a row that says how to get them.
+on built-in or Debian data (:mod:`.runner`), repeated over seeds (:mod:`.seeds`: every training
+row is judged by the seeds' interval). A paper-scale run (:class:`PaperRun`) names a shipped
+configuration, the paper's quantity it measures, what it costs, its data and the offline
+fallback; :func:`paper_rows` runs those whose data are on this machine at several seeds, or only
+plans them (``dry_run``), and a run whose data cannot be had offline becomes a row that says how
+to get them.
 """
 
 from __future__ import annotations
