@@ -55,6 +55,8 @@ def test_bad_input_is_one_line_naming_what_is_allowed():
         (["reproduce"], "PAPER is missing"),
         (["reproduce", "asoodeh2021", "--scale", "full"], "must be one of quick, paper"),
         (["reproduce", "asoodeh2021", "--dry-run"], "--scale paper"),
+        (["reproduce", "asoodeh2021", "--seeds", "1"], "seeds = 1 is not allowed: must be an "
+                                                      "integer >= 2"),
     ]
     for args, message in cases:
         result = _invoke(args)
@@ -73,24 +75,24 @@ def test_table_json_and_files(tmp_path):
     assert payload["counts"]["match"] + payload["counts"]["differs"] == len(payload["rows"])
     assert all(list(row) == ["quantity", "source", "basis", "paper", "privfl", "rel_diff",
                              "tolerance", "verdict", "reason"] for row in payload["rows"])
-    assert payload["counts_by_basis"]["check"] == {"match": 9, "differs": 0}
-    assert payload["reproduced"] == 0  # Figure 2 prints no values: nothing printed to match
+    assert payload["counts_by_basis"]["check"] == {"match": 10, "differs": 0}
+    assert payload["reproduced"] == 1  # Figure 2 prints no values; Corollary 3's claim holds
     assert json.loads((out / "rows.json").read_text())["rows"] == payload["rows"]
     html = (out / "report.html").read_text()
     assert 'id="rows-accounting"' in html and 'id="asoodeh2021-figure2"' in html
     assert "Plotly.newPlot" in html and "differs" in html
-    assert "By basis: printed 0 (0 match), derived 1 (0 match), check 9 (9 match)" in html
+    assert "By basis: printed 1 (1 match), derived 1 (0 match), check 10 (10 match)" in html
     for text in ((out / "table.md").read_text(), md.read_text()):
         assert ("| quantity | source | basis | paper | privfl | rel. diff | tolerance | verdict | "
                 "reason |") in text
-    assert ("by basis: printed 0 (0 match), derived 1 (0 match), check 9 (9 match), "
-            "extension 1 (1 match); reproduced (printed and matching): 0") in md.read_text()
+    assert ("by basis: printed 1 (1 match), derived 1 (0 match), check 10 (10 match), "
+            "extension 1 (1 match); reproduced (printed and matching): 1") in md.read_text()
     assert "`privfl reproduce asoodeh2021 --scale quick`" in md.read_text()
     plain = _invoke(["reproduce", "asoodeh2021", "--no-training"])
     assert plain.exit_code == 0 and "match   epsilon at delta" in plain.output
     assert "rows:" in plain.output and "basis check" in plain.output
-    assert "by basis: printed 0 (0 match)" in plain.output
-    assert "reproduced (printed and matching): 0" in plain.output
+    assert "by basis: printed 1 (1 match)" in plain.output
+    assert "reproduced (printed and matching): 1" in plain.output
 
 
 def test_an_out_folder_with_runs_is_refused_before_any_work(tmp_path):
@@ -103,10 +105,30 @@ def test_paper_scale_dry_run_plans_and_names_missing_data():
     result = _invoke(["reproduce", "xie2023", "--scale", "paper", "--dry-run", "--json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert payload["scale"] == "paper" and payload["plan"][-1].startswith("total: 3 runs")
+    assert payload["scale"] == "paper" and payload["plan"][-1].startswith("total: 3 runs x 3 "
+                                                                          "seeds")
     training = [r for r in payload["rows"] if r["quantity"].startswith("clean accuracy")]
     assert len(training) == 3
     for row in training:  # MNIST is not shipped: the row says how to get it, or it is a dry run
         assert row["privfl"] is None and row["verdict"] == "differs"
         assert row["reason"].startswith("not run: ")
         assert "MNIST" in row["reason"] or "dry run" in row["reason"]
+
+
+def test_every_paper_scale_experiment_is_planned_with_its_data_and_fallback():
+    from privfl.reproduce import hasircioglu2022, zheng2021
+    from privfl.reproduce.training import paper_plan, paper_rows
+
+    for module, count in ((zheng2021, 18), (hasircioglu2022, 6)):
+        runs = module.paper_runs()
+        plan = paper_plan(runs, 3)
+        assert len(runs) == count and plan[-1].startswith(f"total: {count} runs x 3 seeds")
+        assert all("per seed on 2 CPU cores" in line and "data: " in line
+                   and "fallback: " in line for line in plan[:-1]), plan
+        rows = paper_rows(runs, None, dry_run=True, seeds=3)
+        assert len(rows) == count and all(r.verdict == "differs" and r.privfl is None
+                                          and r.reason.startswith("not run: ") for r in rows)
+    zheng = paper_plan(zheng2021.paper_runs())
+    assert sum("-b8.yaml" in line for line in zheng) == 3  # Table 2's B = 8 runs
+    assert sum("cifar10-" in line for line in zheng) == 6  # Table 3
+    assert all("EMNIST-ByClass" in line for line in paper_plan(hasircioglu2022.paper_runs())[:-1])

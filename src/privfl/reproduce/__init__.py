@@ -8,7 +8,8 @@ tolerance and a verdict (:func:`~privfl.reproduce.rows.compare`), and the regene
 The paper values are transcribed from the papers; privfl's come from its public accountants,
 distortion measures and the experiment runner. :func:`~privfl.reproduce.report.reproduce` runs
 one and writes table.md, rows.json and report.html (:mod:`.html`); :mod:`.papers` is the
-registry; :mod:`.training` runs the quick and paper-scale training; :mod:`.document` writes
+registry; :mod:`.training` runs the quick and paper-scale training (one run: :mod:`.runner`)
+and :mod:`.seeds` judges a training row by several seeds; :mod:`.document` writes
 docs/reproductions.md.
 
 >>> from privfl.reproduce.report import reproduce

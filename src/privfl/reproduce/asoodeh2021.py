@@ -19,6 +19,7 @@ from scipy.stats import norm
 
 from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
+from privfl.reproduce.seeds import DEFAULT_SEEDS
 from privfl.reproduce.training import Progress
 
 #: Figure 2's setting: n, L, rho, eta, sigma (per-user noise std)
@@ -162,10 +163,68 @@ def saturation_rows(rep: Reproduction) -> None:
                      f"({every[3]:.4f}) and 1,900 ({every[4]:.4f})")
 
 
+def corollary3_sum(eps: float, m: int, etas: list[float], sigmas: list[float]) -> float:
+    """Corollary 3's delta of the randomly stopped Algorithm 1 (tau uniform on 1..T), as
+    printed: ``(1/T^2) sum_tau sum_{t <= tau} theta(2L/(sqrt(m) sigma_t)) prod_{t < j <= tau}
+    theta(2 rho sqrt(m)/(eta_j sigma_j))``."""
+    T = len(etas)
+    first = [theta(eps, 2 * L / (math.sqrt(m) * s)) for s in sigmas]
+    contraction = [theta(eps, 2 * RHO * math.sqrt(m) / (e * s))
+                   for e, s in zip(etas, sigmas, strict=True)]
+    total = 0.0
+    for tau in range(1, T + 1):
+        for t in range(1, tau + 1):
+            term = first[t - 1]
+            for j in range(t + 1, tau + 1):
+                term *= contraction[j - 1]
+            total += term
+    return total / T**2
+
+
+def equation12(eps: float, m: int, eta_star: float, sigma_star: float, T: int) -> float:
+    """Eq. (12): ``(1/T^2) theta(r1*) sum_tau (1 - a^tau) / (1 - a)``, ``a = theta(2 rho
+    sqrt(m) / (eta* sigma*))``, ``r1* = 2L / (sqrt(m) sigma*)``; the ratio in a stable form."""
+    gap = one_minus_theta(eps, 2 * RHO * math.sqrt(m) / (eta_star * sigma_star))
+    ratio = sum(float(tau) if gap == 0.0 else -math.expm1(tau * math.log1p(-gap)) / gap
+                for tau in range(1, T + 1))  # (1 - a^tau) / (1 - a) -> tau as a -> 1
+    return theta(eps, 2 * L / (math.sqrt(m) * sigma_star)) * ratio / T**2
+
+
+def corollary3(rep: Reproduction) -> None:
+    """Corollary 3 and its Eq. (12): the randomly stopped algorithm's delta. At constant eta
+    and sigma Eq. (12) is the double sum (a check); at Corollary 2's decreasing eta_t =
+    1/(lambda t) with the paper's sigma_t^2 = sqrt(n), Eq. (12), built from the smallest eta and
+    sigma, must bound the double sum from above (the paper: 'we can also pick delta as (12)')."""
+    m, T = 10, N // 10
+    rep.add(compare(
+        "delta at epsilon = 1 of the randomly stopped Algorithm 1, Eq. (12) against Corollary "
+        "3's sum, constant eta = 0.5, sigma = 1.5, m = 10, n = 100", "Corollary 3, Eq. (12)",
+        corollary3_sum(1.0, m, [ETA] * T, [SIGMA] * T), equation12(1.0, m, ETA, SIGMA, T),
+        tolerance=FORMULA_TOLERANCE, basis="check",
+        reason="a check: at constant parameters Eq. (12) is Corollary 3's sum in closed form "
+               "(both columns evaluated here; the paper prints no value)"))
+    lam, noise_std = 1.0, N ** 0.25  # Corollary 2's eta_t = 1/(lambda t); sigma_t^2 = sqrt(n)
+    etas = [1 / (lam * t) for t in range(1, T + 1)]
+    epsilons = [0.25 * k for k in range(1, 13)]
+    sums = [corollary3_sum(e, m, etas, [noise_std] * T) for e in epsilons]
+    closed = [equation12(e, m, min(etas), noise_std, T) for e in epsilons]
+    holds = sum(c >= s * (1 - 1e-12) for c, s in zip(closed, sums, strict=True))
+    rep.add(compare(
+        "delta of the randomly stopped Algorithm 1: Eq. (12) bounds Corollary 3's sum, "
+        "eta_t = 1/t (lambda = 1), sigma_t = n^(1/4), m = 10, n = 100, epsilon = 0.25-3",
+        "Corollary 3 text ('we can also pick delta as (12)')", "Eq. (12) >= sum",
+        "Eq. (12) >= sum" if holds == len(epsilons) else
+        f"Eq. (12) < sum at {len(epsilons) - holds} of {len(epsilons)} epsilons",
+        reason=f"both evaluated as printed at 12 epsilons; at epsilon = 1: sum "
+               f"{sums[3]:.4g}, Eq. (12) {closed[3]:.4g}"))
+
+
 def reproduce(scale: str, out: Path | None = None, *, training: bool = True,
-              dry_run: bool = False, progress: Progress | None = None) -> Reproduction:
+              dry_run: bool = False, progress: Progress | None = None,
+              seeds: int = DEFAULT_SEEDS) -> Reproduction:
     rep = Reproduction("asoodeh2021", PAPERS["asoodeh2021"].title, scale)
     figure2(rep)
+    corollary3(rep)
     saturation_rows(rep)
     rep.notes.append("the paper has no training experiment (only Figure 2): privfl's own runs of "
                      "Algorithm 1 are in docs/experiments/asoodeh2021.md")

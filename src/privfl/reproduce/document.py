@@ -34,8 +34,12 @@ difference** (privfl - paper) / |paper|; the **tolerance**; and the **verdict**.
 when the relative difference is within the tolerance (an interval: privfl's value lies in it; a
 text: the same). Accounting numbers are held to the paper's printed precision (half a unit of
 its last digit) or, where both columns evaluate one formula, to 1e-6; Monte Carlo checks to 1 %
-(more than four standard errors); quick training rows on the paper's own task to 2 %, and
-training on another dataset or at another scale never matches. A row that *differs* says why:
+(more than four standard errors). A training row runs at several seeds (`--seeds`, 3 by
+default) and gives their mean, spread and 95 % prediction interval (Student t: where one more
+run falls); it matches only when the paper's number lies in that interval at the paper's own
+scale, or, for an ordering the paper claims, when the ordering holds in every seed at the
+settings the paper states for it; a number measured on another dataset or at another scale
+never matches. A row that *differs* says why:
 the paper's error (shown in docs/), a different dataset or scale, a bound privfl proves tighter,
 or an estimate the paper presents as a bound. Where privfl's reading departs from the paper's
 (the factor 2 in Zheng et al. 2021's sigma, an unsound theorem), the reason says which reading
@@ -50,9 +54,10 @@ reproduced**; the summary below gives the counts by basis. A row that differs sa
 for an epsilon or a noise, whether the paper's number is the more conservative.
 
 `--scale quick` (below) computes the accounting in full and trains at a reduced scale on
-built-in or Debian data, seeded, so it is deterministic. `--scale paper` adds the paper's own
-training runs from `configs/` (hours; a GPU is advised where the paper used one); `--scale paper
---dry-run` lists them with their time and says which datasets must be fetched first. `--out DIR`
+built-in or Debian data, at seeds 0, 1, 2, so it is deterministic on one machine. `--scale
+paper` adds the paper's own training runs from `configs/` (hours; a GPU is advised where the
+paper used one); `--scale paper --dry-run` lists every training experiment of the paper with
+its time, data and offline fallback, a row for each planned run. `--out DIR`
 writes table.md, rows.json (the rows as `{quantity, source, basis, paper, privfl, rel_diff,
 tolerance, verdict, reason}`, with `counts_by_basis` and `reproduced`) and report.html (the
 table and the regenerated figures, the paper's values dashed). `tests/reproduce/` runs all five

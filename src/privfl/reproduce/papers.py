@@ -34,13 +34,15 @@ class Paper:
 PAPERS: dict[str, Paper] = {p.name: p for p in (
     Paper("zheng2021", "Zheng et al. 2021, Federated f-Differential Privacy (PriFedSync)",
           "mu_max of Tables 1-3 (18 values), the epsilon each mu stands for against privfl's "
-          "PLD bound, Table 2's batch-size ratio, PriFedSync accuracy (Table 1, Figure 1)",
+          "PLD bound, Table 2's batch-size ratio and Total columns, PriFedSync training at "
+          "three seeds (Tables 1-2 accuracy and rounds to target, the orderings of Figures 1, "
+          "2 and 5)",
           "privfl.reproduce.zheng2021"),
     Paper("zhang2022", "Zhang, Chen and Yang 2022, Towards achieving near-optimal utility for "
           "privacy-preserving federated learning via data generation and parameter distortion",
           "Lemma 6.8's noise against privfl's exact calibration, Lemma 6.7's TV sandwich, "
-          "Theorem 6.10 and Lemma 6.2 by Monte Carlo, the counterexamples to Lemmas 6.3, 6.5 "
-          "and 6.6, Theorems 6.11 and 6.14 (a theory paper: no training)",
+          "Theorem 6.10, Lemmas 6.2 and 6.9 by Monte Carlo, the counterexamples to Lemmas 6.3, "
+          "6.5 and 6.6, Theorems 6.11-6.14 (a theory paper: no training)",
           "privfl.reproduce.zhang2022"),
     Paper("xie2023", "Xie et al. 2023, Unraveling the connections between privacy and certified "
           "robustness in federated learning (UserDP-FedAvg, InsDP-FedSGD/FedAvg)",
@@ -50,13 +52,14 @@ PAPERS: dict[str, Paper] = {p.name: p for p in (
     Paper("hasircioglu2022", "Hasircioglu and Gunduz 2022, Privacy amplification via random "
           "participation in federated learning",
           "the noise of Sections 6.1-6.2 per scheme (Theorem 4.1, WCS, OLS), the audit of "
-          "Theorem 4.1, a composed epsilon, Figure 1's trade-off, the accuracy ordering of "
-          "Figures 6-7", "privfl.reproduce.hasircioglu2022"),
+          "Theorem 4.1 maximised over the free gradient scale, a composed epsilon, the claims "
+          "of Figures 1-5, the accuracy ordering of Figures 6-7 at three seeds",
+          "privfl.reproduce.hasircioglu2022"),
     Paper("asoodeh2021", "Asoodeh et al. 2021, Differentially private federated learning: an "
           "information-theoretic perspective",
           "Figure 2's delta(epsilon) curves (Theorem 2, q = 0.1, 0.2, 0.3) and epsilon at three "
-          "deltas, the sharpened chain, the saturation limit of independent rounds (no training "
-          "in the paper)", "privfl.reproduce.asoodeh2021"),
+          "deltas, the sharpened chain, Corollary 3's Eq. (12), the saturation limit of "
+          "independent rounds (no training in the paper)", "privfl.reproduce.asoodeh2021"),
 )}
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
+from privfl.reproduce.seeds import DEFAULT_SEEDS
 from privfl.reproduce.training import Progress
 
 #: Monte Carlo draws of the variance checks, and their tolerance (relative; > 4 standard errors)
@@ -138,6 +139,12 @@ def variances(rep: Reproduction) -> None:
         tolerance=MC_TOLERANCE, basis="check",
         reason=f"a textbook identity checked: privfl column: Monte Carlo of privfl's record "
                f"sampling, {DRAWS:,} draws, seed 0"))
+    rep.add(compare(
+        "mean of the sampled gradient sum, g = (1, -2, 0.5, 3, -1), p = 0.3",
+        "Lemma 6.9 (E[W~] = W - p sum_i g_i + delta)", rate * float(np.sum(grads)),
+        float(np.mean(sums)), tolerance=MC_TOLERANCE, basis="check",
+        reason=f"a textbook identity checked (linearity of expectation): privfl column: Monte "
+               f"Carlo of privfl's record sampling, the same {DRAWS:,} draws"))
     rng = np.random.default_rng(0)
     w = rng.normal([1.0, 2.0], [0.5, 1.0], size=(DRAWS, 2))
     rep.add(compare(
@@ -183,13 +190,47 @@ def sampling(rep: Reproduction) -> None:
         reason="both columns: the paper's formulas (evaluated twice)"))
 
 
+def tradeoffs(rep: Reproduction) -> None:
+    """Theorems 6.12 and 6.13: the trade-off bounds. Theorem 6.12 is (C2/C6) x Theorem 6.1 plus
+    Lemma 6.5 (a check of that algebra, and so it fails where Lemma 6.5 does); Theorem 6.13
+    needs constants no run gives (not computed)."""
+    from privfl.distortion.bounds import (
+        c_d,
+        privacy_leakage_upper_bound,
+        utility_loss_upper_bound,
+    )
+
+    c1, c2, tv, c6, variance = 0.0379, 1.5, 0.025, 2.0, 0.01
+    summed = (c2 / c6 * utility_loss_upper_bound(variance, tv, c6).value
+              + privacy_leakage_upper_bound(c1, c2, tv).value)
+    rep.add(compare(
+        f"right side of Theorem 6.12, C1 = {c1:g}, C2 = {c2:g}, TV = {tv:g}, C6 = {c6:g}, "
+        f"E Var = {variance:g}", "Theorem 6.12 (eps_p + (C2/C6) eps_u <= -(C2/C6) E Var + 2 C1)",
+        -c2 / c6 * variance + 2 * c1, summed, tolerance=1e-9, basis="check",
+        reason="a check: Theorem 6.12's bound is (C2/C6) x Theorem 6.1's plus Lemma 6.5's "
+               "(privfl column: privfl's two bound functions summed); it holds only where both "
+               "do, and Lemma 6.5 fails on the two-point model above (these C1, C2, TV), so "
+               "Theorem 6.12 fails there whenever Theorem 6.1 is tight (docs/distortion.md)"))
+    low, high = c_d(1 / 150, 0.5, 0.5), c_d(150.0, 0.5, 0.5)
+    rep.add(compare(
+        "the trade-off lower bound eps_p + C_d eps_u >= C1", "Theorem 6.13 (eq. 20)",
+        "eps_p + C_d eps_u >= C1", None, tolerance=None,
+        reason="not computed: C_d = gamma (e^(2 xi) - 1) / (4 Delta) needs Delta of "
+               "Assumption C.1 and gamma, neither computable from a model or a run; with "
+               f"Delta = 0.5, xi = 0.5, gamma's range [1/150, 150] (Lemma C.2) gives C_d from "
+               f"{low:.3g} to {high:.3g}, a factor {high / low:,.0f}: the bound is not "
+               "quantitative (privfl.distortion.bounds.c_d)"))
+
+
 def reproduce(scale: str, out: Path | None = None, *, training: bool = True,
-              dry_run: bool = False, progress: Progress | None = None) -> Reproduction:
+              dry_run: bool = False, progress: Progress | None = None,
+              seeds: int = DEFAULT_SEEDS) -> Reproduction:
     rep = Reproduction("zhang2022", PAPERS["zhang2022"].title, scale)
     noise(rep)
     lemmas(rep)
     variances(rep)
     sampling(rep)
+    tradeoffs(rep)
     rep.notes.append("the paper has no experiments, tables or figures: every row evaluates a "
                      "printed formula or claim; there is no training to reproduce at any scale")
     rep.notes.append("privfl tradeoff (docs/distortion.md) measures the leakage, TV and utility "
