@@ -55,6 +55,8 @@ def test_bad_input_is_one_line_naming_what_is_allowed():
         (["reproduce"], "PAPER is missing"),
         (["reproduce", "asoodeh2021", "--scale", "full"], "must be one of quick, paper"),
         (["reproduce", "asoodeh2021", "--dry-run"], "--scale paper"),
+        (["reproduce", "asoodeh2021", "--seeds", "1"], "seeds = 1 is not allowed: must be an "
+                                                      "integer >= 2"),
     ]
     for args, message in cases:
         result = _invoke(args)

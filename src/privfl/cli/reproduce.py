@@ -24,7 +24,10 @@ REPRODUCE_HELP = (
     "evaluated twice) or extension (privfl's own); only printed rows that match count as "
     "reproduced, and the summary counts by basis.\n\n"
     "--scale quick (default): the accounting in full, training reduced, on built-in or Debian "
-    "data, seeded; at most a few minutes on 2 cores. --scale paper: the paper's clients, rounds "
+    "data, at --seeds seeds (default 3); at most a few minutes on 2 cores. A training row "
+    "gives the seeds' mean, spread and 95 % prediction interval, and matches only when the "
+    "paper's number lies in that interval at the paper's scale, or when the paper's ordering "
+    "holds in every seed at the paper's settings. --scale paper: the paper's clients, rounds "
     "and models from configs/ (hours; a GPU is advised where the paper used one); --dry-run "
     "prints what would run and how long, and which data are missing. --out DIR writes "
     "table.md, rows.json and report.html (the table and the regenerated figures)."
@@ -86,6 +89,9 @@ def reproduce_command(
         "--no-training", help="The accounting rows only (seconds).")] = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="With --scale paper: plan the training runs, do not train.")] = False,
+    seeds: Annotated[int, typer.Option(
+        "--seeds", help="Training seeds of the quick scale (at least 2): each training row "
+        "gives their mean, spread and 95 % prediction interval.")] = 3,
     list_papers: Annotated[bool, typer.Option(
         "--list", help="Name the papers and what each reproduction covers (with --json: as "
         "JSON), and exit.")] = False,
@@ -109,7 +115,7 @@ def reproduce_command(
     from privfl.reproduce.report import reproduce
 
     rep = reproduce(paper, scale, out, training=not no_training, dry_run=dry_run,
-                    progress=lambda line: typer.echo(line, err=True))
+                    progress=lambda line: typer.echo(line, err=True), seeds=seeds)
     if markdown is not None:
         markdown.write_text(to_markdown(rep, command=f"privfl reproduce {paper} --scale {scale}"),
                             encoding="utf-8")

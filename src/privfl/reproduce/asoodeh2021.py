@@ -19,6 +19,7 @@ from scipy.stats import norm
 
 from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
+from privfl.reproduce.seeds import DEFAULT_SEEDS
 from privfl.reproduce.training import Progress
 
 #: Figure 2's setting: n, L, rho, eta, sigma (per-user noise std)
@@ -163,7 +164,8 @@ def saturation_rows(rep: Reproduction) -> None:
 
 
 def reproduce(scale: str, out: Path | None = None, *, training: bool = True,
-              dry_run: bool = False, progress: Progress | None = None) -> Reproduction:
+              dry_run: bool = False, progress: Progress | None = None,
+              seeds: int = DEFAULT_SEEDS) -> Reproduction:
     rep = Reproduction("asoodeh2021", PAPERS["asoodeh2021"].title, scale)
     figure2(rep)
     saturation_rows(rep)

@@ -11,19 +11,22 @@ from pathlib import Path
 from privfl._validation import check_choice
 from privfl.reproduce.papers import SCALES, paper
 from privfl.reproduce.rows import HEADER, Reproduction, basis_summary, cells
+from privfl.reproduce.seeds import DEFAULT_SEEDS, check_seeds
 from privfl.reproduce.training import Progress
 
 __all__ = ["machine", "markdown", "reproduce", "write"]
 
 def reproduce(name: str, scale: str = "quick", out: str | Path | None = None, *,
               training: bool = True, dry_run: bool = False,
-              progress: Progress | None = None) -> Reproduction:
+              progress: Progress | None = None, seeds: int = DEFAULT_SEEDS) -> Reproduction:
     """Reproduce paper ``name`` at ``scale`` (see :data:`~privfl.reproduce.papers.SCALES`);
     with ``out``, write table.md, rows.json and report.html there (and the training runs
     under ``out/runs``). ``training=False``: the accounting rows only; ``dry_run``: plan the
-    paper-scale runs without training."""
+    paper-scale runs without training; ``seeds``: the training seeds of the quick scale (at
+    least 2; :mod:`privfl.reproduce.seeds`)."""
     entry = paper(name)
     scale = check_choice("scale", scale, SCALES)
+    check_seeds(seeds)
     out = None if out is None else Path(out)
     runs = None if out is None else out / "runs"
     if training and runs is not None and runs.is_dir() and any(runs.iterdir()):
@@ -31,7 +34,8 @@ def reproduce(name: str, scale: str = "quick", out: str | Path | None = None, *,
                          f"({runs}): choose another --out or remove that folder")
     started = time.perf_counter()
     rep = entry.load().reproduce(scale, None if out is None else out / "runs",
-                                 training=training, dry_run=dry_run, progress=progress)
+                                 training=training, dry_run=dry_run, progress=progress,
+                                 seeds=seeds)
     rep.wall_seconds = time.perf_counter() - started
     if out is not None:
         write(rep, out)

@@ -5,8 +5,9 @@ equation or section) with what privfl computes (``privfl``). Values are numbers,
 ``(low, high)`` (a range the paper's own bound gives) or a short text (a qualitative claim such as
 an ordering). :func:`compare` builds a row and decides its verdict from the numbers alone:
 
-* ``match``: ``|rel_diff| <= tolerance`` (numbers), ``low <= privfl <= high`` (an interval), or
-  the same text;
+* ``match``: ``|rel_diff| <= tolerance`` (numbers), ``low <= privfl <= high`` (the paper's
+  interval), ``low <= paper <= high`` (privfl's interval: the prediction interval of training
+  seeds, :mod:`privfl.reproduce.seeds`), or the same text;
 * ``differs``: anything else, and every row without a tolerance (a training run at another scale
   or on another dataset is never a match). A ``differs`` row must say why (``reason``): the
   paper's error, a different dataset or scale, a bound privfl proves tighter, an estimate the paper
@@ -117,8 +118,8 @@ def _agrees(paper: Value, privfl: Value, tolerance: float | None) -> bool:
         return _is_number(privfl) and paper[0] <= float(privfl) <= paper[1]
     if isinstance(paper, str) or isinstance(privfl, str):
         return isinstance(paper, str) and paper == privfl
-    if isinstance(privfl, tuple):
-        return False
+    if isinstance(privfl, tuple):  # privfl's interval (training seeds): the paper's number in it
+        return _is_number(paper) and privfl[0] <= float(paper) <= privfl[1]
     diff = rel_diff(paper, privfl)
     return diff is not None and tolerance is not None and abs(diff) <= tolerance * (1 + 1e-9)
 
@@ -129,7 +130,8 @@ def compare(quantity: str, source: str, paper: Value | str, privfl: Value, *,
     """A :class:`Row` with its verdict (see the module docstring).
 
     ``paper`` given as a numeric string (``"2.71"``) is the number as printed: its value is
-    compared and ``tolerance="printed"`` derives from its digits. ``tolerance=None``: the row
+    compared and ``tolerance="printed"`` derives from its digits; ``privfl`` an interval: the
+    paper's number must lie in it (``tolerance="interval"``). ``tolerance=None``: the row
     cannot match (it differs, for ``reason``). A row that differs without a ``reason`` is a
     programming error (ValueError): every difference is explained. ``basis`` is one of
     :data:`BASES`; a ``derived`` row says from which printed number in its ``reason``.
@@ -145,6 +147,13 @@ def compare(quantity: str, source: str, paper: Value | str, privfl: Value, *,
     if isinstance(paper, (tuple, str)):  # an interval or a text: no relative tolerance
         tolerance = None
         agrees = _agrees(paper, privfl, None)
+    elif isinstance(privfl, tuple):  # privfl's interval: containment, unless tolerance is None
+        if tolerance not in (None, "interval"):
+            raise ValueError(f"tolerance = {tolerance!r} is not allowed with privfl's interval "
+                             f"{privfl!r}: 'interval' (the paper's number must lie in it) or "
+                             "None")
+        agrees = tolerance is not None and _agrees(paper, privfl, None)
+        tolerance = None
     else:
         if tolerance == "printed":
             if not paper_text:

@@ -151,11 +151,13 @@ def _config(raw: Mapping[str, Any], overrides: Sequence[str]) -> Any:
 
 
 def paper_rows(runs: Sequence[PaperRun], out: Path | None, *, dry_run: bool,
-               progress: Progress | None = None) -> list[Row]:
-    """Rows of the paper-scale runs: run each whose configuration and data are here (with
-    ``dry_run`` only check that they are), else a row that says what is missing and how to get
-    it."""
+               progress: Progress | None = None, seeds: int = 2) -> list[Row]:
+    """Rows of the paper-scale runs: run each whose configuration and data are here at
+    ``seeds`` seeds (with ``dry_run`` only check that they are; the row judges the paper's value
+    by the seeds' interval, :func:`privfl.reproduce.seeds.compare_spread`), else a row that says
+    what is missing and how to get it."""
     from privfl.config import read_yaml
+    from privfl.reproduce.seeds import compare_spread, run_seeds, spread
 
     root = configs_root()
     rows = []
@@ -179,36 +181,40 @@ def paper_rows(runs: Sequence[PaperRun], out: Path | None, *, dry_run: bool,
             rows.append(missing(f"the data are not on this machine: {absent_data[key]}"))
             continue
         if dry_run:
-            rows.append(missing(f"dry run (data here; about {_hours(run.hours)} on 2 CPU "
-                                "cores)"))
+            rows.append(missing(f"dry run (data here; about {_hours(run.hours)} per seed on 2 "
+                                f"CPU cores, {seeds} seeds)"))
             continue
-        result = run_config(raw, None if out is None else Path(out) / "runs",
+        results = run_seeds(raw, seeds, None if out is None else Path(out) / "runs",
                             overrides=run.overrides, progress=progress)
-        value = _value(run, result)
-        scale = run.substitute or "the paper's clients, rounds and model"
-        rows.append(compare(
-            run.quantity, run.source, run.paper, value if value is None or math.isfinite(value)
-            else None, tolerance=None if run.substitute else run.tolerance, kind="training",
-            reason=f"{scale}; one seed ({result.seconds / 3600:.1f} h)"))
+        values = [_value(run, result) for result in results]
+        hours = sum(result.seconds for result in results) / 3600
+        if any(value is None or not math.isfinite(value) for value in values):
+            rows.append(missing(f"a seed did not report {run.metric}: {values}"))
+            continue
+        rows.append(compare_spread(
+            run.quantity, run.source, run.paper, spread(results, lambda r, run=run: _value(run, r)),
+            scale=run.substitute or None,
+            reason=f"the paper's clients, rounds and model ({hours:.1f} h)"))
     return rows
 
 
 def reproduce_with_training(
     rep: Any, scale: str, out: Path | None, *, accounting: Callable[[Any], None],
-    quick: Callable[[Any, Path | None, Progress | None], None],
+    quick: Callable[[Any, Path | None, Progress | None, int], None],
     paper: Callable[[], Sequence[PaperRun]], unwired: str, training: bool, dry_run: bool,
-    progress: Progress | None) -> Any:
+    progress: Progress | None, seeds: int) -> Any:
     """A paper's reproduction ``rep`` (:class:`~privfl.reproduce.rows.Reproduction`) with its
-    accounting rows, then its quick training (``scale`` quick) or its paper-scale runs and
-    plan (``scale`` paper; ``unwired``: the note on the runs that are not wired)."""
+    accounting rows, then its quick training at ``seeds`` seeds (``scale`` quick;
+    :mod:`privfl.reproduce.seeds`) or its paper-scale runs and plan (``scale`` paper;
+    ``unwired``: the note on the runs that are not wired)."""
     accounting(rep)
     if training and scale == "quick":
-        quick(rep, out, progress)
+        quick(rep, out, progress, seeds)
     if scale == "paper":
         runs = paper()
         rep.plan = paper_plan(runs)
         if training:
-            rep.add(paper_rows(runs, out, dry_run=dry_run, progress=progress))
+            rep.add(paper_rows(runs, out, dry_run=dry_run, progress=progress, seeds=seeds))
         rep.notes.append(unwired)
     return rep
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
+from privfl.reproduce.seeds import DEFAULT_SEEDS
 from privfl.reproduce.training import Progress
 
 #: Monte Carlo draws of the variance checks, and their tolerance (relative; > 4 standard errors)
@@ -184,7 +185,8 @@ def sampling(rep: Reproduction) -> None:
 
 
 def reproduce(scale: str, out: Path | None = None, *, training: bool = True,
-              dry_run: bool = False, progress: Progress | None = None) -> Reproduction:
+              dry_run: bool = False, progress: Progress | None = None,
+              seeds: int = DEFAULT_SEEDS) -> Reproduction:
     rep = Reproduction("zhang2022", PAPERS["zhang2022"].title, scale)
     noise(rep)
     lemmas(rep)
