@@ -114,6 +114,12 @@ class Sweep:
     delta: float
     unit: str
 
+    def accuracies(self, point: int) -> np.ndarray:
+        """``[M]``: each replica's own accuracy on the test points at ``point`` (one model's,
+        not the ensemble's)."""
+        predicted = np.argmax(self.probabilities[point], axis=2)  # ties: the lowest class
+        return (predicted == self.truth[None, :]).mean(axis=1)
+
 
 def train_sweep(configs: Sequence[dict[str, Any]], epsilons: Sequence[float],
                 labels: Sequence[str], models: int, delta: float, unit: str,
@@ -292,8 +298,10 @@ def _clipping_rows(rep: Reproduction, sweep: Sweep, scale: str) -> np.ndarray:
     return ks
 
 
-def quick_rows(rep: Reproduction, progress: Callable[[str], None] | None = None) -> None:
-    """Figures 1, 2, 5(a) and 8 at quick scale (see the module docstring)."""
+def quick_rows(rep: Reproduction,
+               progress: Callable[[str], None] | None = None) -> tuple[Sweep, Sweep]:
+    """Figures 1, 2, 5(a) and 8 at quick scale (see the module docstring); returns the user-
+    and instance-level sweeps (their replicas' accuracies give Tables 4 and 7 a spread)."""
     from privfl.reproduce.xie2023 import TABLES
 
     sigmas = USER_SIGMAS + EXTENDED_SIGMAS
@@ -364,6 +372,7 @@ def quick_rows(rep: Reproduction, progress: Callable[[str], None] | None = None)
               scale=f"{SCALE.format(models=INSTANCE_MODELS)}; 10 users of 76 records, Table "
                     "7's V = 26, T = 3 with q = 3/76 (the paper: 50/1266), delta = 1e-5")
     _figures(rep, user, curves, ins, ins_ks, clip_ks)
+    return user, ins
 
 
 def _figures(rep: Reproduction, user: Sweep, curves: dict[str, np.ndarray], ins: Sweep,
