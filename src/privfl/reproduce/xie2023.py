@@ -167,15 +167,16 @@ def figure9(rep: Reproduction) -> None:
 
 
 def quick_config(z: float | None) -> dict[str, Any]:
-    """UserDP-FedAvg at Table 4's privacy setting (N = 200, q = 0.1, T = 3, S = 0.7) on the
-    MNIST 5k subset's digits 0 and 1, 4 records per user (the paper: 63). The test share 0.15
-    leaves 838-865 training images of digits 0 and 1 at seeds 0-5 (the split follows the seed;
-    0.21 left 779 at seed 1, fewer than 200 users of 4 need) and 135-162 test images."""
+    """UserDP-FedAvg at Table 4's privacy setting (q = 0.1, T = 3, S = 0.7) on the
+    MNIST 5k subset's digits 0 and 1, N = 190 users of 4 records (the paper: 200 of 63). The
+    subset holds 1,000 images of digits 0 and 1 and its train/test split follows the seed: at
+    seeds 0-5 the 0.21 test share leaves 779-804 for training and 196-221 for testing, enough
+    for 190 users (200 users need 800 and 200)."""
     name = "nonprivate" if z is None else f"z{z:g}"
     return {
         "name": f"xie2023-quick-table4-{name}", "seed": 0,
-        "data": {"dataset": "mnist-5k", "classes": [0, 1], "test_fraction": 0.15,
-                 "partition": "iid", "clients": 200, "train_size": 4, "test_size": None},
+        "data": {"dataset": "mnist-5k", "classes": [0, 1], "test_fraction": 0.21,
+                 "partition": "iid", "clients": 190, "train_size": 4, "test_size": None},
         "model": {"name": "xie2023-mnist-cnn", "kwargs": {"num_classes": 2}},
         "training": {"local_steps": 10, "batch_size": 4, "lr": 0.02,
                      "sampling": "without-replacement", "optimizer": "momentum",
@@ -195,9 +196,9 @@ def quick_training(rep: Reproduction, out: Path | None, progress: Progress | Non
     """Table 4's clean accuracy at three noise levels, reduced, at ``seeds`` seeds
     (:func:`.seeds.compare_spread`: at 4 records per user the printed accuracy cannot be
     reproduced, so the rows cannot match)."""
-    scale = ("reduced scale: the MNIST 5k subset's digits 0 and 1 (800 training images, 4 per "
-             "user; the paper: 12,665, 63 per user), 135-162 test images (accuracy moves in "
-             "steps of about 0.7 points)")
+    scale = ("reduced scale: the MNIST 5k subset's digits 0 and 1 (190 users of 4 training "
+             "images; the paper: 200 of 63), about 200 test images (accuracy moves in "
+             "0.5-point steps)")
     traces = []
     for z, text in TABLE4_ACCURACY.items():
         runs = run_seeds(quick_config(z), seeds, out, progress=progress)
