@@ -20,7 +20,7 @@ ACCOUNTING = {
 TRAINING = {
     "zheng2021": (3, 1, 2),
     "zhang2022": (0, 0, 0),
-    "xie2023": (17, 9, 8),
+    "xie2023": (32, 7, 25),
     "hasircioglu2022": (1, 1, 0),
     "asoodeh2021": (0, 0, 0),
 }
@@ -41,7 +41,7 @@ ACCOUNTING_BASIS = {
 TRAINING_BASIS = {
     "zheng2021": {"printed": (3, 1)},
     "zhang2022": {},
-    "xie2023": {"printed": (14, 6), "check": (2, 2), "extension": (1, 1)},
+    "xie2023": {"printed": (29, 4), "check": (2, 2), "extension": (1, 1)},
     "hasircioglu2022": {"printed": (1, 1)},
     "asoodeh2021": {},
 }
@@ -113,9 +113,10 @@ VERDICTS = {
 TRAINING_PINNED = {
     "zheng2021": {"private personalised accuracy": (83.75, 3.0),
                   "non-private personalised accuracy": (93.05, 3.0)},
-    "xie2023": {"clean accuracy (%), UserDP-FedAvg, Table 4 setting, sigma = 1": (99.5, 1.5),
-                "epsilon of the trained run, paper scope, Table 4 setting, sigma = 1":
-                    (1.8504, 1e-3)},
+    "xie2023": {"epsilon of the trained run, paper scope, Table 4 setting, sigma = 1":
+                    (1.8504, 1e-3),
+                # at the cap K_max = 4.537: the most confident test point is certain
+                "largest certified k at epsilon = 0.6298": (4.53, 0.01)},
 }
 
 
