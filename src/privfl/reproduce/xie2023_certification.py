@@ -52,7 +52,10 @@ FIGURE2_SIGMA = 1.8
 USER_DELTA, INSTANCE_DELTA = 0.0029, 1e-5
 INSTANCE_RATE, INSTANCE_STEPS = 3 / 76, 78
 SCALE = ("quick scale: logistic regression on the MNIST 5k subset's digits 0 and 1 (the paper: a "
-         "CNN on all of MNIST's), {models} models per point (the paper: 1,000)")
+         "CNN on all of MNIST's), {models} models per point (the paper: 1,000); epsilon: the "
+         "paper's accounting of one model (RDP over the orders 1.1-63, classic conversion, "
+         "Poisson sampling, add/remove one unit, every round's model released); a "
+         "certification releases its {models} models: {models} x epsilon by basic composition")
 PEAK, AT_SMALLEST, AT_LARGEST = ("peaks at an interior epsilon", "largest at the smallest "
                                  "epsilon", "largest at the largest epsilon")
 
