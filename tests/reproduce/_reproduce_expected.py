@@ -12,7 +12,7 @@ from __future__ import annotations
 ACCOUNTING = {
     "zheng2021": (51, 33, 18),
     "zhang2022": (17, 9, 8),
-    "xie2023": (73, 35, 38),
+    "xie2023": (96, 40, 56),
     "hasircioglu2022": (22, 1, 21),
     "asoodeh2021": (13, 12, 1),
 }
@@ -22,7 +22,7 @@ ACCOUNTING = {
 TRAINING = {
     "zheng2021": (10, 4, 6),
     "zhang2022": (0, 0, 0),
-    "xie2023": (5, 2, 3),
+    "xie2023": (32, 7, 25),
     "hasircioglu2022": (2, 0, 2),
     "asoodeh2021": (0, 0, 0),
 }
@@ -34,7 +34,7 @@ ACCOUNTING_BASIS = {
     "zheng2021": {"printed": (33, 33), "derived": (18, 0), "check": (0, 0),
                   "extension": (0, 0)},
     "zhang2022": {"printed": (8, 0), "derived": (0, 0), "check": (9, 9), "extension": (0, 0)},
-    "xie2023": {"printed": (73, 35), "derived": (0, 0), "check": (0, 0), "extension": (0, 0)},
+    "xie2023": {"printed": (91, 35), "derived": (5, 5), "check": (0, 0), "extension": (0, 0)},
     "hasircioglu2022": {"printed": (21, 1), "derived": (1, 0), "check": (0, 0),
                         "extension": (0, 0)},
     "asoodeh2021": {"printed": (1, 1), "derived": (1, 0), "check": (10, 10),
@@ -44,10 +44,16 @@ ACCOUNTING_BASIS = {
 TRAINING_BASIS = {
     "zheng2021": {"printed": (10, 4)},
     "zhang2022": {},
-    "xie2023": {"printed": (3, 0), "check": (2, 2)},
+    "xie2023": {"printed": (29, 4), "check": (2, 2), "extension": (1, 1)},
     "hasircioglu2022": {"printed": (2, 0)},
     "asoodeh2021": {},
 }
+#: quick training rows whose verdict rests on a thin margin, so that another CPU's training
+#: floats may flip it: Zheng's Figure 2 (B = 16 over B = 8 by about a point) and Table 2's total
+#: examples ordering (2 of 3 seeds); Xie's Monte Carlo shapes (peaks found in 74 % and 86 % of
+#: bootstrap resamples) and its two accuracy orderings over replicas
+TRAINING_FLIPS = {"zheng2021": 2, "zhang2022": 0, "xie2023": 4, "hasircioglu2022": 1,
+                  "asoodeh2021": 0}
 
 PINNED = {
     "zheng2021": {
@@ -74,6 +80,9 @@ PINNED = {
         "epsilon at round 200, InsDP-FedSGD, m = 10": (0.8872, 1e-4),
         "Dopamine's epsilon at round 200": (2.7680, 1e-4),
         "epsilon at round 200, privfl's bound": (2.0985, 1e-4),
+        "epsilon at the printed V = 25, T = 3 (75 steps), Table 7, sigma = 1,": (3.53024, 1e-5),
+        "epsilon by the stated accounting (Poisson sampling (add/remove), Balle et al. 2020's "
+        "conversion), Table 7": (2.98695, 1e-5),
     },
     "hasircioglu2022": {
         "sigma for (0.015, 1e-6) per iteration, WCS (Theorem 5.2), Section 6.1": (7.6651, 1e-4),
@@ -108,7 +117,9 @@ VERDICTS = {
                   "upper bound on the leakage": "differs", "variance of the sampled": "match"},
     "xie2023": {"epsilon, UserDP": "match", "epsilon, InsDP": "match",
                 "epsilon, privfl's tightest bound": "differs",
-                "epsilon at round 200, privfl's bound": "differs"},
+                "epsilon at round 200, privfl's bound": "differs",
+                "fit residual": "match", "epsilon at the printed V = 25": "differs",
+                "epsilon by the stated accounting": "differs"},
     "hasircioglu2022": {"sigma for (0.015, 1e-6) per iteration, the proposed": "differs",
                         "delta at epsilon = 0.015": "differs"},
     "asoodeh2021": {"epsilon at delta": "match", "delta at epsilon = 3": "differs"},
@@ -117,9 +128,10 @@ VERDICTS = {
 #: a row of seeds (privfl's value an interval) is pinned by its centre, the seeds' mean
 TRAINING_PINNED = {
     "zheng2021": {"private personalised accuracy": (84.1, 3.0)},
-    "xie2023": {"clean accuracy (%), UserDP-FedAvg, Table 4 setting, sigma = 1": (98.5, 1.5),
-                "epsilon of the trained run, paper scope, Table 4 setting, sigma = 1":
-                    (1.8504, 1e-3)},
+    "xie2023": {"epsilon of the trained run, paper scope, Table 4 setting, sigma = 1":
+                    (1.8504, 1e-3),
+                # at the cap K_max = 4.537: the most confident test point is certain
+                "largest certified k at epsilon = 0.6298": (4.53, 0.01)},
 }
 
 
@@ -144,17 +156,27 @@ def basis_counts(rows):
     return found
 
 
-def check_rows(payload, expected_counts, paper, expected_basis=None):
+def _close(got, expected, slack):
+    """Counts ``(rows, match[, differs])``: the rows exact, the verdicts within ``slack``."""
+    return got[0] == expected[0] and all(abs(g - e) <= slack
+                                         for g, e in zip(got[1:], expected[1:], strict=True))
+
+
+def check_rows(payload, expected_counts, paper, expected_basis=None, slack=0):
     """Every match row within its tolerance (recomputed from the values), every differing row
     explained, the verdict counts (and by basis: ``expected_basis``, {basis: (rows, match)},
-    against the rows and the payload's ``counts_by_basis``), the pinned values and verdicts."""
+    against the rows and the payload's ``counts_by_basis``), the pinned values and verdicts.
+    ``slack``: how many verdicts may differ from the expected counts (training rows whose
+    margin another CPU's floats may cross, :data:`TRAINING_FLIPS`); the row counts are exact."""
     rows = payload["rows"]
     by_basis = {b: (c["match"] + c["differs"], c["match"])
                 for b, c in payload["counts_by_basis"].items()}
     assert {b: n for b, n in by_basis.items() if n[0]} == basis_counts(rows)
     assert payload["reproduced"] == by_basis["printed"][1]
     if expected_basis is not None:
-        assert basis_counts(rows) == {b: n for b, n in expected_basis.items() if n[0]}, paper
+        got, want = basis_counts(rows), {b: n for b, n in expected_basis.items() if n[0]}
+        assert set(got) == set(want) and all(_close(got[b], want[b], slack) for b in got), (
+            paper, got)
     for row in rows:
         assert set(row) == {"quantity", "source", "basis", "paper", "privfl", "rel_diff",
                             "tolerance", "verdict", "reason"}, row
@@ -176,7 +198,7 @@ def check_rows(payload, expected_counts, paper, expected_basis=None):
             assert abs(diff - row["rel_diff"]) <= 1e-12 * max(1.0, abs(diff)), row
     counts = (len(rows), sum(r["verdict"] == "match" for r in rows),
               sum(r["verdict"] == "differs" for r in rows))
-    assert counts == expected_counts, (paper, counts)
+    assert _close(counts, expected_counts, slack), (paper, counts)
     for start, (value, tolerance) in PINNED[paper].items():
         for row in rows_starting(rows, start):
             assert abs(row["privfl"] - value) <= tolerance * abs(value), (start, row["privfl"])

@@ -47,7 +47,9 @@ PAPERS: dict[str, Paper] = {p.name: p for p in (
     Paper("xie2023", "Xie et al. 2023, Unraveling the connections between privacy and certified "
           "robustness in federated learning (UserDP-FedAvg, InsDP-FedSGD/FedAvg)",
           "the epsilons of Tables 4-8 (35 values) by the paper's RDP and privfl's PLD bound, "
-          "Figure 9 (InsDP-FedSGD against Dopamine), UserDP-FedAvg accuracy (Table 4)",
+          "the unprinted T and V fitted (residual, printed V = 25, stated accounting), "
+          "Figure 9 (InsDP-FedSGD against Dopamine), UserDP-FedAvg accuracy (Table 4), "
+          "certified-k shapes of Figures 1, 2, 5(a), 8 from Monte Carlo replicas",
           "privfl.reproduce.xie2023"),
     Paper("hasircioglu2022", "Hasircioglu and Gunduz 2022, Privacy amplification via random "
           "participation in federated learning",
