@@ -125,7 +125,7 @@ def test_configured_noise_is_consistent_and_the_planted_bug_shows(name, monkeypa
     honest = _audit(name, z, projected)
     assert honest["epsilon_bound"] <= 2.0  # the proven replace-one bound
     assert honest["verdict"] == "consistent"
-    assert honest["epsilon_lower"] < 0.5  # measured 0.00 - 0.09 at seeds 0, 1, 2
+    assert honest["epsilon_lower"] < 0.5  # measured 0.00 - 0.24 at seeds 0, 1, 2
     _plant_bug(where, monkeypatch)
     buggy = _audit(name, z, projected)
     assert buggy["epsilon_bound"] == honest["epsilon_bound"]  # the accountant does not see it
