@@ -260,3 +260,19 @@ def test_pair_score_is_the_canarys_loss_drop_minus_its_reflections():
     swapped = dataclasses.replace(pair, inputs=-x, alternatives=x)
     assert np.allclose(canary_scores(model, before, after, swapped),
                        -canary_scores(model, before, after, pair), rtol=1e-12)
+
+
+def test_cli_takes_the_canary_design(tmp_path):
+    result = CliRunner().invoke(app, ["audit", "run", DIGITS, "--canaries", "20",
+                                      "--canary-design", "random-pair",
+                                      *sum((["--set", s] for s in SMALL), []),
+                                      "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    written = json.loads((tmp_path / "audit.json").read_text())
+    assert written["canary"].startswith("random-pair record")
+    assert "its reflection" in written["neighbouring"]
+    assert "minus the same for its reflection" in written["score"]
+    with pytest.raises(ValueError, match="canary_design = 'ood-pair' is not allowed for client"):
+        sources(load_config("configs/demo-dp-fedavg.yaml", []), "ood-pair")
+    with pytest.raises(ValueError, match="canary_design"):
+        sources(load_config(DIGITS, []), "loud")
