@@ -214,3 +214,65 @@ def test_released_scores_read_each_canarys_client_model_where_there_is_one():
         assert scores[j] == pytest.approx(canary_scores(model, before, models[client], one)[0])
     assert np.allclose(released_scores(GlobalOnly(), model, before, canaries),
                        canary_scores(model, before, models[1], canaries))
+
+
+def test_pair_canaries_hold_a_canary_or_its_reflection_never_the_original(mnist):
+    bits = _bits(200)
+    data, canaries = plant_record_canaries(mnist, bits, np.random.default_rng(5), "ood-pair")
+    assert canaries.design == "ood-pair"
+    assert np.array_equal(data.client_sizes, mnist.client_sizes)
+    assert len(data.train) == len(mnist.train) + 200  # one record per slot, whatever the bit
+    # the reflection through the constants: x + x' = 2 c on the OOD features, 0 elsewhere
+    where = constant_features(mnist)
+    used = where[: where.size // 2 * 2]
+    constant = mnist.train.x.reshape(len(mnist.train), -1)[0, used]
+    flat, alt = canaries.inputs.reshape(200, -1), canaries.alternatives.reshape(200, -1)
+    assert np.allclose(flat[:, used] + alt[:, used], 2 * constant, atol=1e-5)
+    assert np.all(np.delete(alt, used, axis=1) == 0.0)
+    assert np.allclose(np.abs(flat[:, used] - constant), np.abs(alt[:, used] - constant))
+    # each slot now points at an appended record: the canary (bit 1) or its reflection (bit 0)
+    for j in range(200):
+        index = data.train_indices[canaries.clients[j]]
+        original = np.flatnonzero(mnist.train_indices[canaries.clients[j]] == canaries.rows[j])
+        held = data.train.x[index[original[0]]].reshape(-1)
+        assert np.array_equal(held, (flat if bits[j] else alt)[j])
+        assert data.train.y[index[original[0]]] == canaries.labels[j]
+    # random-pair: the reflection through 0
+    _, signs = plant_record_canaries(mnist, bits, np.random.default_rng(5), "random-pair")
+    assert np.array_equal(signs.alternatives, -signs.inputs)
+
+
+def test_pair_score_is_the_canarys_loss_drop_minus_its_reflections():
+    model = torch.nn.Linear(4, 3)
+    rng = np.random.default_rng(6)
+    before, after = ({"weight": torch.as_tensor(rng.standard_normal((3, 4))),
+                      "bias": torch.as_tensor(rng.standard_normal(3))} for _ in range(2))
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    y = np.array([0, 1, 2, 2, 1])
+    single = CanaryRecords(x, y, np.arange(5), np.zeros(5, dtype=np.int64),
+                           np.ones(5, dtype=bool))
+    pair = dataclasses.replace(single, alternatives=-x, design="random-pair")
+    reflected = dataclasses.replace(single, inputs=-x)
+    expected = (canary_scores(model, before, after, single)
+                - canary_scores(model, before, after, reflected))
+    assert np.allclose(canary_scores(model, before, after, pair), expected, rtol=1e-12)
+    # one rule for both members: swapping canary and reflection negates every score
+    swapped = dataclasses.replace(pair, inputs=-x, alternatives=x)
+    assert np.allclose(canary_scores(model, before, after, swapped),
+                       -canary_scores(model, before, after, pair), rtol=1e-12)
+
+
+def test_cli_takes_the_canary_design(tmp_path):
+    result = CliRunner().invoke(app, ["audit", "run", DIGITS, "--canaries", "20",
+                                      "--canary-design", "random-pair",
+                                      *sum((["--set", s] for s in SMALL), []),
+                                      "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    written = json.loads((tmp_path / "audit.json").read_text())
+    assert written["canary"].startswith("random-pair record")
+    assert "its reflection" in written["neighbouring"]
+    assert "minus the same for its reflection" in written["score"]
+    with pytest.raises(ValueError, match="canary_design = 'ood-pair' is not allowed for client"):
+        sources(load_config("configs/demo-dp-fedavg.yaml", []), "ood-pair")
+    with pytest.raises(ValueError, match="canary_design"):
+        sources(load_config(DIGITS, []), "loud")

@@ -25,18 +25,22 @@ from privfl.cli.common import JsonOpt
 AUDIT_FILE = "audit.json"
 
 
-def sources(config: Any = None) -> dict[str, Callable[[], Any]]:
+def sources(config: Any = None, design: str = "auto") -> dict[str, Callable[[], Any]]:
     """A guarantee's unit (the first word of ``plan.unit``) -> the canary source that audits
     it (:class:`~privfl.runs.canary_source.CanarySource`): canary clients, or, for the
     record-level algorithms of ``config`` (:data:`~privfl.runs.record_canaries.RECORD_LEVEL`),
-    canary records (:class:`~privfl.runs.record_canaries.RecordCanaries`, under the plan's
-    unit: projected SGD's users hold one record each)."""
+    canary records of ``design`` (:class:`~privfl.runs.record_canaries.RecordCanaries`, under
+    the plan's unit: projected SGD's users hold one record each). Client canaries have one
+    design: any ``design`` but "auto" is refused for them."""
     from privfl.runs.canary_clients import ClientCanaries
     from privfl.runs.record_canaries import RECORD_LEVEL, RecordCanaries
 
     if config is not None and config.federated.algorithm in RECORD_LEVEL:
-        source = RecordCanaries(config)
+        source = RecordCanaries(config, design)
         return {source.unit: lambda: source}
+    if design != "auto":
+        raise ValueError(f"canary_design = {design!r} is not allowed for client canaries: "
+                         "record designs apply to record-level algorithms only (use 'auto')")
     return {"client": ClientCanaries}
 
 
@@ -77,6 +81,9 @@ def audit_run_command(
     out: Annotated[Path, typer.Option("--out", help="Directory for audit.json and "
                                       "report.html.")] = Path("."),
     seed: Annotated[int, typer.Option(help="Seed of the canaries and their bits.")] = 0,
+    canary_design: Annotated[str, typer.Option(
+        help="Record canaries (record-level algorithms): auto, mislabelled, ood, random, "
+        "ood-pair or random-pair (docs/audit.md; the pairs are the strongest).")] = "auto",
     device: Annotated[str | None, typer.Option(
         help="Train on this device (sets run.device: cpu, cuda, cuda:N, mps); refused where "
         "this machine has none.", show_default=False)] = None,
@@ -94,7 +101,8 @@ def audit_run_command(
                          "another directory (an audit never overwrites one)")
     overrides = list(set_ or []) + ([f"run.device={device}"] if device is not None else [])
     loaded = load_config(config, overrides)
-    result = audit_config(loaded, sources(loaded), canaries=canaries, seed=seed)
+    result = audit_config(loaded, sources(loaded, canary_design), canaries=canaries,
+                          seed=seed)
     written = {key: _number(value) for key, value in result.items()}
     Path(out).mkdir(parents=True, exist_ok=True)
     path = Path(out) / AUDIT_FILE

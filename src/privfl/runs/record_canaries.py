@@ -37,6 +37,16 @@ Canary designs (:data:`DESIGNS`): ``mislabelled`` (the slot's input, a random wr
 ``ood`` (:func:`ood_inputs`: balanced signs on the input features constant over the data, which
 real records cannot move), ``random`` (:func:`random_inputs`) and ``auto`` (``ood`` where the data
 have :data:`MIN_CONSTANT_FEATURES` constant features, else ``mislabelled``).
+
+Antipodal pairs (``ood-pair``, ``random-pair``): the slot holds one of two canaries, ``x_j``
+(``S_j = 1``) or its reflection ``x'_j = 2 c - x_j`` through the centre ``c`` of its design (the
+constant features' values for ``ood``, 0 for ``random``; :func:`antipodes`), both with label
+``y'_j``; the slot's original record is held in neither world. Still one replaced record, but
+the two gradients point (near) opposite ways, so the pair realises up to twice one canary's
+sensitivity, the ``2C`` of the replace-one relation the verdict compares with, where a canary
+against a real record realises ``C``. Score: the canary's loss drop minus its reflection's,
+``[l(w_0; x_j) - l(w_T; x_j)] - [l(w_0; x'_j) - l(w_T; x'_j)]`` (label ``y'_j``), the same rule
+for every canary whatever its bit.
 """
 
 from __future__ import annotations
@@ -68,7 +78,7 @@ RECORD_LEVEL = ("prifedsync", "insdp-fedsgd", "insdp-fedavg", "projected-sgd", "
 
 
 #: canary designs: a held record relabelled, or an out-of-distribution input (module docstring)
-DESIGNS = ("auto", "mislabelled", "ood", "random")
+DESIGNS = ("auto", "mislabelled", "ood", "random", "ood-pair", "random-pair")
 #: constant input features the ``ood`` design needs ("auto" falls back to mislabelled below)
 MIN_CONSTANT_FEATURES = 8
 
@@ -79,6 +89,8 @@ class CanaryRecords:
 
     ``inputs`` and ``labels`` are the canary records, ``rows`` the slots' original rows of the
     training pool, ``clients`` the client holding each slot and ``inserted`` the bits ``S_j``.
+    ``alternatives``: the inputs held where ``S_j = 0`` for the pair designs (the reflections,
+    label ``labels``), None where the slot's original record is.
     """
 
     inputs: np.ndarray
@@ -87,6 +99,7 @@ class CanaryRecords:
     clients: np.ndarray
     inserted: np.ndarray
     design: str = "mislabelled"
+    alternatives: np.ndarray | None = None
 
     @property
     def count(self) -> int:
@@ -118,14 +131,9 @@ def balanced_signs(count: int, n: int, rng: np.random.Generator) -> np.ndarray:
         np.zeros((0, n))
 
 
-def ood_inputs(data: FederatedDataset, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` out-of-distribution inputs: 0 on the features that vary over the held
-    records; on the ``n`` features constant over them, that constant plus ``a / sqrt(n)``
-    times balanced random signs (:func:`balanced_signs`; ``a`` the held records' mean input
-    norm). A real record's gradient moves the first-layer weights of the constant features
-    only along their constants, the same for every such feature, so with even ``n`` it does
-    not move a canary's sign pattern at all: a canary's loss reads the canaries and the noise.
-    Needs :data:`MIN_CONSTANT_FEATURES` constant features."""
+def _ood_centre(data: FederatedDataset) -> tuple[np.ndarray, np.ndarray, float]:
+    """(flat feature positions used by ``ood``: the constant ones, an even number; the
+    centre: their constants there, 0 elsewhere; the held records' mean input norm)."""
     where = constant_features(data)
     if where.size < MIN_CONSTANT_FEATURES:
         raise ValueError(f"canary_design = 'ood' needs >= {MIN_CONSTANT_FEATURES} input "
@@ -134,9 +142,31 @@ def ood_inputs(data: FederatedDataset, count: int, rng: np.random.Generator) -> 
     where = where[: where.size // 2 * 2]
     rows = np.unique(np.concatenate(data.train_indices))
     flat = data.train.x[rows].reshape(rows.size, -1)
-    norm = float(np.linalg.norm(flat, axis=1).mean())
-    inputs = np.zeros((count, flat.shape[1]), dtype=np.float64)
-    inputs[:, where] = flat[0, where] + norm / np.sqrt(where.size) * balanced_signs(
+    centre = np.zeros(flat.shape[1], dtype=np.float64)
+    centre[where] = flat[0, where]
+    return where, centre, float(np.linalg.norm(flat, axis=1).mean())
+
+
+def antipodes(data: FederatedDataset, inputs: np.ndarray, design: str) -> np.ndarray:
+    """The reflections ``2 c - x`` of the canary ``inputs`` through their design's centre
+    ``c`` (module docstring): the constants of the ``ood`` features (0 elsewhere), or 0 for
+    ``random``."""
+    flat = inputs.reshape(inputs.shape[0], -1).astype(np.float64)
+    centre = _ood_centre(data)[1] if design == "ood" else np.zeros(flat.shape[1])
+    return (2.0 * centre - flat).reshape(inputs.shape).astype(np.float32)
+
+
+def ood_inputs(data: FederatedDataset, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` out-of-distribution inputs: 0 on the features that vary over the held
+    records; on the ``n`` features constant over them, that constant plus ``a / sqrt(n)``
+    times balanced random signs (:func:`balanced_signs`; ``a`` the held records' mean input
+    norm). A real record's gradient moves the first-layer weights of the constant features
+    only along their constants, the same for every such feature, so with even ``n`` it does
+    not move a canary's sign pattern at all: a canary's loss reads the canaries and the noise.
+    Needs :data:`MIN_CONSTANT_FEATURES` constant features."""
+    where, centre, norm = _ood_centre(data)
+    inputs = np.zeros((count, centre.size), dtype=np.float64)
+    inputs[:, where] = centre[where] + norm / np.sqrt(where.size) * balanced_signs(
         count, where.size, rng)
     return inputs.reshape((count, *data.train.x.shape[1:])).astype(np.float32)
 
@@ -172,6 +202,7 @@ def plant_record_canaries(data: FederatedDataset, inserted: np.ndarray,
         raise ValueError(f"data = {type(data).__name__} is not allowed: must be a "
                          "FederatedDataset")
     design = resolved_design(data, check_choice("canary_design", design, DESIGNS))
+    base = design.removesuffix("-pair")
     inserted = np.asarray(inserted)
     if inserted.ndim != 1 or inserted.dtype != bool or inserted.size < 2:
         raise ValueError(f"inserted (shape {inserted.shape}, dtype {inserted.dtype}) must be a "
@@ -191,16 +222,19 @@ def plant_record_canaries(data: FederatedDataset, inserted: np.ndarray,
                     dtype=np.int64)
     shift = 1 + rng.integers(0, classes - 1, size=canaries)
     labels = ((data.train.y[rows] + shift) % classes).astype(np.int64)
-    inputs = (data.train.x[rows] if design == "mislabelled" else
-              ood_inputs(data, canaries, rng) if design == "ood" else
+    inputs = (data.train.x[rows] if base == "mislabelled" else
+              ood_inputs(data, canaries, rng) if base == "ood" else
               random_inputs(data, canaries, rng))
+    alternatives = antipodes(data, inputs, base) if base != design else None
     indices = [idx.copy() for idx in data.train_indices]
     start = len(data.train)
-    present = np.flatnonzero(inserted)
+    present = np.flatnonzero(inserted) if alternatives is None else np.arange(canaries)
+    held = inputs if alternatives is None else np.where(
+        inserted.reshape((-1,) + (1,) * (inputs.ndim - 1)), inputs, alternatives)
     for offset, c in enumerate(present):
         indices[clients[c]][slots[c]] = start + offset
     train = data.train
-    pool = Dataset(x=np.concatenate([train.x, inputs[present]]),
+    pool = Dataset(x=np.concatenate([train.x, held[present].astype(train.x.dtype)]),
                    y=np.concatenate([train.y, labels[present]]), name=train.name,
                    num_classes=train.num_classes, mean=train.mean, std=train.std,
                    normalized=train.normalized, classes=train.classes)
@@ -208,7 +242,7 @@ def plant_record_canaries(data: FederatedDataset, inserted: np.ndarray,
                                list(data.client_ids),
                                f"{data.name} + {present.size} canary records", dict(data.info))
     return planted, CanaryRecords(np.asarray(inputs, dtype=np.float32), labels, rows,
-                                   clients.astype(np.int64), inserted, design)
+                                   clients.astype(np.int64), inserted, design, alternatives)
 
 
 def train_released(algorithm: Any, rounds: int) -> None:
@@ -251,10 +285,15 @@ def canary_scores(model: torch.nn.Module, before: dict[str, torch.Tensor],
                   after: dict[str, torch.Tensor], canaries: CanaryRecords,
                   input_bound: float | None = None) -> np.ndarray:
     """Every canary's score ``l(w_0; x_j, y'_j) - l(w_T; x_j, y'_j)`` from the initial model
-    ``before`` and the final released model ``after`` (module docstring)."""
-    x, y = canaries.inputs, canaries.labels
-    return (canary_losses(model, before, x, y, input_bound)
-            - canary_losses(model, after, x, y, input_bound))
+    ``before`` and the final released model ``after``, minus the same drop of its reflection
+    for the pair designs (module docstring)."""
+    def drop(x: np.ndarray) -> np.ndarray:
+        y = canaries.labels
+        return (canary_losses(model, before, x, y, input_bound)
+                - canary_losses(model, after, x, y, input_bound))
+
+    scores = drop(canaries.inputs)
+    return scores if canaries.alternatives is None else scores - drop(canaries.alternatives)
 
 
 def released_scores(algorithm: Any, model: torch.nn.Module, before: dict[str, torch.Tensor],
@@ -272,7 +311,9 @@ def released_scores(algorithm: Any, model: torch.nn.Module, before: dict[str, to
         part = dataclasses.replace(canaries, inputs=canaries.inputs[mine],
                                    labels=canaries.labels[mine], rows=canaries.rows[mine],
                                    clients=canaries.clients[mine],
-                                   inserted=canaries.inserted[mine])
+                                   inserted=canaries.inserted[mine],
+                                   alternatives=None if canaries.alternatives is None else
+                                   canaries.alternatives[mine])
         scores[mine] = canary_scores(model, before, per_client(int(client)), part, bound)
     return scores
 
@@ -353,9 +394,12 @@ class RecordCanaries:
             "canary": f"{planted.design} record in a slot of one client's data: "
                       + _DESIGN_TEXT[planted.design],
             "score": "cross-entropy of the canary on the initial model minus on the final "
-                     "released model",
-            "neighbouring": "replace-one record (a slot holds the canary or the client's "
-                            "original record, so every n_j is the same whatever the bits)",
+                     "released model" + (", minus the same for its reflection"
+                                         if planted.alternatives is not None else ""),
+            "neighbouring": "replace-one record (a slot holds the canary or "
+                            + ("its reflection" if planted.alternatives is not None else
+                               "the client's original record")
+                            + ", so every n_j is the same whatever the bits)",
             "sampling": "the algorithm's own batch and client sampling (a canary is an "
                         "ordinary record of its client)",
             "released": ("the final helper model sent to the canary's client (client_params)"
@@ -378,4 +422,10 @@ _DESIGN_TEXT = {
     "ood": "an out-of-distribution input on the features constant over the data, a random "
            "label",
     "random": "random signs on every feature (the data's mean norm), a random label",
+    "ood-pair": "an out-of-distribution input on the features constant over the data (bit 1) "
+                "or its reflection through those constants (bit 0), one random label; the "
+                "slot's original record is held in neither world",
+    "random-pair": "random signs on every feature (the data's mean norm) (bit 1) or their "
+                   "negation (bit 0), one random label; the slot's original record is held "
+                   "in neither world",
 }
