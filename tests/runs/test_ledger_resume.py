@@ -154,3 +154,29 @@ def test_a_seeded_rerun_that_differs_is_not_released(tmp_path, monkeypatch):
     rows = [e.payload["row"] for e in Ledger(out).of_kind("row")]
     assert [r["round"] for r in rows] == [1, 2]  # nothing else was recorded, nor shown
     assert (out / "metrics.jsonl").read_text() == ""  # cut back to the state of round 0
+
+
+def test_a_per_round_row_of_an_extended_plan_stays_valid_after_the_plan_is_lowered(tmp_path):
+    """Found by the slow state machine (InsDP-FedSGD): round 3 logged per-round while the plan
+    was 5 rounds, then a resume lowered the plan back to 3. The row was right when it was
+    written (the ledger's resume entry records the plan then), so check-privacy passes."""
+    from pathlib import Path
+
+    import yaml
+
+    from privfl.config import config_from_dict
+
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    raw = yaml.safe_load((configs / "demo-insdp-fedsgd.yaml").read_text())
+    raw["federated"]["rounds"] = 3
+    raw["run"] = {**raw.get("run", {}), "threads": 1, "max_rounds": 2}
+    out = tmp_path / "run"
+    Experiment.create(config_from_dict(raw), out).run(progress=False)
+    Experiment.resume(out, ["federated.rounds=5", "run.max_rounds=1"]).run(progress=False)
+    Experiment.resume(out, ["federated.rounds=3", "run.max_rounds=null"]).run(progress=False)
+    rows = [e.payload["row"] for e in Ledger(out).of_kind("row")]
+    assert [r["round"] for r in rows] == [1, 2, 3]
+    assert rows[2]["privacy_methods"] == "per-round"  # logged under the 5-round plan
+    report = check_run_privacy(out)
+    assert report.ok, report.to_dict()
+    assert [e.payload["rounds"] for e in Ledger(out).of_kind("resume")] == [5, 3]

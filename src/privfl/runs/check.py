@@ -101,7 +101,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
     data = build_dataset(config)
     plan = privacy_plan(config, data)
     cadence = AccountingCadence.from_config(config)
-    created = _created_cadence(directory, config)
+    written_under = _row_cadences(directory, config)
     report = PrivacyCheck(Path(run_dir), config.federated.algorithm, rtol)
     valid = [row.get("round") for row in metrics if _round_index(row.get("round"))]
     last = max(valid, default=None)
@@ -132,7 +132,7 @@ def check_run_privacy(run_dir: str | Path, *, every: int = 1, rtol: float = 1e-9
         if r % every and r not in (1, last):
             continue
         methods = row.get("privacy_methods", FULL)
-        problem = _methods_problem(methods, r, plan, cadence, created)
+        problem = _methods_problem(methods, r, plan, cadence, written_under.get(r))
         if problem:
             report.rows.append({"round": r, "ok": False, "max_rel_diff": math.inf,
                                 "problems": [problem]})
@@ -183,26 +183,35 @@ def _check_pinned(pinned: Any, plan: Any) -> dict[str, Any]:
     return {"ok": not problems, "problems": problems}
 
 
-def _created_cadence(directory: Any, config: Any) -> AccountingCadence | None:
-    """The cadence of the plan the run was created with (its ledger's creation record; None
-    without one): a row logged per-round before a resume lowered ``federated.rounds`` was
-    right then."""
+def _row_cadences(directory: Any, config: Any) -> dict[int, AccountingCadence]:
+    """``round -> the cadence of the plan in force when its row was written``, from the run's
+    ledger: the creation record's ``federated.rounds``, then each resume's (its ``rounds``);
+    empty without a ledger. A row logged per-round under a plan that a later resume lowered
+    (e.g. round 5 of a run extended to 7, then cut back to 5) was right when it was written."""
     from privfl.runs.ledger import Ledger, LedgerError
 
     try:
-        creation = Ledger(directory.path).creation()
+        entries = Ledger(directory.path).entries()
     except LedgerError:  # reported by the ledger check
-        return None
-    if creation is None:
-        return None
-    return AccountingCadence(int(creation["rounds"]), config.privacy.full_accounting_every)
+        return {}
+    planned, out = None, {}
+    for entry in entries:
+        if entry.kind == "creation":
+            planned = entry.payload.get("rounds")
+        elif entry.kind == "resume" and "rounds" in entry.payload:
+            planned = entry.payload["rounds"]
+        elif entry.kind == "row" and isinstance(planned, int) and not isinstance(planned, bool) \
+                and planned >= 1:
+            out[int(entry.payload["round"])] = AccountingCadence(
+                planned, config.privacy.full_accounting_every)
+    return out
 
 
 def _methods_problem(methods: Any, r: int, plan: Any, cadence: AccountingCadence,
                      created: AccountingCadence | None = None) -> str:
     """Why a row's ``privacy_methods`` is wrong ("" if it is not): a full row of the cadence
-    (and of the ``created`` one, the run's creation plan) must carry every accountant; a
-    per-round row needs a plan that has a per-round set."""
+    (and of the ``created`` one, the plan in force when the row was written) must carry every
+    accountant; a per-round row needs a plan that has a per-round set."""
     if methods not in (FULL, PER_ROUND):
         return (f"privacy_methods = {methods!r} is not allowed: must be {FULL!r} or "
                 f"{PER_ROUND!r}")

@@ -313,7 +313,8 @@ class Experiment:
                     f"of rounds 1..{released} were released (ledger.jsonl) before this run was "
                     f"interrupted, and a resume never plans fewer; must be >= {released}")
             experiment.ledger.append("resume", {"overrides": list(overrides),
-                                                "resumed_from": experiment.resumed_from})
+                                                "resumed_from": experiment.resumed_from,
+                                                "rounds": config.federated.rounds})
             directory.write_text(directory.config, dump_config(config))
             experiment.ledger.append("files", {"files": file_digests(directory.path)})
         except BaseException:

@@ -21,7 +21,8 @@ elsewhere, and no entry is ever rewritten or removed. The kinds:
   ``reconstructed`` (what config.yaml said then);
 * ``row``: a metrics row as ``metrics.jsonl`` shows it, before it is appended there
   (``{"round", "attempt", "row"}``; ``attempt``: how many resumes came before it);
-* ``resume``: a resume (``{"overrides", "resumed_from"}``);
+* ``resume``: a resume (``{"overrides", "resumed_from", "rounds"}``; ``rounds``: the
+  ``federated.rounds`` planned from then on, which the rows logged after it were written under);
 * ``redrawn``: rows logged after the checkpoint a resume loaded, released and composed again
   (``{"rounds", "indices"}``: their round numbers and ledger indices);
 * ``headline``: the headline, before it is written or printed (``{"epsilon", "delta",
