@@ -58,7 +58,8 @@ def test_the_committed_page_holds_the_accounting_rows_computed_now(paper):
     """docs/reproductions.md is regenerated, not typed: its accounting rows are the ones privfl
     computes now (every cell, numbers to their printed precision), its quick training rows are
     all there, and its summary line counts the rows it shows, by verdict and by basis.
-    Regenerate with ``python -m privfl.reproduce.document docs/reproductions.md --paper-plan``."""
+    Regenerate with ``python -m privfl.reproduce.document docs/reproductions.md --paper-plan``
+    (``--only-paper-plan`` rewrites only the paper-scale plans, without training)."""
     text = PAGE.read_text(encoding="utf-8")
     committed = table_rows(text, f"## {PAPERS[paper].title}")
     fresh = [tuple(c.replace("|", "/") for c in cells(row)) for row in _accounting(paper).rows]

@@ -106,9 +106,14 @@ def test_paper_scale_dry_run_plans_and_names_missing_data():
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["scale"] == "paper"
-    assert any(line.startswith("total: 34 runs") for line in payload["plan"])
+    assert any(line.startswith("total: 41 runs") for line in payload["plan"])
     training = [r for r in payload["rows"] if r["quantity"].startswith("clean accuracy")]
-    assert len(training) == 34 + 6  # Tables 4, 5, 7, 8 at every sigma; Table 6 (Sent140) planned
+    # Tables 4, 5, 7, 8 at every sigma; Table 6 on LEAF's Sent140 with the LSTM (6 sigmas) and
+    # privfl's record-level counterpart (privfl.reproduce.natural_data)
+    assert len(training) == 34 + 7
+    sent140 = [r for r in training if "Sent140" in r["quantity"]]
+    assert len(sent140) == 7 and all("sent140" in r["reason"].lower() or "dry run" in r["reason"]
+                                     for r in sent140)
     for row in training:  # MNIST and CIFAR-10 are not shipped: the row says how to get them,
         # or it is a dry run; Sent140 is planned with its fallback
         assert row["privfl"] is None and row["verdict"] == "differs"
@@ -123,7 +128,7 @@ def test_every_paper_scale_experiment_is_planned_with_its_data_and_fallback():
     from privfl.reproduce import hasircioglu2022, zheng2021
     from privfl.reproduce.training import paper_plan, paper_rows
 
-    for module, count in ((zheng2021, 18), (hasircioglu2022, 6)):
+    for module, count in ((zheng2021, 18), (hasircioglu2022, 6 + 9)):  # + 9 on EMNIST
         runs = module.paper_runs()
         plan = paper_plan(runs, 3)
         assert len(runs) == count and plan[-1].startswith(f"total: {count} runs x 3 seeds")
@@ -135,4 +140,6 @@ def test_every_paper_scale_experiment_is_planned_with_its_data_and_fallback():
     zheng = paper_plan(zheng2021.paper_runs())
     assert sum("-b8.yaml" in line for line in zheng) == 3  # Table 2's B = 8 runs
     assert sum("cifar10-" in line for line in zheng) == 6  # Table 3
-    assert all("EMNIST-ByClass" in line for line in paper_plan(hasircioglu2022.paper_runs())[:-1])
+    emnist = paper_plan(hasircioglu2022.paper_runs())[:-1]
+    assert all("EMNIST-ByClass" in line or "EMNIST ByClass" in line for line in emnist)
+    assert sum("emnist-6." in line for line in emnist) == 9  # privfl's emnist dataset

@@ -117,20 +117,37 @@ def write_document(path: str | Path, *, paper_plan: bool = False) -> str:
              "own time below excludes the start-up.", "", *summary, ""]
     lines += sections
     if paper_plan:
-        lines += ["## Paper scale", "", "Not run on this machine yet (hours of CPU per paper, "
-                  "and MNIST, CIFAR-10, EMNIST and Sent140 are not available offline). "
-                  "`privfl reproduce PAPER --scale paper --dry-run` lists each run:", ""]
-        for name in PAPERS:
-            rep = reproduce(name, "paper", dry_run=True)
-            if rep.plan:
-                lines += [f"### {rep.title}", ""] + [f"* {line}" for line in rep.plan] + [""]
-                missing = sorted({r.reason for r in rep.rows if r.reason.startswith(
-                    "not run: the data are not on this machine")})
-                lines += [f"* {reason}" for reason in missing] + ([""] if missing else [])
-            else:
-                lines += [f"### {rep.title}", "", "* nothing to train: the paper has no "
-                          "training experiment", ""]
+        lines += paper_scale_section()
     text = "\n".join(lines).rstrip() + "\n"
+    Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
+def paper_scale_section() -> list[str]:
+    """The page's "Paper scale" section: each paper's ``--scale paper --dry-run`` plan and the
+    data it lacks here (fast: nothing is trained)."""
+    lines = ["## Paper scale", "", "Not run on this machine yet (hours of CPU per paper, and "
+             "MNIST, CIFAR-10, EMNIST and Sent140 are not available offline). `privfl reproduce "
+             "PAPER --scale paper --dry-run` lists each run:", ""]
+    for name in PAPERS:
+        rep = reproduce(name, "paper", dry_run=True)
+        if rep.plan:
+            lines += [f"### {rep.title}", ""] + [f"* {line}" for line in rep.plan] + [""]
+            missing = sorted({r.reason.split("; fallback: ")[0] for r in rep.rows
+                              if r.reason.startswith("not run: the data are not on this machine")})
+            lines += [f"* {reason}" for reason in missing] + ([""] if missing else [])
+        else:
+            lines += [f"### {rep.title}", "", "* nothing to train: the paper has no "
+                      "training experiment", ""]
+    return lines
+
+
+def replace_paper_scale_section(path: str | Path) -> str:
+    """Rewrite only the "Paper scale" section of the page at ``path`` (the quick sections are
+    kept as they are: regenerating them trains every quick reproduction)."""
+    page = Path(path).read_text(encoding="utf-8")
+    head = page.split("\n## Paper scale\n", 1)[0].rstrip() + "\n\n"
+    text = head + "\n".join(paper_scale_section()).rstrip() + "\n"
     Path(path).write_text(text, encoding="utf-8")
     return text
 
@@ -140,8 +157,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("path", type=Path, help="the page to write (docs/reproductions.md)")
     parser.add_argument("--paper-plan", action="store_true",
                         help="also write the paper-scale plans (a dry run)")
+    parser.add_argument("--only-paper-plan", action="store_true",
+                        help="rewrite only the page's paper-scale section (no training)")
     args = parser.parse_args(argv)
-    write_document(args.path, paper_plan=args.paper_plan)
+    if args.only_paper_plan:
+        replace_paper_scale_section(args.path)
+    else:
+        write_document(args.path, paper_plan=args.paper_plan)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,6 +22,7 @@ import statistics
 from pathlib import Path
 
 from privfl.accounting.audit.search import WorstCase
+from privfl.reproduce.natural_data import natural_data_runs
 from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
 from privfl.reproduce.seeds import DEFAULT_SEEDS, compare_ordering, run_seeds
@@ -372,20 +373,21 @@ PAPER_HOURS = {("6.1", "per-s1-convexity"): 0.1, ("6.1", "wcs"): 0.1, ("6.1", "o
 
 def paper_runs() -> list[PaperRun]:
     """The paper's training experiments (Figures 6-7: DP-DSGD at each scheme's noise, Sections
-    6.1-6.2) from configs/hasircioglu2022/: the paper trains on EMNIST-ByClass, which privfl
-    does not register as a dataset; the shipped configurations run on Fashion-MNIST."""
-    return [PaperRun(
+    6.1-6.2) from configs/hasircioglu2022/: the Fashion-MNIST substitutes (fmnist-*.yaml, the
+    data Debian ships), then the runs on the paper's EMNIST-ByClass (emnist-*.yaml, privfl's
+    ``emnist`` dataset; :func:`.natural_data.natural_data_runs`), runnable where its files are."""
+    return [*(PaperRun(
         name=f"hasircioglu2022-{section}-{scheme}",
         config=f"hasircioglu2022/fmnist-{section}-{scheme}.yaml",
         quantity=f"accuracy of DP-DSGD at {scheme}'s calibrated noise, Section {section} "
                  "setting (the ordering RP > WCS > OLS)",
         source=f"Section {section} text on Figure {6 if section == '6.1' else 7}",
         paper="RP > WCS > OLS", metric="global_accuracy", hours=hours,
-        paper_dataset="EMNIST-ByClass (not a privfl dataset: privfl.data.download."
-                      "download_emnist fetches its IDX files)",
+        paper_dataset="EMNIST-ByClass (privfl's emnist dataset: the emnist-*.yaml runs; "
+                      "privfl.data.download.download_emnist fetches its IDX files)",
         substitute=f"Fashion-MNIST, {SCALED[section]}",
         fallback="the configuration as shipped (Fashion-MNIST from Debian)")
-        for (section, scheme), hours in PAPER_HOURS.items()]
+        for (section, scheme), hours in PAPER_HOURS.items()), *natural_data_runs("hasircioglu2022")]
 
 
 def reproduce(scale: str, out: Path | None = None, *, training: bool = True,

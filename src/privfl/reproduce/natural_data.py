@@ -41,13 +41,16 @@ def _xie2023() -> list[PaperRun]:
             quantity="clean accuracy (%), UserDP-FedAvg, Sent140, "
                      + ("non-private" if z is None else f"sigma = {z:g}"),
             source="Table 6 (Appendix B.1.1), Clean Acc. row", paper=accuracy,
-            metric="global_accuracy", hours=1.5, gpu=True, paper_dataset=_SENT140))
+            metric="global_accuracy", hours=1.5, gpu=True, paper_dataset=_SENT140,
+            fallback=f"privfl run configs/xie2023/fmnist01-user-table6-{stem}.yaml (Table 6's "
+                     "privacy setting on Fashion-MNIST, here)"))
     runs.append(PaperRun(
         name="xie2023-sent140-insdp-z2", config="xie2023/sent140-ins-z2.yaml",
         quantity="clean accuracy (%), InsDP-FedAvg (record level), Sent140, sigma = 2 "
                  "(privfl's counterpart of Table 6; not in the paper)",
         source="none (the paper runs InsDP-FedAvg on MNIST and CIFAR only)", paper="-",
-        metric="global_accuracy", hours=4.0, gpu=True, paper_dataset=_SENT140))
+        metric="global_accuracy", hours=4.0, gpu=True, paper_dataset=_SENT140,
+        fallback="none on other data (the paper has no record-level Sent140 run)"))
     return runs
 
 
@@ -62,7 +65,9 @@ def _hasircioglu2022() -> list[PaperRun]:
                 quantity=f"test accuracy (%) after 1,500 iterations, section {scenario}, {label}",
                 source=f"section {scenario} (accuracy curves; no printed value)",
                 paper="-", metric="global_accuracy", hours=3.0, gpu=True,
-                paper_dataset=_EMNIST))
+                paper_dataset=_EMNIST,
+                fallback=f"privfl run configs/hasircioglu2022/fmnist-{scenario}-{scheme}.yaml "
+                         "(the Fashion-MNIST substitute, here)"))
     return runs
 
 

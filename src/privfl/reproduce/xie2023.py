@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from privfl.reproduce import xie2023_certification as certification
+from privfl.reproduce.natural_data import natural_data_runs
 from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
 from privfl.reproduce.seeds import DEFAULT_SEEDS, compare_spread, run_seeds, spread
@@ -273,8 +274,6 @@ PAPER_ACCURACY = {
     "Table 8": {None: "91.15", 1.0: "87.91", 2.0: "86.02", 3.0: "83.85", 4.0: "81.43",
                 5.0: "77.59", 6.0: "72.69", 7.0: "66.47", 8.0: "62.26"},
 }
-TABLE6_ACCURACY = {None: "64.33", 1.0: "62.64", 1.5: "60.76", 1.7: "59.57", 2.0: "58.00",
-                   3.0: "55.28"}
 _MNIST = "MNIST digits 0 and 1 (privfl downloads MNIST with --set data.download=true)"
 _CIFAR = ("CIFAR-10 airplane vs bird (privfl downloads CIFAR-10 with --set data.download=true; "
           "the paper fine-tunes a CIFAR-100-pretrained CNN, privfl trains from scratch)")
@@ -305,23 +304,7 @@ def paper_runs() -> list[PaperRun]:
                          f"{'non-private' if z is None else f'sigma = {z:g}'}",
                 source=f"{table} (Appendix B.1.1), Clean Acc. row", paper=text,
                 metric="global_accuracy", hours=hours, gpu=gpu, paper_dataset=data))
-    return runs
-
-
-def sent140_plan(rep: Reproduction) -> None:
-    """Table 6 (Sent140) as planned rows: privfl registers no Sent140 dataset and has no LSTM
-    (the LEAF JSON reader exists, :func:`privfl.data.read_leaf_json`)."""
-    for z, text in TABLE6_ACCURACY.items():
-        label = "non-private" if z is None else f"sigma = {z:g}"
-        stem = "nonprivate" if z is None else f"z{z:g}"
-        line = (f"Sent140 (Table 6, {label}): not wired (no Sent140 dataset registered, no LSTM; "
-                "LEAF's Sent140 JSON from leaf.cmu.edu, 805 users); about 0.5 h on 2 CPU cores "
-                "(estimate; GPU advised); fallback: privfl run configs/xie2023/fmnist01-user-"
-                f"table6-{stem}.yaml (Table 6's privacy setting on Fashion-MNIST, here)")
-        rep.plan.append(line)
-        rep.add(compare(f"clean accuracy (%), UserDP-FedAvg, Table 6 setting, {label}",
-                        "Table 6 (Appendix B.1.1), Clean Acc. row", text, None, tolerance=None,
-                        kind="training", reason=f"not run: planned ({line})"))
+    return runs + natural_data_runs("xie2023")  # Table 6 on LEAF's Sent140 with the LSTM
 
 
 def reproduce(scale: str, out: Path | None = None, *, training: bool = True,
@@ -337,6 +320,5 @@ def reproduce(scale: str, out: Path | None = None, *, training: bool = True,
                  "run every table's privacy setting on Fashion-MNIST (docs/experiments/"
                  "xie2023.md)"))
     if scale == "paper" and training:
-        sent140_plan(rep)
         certification.paper_plan_rows(rep)
     return rep
