@@ -28,7 +28,8 @@ def test_version():
     ("models", list_models()),
     ("accountants", ["rdp", "pld", "gdp-clt", "per-s1-convexity", "wcs", "ols", "theorem-4.1",
                      "cs", "contraction", "contraction-sharpened", "gdp"]),
-    ("datasets", ["mnist-5k", "digits", "synthetic", "fashion-mnist", "mnist", "cifar10"]),
+    ("datasets", ["mnist-5k", "digits", "synthetic", "fashion-mnist", "mnist", "cifar10", "emnist",
+                  "femnist", "shakespeare", "sent140", "flwr-datasets"]),
 ])
 def test_list_names_what_a_config_accepts(what, expected):
     result = runner.invoke(app, ["list", what, "--json"])

@@ -30,25 +30,8 @@ from privfl.reproduce.training import (
     reproduce_with_training,
 )
 from privfl.reproduce.xie2023_fit import fit_rows
+from privfl.reproduce.xie2023_tables import SOURCE, TABLES, _epsilon
 
-#: table -> (what, q, steps per round x rounds, delta, {sigma (= z): epsilon as printed})
-TABLES: dict[str, tuple[str, float, int, float, dict[float, str]]] = {
-    "Table 4": ("UserDP-FedAvg, MNIST: q = 0.1, T = 3", 0.1, 3, 0.0029,
-                {0.5: "6.9269", 0.6: "4.8913", 0.8: "2.8305", 1.0: "1.8504", 1.5: "0.8694",
-                 1.8: "0.6298", 2.3: "0.4187", 3.0: "0.2808"}),
-    "Table 5": ("UserDP-FedAvg, CIFAR: q = 0.2, T = 1", 0.2, 1, 0.0029,
-                {1.7: "0.8781", 2.3: "0.546", 2.6: "0.4527", 3.0: "0.3663", 4.0: "0.2444",
-                 6.0: "0.1451"}),
-    "Table 6": ("UserDP-FedAvg, Sent140: q = 10/805, T = 3", 10 / 805, 3, 1e-6,
-                {1.0: "1.7151", 1.5: "0.7382", 1.7: "0.579", 2.0: "0.4102", 3.0: "0.2247"}),
-    "Table 7": ("InsDP-FedAvg, MNIST: q = 50/1266, V = 26, T = 3", 50 / 1266, 78, 1e-5,
-                {1.0: "3.5691", 2.0: "1.0587", 3.0: "0.6373", 4.0: "0.4589", 5.0: "0.3593",
-                 8.0: "0.2484", 10.0: "0.2251", 15.0: "0.2029"}),
-    "Table 8": ("InsDP-FedAvg, CIFAR: q = 0.05, V = 100, T = 1", 0.05, 100, 1e-5,
-                {1.0: "4.6978", 2.0: "1.4949", 3.0: "0.9067", 4.0: "0.6546", 5.0: "0.513",
-                 6.0: "0.4221", 7.0: "0.3587", 8.0: "0.3158"}),
-}
-SOURCE = "{table} (Appendix B.1.1), epsilon row"
 #: what else of a table's setting is fitted, not printed (xie2023_fit)
 FITTED = {"Table 7": "; V = 26 fitted, Table 2 prints V = 25"}
 #: Table 4's clean accuracy (%), as printed: sigma (None: non-private) -> accuracy
@@ -66,16 +49,6 @@ ACCURACY_ORDERINGS = {"Table 4": (1.0, 1.8, 3.0), "Table 7": (5.0, 8.0, 15.0)}
 REPLICA_SEEDS = 10
 #: Figure 9: InsDP-FedSGD, sigma = 3, p = 0.4, N = 30, T = 200, delta = 1e-4 (not stated)
 FIGURE9 = {"sigma": 3.0, "p": 0.4, "users": 30, "rounds": 200, "delta": 1e-4}
-
-
-def _epsilon(method: str, z: float, q: float, steps: int, delta: float, paper: bool) -> float:
-    from privfl.accounting.events import NoisyStep, PrivacyEvent, Sampling
-    from privfl.accounting.methods import build_accountant
-    from privfl.algorithms.insdp_plan import PAPER_OPTIONS
-
-    event = PrivacyEvent(((NoisyStep(z, q, Sampling.POISSON), steps),))
-    accountant = build_accountant(method, PAPER_OPTIONS if paper else None)
-    return accountant.epsilon(event, delta).epsilon
 
 
 def accounting(rep: Reproduction) -> None:

@@ -160,7 +160,7 @@ def k_summary(mean: np.ndarray, models: int, truth: np.ndarray, epsilon: float, 
         certify_ensemble,
     )
 
-    scores = EnsembleScores.from_mean(np.clip(mean, 0.0, 1.0), models)
+    scores = EnsembleScores.from_mean(np.minimum(np.maximum(mean, 0.0), 1.0), models)
     certificate = certify_ensemble(scores, epsilon, delta, method=method, confidence=0.99,
                                    unit=unit)
     found = certified_accuracy(certificate, truth, k=[0.0]).largest_certified_k
@@ -229,7 +229,7 @@ def _interval(values: np.ndarray) -> tuple[float, float]:
 
 
 def _epsilon(z: float, q: float, steps: int, delta: float) -> float:
-    from privfl.reproduce.xie2023 import _epsilon as paper_epsilon
+    from privfl.reproduce.xie2023_tables import _epsilon as paper_epsilon
 
     return paper_epsilon("rdp", z, q, steps, delta, True)
 
@@ -305,7 +305,7 @@ def quick_rows(rep: Reproduction,
                progress: Callable[[str], None] | None = None) -> tuple[Sweep, Sweep]:
     """Figures 1, 2, 5(a) and 8 at quick scale (see the module docstring); returns the user-
     and instance-level sweeps (their replicas' accuracies give Tables 4 and 7 a spread)."""
-    from privfl.reproduce.xie2023 import TABLES
+    from privfl.reproduce.xie2023_tables import TABLES
 
     sigmas = USER_SIGMAS + EXTENDED_SIGMAS
     user_eps = [float(TABLES["Table 4"][4][z]) if z in USER_SIGMAS  # printed = fitted
@@ -326,7 +326,7 @@ def quick_rows(rep: Reproduction,
         if backend is not None:
             backend.close()
     at = sigmas.index(FIGURE2_SIGMA)
-    clip = Sweep((user_eps[at],) * len(CLIPPINGS), CLIPPINGS,
+    clippings = Sweep((user_eps[at],) * len(CLIPPINGS), CLIPPINGS,
                  (user.probabilities[at], *others.probabilities), user.truth, USER_DELTA, "user")
     scale = (f"{SCALE.format(models=MODELS)}; 100 users of 8 records, Table 4's q = 0.1, T = 3, "
              "delta = 0.0029")
@@ -366,7 +366,7 @@ def quick_rows(rep: Reproduction,
                + ", ".join(f"{k:.2f}" for k in curves["hoeffding"][:grid, LARGEST])
                + "; the estimate: " + ", ".join(f"{k:.2f}" for k in
                                                curves["estimate"][:grid, LARGEST])))
-    clip_ks = _clipping_rows(rep, clip, scale)
+    clip_ks = _clipping_rows(rep, clippings, scale)
     ins_ks = curve(ins, "estimate")
     _peak_row(rep, ins, ins_ks, bootstrap(ins, "estimate"), LARGEST, len(INSTANCE_SIGMAS),
               quantity="InsDP-FedAvg, MNIST, 5 of Table 7's sigmas (k: added/removed records)",

@@ -77,7 +77,7 @@ class Fit:
 def fit_steps(table: str) -> Fit:
     """Fit the steps of ``table`` (a key of :data:`STEP_CANDIDATES`) to its printed epsilons,
     by the paper's accounting (Poisson RDP, orders 1.1-63, classic conversion)."""
-    from privfl.reproduce.xie2023 import TABLES, _epsilon
+    from privfl.reproduce.xie2023_tables import TABLES, _epsilon
 
     if table not in STEP_CANDIDATES:
         raise ValueError(f"table = {table!r} is not allowed: must be one of "
@@ -107,7 +107,7 @@ def _stated_epsilon(z: float, q: float, steps: int, delta: float, sampling: str)
 def fit_rows(rep: Reproduction) -> dict[str, Fit]:
     """Rows of the fits, the printed settings and the stated accounting (see the module
     docstring); returns the fits by table."""
-    from privfl.reproduce.xie2023 import SOURCE, TABLES, _epsilon
+    from privfl.reproduce.xie2023_tables import SOURCE, TABLES, _epsilon
 
     fits = {}
     for table, (what, q, steps, delta, grid) in TABLES.items():

@@ -24,9 +24,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from privfl._validation import check_int
-from privfl.accounting.events import AccountingLimitError, UnsupportedEventError
-from privfl.accounting.parallel import worst_client_results
 from privfl.algorithms.base import budget_results, privacy_entries, tightest_bound
+from privfl.algorithms.replace_one import replace_one_reading
 
 __all__ = ["ReplicaPrivacy", "replica_privacy"]
 
@@ -132,7 +131,7 @@ def replica_privacy(plan: Any, rounds: int, models: int) -> ReplicaPrivacy:
     paper = min((r for r in results if str(r.extras.get("scope", "")) == "paper"),
                 key=lambda r: r.epsilon, default=None)
     neighbouring = best.neighbouring if best is not None else ""
-    replace = (_replace_one(plan, max(rounds, 1)) if neighbouring == "add-remove"
+    replace = (replace_one_reading(plan, max(rounds, 1)) if neighbouring == "add-remove"
                else (None, None, ""))
     return ReplicaPrivacy(
         models=models, unit=str(plan.unit), neighbouring=str(neighbouring),
@@ -143,26 +142,3 @@ def replica_privacy(plan: Any, rounds: int, models: int) -> ReplicaPrivacy:
         paper_epsilon=None if paper is None else float(paper.epsilon),
         paper_kind="" if paper is None else paper.kind, secure=bool(plan.secure),
         replace_epsilon=replace[0], replace_method=replace[1], replace_note=replace[2])
-
-
-def _replace_one(plan: Any, rounds: int) -> tuple[float | None, str | None, str]:
-    """The tightest rigorous replace-one (epsilon, method) of the plan's own events (its primary
-    scope, re-read by the plan's ``replace_one_events``) through its accountants at its delta,
-    or (None, None, why not)."""
-    reread = getattr(plan, "replace_one_events", None)
-    if reread is None:  # the plan declares none: e.g. DP-DSGD's random participation
-        return None, None, (f"{type(plan).__name__} declares no replace-one reading of its "
-                            "privacy events (its analysis fixes the neighbouring relation): only "
-                            "the 2k add/remove reading applies")
-    events = reread(rounds)
-    results, reasons = [], []
-    for method in plan.accountants:
-        try:
-            results += worst_client_results(events, plan.delta, methods=method,
-                                            options=plan.options)
-        except (UnsupportedEventError, AccountingLimitError) as error:
-            reasons.append(str(error))
-    best = tightest_bound(results)
-    if best is None:
-        return None, None, "; ".join(reasons) or "no accountant of the plan gives a bound"
-    return float(best.epsilon), best.method, ""

@@ -323,7 +323,7 @@ def replace_one_bound(plan: Any, rounds: int) -> dict[str, Any]:
     ``{"epsilon", "delta", "method", "headline_epsilon", "headline_neighbouring"}``; epsilon
     is inf when no bound exists (then ``delta`` is the plan's)."""
     from privfl.algorithms.base import budget_results, tightest_bound
-    from privfl.robustness.replica_privacy import replica_privacy
+    from privfl.algorithms.replace_one import replace_one_reading
 
     delta = float(plan.delta)
     best = tightest_bound(budget_results(plan, plan.results(rounds)))
@@ -337,10 +337,11 @@ def replace_one_bound(plan: Any, rounds: int) -> dict[str, Any]:
     if relation == "replace-one":
         return {"epsilon": float(best.epsilon), "delta": delta,
                 "method": f"{best.method} (the headline; replace-one)", **headline}
-    reread = replica_privacy(plan, rounds, 1)
-    if reread.replace_epsilon is not None:
-        return {"epsilon": float(reread.replace_epsilon), "delta": delta,
-                "method": f"{reread.replace_method} (the plan's events re-read under "
+    replace_epsilon, replace_method, _ = (replace_one_reading(plan, max(rounds, 1))
+                                          if relation == "add-remove" else (None, None, ""))
+    if replace_epsilon is not None:
+        return {"epsilon": float(replace_epsilon), "delta": delta,
+                "method": f"{replace_method} (the plan's events re-read under "
                           "replace-one neighbours)", **headline}
     eps = float(best.epsilon)
     grouped = delta * (1.0 + math.exp(eps)) if eps < 700 else math.inf

@@ -473,15 +473,26 @@ def test_evaluation_uses_the_pooled_test_sets():
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
+#: (dataset, section) -> the training images the clients hold together and the expected batch
+#: p q sum n_i (Hasircioglu and Gunduz 2022, section 6: N = 23,264 x 30 and 697 x 1,000 on
+#: EMNIST ByClass; the substitutes use all 60,000 Fashion-MNIST images)
+_PAPER_DATA = {("fashion-mnist", "6.1"): (60_000, 60), ("fashion-mnist", "6.2"): (60_000, 60),
+               ("emnist", "6.1"): (697_920, 69.792), ("emnist", "6.2"): (697_000, 69.7)}
+
+
 @pytest.mark.parametrize("path", sorted((CONFIGS / "hasircioglu2022").glob("*.yaml")),
                          ids=lambda p: p.stem)
 def test_paper_configs_run_at_the_noise_their_scheme_calibrates(path):
-    """Each private config's z is calibrate_participation's for its scheme at (0.015, 1e-6)."""
+    """Each private config's z is calibrate_participation's for its scheme at (0.015, 1e-6):
+    the Fashion-MNIST substitutes (fmnist-*) and the runs on the paper's EMNIST ByClass
+    (emnist-*)."""
     config = config_from_dict(read_yaml(path))
     f, p, d = config.federated, config.privacy, config.data
-    assert f.algorithm == "dp-dsgd" and d.dataset == "fashion-mnist"
-    assert d.clients * d.train_size == 60_000  # all of Fashion-MNIST's training images
-    assert f.client_rate * d.clients * f.record_rate * d.train_size == pytest.approx(60)
+    expected = "emnist" if path.stem.startswith("emnist-") else "fashion-mnist"
+    assert f.algorithm == "dp-dsgd" and d.dataset == expected
+    records, batch = _PAPER_DATA[expected, path.stem.split("-")[1]]
+    assert d.clients * d.train_size == records
+    assert f.client_rate * d.clients * f.record_rate * d.train_size == pytest.approx(batch)
     if path.stem.endswith("nonprivate"):
         assert not p.enabled
         return

@@ -24,7 +24,9 @@ from privfl.config.loader import load_config
 from privfl.runs.experiment import privacy_plan
 
 FOLDER = Path(__file__).resolve().parents[3] / "configs" / "xie2023"
-SHIPPED = sorted(FOLDER.glob("*.yaml"))
+#: the generator's configs; sent140-*.yaml (Table 6 on LEAF's Sent140 with the LSTM) need data
+#: privfl cannot ship and are checked by tests/data/test_sent140_lstm.py and the golden plans
+SHIPPED = sorted(p for p in FOLDER.glob("*.yaml") if not p.stem.startswith("sent140-"))
 
 #: Spec seed2 section 7.1 (Tables 4-8) and 7.3 (Figure 9): setting -> {sigma: epsilon}, typed in
 #: from the spec (not imported from generate.py, whose tables only label the headers).
