@@ -195,3 +195,16 @@ def test_cli_exit_status_1_when_violated(tmp_path, monkeypatch):
     assert written["epsilon_estimate"] == "inf"  # JSON has no infinity
     assert written["epsilon_lower"] == stats["epsilon_lower"] > 1.0
     assert "VIOLATED" in (tmp_path / "report.html").read_text()
+
+
+def test_canary_clients_join_by_the_plans_poisson_sampling():
+    """DP-FedAvg's canary clients may join every round and join iff their uniform is below q,
+    as a Poisson-sampled client does (not every round: outside the guarantee's threat model)."""
+    from privfl.algorithms.builders import build_algorithm
+
+    algorithm = build_algorithm(load_config(DEMO, ["federated.rounds=1"]))
+    uniforms = np.random.default_rng(0).random(2000)
+    may, joins = algorithm.canary_cohort(2000, uniforms)
+    q = algorithm.plan.sampling_rate
+    assert may.all() and np.array_equal(joins, uniforms < q)
+    assert abs(joins.mean() - q) < 4 * np.sqrt(q * (1 - q) / 2000)
