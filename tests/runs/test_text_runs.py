@@ -21,25 +21,13 @@ from privfl.runs.model_card import PRETRAINING_ROW
 WORDS = ("<pad>", "<unk>") + tuple(f"w{i}" for i in range(30))
 
 
-class TokenDataset(Dataset):
-    """Token ids kept as int64 with a ``vocabulary`` (the data side's contract, until its text
-    loaders exist on this branch)."""
-
-    vocabulary = WORDS
-
-    def __post_init__(self) -> None:
-        ids = np.asarray(self.x, dtype=np.int64)
-        super().__post_init__()
-        self.x = ids
-
-
 def _sent140_like(clients=12, per_client=20, seq=8):
     rng = np.random.default_rng(0)
     ids = rng.integers(2, len(WORDS), (clients * per_client, seq))
     ids[:, :2] = 0  # padded tweets
     labels = ids[:, -1] % 2
-    train = TokenDataset(ids, labels, num_classes=2)
-    test = TokenDataset(ids[:40], labels[:40], num_classes=2)
+    train = Dataset(ids, labels, num_classes=2, vocabulary=WORDS)
+    test = Dataset(ids[:40], labels[:40], num_classes=2, vocabulary=WORDS)
     return FederatedDataset(train, test, [np.arange(i * per_client, (i + 1) * per_client)
                                           for i in range(clients)], [np.arange(40)] * clients)
 
