@@ -23,6 +23,18 @@ ray = pytest.importorskip("ray")
 PRIVFL = os.path.join(os.path.dirname(sys.executable), "privfl")
 
 
+def _as_invoked(program: str) -> str:
+    """How privfl's hints name ``program`` (privfl.cli.common.command_name): ``privfl`` when
+    that name on PATH is ``program``, else its path as invoked (``make install`` puts nothing
+    on PATH)."""
+    import shlex
+    import shutil
+
+    found = shutil.which("privfl")
+    same = found is not None and os.path.realpath(found) == os.path.realpath(program)
+    return "privfl" if same else shlex.quote(program)
+
+
 def _raylets(parent: int) -> list[int]:
     """Raylet processes started by process ``parent`` (its local Ray instance)."""
     found = []
@@ -69,7 +81,7 @@ def test_a_dead_raylet_is_one_line_with_the_resume_hint(tmp_path):
         (line,) = lines
         assert line.startswith("privfl: error: the local Ray instance on 127.0.0.1 lost its "
                                "node: a Ray system process (the raylet) died (")
-        assert line.endswith(f"then continue with: privfl run --resume {out}")
+        assert line.endswith(f"then continue with: {_as_invoked(PRIVFL)} run --resume {out}")
     done = subprocess.run([PRIVFL, "run", "--resume", str(out), "--set", "run.max_rounds=1",
                            "--no-progress"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
