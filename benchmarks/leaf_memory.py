@@ -17,6 +17,7 @@ import json
 import tempfile
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,14 +50,20 @@ def write_shakespeare(root: Path, records: int, users: int, files: int, seed: in
     return root
 
 
-def peak_bytes(root: Path) -> tuple[int, int]:
-    """``(peak traced bytes while reading, bytes of the pooled arrays kept)``."""
+def peak_read(root: Path, name: str = "shakespeare") -> tuple[int, Any]:
+    """``(peak traced bytes while reading, the dataset read)``: LEAF split ``name`` in ``root``."""
     tracemalloc.start()
     try:
-        data = load_leaf_natural("shakespeare", root)
+        data = load_leaf_natural(name, root)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    return peak, data
+
+
+def peak_bytes(root: Path) -> tuple[int, int]:
+    """``(peak traced bytes while reading, bytes of the pooled arrays kept)``."""
+    peak, data = peak_read(root)
     kept = sum(a.nbytes for a in (data.train.x, data.train.y, data.test.x, data.test.y))
     return peak, kept
 

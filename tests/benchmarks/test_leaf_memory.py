@@ -42,7 +42,6 @@ def test_femnist_pixels_become_float32_while_a_file_is_parsed(tmp_path):
     file's Python floats (about 38 bytes a number) never all live at once: measured peak 2.1 x
     the pooled arrays (5.3 x when the whole file was parsed first)."""
     import sys
-    import tracemalloc
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
     from _leaf_files import femnist_users, leaf_file, write_split
@@ -51,12 +50,7 @@ def test_femnist_pixels_become_float32_while_a_file_is_parsed(tmp_path):
     write_split(tmp_path, "femnist", [leaf_file(femnist_users(users[:10], [100] * 10, 1)),
                                       leaf_file(femnist_users(users[10:], [100] * 10, 2))],
                 [leaf_file(femnist_users(users, [10] * 20, 3))])
-    tracemalloc.start()
-    try:
-        data = load_leaf_natural("femnist", tmp_path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak, data = _benchmark().peak_read(tmp_path, "femnist")
     kept = data.train.x.nbytes + data.test.x.nbytes
     assert kept == (2000 + 200) * 784 * 4
     assert peak < 3.0 * kept
