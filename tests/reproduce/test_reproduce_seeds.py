@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from privfl.reproduce.rows import DIFFERS, MATCH, compare
 from privfl.reproduce.seeds import (
     DEFAULT_SEEDS,
+    PERCENT,
+    ROUNDS,
     Spread,
     check_seeds,
     compare_ordering,
@@ -54,6 +56,33 @@ def test_the_interval_is_centred_and_scales_with_the_values(values, scale):
     assert scaled[1] - scaled[0] == pytest.approx(scale * (high - low), rel=1e-9, abs=1e-9)
     if measured.std > 0:  # wider than the seeds' own range: one more run may fall outside it
         assert low <= min(values) and max(values) <= high
+
+
+def test_the_interval_is_cut_to_the_range_of_the_quantity():
+    # 3 seeds near 100 %: the normal model's interval runs past 100 (issue 46: intervals above
+    # 100 % and below 0 rounds); the cut keeps the inner end exactly
+    accuracy = Spread((0, 1, 2), (97.0, 99.0, 100.0), PERCENT)
+    free = Spread(accuracy.seeds, accuracy.values)
+    assert free.interval[1] > 100.0
+    assert accuracy.interval == (free.interval[0], 100.0)
+    rounds = Spread((0, 1, 2), (2.0, 9.0, 40.0), ROUNDS)
+    assert Spread(rounds.seeds, rounds.values).interval[0] < 1.0
+    assert rounds.interval == (1.0, Spread(rounds.seeds, rounds.values).interval[1])
+    row = compare_spread("accuracy", "Table X", "99.66", accuracy, scale=None)
+    assert row.verdict == MATCH and "100]" in row.reason
+    with pytest.raises(ValueError, match=r"outside limits = \(0.0, 100.0\)"):
+        Spread((0, 1), (50.0, 101.0), PERCENT)
+    for bad in ((1.0, 1.0), (2.0, 1.0), (math.nan, 1.0)):
+        with pytest.raises(ValueError, match="limits = .* low < high"):
+            Spread((0, 1), (1.0, 2.0), bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.0, 100.0), min_size=2, max_size=8))
+def test_a_cut_interval_stays_in_range_and_holds_every_seed(values):
+    measured = Spread(tuple(range(len(values))), tuple(values), PERCENT)
+    low, high = measured.interval
+    assert 0.0 <= low <= min(values) and max(values) <= high <= 100.0
 
 
 def test_seed_counts_are_checked():

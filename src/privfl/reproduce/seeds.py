@@ -10,7 +10,9 @@ judged by, the two-sided 95 % *prediction interval* of one more run under a norm
     mean +- t_{0.975, n-1} * s * sqrt(1 + 1/n)        (Student t; n >= 2),
 
 the range within which a new seed (or the paper's own run, at the paper's settings) falls with
-95 % probability. :func:`compare_spread` makes the row of a number: ``match`` only when the
+95 % probability, cut to the range the quantity can take (``limits``: an accuracy lies in
+[0, 100] %, a count of rounds is at least 1), since a normal model's tails know no such range.
+:func:`compare_spread` makes the row of a number: ``match`` only when the
 paper's value lies in that interval *and* the runs are at the paper's scale; a run at another
 scale (``scale`` given) says so and cannot match. :func:`compare_ordering` makes the row of an
 ordering claim (``A > B > C``): ``match`` only when the ordering holds in every seed and the runs
@@ -29,14 +31,17 @@ from typing import Any
 from privfl.reproduce.rows import Row, compare
 from privfl.reproduce.runner import Progress, QuickRun, run_config
 
-__all__ = ["DEFAULT_SEEDS", "LEVEL", "Spread", "check_seeds", "compare_ordering",
-           "compare_spread", "run_seeds"]
+__all__ = ["DEFAULT_SEEDS", "LEVEL", "PERCENT", "POSITIVE", "ROUNDS", "Spread", "check_seeds",
+           "compare_ordering", "compare_spread", "run_seeds", "spread"]
 
 #: seeds of a quick reproduction's training (each quick run is seconds; three is the fewest
 #: that gives a spread with a finite interval of useful width)
 DEFAULT_SEEDS = 3
 #: the coverage of the prediction interval a row is judged by
 LEVEL = 0.95
+#: the ranges a measured quantity can take (:attr:`Spread.limits`): an accuracy in percent, a
+#: number of rounds, a positive ratio
+PERCENT, ROUNDS, POSITIVE = (0.0, 100.0), (1.0, math.inf), (0.0, math.inf)
 
 
 def check_seeds(seeds: int) -> int:
@@ -49,10 +54,13 @@ def check_seeds(seeds: int) -> int:
 
 @dataclass(frozen=True)
 class Spread:
-    """One measured value per seed (``values[i]`` at ``seeds[i]``), in the row's unit."""
+    """One measured value per seed (``values[i]`` at ``seeds[i]``), in the row's unit, and the
+    range ``limits = (low, high)`` that the quantity can take (:data:`PERCENT`, :data:`ROUNDS`,
+    :data:`POSITIVE`; default unbounded)."""
 
     seeds: tuple[int, ...]
     values: tuple[float, ...]
+    limits: tuple[float, float] = (-math.inf, math.inf)
 
     def __post_init__(self) -> None:
         if len(self.seeds) != len(self.values) or len(self.values) < 2:
@@ -60,6 +68,12 @@ class Spread:
                              f"({len(self.seeds)} seeds), at least 2")
         if not all(math.isfinite(v) for v in self.values):
             raise ValueError(f"values = {self.values!r}: every value must be finite")
+        low, high = self.limits
+        if math.isnan(low) or math.isnan(high) or not low < high:
+            raise ValueError(f"limits = {self.limits!r}: must be (low, high) with low < high")
+        outside = [v for v in self.values if not low <= v <= high]
+        if outside:
+            raise ValueError(f"values {outside!r} lie outside limits = {self.limits!r}")
 
     @property
     def mean(self) -> float:
@@ -72,12 +86,14 @@ class Spread:
 
     @property
     def interval(self) -> tuple[float, float]:
-        """The 95 % prediction interval ``mean +- t s sqrt(1 + 1/n)`` (module docstring)."""
+        """The 95 % prediction interval ``mean +- t s sqrt(1 + 1/n)`` (module docstring), cut
+        to :attr:`limits`."""
         from scipy.stats import t as student
 
         n = len(self.values)
         half = float(student.ppf(0.5 + LEVEL / 2, n - 1)) * self.std * math.sqrt(1 + 1 / n)
-        return self.mean - half, self.mean + half
+        low, high = self.limits
+        return max(self.mean - half, low), min(self.mean + half, high)
 
     def describe(self, unit: str = "") -> str:
         """``mean 83.1 +- 2.3 (sd, 3 seeds: 80.9, 83.4, 85.0); 95 % prediction interval
@@ -105,8 +121,10 @@ def run_seeds(raw: Mapping[str, Any], seeds: int, out: Path | None, *,
     return runs
 
 
-def spread(runs: Sequence[QuickRun], value: Callable[[QuickRun], float | None]) -> Spread:
-    """The :class:`Spread` of ``value(run)`` over ``runs`` (from :func:`run_seeds`)."""
+def spread(runs: Sequence[QuickRun], value: Callable[[QuickRun], float | None],
+           limits: tuple[float, float] = PERCENT) -> Spread:
+    """The :class:`Spread` of ``value(run)`` over ``runs`` (from :func:`run_seeds`), a quantity
+    in ``limits`` (default: an accuracy in percent)."""
     values = []
     for run in runs:
         got = value(run)
@@ -114,7 +132,7 @@ def spread(runs: Sequence[QuickRun], value: Callable[[QuickRun], float | None]) 
             raise ValueError(f"run {run.name!r} did not report the measured value")
         values.append(float(got))
     return Spread(tuple(int(run.summary.get("seed", i)) for i, run in enumerate(runs)),
-                  tuple(values))
+                  tuple(values), limits)
 
 
 def compare_spread(quantity: str, source: str, paper: str, measured: Spread, *,

@@ -21,7 +21,7 @@ from typing import Any
 
 from privfl.reproduce.rows import Row, compare
 from privfl.reproduce.runner import Progress, QuickRun, run_config, training_config
-from privfl.reproduce.seeds import compare_spread, run_seeds, spread
+from privfl.reproduce.seeds import PERCENT, ROUNDS, compare_spread, run_seeds, spread
 
 __all__ = ["PaperRun", "QuickRun", "configs_root", "paper_plan", "paper_rows", "run_config"]
 
@@ -75,6 +75,11 @@ def paper_plan(runs: Sequence[PaperRun], seeds: int = 1) -> list[str]:
     total = sum(run.hours for run in runs) * seeds
     return [run.line() for run in runs] + [
         f"total: {len(runs)} runs x {seeds} seeds, about {_hours(total)} on 2 CPU cores"]
+
+
+def _limits(run: PaperRun) -> tuple[float, float]:
+    """The range of ``run``'s measured value: rounds (at least 1) or a percentage."""
+    return ROUNDS if run.metric == "rounds_to_target" else PERCENT
 
 
 def _value(run: PaperRun, result: QuickRun) -> float | None:
@@ -141,7 +146,8 @@ def paper_rows(runs: Sequence[PaperRun], out: Path | None, *, dry_run: bool,
             rows.append(missing(f"a seed did not report {run.metric}: {values}"))
             continue
         rows.append(compare_spread(
-            run.quantity, run.source, run.paper, spread(results, lambda r, run=run: _value(run, r)),
+            run.quantity, run.source, run.paper,
+            spread(results, lambda r, run=run: _value(run, r), _limits(run)),
             scale=run.substitute or None,
             reason=f"the paper's clients, rounds and model ({hours:.1f} h)"))
     return rows

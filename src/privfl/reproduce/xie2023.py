@@ -205,7 +205,7 @@ def replica_accuracy_rows(rep: Reproduction, user: Any, instance: Any) -> None:
     (:mod:`.xie2023_certification`), each replica an independently seeded run: the spread of
     the first :data:`REPLICA_SEEDS` (:func:`.seeds.compare_spread`) and the printed ordering
     over all replicas (:func:`.seeds.compare_ordering`), at quick scale (never a match)."""
-    from privfl.reproduce.seeds import Spread, compare_ordering
+    from privfl.reproduce.seeds import PERCENT, Spread, compare_ordering
 
     for table, sweep, what in (
             ("Table 4", user, "UserDP-FedAvg, 100 users of 8 records, Table 4's q = 0.1, T = 3"),
@@ -222,7 +222,7 @@ def replica_accuracy_rows(rep: Reproduction, user: Any, instance: Any) -> None:
             if z not in CLEAN_ACCURACY[table]:
                 continue
             spread_ = Spread(tuple(range(REPLICA_SEEDS)),
-                             tuple(float(a) for a in accuracies[:REPLICA_SEEDS]))
+                             tuple(float(a) for a in accuracies[:REPLICA_SEEDS]), PERCENT)
             rep.add(compare_spread(
                 f"clean accuracy (%), {table.split()[0]} {table.split()[1]} setting, sigma = "
                 f"{z:g}, {what.split(',')[0]}, replicas", f"{table} (Appendix B.1.1), Clean "

@@ -22,6 +22,8 @@ from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
 from privfl.reproduce.seeds import (
     DEFAULT_SEEDS,
+    POSITIVE,
+    ROUNDS,
     Spread,
     compare_ordering,
     compare_spread,
@@ -260,7 +262,7 @@ def quick_training(rep: Reproduction, out: Path | None, progress: Progress | Non
     for name, (table, printed) in paper_rounds.items():
         if missing[name]:
             continue
-        measured = Spread(tuple(range(seeds)), tuple(reached[name]))
+        measured = Spread(tuple(range(seeds)), tuple(reached[name]), ROUNDS)
         rep.add(compare_spread(
             f"rounds to {target} personalised accuracy, {name}"
             + (", p = 0.5" if name == "B = 8" else ", B = 16") + ", sigma = 0.75",
@@ -275,7 +277,8 @@ def quick_training(rep: Reproduction, out: Path | None, progress: Progress | Non
         # B K per round is the same (192) for both settings here, so the Total Ex. ratio is the
         # ratio of rounds and the Total Iter. ratio twice it (K doubles)
         ratio = Spread(tuple(range(seeds)), tuple(
-            b8 / b16 for b8, b16 in zip(reached["B = 8"], reached["p = 0.5"], strict=True)))
+            b8 / b16 for b8, b16 in zip(reached["B = 8"], reached["p = 0.5"], strict=True)),
+            POSITIVE)
         rep.add(compare_spread(
             f"Total Ex. (B K R) to {target}, B = 8 over B = 16, p = 0.5, sigma = 0.75",
             "Table 2 caption and Section 4.1 text ('1.39x total number of samples')", "1.39",
