@@ -10,7 +10,9 @@ parameters the paper does not print (T, and V = 26 against the printed 25) are f
 printed and the stated accounting beside (:mod:`~privfl.reproduce.xie2023_fit`). Training
 (quick): UserDP-FedAvg at Table 4's privacy setting on the MNIST 5k subset's digits 0 and 1, and
 the certified-robustness shapes of Figures 1, 2, 5(a) and 8 from Monte Carlo replicas
-(:mod:`~privfl.reproduce.xie2023_certification`).
+(:mod:`~privfl.reproduce.xie2023_certification`), Figure 3's heterogeneity
+(:mod:`~privfl.reproduce.xie2023_heterogeneity`) and the certified attack inefficacy of Figures 4,
+7 and 10 (:mod:`~privfl.reproduce.xie2023_inefficacy`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from privfl.reproduce import xie2023_certification as certification
+from privfl.reproduce import xie2023_heterogeneity as heterogeneity
+from privfl.reproduce import xie2023_inefficacy as inefficacy
 from privfl.reproduce.natural_data import natural_data_runs
 from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
@@ -191,7 +195,10 @@ def quick_training(rep: Reproduction, out: Path | None, progress: Progress | Non
         ys = [run.series("global_accuracy")[1] for run in runs]
         traces.append({"name": label, "x": x,
                        "y": [100 * sum(c) / len(c) for c in zip(*ys, strict=True)]})
-    replica_accuracy_rows(rep, *certification.quick_rows(rep, progress))
+    user, instance = certification.quick_rows(rep, progress)
+    replica_accuracy_rows(rep, user, instance)
+    heterogeneity.quick_rows(rep, user, progress)  # Figure 3, reusing the i.i.d. sweep
+    inefficacy.quick_rows(rep, progress)  # Figures 4, 7 and 10
     rep.curves["xie2023-training"] = {
         "title": f"UserDP-FedAvg, quick scale (Table 4 setting, MNIST 5k digits 0 and 1), mean "
                  f"of {seeds} seeds", "xtitle": "round", "ytitle": "accuracy (%)", "log": False,

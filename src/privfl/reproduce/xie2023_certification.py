@@ -416,13 +416,19 @@ PAPER_FIGURES = (
      "MNIST, CIFAR-10, Sent140 (download)", "Fashion-MNIST 0 vs 1 for MNIST; none for "
      "CIFAR-10 and Sent140", 20.0),
     ("Figure 3", "more heterogeneous data certify a smaller k", "i.i.d. against Dir(1) and "
-     "Dir(0.5) splits, Table 4's sigmas, 1,000 models each", "MNIST, CIFAR-10 (download)",
+     "Dir(0.5) splits (the paper's per-class Dir(alpha) recipe), Table 4's sigmas, 1,000 "
+     "models each (quick scale: a per-user Dir(beta) split, 50 logistic regressions, "
+     "xie2023_heterogeneity)", "MNIST, CIFAR-10 (download)",
      "Fashion-MNIST 0 vs 1 (data.partition: dirichlet)", 80.0),
     ("Figures 4 and 7", "the attack-inefficacy bound is tight for small k and strong attacks",
-     "backdoor, DBA and label flip, 100 models per k = 0..10", "MNIST, CIFAR-10, Sent140 "
-     "(download)", "Fashion-MNIST 0 vs 1 (privfl certify --attack)", 60.0),
+     "backdoor (alpha, gamma), DBA and label flip, 100 models per k = 0..10, and k = 4 against "
+     "epsilon (quick scale: BKD and LF, k = 0..4, 40 logistic regressions, "
+     "xie2023_inefficacy)", "MNIST, CIFAR-10, Sent140 (download)",
+     "Fashion-MNIST 0 vs 1 (privfl certify --attack)", 60.0),
     ("Figures 5 and 10", "instance level: the largest certified k at epsilon 0.3593",
-     "InsDP-FedAvg certified accuracy and inefficacy, Table 7's sigmas, 1,000 models",
+     "InsDP-FedAvg certified accuracy, inefficacy (BKD, LF at epsilon 0.23; k = 10 against "
+     "epsilon) and Corollary 7's k against tau, Table 7's sigmas, 1,000 models (quick scale: "
+     "Figure 10's k against tau at two sigmas)",
      "MNIST (download)", "the MNIST 5k subset (configs/xie2023/mnist5k01-ins-table7-*.yaml)",
      30.0),
     ("Figure 6", "instance level on CIFAR-10: the largest certified k at epsilon 0.6546",
