@@ -11,8 +11,9 @@ printed and the stated accounting beside (:mod:`~privfl.reproduce.xie2023_fit`).
 (quick): UserDP-FedAvg at Table 4's privacy setting on the MNIST 5k subset's digits 0 and 1, and
 the certified-robustness shapes of Figures 1, 2, 5(a) and 8 from Monte Carlo replicas
 (:mod:`~privfl.reproduce.xie2023_certification`), Figure 3's heterogeneity
-(:mod:`~privfl.reproduce.xie2023_heterogeneity`) and the certified attack inefficacy of Figures 4,
-7 and 10 (:mod:`~privfl.reproduce.xie2023_inefficacy`).
+(:mod:`~privfl.reproduce.xie2023_heterogeneity`), the certified attack inefficacy of Figures 4,
+7 and 10 (:mod:`~privfl.reproduce.xie2023_inefficacy`), and Figure 9's setting trained, its
+privacy plan checked against the accounting rows.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from privfl.reproduce import xie2023_inefficacy as inefficacy
 from privfl.reproduce.natural_data import natural_data_runs
 from privfl.reproduce.papers import PAPERS
 from privfl.reproduce.rows import Reproduction, compare
+from privfl.reproduce.runner import run_config
 from privfl.reproduce.seeds import DEFAULT_SEEDS, compare_spread, run_seeds, spread
 from privfl.reproduce.training import (
     PaperRun,
@@ -142,6 +144,62 @@ def figure9(rep: Reproduction) -> None:
                 if m == 10 else [])}
 
 
+def figure9_config() -> dict[str, Any]:
+    """InsDP-FedSGD at Figure 9's privacy setting (m = 10 of N = 30 users, Poisson batches at p =
+    0.4, sigma = 3, C = 1.5, T = 200, delta = 1e-4; as configs/xie2023/fmnist01-fedsgd-figure9-
+    m10.yaml) on the MNIST 5k subset's digits 0 and 1, 20 records per user (batch 8: p = 0.4),
+    logistic regression (the paper prints no accuracy for this figure)."""
+    f = FIGURE9
+    return {
+        "name": "xie2023-quick-figure9-m10", "seed": 0,
+        "data": {"dataset": "mnist-5k", "classes": [0, 1], "test_fraction": 0.21,
+                 "partition": "iid", "clients": f["users"], "train_size": 20,
+                 "test_size": None},
+        "model": {"name": "logreg"},
+        "training": {"local_steps": 1, "batch_size": round(f["p"] * 20), "sampling": "poisson",
+                     "optimizer": "sgd", "lr": 0.1},
+        "privacy": {"enabled": True, "noise_multiplier": f["sigma"], "clip_norm": 1.5,
+                    "delta": f["delta"], "accountants": ["rdp", "pld"]},
+        "federated": {"algorithm": "insdp-fedsgd", "rounds": f["rounds"],
+                      "clients_per_round": 10, "client_sampling": "uniform",
+                      "release": "global-model", "server_lr": 1.0, "paper_accounting": True},
+        "run": {"threads": 1},
+    }
+
+
+def figure9_training(rep: Reproduction, out: Path | None, progress: Progress | None) -> None:
+    """Figure 9's setting trained (one seed: a run's privacy plan follows from its
+    configuration, not from its seed): its privacy.json at round 200 must give the epsilons of
+    the accounting rows, the paper's (scope ``paper``) and privfl's bound (scope
+    ``global-model``), and its per-round bound joins the figure's curve. Check rows: the
+    accounting evaluated twice, once by the trained run's plan."""
+    f, m = FIGURE9, 10
+    z, rate = f["sigma"] * math.sqrt(m), f["p"] * m / f["users"]
+    run = run_config(figure9_config(), out, progress=progress)
+    by_scope = {(r["scope"], r["method"]): r["epsilon"] for r in run.summary["privacy"]}
+    label = "InsDP-FedSGD, m = 10 of N = 30, sigma = 3, p = 0.4, T = 200, delta = 1e-4"
+    accuracy = run.final("global_accuracy")
+    trained = (f"the trained run (MNIST 5k digits 0 and 1, 30 users of 20 records, logistic "
+               f"regression, seed 0; final accuracy {100 * accuracy:.1f} %, which the paper does "
+               "not print): its privacy.json")
+    for quantity, expected, got in (
+            ("the paper's accounting (rate p m / N)",
+             _epsilon("rdp", z, rate, f["rounds"], f["delta"], True), by_scope["paper", "rdp"]),
+            ("privfl's PLD bound, every round charged",
+             _epsilon("pld", z, f["p"], f["rounds"], f["delta"], False),
+             by_scope["global-model", "pld"])):
+        rep.add(compare(
+            f"epsilon at round 200 of a trained run, {quantity}, {label}",
+            "Figure 9(a); the accounting row of this reproduction", expected, got,
+            tolerance=1e-9, kind="training", basis="check",
+            reason=f"{trained} against the accounting row's number"))
+    rounds, bounds = run.series("epsilon")
+    method = str(run.metrics[-1].get("epsilon_method", "")).upper()
+    rep.curves["xie2023-figure9-m10"]["traces"].append(
+        {"name": f"the trained run's per-round bound ({method}, its metrics rows)", "x": rounds,
+         "y": bounds})
+
+
 def quick_config(z: float | None) -> dict[str, Any]:
     """UserDP-FedAvg at Table 4's privacy setting (q = 0.1, T = 3, S = 0.7) on the
     MNIST 5k subset's digits 0 and 1, N = 190 users of 4 records (the paper: 200 of 63). The
@@ -199,6 +257,7 @@ def quick_training(rep: Reproduction, out: Path | None, progress: Progress | Non
     replica_accuracy_rows(rep, user, instance)
     heterogeneity.quick_rows(rep, user, progress)  # Figure 3, reusing the i.i.d. sweep
     inefficacy.quick_rows(rep, progress)  # Figures 4, 7 and 10
+    figure9_training(rep, out, progress)
     rep.curves["xie2023-training"] = {
         "title": f"UserDP-FedAvg, quick scale (Table 4 setting, MNIST 5k digits 0 and 1), mean "
                  f"of {seeds} seeds", "xtitle": "round", "ytitle": "accuracy (%)", "log": False,
