@@ -280,8 +280,11 @@ def figures(rep: Reproduction) -> None:
         "epsilon vs delta of the proposed scheme against Balle et al. 2020, p = q = 0.1, "
         "sigma = 3", "Figure 4 (Section 5.3)", "proposed improves on Balle et al. 2020", None,
         tolerance=None,
-        reason="not computed: privfl does not implement Balle et al. 2020's client-level "
-               "pure-DP bound (privacy amplification via random check-ins)"))
+        reason="not reproducible: Balle et al. 2020's random check-ins bound is for local "
+               "randomizers that are pure epsilon_0-DP, and a Gaussian randomizer is not; the "
+               "paper does not say which epsilon_0 (at which delta) it gave the Gaussian of "
+               "sigma = 3, so the figure's Balle et al. curve cannot be recomputed (privfl "
+               "implements no random check-ins bound for that reason)"))
     rates = [10.0 ** k for k in range(-4, 1)]  # q; p = 1e-4 / q
     per_scheme = {scheme: [participation_epsilon(scheme, 1e-6, 1e-4 / q, q, 10, 1.0)
                            for q in rates] for scheme in ("theorem-4.1", "wcs", "ols")}
