@@ -13,6 +13,7 @@ from privfl.data import (
     dirichlet_partition,
     dirichlet_proportions,
     federate_dirichlet,
+    federate_dirichlet_classes,
     federate_groups,
     federate_iid,
     federate_leaf,
@@ -250,6 +251,50 @@ def test_dirichlet_class_partition_seed002():
         dirichlet_class_partition(y, 200, 0.5, min_per_class=40)
     with pytest.raises(ValueError, match="alpha = -1"):
         dirichlet_class_partition(y, 200, -1)
+
+
+def test_federate_dirichlet_classes_is_xies_split_with_iid_test_sets(cifar_like):
+    train, test = cifar_like
+    fed = federate_dirichlet_classes(train, test, num_clients=50, alpha=0.5, seed=4)
+    again = federate_dirichlet_classes(train, test, num_clients=50, alpha=0.5, seed=4)
+    assert fed.info["partition"] == "dirichlet-classes" and fed.is_disjoint()
+    assert all(np.array_equal(a, b) for a, b in zip(fed.train_indices, again.train_indices,
+                                                    strict=True))
+    counts = fed.label_counts("train")  # clients x classes
+    assert counts.min() >= 2 and fed.client_sizes.std() > 0  # at least 2 per class, unequal
+    assert counts.sum() > 0.99 * len(train)  # (almost) every record used, once
+    assert np.all(fed.test_sizes == len(test) // 50)
+    pooled = np.concatenate(fed.test_indices)
+    assert np.unique(pooled).size == pooled.size  # the test pool split IID, disjoint
+    assert np.all(federate_dirichlet_classes(train, test, num_clients=50, alpha=0.5, test_size=0,
+                                             seed=4).test_sizes == 0)
+
+    def label_spread(alpha):  # mean over clients of the largest class share
+        c = federate_dirichlet_classes(train, test, num_clients=50, alpha=alpha,
+                                       seed=0).label_counts("train")
+        return float(np.mean(c.max(axis=1) / c.sum(axis=1)))
+
+    assert label_spread(0.1) > label_spread(1.0) > label_spread(100.0)
+
+
+def test_dirichlet_classes_from_a_configuration():
+    from privfl.algorithms.builders import build_dataset
+    from privfl.config import ConfigError, config_from_dict
+
+    raw = {"name": "dc", "data": {"dataset": "mnist-5k", "classes": [0, 1], "clients": 40,
+                                  "partition": "dirichlet-classes", "beta": 0.5,
+                                  "test_size": 2},
+           "model": {"name": "logreg"}, "privacy": {"enabled": False}}
+    fed = build_dataset(config_from_dict(raw))
+    assert fed.num_clients == 40 and fed.is_disjoint() and fed.client_sizes.std() > 0
+    assert fed.label_counts("train").min() >= 2 and np.all(fed.test_sizes == 2)
+    for key, value in (("train_size", 8), ("disjoint", False), ("test_sampling", "train-labels")):
+        with pytest.raises(ConfigError, match=f"data.{key} = .* is not allowed with "
+                                              "data.partition: dirichlet-classes"):
+            config_from_dict({**raw, "data": {**raw["data"], key: value}})
+    with pytest.raises(ConfigError, match="dirichlet-classes' with data.clients = 400: "
+                                          "min_per_class = 2 is out of range"):
+        build_dataset(config_from_dict({**raw, "data": {**raw["data"], "clients": 400}}))
 
 
 # ------------------------------------------------------------------------------------ IID

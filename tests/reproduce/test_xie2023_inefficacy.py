@@ -72,5 +72,5 @@ def test_the_attack_and_dirichlet_configs_validate():
     clean = config_from_dict(xi.attack_config(user_config(2.5), None, rounds=4))
     assert not clean.attack.active and clean.federated.rounds == 4
     data = config_from_dict(xh.dirichlet_config(1.8, 0.5)).data
-    assert (data.partition, data.beta, data.clients, data.train_size) == ("dirichlet", 0.5,
-                                                                          100, 8)
+    assert (data.partition, data.beta, data.clients, data.train_size) == (
+        "dirichlet-classes", 0.5, 100, None)

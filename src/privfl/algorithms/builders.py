@@ -99,6 +99,13 @@ def _clean_dataset(config: ExperimentConfig) -> FederatedDataset:
             test_size=200 if c.test_size is None else c.test_size, beta=c.beta,
             disjoint=c.disjoint, test_sampling=c.test_sampling, seed=seed,
         )
+    if c.partition == "dirichlet-classes":
+        try:
+            return d.federate_dirichlet_classes(train, test, num_clients=c.clients, alpha=c.beta,
+                                                test_size=c.test_size, seed=seed)
+        except ValueError as error:  # a class with fewer than 2 records per client
+            raise ConfigError(f"data.partition = 'dirichlet-classes' with data.clients = "
+                              f"{c.clients}: {error}") from None
     if c.partition == "leaf-synthetic":  # many small unequal clients (privfl.data.population)
         from privfl.data.population import federate_leaf_synthetic
 

@@ -150,10 +150,14 @@ class DataConfig(_Section):
         None, description="keep only these classes, relabelled 0..k-1 in the order given "
         "(e.g. [0, 1]: a binary 0-vs-1 task); null keeps every class",
     )
-    partition: Literal["shards", "dirichlet", "iid", "leaf-synthetic", "natural"] = Field(
+    partition: Literal["shards", "dirichlet", "dirichlet-classes", "iid", "leaf-synthetic",
+                       "natural"] = Field(
         "shards", description="how records are split across clients: shards (each client "
-        "gets shards_per_client label-sorted shards: non-IID), dirichlet (label proportions "
-        "drawn from Dirichlet(beta)), iid (uniformly at random, train_size each), "
+        "gets shards_per_client label-sorted shards: non-IID), dirichlet (each client's label "
+        "proportions drawn from Dirichlet(beta), train_size each; Zheng et al. 2021's CIFAR "
+        "split), dirichlet-classes (each class's records spread over the clients by "
+        "Dirichlet(beta), at least 2 per class each: unequal sizes; Xie et al. 2023's split), "
+        "iid (uniformly at random, train_size each), "
         "leaf-synthetic (a LEAF-style population of many small clients of log-normal sizes "
         "with mean train_size, default 8, at least training.batch_size each, over one shared "
         "pool; records are shared once the population needs more than the dataset holds), "
@@ -177,7 +181,8 @@ class DataConfig(_Section):
         "guarantee) or seed-labels (the labels its shards would hold if every class had as "
         "many records: fixed by the seed, reading no training record; accuracies on them are "
         "covered)")
-    beta: float = Field(0.5, gt=0, description="dirichlet: concentration")
+    beta: float = Field(0.5, gt=0, description="dirichlet, dirichlet-classes: concentration "
+                        "(smaller: more heterogeneous)")
     disjoint: bool = Field(
         True, description="dirichlet: no record shared between clients (the default: what "
         "record-level guarantees assume); false: clients sample from the whole pool (Zheng et "
@@ -246,6 +251,24 @@ class DataConfig(_Section):
                 f"{self.dataset!r}: its records have no users; natural needs one of "
                 f"{', '.join(n for n in dataset_names() if dataset_entry(n).natural)}")
         return self
+
+    @model_validator(mode="after")
+    def _dirichlet_classes_keys(self) -> DataConfig:
+        """Keys of the other partitions that dirichlet-classes would ignore are refused: its
+        clients' sizes follow the draw, its clients are disjoint, its test sets IID."""
+        if self.partition != "dirichlet-classes":
+            return self
+        given = {"train_size": self.train_size is not None, "disjoint": not self.disjoint,
+                 "test_sampling": self.test_sampling != "proportions"}
+        for key, ignored in given.items():
+            if key in self.model_fields_set and ignored:
+                raise ValueError(
+                    f"data.{key} = {getattr(self, key)!r} is not allowed with data.partition: "
+                    "dirichlet-classes (Xie et al. 2023's split: each class spread over the "
+                    "clients by Dirichlet(data.beta), so sizes follow the draw, clients are "
+                    "disjoint and test sets IID)")
+        return self
+
 
 class ModelConfig(_Section):
     """An architecture from :mod:`privfl.models` (``num_classes``/``input_shape`` filled in)."""

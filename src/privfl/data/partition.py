@@ -49,6 +49,7 @@ __all__ = [
     "dirichlet_partition",
     "dirichlet_proportions",
     "federate_dirichlet",
+    "federate_dirichlet_classes",
     "federate_groups",
     "federate_iid",
     "federate_leaf",
@@ -559,6 +560,39 @@ def federate_dirichlet(
         info={"partition": "dirichlet", "beta": beta, "disjoint": disjoint, "proportions": q,
               "test_sampling": test_sampling,
               TEST_FROM_TRAIN_LABELS: test_sampling == "train-labels"},
+    )
+
+
+def federate_dirichlet_classes(
+    train: Dataset,
+    test: Dataset,
+    *,
+    num_clients: int,
+    alpha: float,
+    min_per_class: int = 2,
+    test_size: int | None = None,
+    seed: Seed = 0,
+) -> FederatedDataset:
+    """Xie et al. 2023's non-IID federation (Section 6.2.3, Figure 3): every class's records
+    spread over the clients by ``pi_c ~ Dir(alpha 1_N)`` with ``min_per_class`` each
+    (:func:`dirichlet_class_partition`: disjoint clients of unequal sizes); the test set split
+    IID as in :func:`federate_iid` (``test_size=None``: ``len(test) // num_clients`` each,
+    ``0``: none, evaluate on the pooled test set)."""
+    _check_pair(train, test)
+    rng = as_rng(seed)
+    parts = dirichlet_class_partition(train.y, num_clients, alpha, min_per_class=min_per_class,
+                                      num_classes=train.num_classes, seed=rng)
+    if test_size is None:
+        test_size = len(test) // num_clients
+    test_size = check_int("test_size", test_size, 0)
+    tests = (iid_partition(len(test), num_clients, test_size, seed=rng)
+             if test_size else [np.zeros(0, dtype=np.int64)] * num_clients)
+    sizes = [p.size for p in parts]
+    return FederatedDataset(
+        train, test, parts, tests,
+        name=f"{train.name.split('/')[0]}/dirichlet-classes(alpha={alpha:g},{num_clients} "
+             f"clients of {min(sizes)}-{max(sizes)})",
+        info={"partition": "dirichlet-classes", "alpha": alpha, "min_per_class": min_per_class},
     )
 
 

@@ -4,12 +4,14 @@ are about 0.62 (i.i.d.), 0.28 (Dir(1)) and 0.41 (Dir(0.5)).
 
 Quick scale, as :mod:`.xie2023_certification` (whose i.i.d. sweep is reused, not retrained):
 UserDP-FedAvg at Table 4's privacy setting, logistic regression on the MNIST 5k subset's digits
-0 and 1, 100 users of 8 records, :data:`MODELS` replicas per point at a subset of Table 4's sigma
-grid (:data:`SIGMAS`); the i.i.d. curve uses the first :data:`MODELS` replicas of the sweep's
-points at the same sigmas. The non-i.i.d. splits are privfl's ``data.partition: dirichlet``
-(each user's label proportions ``q_u ~ Dir(beta 1_C)``, 8 records each; Hsu et al. 2019), a
-close variant of the paper's per-class recipe (``pi_c ~ Dir(alpha 1_N)`` over the users, unequal
-sizes: :func:`privfl.data.partition.dirichlet_class_partition`, which no configuration selects).
+0 and 1, 100 users (i.i.d.: 8 records each), :data:`MODELS` replicas per point at a subset of
+Table 4's sigma grid (:data:`SIGMAS`); the i.i.d. curve uses the first :data:`MODELS` replicas
+of the sweep's points at the same sigmas. The non-i.i.d. splits are the paper's recipe,
+``data.partition: dirichlet-classes``: each class's records spread over the 100 users by ``pi_c
+~ Dir(alpha 1_N)`` with at least 2 per class each
+(:func:`privfl.data.partition.dirichlet_class_partition`), so the users hold the same ~800
+training records in unequal numbers; every split's 100 test points are drawn IID from the same
+test pool.
 
 Per split, over epsilon: the largest certified k and the average certified k (the area under the
 certified-accuracy curve, :func:`.xie2023_certification.k_summary`), each maximised over epsilon
@@ -51,11 +53,12 @@ SOURCE = "Figure 3 and Section 6.2.3 (MNIST, i.i.d. against Dir(1) and Dir(0.5))
 
 
 def dirichlet_config(z: float, beta: float) -> dict[str, Any]:
-    """:func:`.xie2023_certification.user_config` with each user's label proportions drawn from
-    ``Dir(beta)`` (``data.partition: dirichlet``, 8 disjoint records per user)."""
+    """:func:`.xie2023_certification.user_config` on Xie et al.'s non-i.i.d. split with
+    concentration ``beta`` (``data.partition: dirichlet-classes``: unequal users)."""
     raw = user_config(z)
     raw["name"] = f"xie2023-quick-certify-user-z{z:g}-dirichlet{beta:g}"
-    raw["data"] = {**raw["data"], "partition": "dirichlet", "beta": beta}
+    data = {k: v for k, v in raw["data"].items() if k != "train_size"}
+    raw["data"] = {**data, "partition": "dirichlet-classes", "beta": beta}
     return raw
 
 
@@ -100,10 +103,10 @@ def quick_rows(rep: Reproduction, iid: Sweep,
     names = list(sweeps)
     ks = {n: curve(s, "estimate") for n, s in sweeps.items()}
     boot = {n: bootstrap(s, "estimate") for n, s in sweeps.items()}  # (B, points, 2)
-    scale = (f"{SCALE.format(models=MODELS)}; 100 users of 8 records, Table 4's q = 0.1, T = 3, "
-             "delta = 0.0029; non-i.i.d.: each user's label proportions from Dir(beta) "
-             "(data.partition: dirichlet; the paper: per-class Dir(alpha) over the users, "
-             "unequal sizes; each split's test points drawn by its users' label proportions); "
+    scale = (f"{SCALE.format(models=MODELS)}; 100 users (i.i.d.: 8 records each), Table 4's "
+             "q = 0.1, T = 3, delta = 0.0029; non-i.i.d.: the paper's recipe, each class spread "
+             "over the users by Dir(alpha) with at least 2 records per class each (data.partition: "
+             "dirichlet-classes; unequal users); every split's test points IID from one pool; "
              "sigma " + ", ".join(f"{z:g}" for z in SIGMAS))
     listed = "; ".join(
         f"{n}: " + ", ".join(f"{e:.4g}: {a:.3f} ({k:.2f})" for e, a, k in
@@ -138,5 +141,5 @@ def quick_rows(rep: Reproduction, iid: Sweep,
         "xtitle": "epsilon (the paper's accounting)", "ytitle": "average certified k",
         "log": False, "traces": [{"name": n, "x": list(base.epsilons),
                                   "y": ks[n][:, AREA].tolist()} for n in names],
-        "note": f"{MODELS} models per point; Dir(beta): each user's label proportions; the "
-                "paper: 1,000 CNNs on MNIST 0 vs 1"}
+        "note": f"{MODELS} models per point; Dir(alpha): each class spread over the users "
+                "(Xie et al.'s split); the paper: 1,000 CNNs on MNIST 0 vs 1"}
