@@ -109,3 +109,17 @@ def test_paper_scale_certification_is_planned_with_time_data_and_fallback():
         assert row.verdict == "differs" and row.privfl is None and row.kind == "training"
         assert row.reason.startswith("not run: planned") and line in row.reason
         assert " h on 2 CPU cores" in line and "data: " in line and "fallback: " in line
+
+
+def test_a_claimed_shape_matches_only_when_the_resamples_resolve_it():
+    claim = "i.i.d. > Dir(1) > Dir(0.5)"
+    other = "Dir(1) > i.i.d. > Dir(0.5)"
+    resolved = [claim] * 95 + [other] * 5
+    row = xc.compare_shape("ordering", "Figure 3", claim, claim, resolved, reason="quick scale")
+    assert row.verdict == "match" and "95 % of 100 bootstrap resamples" in row.reason
+    thin = [claim] * 27 + [other] * 73  # the models give the claim, their resamples rarely
+    row = xc.compare_shape("ordering", "Figure 3", claim, claim, thin, reason="quick scale")
+    assert row.verdict == "differs" and "not resolved" in row.reason and "27 %" in row.reason
+    row = xc.compare_shape("ordering", "Figure 3", claim, other, resolved, reason="quick scale")
+    assert row.verdict == "differs" and row.privfl == other
+    assert xc.compare_shape("o", "s", claim, claim, [], reason="r").verdict == "differs"

@@ -71,6 +71,11 @@ def test_the_attack_and_dirichlet_configs_validate():
             config.federated.rounds) == ("backdoor", 3, 0.5, 5)
     clean = config_from_dict(xi.attack_config(user_config(2.5), None, rounds=4))
     assert not clean.attack.active and clean.federated.rounds == 4
-    data = config_from_dict(xh.dirichlet_config(1.8, 0.5)).data
+    split = config_from_dict(xh.split_config(1.8, 0.5))
+    data = split.data
     assert (data.partition, data.beta, data.clients, data.train_size) == (
         "dirichlet-classes", 0.5, 100, None)
+    iid = config_from_dict(xh.split_config(1.8, None))
+    assert (iid.data.partition, iid.data.train_size) == ("iid", 8)
+    for config in (split, iid):  # every split trained alike
+        assert (config.training.batch_size, config.training.local_steps) == (xh.BATCH, xh.STEPS)

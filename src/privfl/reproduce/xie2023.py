@@ -255,7 +255,7 @@ def quick_training(rep: Reproduction, out: Path | None, progress: Progress | Non
                        "y": [100 * sum(c) / len(c) for c in zip(*ys, strict=True)]})
     user, instance = certification.quick_rows(rep, progress)
     replica_accuracy_rows(rep, user, instance)
-    heterogeneity.quick_rows(rep, user, progress)  # Figure 3, reusing the i.i.d. sweep
+    heterogeneity.quick_rows(rep, progress)  # Figure 3
     inefficacy.quick_rows(rep, progress)  # Figures 4, 7 and 10
     figure9_training(rep, out, progress)
     rep.curves["xie2023-training"] = {

@@ -20,7 +20,10 @@ per test point at 99 %, simultaneous over classes; Figure 8). A certification fr
 releases M models: by basic composition it costs M x epsilon.
 
 Monte Carlo confidence of a shape: the fraction of B bootstrap resamples of the M models
-(with replacement) that give the same shape, and a 95 % percentile interval of a difference.
+(with replacement) that give the same shape, and a 95 % percentile interval of a difference. A
+shape or ordering the paper claims matches only when the models give it and at least
+:data:`RESOLVED` of the resamples do too (:func:`compare_shape`; the Monte Carlo analogue of an
+ordering that holds in every seed): a shape the models do not resolve is no reproduction.
 The models' randomness is each replica's own seed, so the rows are deterministic; with Ray
 installed the replicas train on Ray workers (:func:`replica_backend`), with the same models.
 """
@@ -29,18 +32,20 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from privfl.reproduce.rows import Reproduction, compare
+from privfl.reproduce.rows import DIFFERS, MATCH, Reproduction, Row, compare
 
-__all__ = ["CLIPPINGS", "Sweep", "bootstrap", "k_summary", "quick_rows", "replica_backend",
-           "shape", "paper_plan_rows"]
+__all__ = ["CLIPPINGS", "RESOLVED", "Sweep", "bootstrap", "compare_shape", "k_summary",
+           "quick_rows", "replica_backend", "shape", "paper_plan_rows"]
 
 #: replicas per point (user level) and per instance-level point; bootstrap resamples
 MODELS, INSTANCE_MODELS, RESAMPLES = 100, 30, 100
+#: the share of bootstrap resamples that must give a claimed shape for its row to match
+RESOLVED = 0.95
 #: Table 4's sigma grid (the paper's epsilons), privfl's extension of it, and Table 7's sigmas
 #: run at instance level
 USER_SIGMAS = (0.5, 0.6, 0.8, 1.0, 1.5, 1.8, 2.3, 3.0)
@@ -223,6 +228,22 @@ def _share(values: Sequence[Any], target: Any) -> str:
     return f"{100 * np.mean([v == target for v in values]):.0f} %"
 
 
+def compare_shape(quantity: str, source: str, claim: str, found: str,
+                  resampled: Sequence[str], *, reason: str, basis: str = "printed") -> Row:
+    """The row of a shape or ordering ``claim`` that the M models give as ``found`` and their
+    bootstrap resamples as ``resampled``: ``match`` only when ``found`` is the claim and at
+    least :data:`RESOLVED` of the resamples give it; else ``differs`` (a claim the models give
+    in fewer resamples is not resolved at this scale, and the reason says so)."""
+    share = float(np.mean([r == claim for r in resampled])) if len(resampled) else 0.0
+    reason = (f"{reason}; {100 * share:.0f} % of {len(resampled)} bootstrap resamples give the "
+              f"claimed {claim!r}")
+    row = compare(quantity, source, claim, found, kind="training", basis=basis, reason=reason)
+    if row.verdict == MATCH and share < RESOLVED:
+        return replace(row, verdict=DIFFERS, reason=f"{reason}: not resolved by these models "
+                       f"(a match needs {100 * RESOLVED:.0f} %)")
+    return row
+
+
 def _interval(values: np.ndarray) -> tuple[float, float]:
     low, high = np.percentile(values, [2.5, 97.5])
     return float(low), float(high)
@@ -256,8 +277,8 @@ def _peak_row(rep: Reproduction, sweep: Sweep, ks: np.ndarray, boot: np.ndarray,
                   f"models give the same shape, {_share(peaks, peak)} the same peak epsilon")
     reason = (f"{scale}; {HOW[method]}; {SUMMARIES[summary]} by epsilon (the paper's "
               f"accounting) {listed}; {confidence}")
-    rep.add(compare(f"where {SUMMARIES[summary]} peaks along epsilon, {quantity}", source, PEAK,
-                    found, kind="training", basis=basis, reason=reason))
+    rep.add(compare_shape(f"where {SUMMARIES[summary]} peaks along epsilon, {quantity}", source,
+                          PEAK, found, shapes, basis=basis, reason=reason))
     if printed_peak is not None:
         rep.add(compare(
             f"epsilon at which {SUMMARIES[summary]} peaks, {quantity}", source, printed_peak,
@@ -282,9 +303,9 @@ def _clipping_rows(rep: Reproduction, sweep: Sweep, scale: str) -> np.ndarray:
            "certified k (area under the certified-accuracy curve) and the largest, which the "
            f"cap K_max = 4.537 limits: {listed}")
     winners = [names[int(np.argmax(r[:, AREA]))] for r in boot]
-    rep.add(compare(
+    rep.add(compare_shape(
         "clipping method that certifies the most (average certified k), UserDP-FedAvg, MNIST",
-        source, "flat", best, kind="training",
+        source, "flat", best, winners,
         reason=f"{why}; {_share(winners, best)} of {len(boot)} bootstrap resamples give the "
                "same method"))
     for (a, b), claim in ((("flat", "per-layer"), "differ"),
