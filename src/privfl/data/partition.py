@@ -563,6 +563,18 @@ def federate_dirichlet(
     )
 
 
+def _iid_test_split(num_test: int, num_clients: int, test_size: int | None,
+                    rng: np.random.Generator) -> list[np.ndarray]:
+    """Each client's test records, an IID block of ``test_size`` (None: ``num_test //
+    num_clients``; 0: none, evaluate on the pooled test set)."""
+    if test_size is None:
+        test_size = num_test // num_clients
+    test_size = check_int("test_size", test_size, 0)
+    if not test_size:
+        return [np.zeros(0, dtype=np.int64)] * num_clients
+    return iid_partition(num_test, num_clients, test_size, seed=rng)
+
+
 def federate_dirichlet_classes(
     train: Dataset,
     test: Dataset,
@@ -582,11 +594,7 @@ def federate_dirichlet_classes(
     rng = as_rng(seed)
     parts = dirichlet_class_partition(train.y, num_clients, alpha, min_per_class=min_per_class,
                                       num_classes=train.num_classes, seed=rng)
-    if test_size is None:
-        test_size = len(test) // num_clients
-    test_size = check_int("test_size", test_size, 0)
-    tests = (iid_partition(len(test), num_clients, test_size, seed=rng)
-             if test_size else [np.zeros(0, dtype=np.int64)] * num_clients)
+    tests = _iid_test_split(len(test), num_clients, test_size, rng)
     sizes = [p.size for p in parts]
     return FederatedDataset(
         train, test, parts, tests,
@@ -613,13 +621,7 @@ def federate_iid(
     _check_pair(train, test)
     rng = as_rng(seed)
     parts = iid_partition(len(train), num_clients, size, seed=rng)
-    if test_size is None:
-        test_size = len(test) // num_clients
-    test_size = check_int("test_size", test_size, 0)
-    tests = (
-        iid_partition(len(test), num_clients, test_size, seed=rng)
-        if test_size else [np.zeros(0, dtype=np.int64)] * num_clients
-    )
+    tests = _iid_test_split(len(test), num_clients, test_size, rng)
     return FederatedDataset(
         train, test, parts, tests,
         name=f"{train.name.split('/')[0]}/iid({num_clients}x{parts[0].size})",
