@@ -59,3 +59,16 @@ def test_ordering_text_names_the_first_break():
     assert _ordering_text(["A", "B", "C"], [[1.0, 2.0], [1.5, 1.0], [2.0, 2.0]]) == \
         "A > B at 1 of 2 points"
     assert _ordering_text(["A", "B", "C"], [[1.0], [2.0], [1.5]]) == "B > C at 1 of 1 points"
+
+
+def test_the_slow_files_split_every_paper_once():
+    from pathlib import Path
+
+    from _reproduce_quick import SPLIT
+
+    from privfl.reproduce.papers import PAPERS
+
+    papers = [p for group in SPLIT.values() for p in group]
+    assert sorted(papers) == sorted(PAPERS)  # each paper in exactly one file
+    here = Path(__file__).parent
+    assert all((here / name).is_file() for name in SPLIT)

@@ -1,7 +1,7 @@
 """Xie et al. 2023's certified-robustness shapes (privfl.reproduce.xie2023_certification): the
 summaries of a certificate against the spec's worked example (seed 2, Section 7.5), the shape
 classifier (hypothesis), the bootstrap, the backend choice and the paper-scale plan. The quick
-rows themselves run in the slow suite (tests/reproduce/test_reproduce_quick.py)."""
+rows themselves run in the slow suite (tests/reproduce/test_reproduce_quick_certification.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 and xie2023_inefficacy): the pure judgements on synthetic arrays (orderings with ties, the paired
 bootstrap, the slope and the gap change, Theorem 6's bound at k = 0, Corollary 7's monotonicity)
 and the configurations. The quick rows themselves run in the slow suite
-(tests/reproduce/test_reproduce_quick.py)."""
+(tests/reproduce/test_reproduce_quick_certification.py)."""
 
 from __future__ import annotations
 
