@@ -438,9 +438,9 @@ PAPER_FIGURES = (
      "CIFAR-10 and Sent140", 20.0),
     ("Figure 3", "more heterogeneous data certify a smaller k", "i.i.d. against Dir(1) and "
      "Dir(0.5) splits (the paper's per-class Dir(alpha) recipe), Table 4's sigmas, 1,000 "
-     "models each (quick scale: a per-user Dir(beta) split, 50 logistic regressions, "
+     "models each (quick scale: the same recipe, 50 logistic regressions, "
      "xie2023_heterogeneity)", "MNIST, CIFAR-10 (download)",
-     "Fashion-MNIST 0 vs 1 (data.partition: dirichlet)", 80.0),
+     "Fashion-MNIST 0 vs 1 (data.partition: dirichlet-classes)", 80.0),
     ("Figures 4 and 7", "the attack-inefficacy bound is tight for small k and strong attacks",
      "backdoor (alpha, gamma), DBA and label flip, 100 models per k = 0..10, and k = 4 against "
      "epsilon (quick scale: BKD and LF, k = 0..4, 40 logistic regressions, "
